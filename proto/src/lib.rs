@@ -1,0 +1,141 @@
+//! The oxibot plugin protocol: wire types and a byte-level codec.
+//!
+//! This crate is the specification of how the oxibot kernel talks to its plugin processes
+//! (tools such as `oxibot-tool-fs`, chat channels such as `oxibot-channel-telegram`). It holds
+//! types and a codec only: it opens no sockets, spawns nothing, and knows nothing of the
+//! kernel. Everything a plugin author needs, in any language, is on this page.
+//!
+//! # Transport
+//!
+//! The kernel creates a private directory (mode `0700`), listens on a Unix-domain socket in it,
+//! and only then starts the plugin executable with three environment variables:
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `OXIBOT_PLUGIN_SOCKET` | filesystem path of the socket to connect to |
+//! | `OXIBOT_PLUGIN_TOKEN` | a one-time secret to present in `Hello` |
+//! | `OXIBOT_KERNEL_PID` | the kernel's process id (for information) |
+//!
+//! A plugin started without these variables was not started by the kernel and should print an
+//! explanation and exit with a non-zero status. The plugin's stdout and stdin are not used by the
+//! protocol; stderr is captured line by line into the kernel's log and the last lines are shown
+//! when the plugin dies. The kernel removes the socket file once the plugin has connected, so a
+//! socket path is good for exactly one connection.
+//!
+//! # Framing
+//!
+//! Each message is one frame: a 4-byte **big-endian unsigned length** `N`, then `N` bytes holding
+//! exactly one MessagePack value. `N` counts the body only. A receiver refuses a frame whose
+//! length is over its limit (16 MiB, [`DEFAULT_MAX_FRAME_LEN`], unless configured otherwise)
+//! without reading or allocating the body, and closes the connection.
+//!
+//! The end of the stream between two frames is a normal close. The end of the stream inside a
+//! frame, a body that is not valid MessagePack, or a body that is not a map with a string `type`
+//! field is a protocol violation: the receiver closes the connection. The kernel then treats the
+//! plugin as crashed (kills and restarts it).
+//!
+//! # Messages
+//!
+//! A message is a MessagePack **map with string keys** (named fields). The `type` key names the
+//! message; the other keys are the fields listed below. Field order does not matter. Fields
+//! marked optional may be absent (or `nil` where the type is optional).
+//!
+//! | `type` | direction | fields |
+//! |---|---|---|
+//! | `hello` | both, first | `protocol` str, `version` uint, `name` str, `kind` str, `features` [str] (optional), `token` str |
+//! | `manifest` | plugin → kernel, second | `tools`: [ {`name` str, `description` str, `parameters` JSON-Schema map, `read_only` bool, `exclusive` bool, `timeout_secs` uint (optional)} ] |
+//! | `call` | kernel → plugin | `id` uint, `tool` str, `arguments` map, `context` {`session_key`, `channel`, `chat_id`: str or nil; `workspace` str; `restrict_to_workspace` bool} |
+//! | `result` | plugin → kernel | `id` uint, `content` str, `is_error` bool |
+//! | `cancel` | kernel → plugin | `id` uint |
+//! | `log` | plugin → kernel | `level` str (`error`/`warn`/`info`/`debug`/`trace`), `message` str |
+//! | `ping` | either | `nonce` uint; answered with `pong` carrying the same nonce |
+//! | `pong` | either | `nonce` uint |
+//! | `goodbye` | either | `reason` str; the sender closes the connection next |
+//! | `inbound` | channel → kernel | `id` str, `channel` str, `sender_id` str, `chat_id` str, `content` str, `media` [str], `metadata` map |
+//! | `inbound_accepted` | kernel → channel | `id` str (of the `inbound`) |
+//! | `outbound` | kernel → channel | `id` uint, `chat_id` str, `content` str, `media` [str], `stream_id` uint (optional), `metadata` map |
+//! | `delta` | kernel → channel | `stream_id` uint, `chat_id` str, `text` str (appended to the reply so far) |
+//! | `delivery_ack` | channel → kernel | `id` uint (of the `outbound`), `ok` bool, `error` str (optional) |
+//!
+//! # Handshake
+//!
+//! 1. The plugin connects and sends `hello` with `protocol` = `"oxibot"`, `version` =
+//!    [`PROTOCOL_VERSION`], its `name`, its `kind` (`"tool"` or `"channel"`) and the `token`
+//!    from `OXIBOT_PLUGIN_TOKEN`.
+//! 2. The kernel checks protocol, version and token. On a mismatch it sends `goodbye` with the
+//!    reason and closes. Otherwise it answers with its own `hello` (`kind` = `"kernel"`, `name` =
+//!    `"kernel"`, the same token).
+//! 3. The plugin sends `manifest` (a channel plugin sends one with no tools).
+//!
+//! The whole handshake must finish within the kernel's handshake timeout (a few seconds), or the
+//! plugin is killed.
+//!
+//! # Calls
+//!
+//! After the handshake the kernel sends `call`s at any time, several at once; each has an `id`
+//! unique among calls in flight. The plugin answers each with exactly one `result` carrying the
+//! same `id`, in any order. `content` is text for the language model: the tool's output, or when
+//! `is_error` is true a message explaining what went wrong in words the model can act on.
+//!
+//! The kernel may send `cancel` for a call in flight (its caller went away, or the call ran past
+//! its timeout). The plugin should stop the work; it may still send a `result`, which the kernel
+//! ignores. A plugin that does not answer within the call's timeout is considered hung: it is
+//! killed, every call in flight on it fails, and it is restarted.
+//!
+//! Relative paths in arguments resolve against `context.workspace`. When
+//! `context.restrict_to_workspace` is true the tool must refuse (with an error result) anything
+//! that reaches outside the workspace.
+//!
+//! # Unknown things
+//!
+//! - A message whose `type` the receiver does not know is ignored ([`Message::Unknown`]).
+//! - Fields the receiver does not know are ignored; absent optional fields take their defaults.
+//! - Feature names and kinds the receiver does not know are kept as text and otherwise ignored
+//!   ([`Feature::Other`], [`PeerKind::Other`]).
+//! - A `result` or `cancel` for an id that is not in flight is ignored.
+//!
+//! # Versioning
+//!
+//! [`PROTOCOL_VERSION`] is an integer that is independent of any crate or release version. It is
+//! bumped only when a change would make an older peer misread the wire: a field changes type or
+//! meaning, a required field is added, or framing changes. Adding an optional field, a message
+//! type that may be ignored, or a feature name does not bump it. Each version has a named
+//! constant saying what it introduced, and the kernel refuses (with `goodbye`) a `hello` whose
+//! version it does not speak.
+
+mod codec;
+mod messages;
+#[cfg(test)]
+mod tests;
+
+pub use codec::{
+    body_len, decode_body, encode, encode_into, read_message, DecodeError, EncodeError,
+    FrameDecoder, DEFAULT_MAX_FRAME_LEN, HEADER_LEN,
+};
+pub use messages::{
+    Call, CallContext, Cancel, DeliveryAck, Delta, Feature, Goodbye, Hello, Inbound,
+    InboundAccepted, Log, Manifest, Message, Outbound, PeerKind, Ping, ToolResult, ToolSpec,
+};
+
+/// The protocol name sent in every `Hello`.
+pub const PROTOCOL_NAME: &str = "oxibot";
+
+/// Version 1: hello/manifest handshake, multiplexed tool calls with cancel, channel messages.
+pub const PROTOCOL_VERSION_INITIAL: u32 = 1;
+
+/// The wire version this build speaks.
+pub const PROTOCOL_VERSION: u32 = PROTOCOL_VERSION_INITIAL;
+
+impl Hello {
+    /// A `Hello` of this protocol version.
+    pub fn new(name: impl Into<String>, kind: PeerKind, token: impl Into<String>) -> Hello {
+        Hello {
+            protocol: PROTOCOL_NAME.to_owned(),
+            version: PROTOCOL_VERSION,
+            name: name.into(),
+            kind,
+            features: Vec::new(),
+            token: token.into(),
+        }
+    }
+}

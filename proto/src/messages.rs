@@ -1,0 +1,309 @@
+//! The messages exchanged between the kernel and a plugin, and their parts.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Every message on the wire. The `type` field of the MessagePack map names the variant.
+///
+/// A receiver that meets a `type` it does not know decodes it as [`Message::Unknown`] and
+/// ignores it; unknown fields inside a known message are ignored as well.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// First message in each direction. Plugin → kernel, then kernel → plugin.
+    Hello(Hello),
+    /// The tools a plugin offers. Plugin → kernel, once, right after the kernel's `Hello`.
+    Manifest(Manifest),
+    /// Run one tool. Kernel → plugin.
+    Call(Call),
+    /// The outcome of a call. Plugin → kernel, exactly once per `Call`.
+    Result(ToolResult),
+    /// Stop working on a call. Kernel → plugin. A late `Result` for it is ignored.
+    Cancel(Cancel),
+    /// A log line for the kernel's log. Plugin → kernel.
+    Log(Log),
+    /// Liveness probe. Either direction; the receiver answers with `Pong` and the same nonce.
+    Ping(Ping),
+    /// Answer to `Ping`. Either direction.
+    Pong(Ping),
+    /// The sender is about to close the connection. Either direction.
+    Goodbye(Goodbye),
+    /// A chat message a user sent. Channel plugin → kernel.
+    Inbound(Inbound),
+    /// The kernel has persisted an inbound message. Kernel → channel plugin.
+    InboundAccepted(InboundAccepted),
+    /// A message to deliver to a chat. Kernel → channel plugin.
+    Outbound(Outbound),
+    /// A piece of a reply being streamed. Kernel → channel plugin.
+    Delta(Delta),
+    /// Whether an outbound message was delivered. Channel plugin → kernel.
+    DeliveryAck(DeliveryAck),
+    /// A message type this build does not know. Never sent; receivers ignore it.
+    #[serde(other)]
+    Unknown,
+}
+
+/// The first message each way: who is speaking, which protocol, and the one-time token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Always [`crate::PROTOCOL_NAME`].
+    pub protocol: String,
+    /// The wire version the sender speaks, see [`crate::PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The plugin's name (for the kernel's `Hello`: `"kernel"`).
+    pub name: String,
+    /// What the sender is.
+    pub kind: PeerKind,
+    /// Optional capabilities; a receiver ignores entries it does not know.
+    #[serde(default)]
+    pub features: Vec<Feature>,
+    /// The one-time token the kernel handed the process in `OXIBOT_PLUGIN_TOKEN`.
+    /// The kernel echoes it back in its own `Hello`.
+    #[serde(default)]
+    pub token: String,
+}
+
+/// The role of a peer on a connection.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum PeerKind {
+    /// The oxibot kernel.
+    Kernel,
+    /// A tool plugin: answers `Call`s.
+    Tool,
+    /// A channel plugin: bridges a chat service.
+    Channel,
+    /// A kind this build does not know, kept by name.
+    Other(String),
+}
+
+/// An optional capability announced in `Hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Feature {
+    /// The plugin stops work when it receives `Cancel`.
+    Cancel,
+    /// The channel renders `Delta` messages as a live, growing reply.
+    Streaming,
+    /// A feature this build does not know, kept by name and otherwise ignored.
+    Other(String),
+}
+
+macro_rules! string_enum {
+    ($ty:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        impl From<String> for $ty {
+            fn from(text: String) -> Self {
+                match text.as_str() {
+                    $($text => $ty::$variant,)*
+                    _ => $ty::Other(text),
+                }
+            }
+        }
+        impl From<$ty> for String {
+            fn from(value: $ty) -> String {
+                match value {
+                    $($ty::$variant => $text.to_owned(),)*
+                    $ty::Other(text) => text,
+                }
+            }
+        }
+    };
+}
+
+string_enum!(PeerKind { Kernel => "kernel", Tool => "tool", Channel => "channel" });
+string_enum!(Feature { Cancel => "cancel", Streaming => "streaming" });
+
+/// The list of tools a plugin offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Manifest {
+    /// One entry per tool; names are unique across all plugins of a kernel.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// One tool as the model sees it, plus scheduling hints for the kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The function name the model calls, e.g. `read_file`.
+    pub name: String,
+    /// What the tool does, shown to the model.
+    pub description: String,
+    /// JSON Schema (an `object` schema) for the arguments.
+    pub parameters: Value,
+    /// The tool only reads; calls may run in parallel with other read-only calls.
+    #[serde(default)]
+    pub read_only: bool,
+    /// The tool must run alone (no other tool call of the same turn at the same time).
+    #[serde(default)]
+    pub exclusive: bool,
+    /// How long the kernel waits for a result before it cancels the call and treats the
+    /// plugin as hung. Absent: the kernel's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+/// A request to run one tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// Chosen by the kernel, unique among the calls in flight on this connection.
+    pub id: u64,
+    /// A tool name from the plugin's manifest.
+    pub tool: String,
+    /// The arguments the model gave, as a map (already parsed from the model's JSON).
+    pub arguments: Value,
+    /// Where and for whom the call runs.
+    #[serde(default)]
+    pub context: CallContext,
+}
+
+/// Where a call runs and on whose behalf.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallContext {
+    /// The session (`channel:chat_id`) the call belongs to, if any.
+    #[serde(default)]
+    pub session_key: Option<String>,
+    /// The channel the turn came from, e.g. `cli` or `telegram`.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// The chat within that channel.
+    #[serde(default)]
+    pub chat_id: Option<String>,
+    /// Absolute path of the workspace; relative paths resolve against it.
+    #[serde(default)]
+    pub workspace: String,
+    /// When true, the tool must not touch anything outside `workspace`.
+    #[serde(default = "default_true")]
+    pub restrict_to_workspace: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for CallContext {
+    /// No session, no workspace, and the restriction on (the safe default).
+    fn default() -> Self {
+        CallContext {
+            session_key: None,
+            channel: None,
+            chat_id: None,
+            workspace: String::new(),
+            restrict_to_workspace: true,
+        }
+    }
+}
+
+/// The outcome of one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The `id` of the `Call` this answers.
+    pub id: u64,
+    /// Text for the model: the output, or the error message when `is_error` is set.
+    pub content: String,
+    /// The tool failed; `content` says why in words the model can act on.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// Asks a plugin to abandon a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancel {
+    /// The `id` of the call to abandon.
+    pub id: u64,
+}
+
+/// A log line forwarded into the kernel's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Log {
+    /// One of `error`, `warn`, `info`, `debug`, `trace`; anything else counts as `info`.
+    pub level: String,
+    /// The text of the line.
+    pub message: String,
+}
+
+/// Body of `Ping` and `Pong`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ping {
+    /// Copied from the `Ping` into its `Pong`.
+    pub nonce: u64,
+}
+
+/// Announces that the sender closes the connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Goodbye {
+    /// Why, in words for a log.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// A message a chat user sent, as a channel plugin received it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inbound {
+    /// Chosen by the channel; echoed in `InboundAccepted`. Until that arrives the channel
+    /// must be ready to deliver the message again (for example after a kernel restart).
+    pub id: String,
+    /// The channel's name, e.g. `telegram`.
+    pub channel: String,
+    /// Who sent it, as the chat service identifies them.
+    pub sender_id: String,
+    /// The conversation it belongs to.
+    pub chat_id: String,
+    /// The text.
+    pub content: String,
+    /// Local paths of downloaded attachments.
+    #[serde(default)]
+    pub media: Vec<String>,
+    /// Channel-specific extras (message ids, thread ids, whether it is a group chat, …).
+    #[serde(default)]
+    pub metadata: Value,
+}
+
+/// Confirms that an inbound message is safely persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundAccepted {
+    /// The `id` of the `Inbound`.
+    pub id: String,
+}
+
+/// A message for a chat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outbound {
+    /// Chosen by the kernel; echoed in `DeliveryAck`.
+    pub id: u64,
+    /// The chat to send to.
+    pub chat_id: String,
+    /// The text (Markdown; the channel renders it for its service).
+    pub content: String,
+    /// Local paths of files to attach.
+    #[serde(default)]
+    pub media: Vec<String>,
+    /// When set, the final form of the reply streamed as `Delta`s with this `stream_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_id: Option<u64>,
+    /// Channel-specific extras copied from the inbound message (thread to reply in, …).
+    #[serde(default)]
+    pub metadata: Value,
+}
+
+/// A piece of a reply that is still being written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta {
+    /// Identifies the reply; all deltas of one reply share it.
+    pub stream_id: u64,
+    /// The chat to show it in.
+    pub chat_id: String,
+    /// Text to append to what was sent so far.
+    pub text: String,
+}
+
+/// Reports whether an `Outbound` reached the chat service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryAck {
+    /// The `id` of the `Outbound`.
+    pub id: u64,
+    /// True when the service accepted the message.
+    pub ok: bool,
+    /// Why it failed, when `ok` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
