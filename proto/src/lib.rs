@@ -117,6 +117,13 @@ pub use messages::{
     InboundAccepted, Log, Manifest, Message, Outbound, PeerKind, Ping, ToolResult, ToolSpec,
 };
 
+/// Environment variable through which the kernel passes the socket path to a plugin.
+pub const ENV_SOCKET: &str = "OXIBOT_PLUGIN_SOCKET";
+/// Environment variable through which the kernel passes the one-time token to a plugin.
+pub const ENV_TOKEN: &str = "OXIBOT_PLUGIN_TOKEN";
+/// Environment variable through which the kernel passes its process id to a plugin.
+pub const ENV_KERNEL_PID: &str = "OXIBOT_KERNEL_PID";
+
 /// The protocol name sent in every `Hello`.
 pub const PROTOCOL_NAME: &str = "oxibot";
 

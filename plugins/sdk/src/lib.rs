@@ -1,1 +1,39 @@
-//! Placeholder.
+//! The SDK for writing oxibot tool plugins in Rust.
+//!
+//! A tool plugin is an executable named `oxibot-tool-<name>` that the kernel starts, connected
+//! to it over a local socket (see the `oxibot-proto` crate docs for the wire protocol). This
+//! crate does the protocol: the handshake, the manifest, running calls concurrently,
+//! cancellation, and turning a panic into an error result followed by a clean exit. A plugin
+//! only declares its tools and writes one async function per tool:
+//!
+//! ```no_run
+//! use oxibot_plugin::{parse_args, CallContext, Plugin, Tool, ToolError};
+//! use serde_json::{json, Value};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Args { text: String }
+//!
+//! async fn shout(_ctx: CallContext, args: Value) -> Result<String, ToolError> {
+//!     let args: Args = parse_args(args)?;
+//!     Ok(args.text.to_uppercase())
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+//!     Plugin::new("shout")
+//!         .tool(Tool::new("shout", "Repeat text in capitals", schema).read_only(), shout)
+//!         .run()
+//! }
+//! ```
+//!
+//! What this crate is not: it has no kernel types and no actor system, and it never decides
+//! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
+
+mod launch;
+mod serve;
+mod tool;
+pub mod workspace;
+
+pub use launch::{LaunchEnv, LaunchError};
+pub use oxibot_proto::CallContext;
+pub use tool::{parse_args, Plugin, Tool, ToolError, ToolOutput};
