@@ -1,1 +1,7 @@
-//! Placeholder.
+//! The oxibot kernel: configuration, the plugin host, and (in later parts) the session,
+//! runner and memory actors. The `oxibot` binary in `main.rs` is a thin shell over it.
+
+pub mod config;
+pub mod launcher;
+pub mod paths;
+pub mod plugin;

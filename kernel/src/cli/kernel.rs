@@ -1,0 +1,62 @@
+//! Shared set-up for commands that need the kernel: config, workspace, plugin host.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use oxibot_kernel::config::Config;
+use oxibot_kernel::paths;
+use oxibot_kernel::plugin::{discover, HostConfig, PluginHost, PluginSources, PluginSpec};
+
+use super::CommonArgs;
+
+/// What a kernel command runs with.
+pub struct Setup {
+    /// The loaded config (defaults when no file exists).
+    pub config: Config,
+    /// The workspace tools work in (absolute).
+    pub workspace: PathBuf,
+    /// The plugins to start.
+    pub plugins: Vec<PluginSpec>,
+    /// How to run them.
+    pub host: HostConfig,
+}
+
+impl Setup {
+    /// Loads config, resolves the workspace and discovers plugins.
+    pub fn load(common: &CommonArgs) -> anyhow::Result<Setup> {
+        let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
+        if common.config.is_some() && !config_path.exists() {
+            anyhow::bail!("config file {} does not exist", config_path.display());
+        }
+        let config = Config::load(&config_path)?;
+        let workspace = match &common.workspace {
+            Some(dir) => paths::expand_tilde(dir),
+            None if config_path.exists() => config.workspace(),
+            None => std::env::current_dir().context("cannot determine the current directory")?,
+        };
+        let workspace = std::path::absolute(&workspace).with_context(|| format!("bad workspace path {}", workspace.display()))?;
+        if !workspace.is_dir() {
+            anyhow::bail!("workspace {} is not a directory (create it, or pass --workspace)", workspace.display());
+        }
+        let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
+        let sources = PluginSources {
+            bundled_dir: exe.parent().map(PathBuf::from),
+            plugin_dir: Some(paths::plugins_dir()),
+            configured: config.plugin_specs(),
+        };
+        let plugins = discover(&sources);
+        let host = HostConfig { launcher: Some(exe), ..HostConfig::default() };
+        Ok(Setup { config, workspace, plugins, host })
+    }
+
+    /// Starts the plugin host (inside the running actix system).
+    pub fn start_host(&self) -> anyhow::Result<PluginHost> {
+        PluginHost::start(self.plugins.clone(), self.host.clone()).context("cannot start the plugin host")
+    }
+
+    /// How long to wait for plugins to finish starting.
+    pub fn startup_wait(&self) -> Duration {
+        self.host.handshake_timeout + Duration::from_secs(1)
+    }
+}

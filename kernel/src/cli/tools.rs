@@ -1,0 +1,103 @@
+//! `oxibot tools list` and `oxibot tools call`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use oxibot_kernel::plugin::PluginStatus;
+use oxibot_proto::CallContext;
+use serde_json::{json, Value};
+
+use super::kernel::Setup;
+use super::CommonArgs;
+
+/// Starts every plugin, waits for them to settle, prints their status.
+pub fn list(common: &CommonArgs, as_json: bool) -> anyhow::Result<ExitCode> {
+    let setup = Setup::load(common)?;
+    let statuses = actix::System::new().block_on(async {
+        let host = setup.start_host()?;
+        host.wait_settled(setup.startup_wait()).await;
+        let statuses = host.statuses();
+        host.shutdown().await;
+        anyhow::Ok(statuses)
+    })?;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&statuses_json(&statuses))?)?;
+    } else {
+        write_table(&mut out, &statuses)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one call and prints its content; exit status 1 on a tool error.
+pub fn call(common: &CommonArgs, tool: &str, args: &str, timeout: Option<f64>) -> anyhow::Result<ExitCode> {
+    let arguments: Value = serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
+    anyhow::ensure!(arguments.is_object(), "--args must be a JSON object, e.g. '{{\"path\": \"README.md\"}}'");
+    let timeout = timeout.map(Duration::try_from_secs_f64).transpose().context("--timeout must be a positive number of seconds")?;
+    let setup = Setup::load(common)?;
+    let context = CallContext {
+        session_key: Some("cli:tools".into()),
+        channel: Some("cli".into()),
+        chat_id: Some("tools".into()),
+        workspace: setup.workspace.display().to_string(),
+        restrict_to_workspace: setup.config.tools.restrict_to_workspace,
+    };
+    let outcome = actix::System::new().block_on(async {
+        let host = setup.start_host()?;
+        let outcome = host.call(tool, arguments, context, timeout).await;
+        host.shutdown().await;
+        anyhow::Ok(outcome)
+    })?;
+    match outcome {
+        Ok(result) if !result.is_error => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(result.content.as_bytes())?;
+            if !result.content.ends_with('\n') {
+                out.write_all(b"\n")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(result) => {
+            eprintln!("{}", result.content);
+            Ok(ExitCode::FAILURE)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn write_table(out: &mut impl Write, statuses: &[PluginStatus]) -> std::io::Result<()> {
+    if statuses.is_empty() {
+        writeln!(out, "no plugins found (looked next to the oxibot binary, in the plugins directory and in config.json)")?;
+        return Ok(());
+    }
+    let width = statuses.iter().map(|s| s.name.len()).max().unwrap_or(6).max(6);
+    writeln!(out, "{:<width$}  {:<10}  {:>7}  TOOLS", "PLUGIN", "STATE", "PID")?;
+    for status in statuses {
+        let pid = status.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let tools = if status.tools.is_empty() { "-".to_owned() } else { status.tools.join(", ") };
+        writeln!(out, "{:<width$}  {:<10}  {:>7}  {tools}", status.name, status.state, pid)?;
+        if let Some(reason) = &status.reason {
+            writeln!(out, "{:<width$}  reason: {reason}", "")?;
+        }
+    }
+    Ok(())
+}
+
+fn statuses_json(statuses: &[PluginStatus]) -> Value {
+    Value::Array(
+        statuses
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name, "state": s.state, "reason": s.reason, "pid": s.pid,
+                    "tools": s.tools, "command": s.command, "origin": s.origin,
+                })
+            })
+            .collect(),
+    )
+}

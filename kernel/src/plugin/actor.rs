@@ -1,0 +1,330 @@
+//! `PluginActor`: owns one plugin's lifecycle — spawn, handshake, serve, die, restart.
+//!
+//! The actor runs one *instance* at a time as a future on its context. When the instance
+//! ends (the process died, hung, or broke the protocol), the actor consults its
+//! [`RestartTracker`]: it either stops itself so actix's `Supervisor` restarts it — the
+//! `restarting` hook publishes the new state and `started` spawns a fresh instance after the
+//! backoff — or it gives up and stays alive in the `Failed` state so status queries still see
+//! it. Handlers never panic (a panic would kill the actor for good, see DESIGN.md).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use oxibot_proto::{Goodbye, Message as Wire, ToolSpec};
+use tokio::sync::{oneshot, watch};
+
+use super::connection::{CloseCause, Connection, ConnectionTasks};
+use super::error::{PluginError, StartError};
+use super::handshake;
+use super::host::HostShared;
+use super::policy::{RestartTracker, Verdict};
+use super::process::{Launch, PluginProcess};
+use super::rundir::random_hex;
+use super::spec::PluginSpec;
+
+/// What a plugin slot is doing, published through a `watch` channel to callers and status.
+#[derive(Clone)]
+pub enum SlotState {
+    /// The first instance is being started.
+    Starting,
+    /// Serving calls.
+    Ready {
+        /// Handle for making calls.
+        conn: Connection,
+        /// The process id.
+        pid: u32,
+        /// The tools from its manifest.
+        tools: Vec<ToolSpec>,
+    },
+    /// An instance died and a new one is being started.
+    Restarting {
+        /// Why the last instance ended.
+        reason: String,
+    },
+    /// Given up on; calls fail at once with the reason.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// Shut down by the host.
+    Stopped,
+}
+
+impl SlotState {
+    /// A one-word label: `starting`, `running`, `restarting`, `failed`, `stopped`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            SlotState::Starting => "starting",
+            SlotState::Ready { .. } => "running",
+            SlotState::Restarting { .. } => "restarting",
+            SlotState::Failed { .. } => "failed",
+            SlotState::Stopped => "stopped",
+        }
+    }
+
+    /// Whether the state will not change without outside help (ready, failed or stopped).
+    pub fn is_settled(&self) -> bool {
+        matches!(self, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped)
+    }
+}
+
+/// How an instance ended.
+enum InstanceEnd {
+    /// It never finished starting.
+    StartFailed(StartError),
+    /// Its tools clash with a plugin of higher precedence; restarting cannot help.
+    Conflict(String),
+    /// It served for a while, then died.
+    Died {
+        /// What the kernel noticed first.
+        cause: CloseCause,
+        /// The exit status as text.
+        status: String,
+        /// How long it ran.
+        ran_for: Duration,
+    },
+    /// The host asked it to stop.
+    Stopped,
+}
+
+/// Supervises one plugin process.
+pub struct PluginActor {
+    /// How to start the plugin.
+    spec: Arc<PluginSpec>,
+    /// Precedence in discovery order (lower wins a tool-name clash).
+    index: usize,
+    /// Run directory, policy and tool registry shared by all plugin actors.
+    shared: Arc<HostShared>,
+    /// Published state; callers wait on it.
+    state: Arc<watch::Sender<SlotState>>,
+    /// Restart history, kept across actor restarts.
+    tracker: RestartTracker,
+    /// Delay before the next instance starts.
+    next_delay: Duration,
+    /// Stops the running instance (sends it `goodbye`); `None` when none runs.
+    stop_instance: Option<oneshot::Sender<()>>,
+    /// Set once the plugin must not be started again.
+    finished: bool,
+}
+
+impl PluginActor {
+    /// A supervisor for `spec`; start it with `Supervisor::start`.
+    pub fn new(spec: PluginSpec, index: usize, shared: Arc<HostShared>, state: Arc<watch::Sender<SlotState>>) -> PluginActor {
+        PluginActor {
+            spec: Arc::new(spec),
+            index,
+            shared,
+            state,
+            tracker: RestartTracker::default(),
+            next_delay: Duration::ZERO,
+            stop_instance: None,
+            finished: false,
+        }
+    }
+
+    fn launch_instance(&mut self, ctx: &mut Context<Self>) {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        self.stop_instance = Some(stop_tx);
+        let instance = Instance {
+            spec: self.spec.clone(),
+            index: self.index,
+            shared: self.shared.clone(),
+            state: self.state.clone(),
+            addr: ctx.address(),
+        };
+        ctx.spawn(instance.run(stop_rx).into_actor(self).map(|end, actor, ctx| actor.instance_ended(end, ctx)));
+    }
+
+    fn instance_ended(&mut self, end: InstanceEnd, ctx: &mut Context<Self>) {
+        self.stop_instance = None;
+        let (reason, ran_for) = match end {
+            InstanceEnd::Stopped => {
+                self.finish(SlotState::Stopped, ctx);
+                return;
+            }
+            InstanceEnd::Conflict(reason) => {
+                self.finish(SlotState::Failed { reason }, ctx);
+                return;
+            }
+            InstanceEnd::StartFailed(error) => (format!("failed to start: {error}"), Duration::ZERO),
+            InstanceEnd::Died { cause, status, ran_for } => (format!("{cause}; {status}"), ran_for),
+        };
+        if self.finished {
+            return;
+        }
+        match self.tracker.record_death(&self.shared.config.restart, ran_for, Instant::now()) {
+            Verdict::RestartAfter(delay) => {
+                tracing::warn!(plugin = %self.spec.name, %reason, delay_ms = delay.as_millis() as u64, "plugin died; restarting");
+                self.next_delay = delay;
+                self.state.send_replace(SlotState::Restarting { reason });
+                // A dead instance is unrecoverable actor state: stop, and let the Supervisor
+                // rebuild us through `restarting` and `started`.
+                ctx.stop();
+            }
+            Verdict::GiveUp { restarts } => {
+                let reason = format!("restarted {restarts} times within {}s; last failure: {reason}", self.shared.config.restart.window.as_secs());
+                tracing::error!(plugin = %self.spec.name, %reason, "plugin failed; not restarting it");
+                self.finish(SlotState::Failed { reason }, ctx);
+            }
+        }
+    }
+
+    fn finish(&mut self, state: SlotState, _ctx: &mut Context<Self>) {
+        self.finished = true;
+        self.state.send_replace(state);
+    }
+}
+
+impl Actor for PluginActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.finished {
+            return;
+        }
+        let delay = std::mem::take(&mut self.next_delay);
+        if delay.is_zero() {
+            self.launch_instance(ctx);
+        } else {
+            ctx.run_later(delay, |actor, ctx| actor.launch_instance(ctx));
+        }
+    }
+}
+
+impl Supervised for PluginActor {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.stop_instance = None;
+    }
+}
+
+/// Asks the plugin to stop for good (kernel shutdown). Resolves once it is stopped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+impl Handler<Shutdown> for PluginActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        match self.stop_instance.take() {
+            Some(stop) => {
+                // The instance future sends goodbye, reaps the process and reports Stopped.
+                let _ = stop.send(());
+            }
+            None => self.finish(SlotState::Stopped, ctx),
+        }
+        self.finished = true;
+    }
+}
+
+/// Tells a plugin that a plugin of higher precedence took one of its tool names.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Evict {
+    /// The clash, for `oxibot tools list`.
+    pub reason: String,
+}
+
+impl Handler<Evict> for PluginActor {
+    type Result = ();
+
+    fn handle(&mut self, evict: Evict, ctx: &mut Context<Self>) {
+        tracing::error!(plugin = %self.spec.name, reason = %evict.reason, "plugin disabled");
+        if let Some(stop) = self.stop_instance.take() {
+            let _ = stop.send(());
+        }
+        self.finish(SlotState::Failed { reason: evict.reason }, ctx);
+    }
+}
+
+/// Everything one instance needs, moved into its future.
+struct Instance {
+    spec: Arc<PluginSpec>,
+    index: usize,
+    shared: Arc<HostShared>,
+    state: Arc<watch::Sender<SlotState>>,
+    addr: Addr<PluginActor>,
+}
+
+impl Instance {
+    async fn run(self, stop: oneshot::Receiver<()>) -> InstanceEnd {
+        let (mut process, handshaken) = match self.start().await {
+            Ok(started) => started,
+            Err(error) => return InstanceEnd::StartFailed(error),
+        };
+        let pid = process.pid();
+        let tools = handshaken.manifest.tools.clone();
+        if let Err(clash) = self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.addr) {
+            let _ = process.kill_and_reap(Duration::from_millis(200)).await;
+            return InstanceEnd::Conflict(clash);
+        }
+        let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader);
+        tracing::info!(plugin = %self.spec.name, pid, tools = tools.len(), "plugin ready");
+        self.state.send_replace(SlotState::Ready { conn: conn.clone(), pid, tools });
+        let started = Instant::now();
+        let cause = watch_instance(tasks, &mut process, stop).await;
+        let status = settle_process(&mut process, &cause, &conn).await;
+        let ran_for = started.elapsed();
+        if cause == CloseCause::Shutdown {
+            conn.fail_all(PluginError::ShuttingDown);
+            return InstanceEnd::Stopped;
+        }
+        let error = PluginError::PluginClosed {
+            plugin: self.spec.name.clone(),
+            cause: cause.to_string(),
+            status: status.clone(),
+            stderr_tail: process.tail().lines(),
+        };
+        conn.fail_all(error);
+        InstanceEnd::Died { cause, status, ran_for }
+    }
+
+    /// Listens, spawns, and completes the handshake.
+    async fn start(&self) -> Result<(PluginProcess, handshake::Handshaken), StartError> {
+        let socket = self.shared.run_dir.socket_path(&self.spec.name);
+        let token = random_hex(16).map_err(|source| StartError::Listen { path: "/dev/urandom".into(), source })?;
+        let listener = handshake::listen(&socket)?;
+        let launch = Launch { launcher: self.shared.config.launcher.as_deref(), socket: &socket, token: &token };
+        let mut process = PluginProcess::spawn(&self.spec, &launch)?;
+        match handshake::accept(listener, &socket, &mut process, &token, self.shared.config.handshake_timeout).await {
+            Ok(handshaken) => Ok((process, handshaken)),
+            Err(error) => {
+                let _ = process.kill_and_reap(Duration::from_millis(200)).await;
+                Err(error)
+            }
+        }
+    }
+}
+
+/// Waits for the first sign that the instance is over.
+async fn watch_instance(mut tasks: ConnectionTasks, process: &mut PluginProcess, stop: oneshot::Receiver<()>) -> CloseCause {
+    tokio::select! {
+        cause = &mut tasks.reader => cause.unwrap_or_else(|e| CloseCause::Violation(format!("reader task failed: {e}"))),
+        Some(cause) = tasks.trouble.recv() => cause,
+        _ = process.wait() => CloseCause::Exited,
+        Ok(()) = stop => CloseCause::Shutdown,
+    }
+}
+
+/// Makes sure the process is gone and returns its exit status as text.
+async fn settle_process(process: &mut PluginProcess, cause: &CloseCause, conn: &Connection) -> String {
+    match cause {
+        CloseCause::Closed { .. } | CloseCause::Exited => {
+            let status = process.reap(Duration::from_millis(200)).await;
+            if status == "still running" {
+                return process.kill_and_reap(Duration::from_millis(500)).await;
+            }
+            status
+        }
+        CloseCause::Shutdown => {
+            conn.send(&Wire::Goodbye(Goodbye { reason: "the kernel is shutting down".into() }));
+            let status = process.reap(Duration::from_millis(300)).await;
+            if status == "still running" {
+                return process.kill_and_reap(Duration::from_millis(500)).await;
+            }
+            status
+        }
+        CloseCause::Violation(_) | CloseCause::Hung { .. } => process.kill_and_reap(Duration::from_millis(500)).await,
+    }
+}

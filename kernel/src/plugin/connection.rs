@@ -1,0 +1,239 @@
+//! One live plugin connection: calls multiplexed by id over one socket, with one error cell.
+//!
+//! Callers use [`Connection::call`] directly (no actor hop on the hot path). The connection's
+//! reader task routes each `result` to the waiting caller. When the connection ends, the
+//! plugin's instance task records the cause in the error cell and fails every pending call
+//! with it at once; calls made later fail immediately with the same error.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use interprocess::local_socket::tokio::Stream;
+use oxibot_proto::{Call, CallContext, Cancel, Log, Message, ToolResult};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::error::PluginError;
+use super::wire::{self, FrameReader};
+
+/// Why a connection ended, as first noticed by the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseCause {
+    /// The plugin closed the socket (after a `goodbye`, if it sent one).
+    Closed {
+        /// The reason in the plugin's `goodbye`, if any.
+        goodbye: Option<String>,
+    },
+    /// The plugin broke the protocol (garbage, oversize or truncated frame).
+    Violation(String),
+    /// A call ran past its timeout.
+    Hung {
+        /// The tool that did not answer.
+        tool: String,
+        /// Its timeout.
+        after: Duration,
+    },
+    /// The process exited.
+    Exited,
+    /// The kernel is shutting the plugin down.
+    Shutdown,
+}
+
+impl fmt::Display for CloseCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseCause::Closed { goodbye: Some(reason) } => write!(f, "it said goodbye: {reason}"),
+            CloseCause::Closed { goodbye: None } => f.write_str("it closed the connection"),
+            CloseCause::Violation(what) => write!(f, "protocol violation: {what}"),
+            CloseCause::Hung { tool, after } => write!(f, "'{tool}' did not answer within {}s", after.as_secs_f64()),
+            CloseCause::Exited => f.write_str("its process exited"),
+            CloseCause::Shutdown => f.write_str("the kernel shut it down"),
+        }
+    }
+}
+
+type Reply = Result<ToolResult, PluginError>;
+
+/// Calls in flight and the error cell, under one lock so no call slips in after the drain.
+#[derive(Default)]
+struct State {
+    /// Call id → where to deliver its result.
+    pending: HashMap<u64, oneshot::Sender<Reply>>,
+    /// Set once when the connection ends; every later call fails with it.
+    closed: Option<PluginError>,
+}
+
+struct Inner {
+    /// The plugin's name, for errors.
+    plugin: String,
+    /// Encoded frames for the writer task.
+    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    /// Pending calls and the error cell.
+    state: Mutex<State>,
+    /// Source of call ids.
+    next_id: AtomicU64,
+    /// Tells the instance task that a call timed out, so it kills the hung plugin.
+    trouble: mpsc::UnboundedSender<CloseCause>,
+}
+
+/// A cheap, cloneable handle to a live plugin connection.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+/// The parts of a connection that only the plugin's instance task holds.
+pub struct ConnectionTasks {
+    /// Ends with the cause when the plugin closes the stream or breaks the protocol.
+    pub reader: JoinHandle<CloseCause>,
+    /// Receives timeouts reported by callers.
+    pub trouble: mpsc::UnboundedReceiver<CloseCause>,
+}
+
+impl Connection {
+    /// Starts the reader and writer tasks for a connection that finished its handshake.
+    pub fn start(plugin: &str, stream: Arc<Stream>, reader: FrameReader) -> (Connection, ConnectionTasks) {
+        let (outgoing, queue) = mpsc::unbounded_channel();
+        let (trouble_tx, trouble) = mpsc::unbounded_channel();
+        tokio::spawn(wire::write_frames(stream, queue));
+        let inner = Arc::new(Inner {
+            plugin: plugin.to_owned(),
+            outgoing,
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            trouble: trouble_tx,
+        });
+        let reader = tokio::spawn(read_loop(reader, inner.clone()));
+        (Connection { inner }, ConnectionTasks { reader, trouble })
+    }
+
+    /// Runs one tool call, waiting at most `timeout` for its result.
+    ///
+    /// If the caller stops waiting (the future is dropped), the plugin gets a `cancel`. If the
+    /// timeout expires, the plugin gets a `cancel` and is reported as hung.
+    pub async fn call(&self, tool: &str, arguments: Value, context: CallContext, timeout: Duration) -> Reply {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let call = Message::Call(Call { id, tool: tool.to_owned(), arguments, context });
+        let frame = wire::frame(&call).map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut state = self.inner.lock();
+            if let Some(error) = &state.closed {
+                return Err(error.clone());
+            }
+            state.pending.insert(id, tx);
+        }
+        let _ = self.inner.outgoing.send(frame);
+        let mut guard = CancelOnDrop { inner: &self.inner, id, armed: true };
+        let outcome = tokio::time::timeout(timeout, rx).await;
+        match outcome {
+            Ok(Ok(reply)) => {
+                guard.armed = false;
+                reply
+            }
+            Ok(Err(_)) => {
+                guard.armed = false;
+                Err(self.closed_error())
+            }
+            Err(_) => {
+                let _ = self.inner.trouble.send(CloseCause::Hung { tool: tool.to_owned(), after: timeout });
+                Err(PluginError::Timeout { plugin: self.inner.plugin.clone(), tool: tool.to_owned(), after: timeout })
+            }
+        }
+    }
+
+    /// Records why the connection ended and fails every pending call with it.
+    pub fn fail_all(&self, error: PluginError) {
+        let pending = {
+            let mut state = self.inner.lock();
+            state.closed.get_or_insert(error.clone());
+            std::mem::take(&mut state.pending)
+        };
+        for (_, waiter) in pending {
+            let _ = waiter.send(Err(error.clone()));
+        }
+    }
+
+    /// Queues a message for the plugin (used for `goodbye` on shutdown).
+    pub fn send(&self, message: &Message) {
+        if let Ok(frame) = wire::frame(message) {
+            let _ = self.inner.outgoing.send(frame);
+        }
+    }
+
+    /// Number of calls waiting for a result.
+    pub fn in_flight(&self) -> usize {
+        self.inner.lock().pending.len()
+    }
+
+    fn closed_error(&self) -> PluginError {
+        self.inner.lock().closed.clone().unwrap_or(PluginError::ShuttingDown)
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Withdraws a call whose caller stopped waiting and tells the plugin to cancel it.
+struct CancelOnDrop<'a> {
+    inner: &'a Inner,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.inner.lock().pending.remove(&self.id);
+        if let Ok(frame) = wire::frame(&Message::Cancel(Cancel { id: self.id })) {
+            let _ = self.inner.outgoing.send(frame);
+        }
+    }
+}
+
+/// Routes incoming messages until the stream ends; returns why it ended.
+async fn read_loop(mut reader: FrameReader, inner: Arc<Inner>) -> CloseCause {
+    let mut goodbye = None;
+    loop {
+        match reader.next().await {
+            Ok(Some(Message::Result(result))) => deliver(&inner, result),
+            Ok(Some(Message::Log(log))) => forward_log(&inner.plugin, &log),
+            Ok(Some(Message::Ping(ping))) => {
+                if let Ok(frame) = wire::frame(&Message::Pong(ping)) {
+                    let _ = inner.outgoing.send(frame);
+                }
+            }
+            Ok(Some(Message::Goodbye(bye))) => goodbye = Some(bye.reason),
+            Ok(Some(other)) => tracing::trace!(plugin = %inner.plugin, ?other, "ignoring message"),
+            Ok(None) => return CloseCause::Closed { goodbye },
+            Err(error) => return CloseCause::Violation(error.to_string()),
+        }
+    }
+}
+
+fn deliver(inner: &Inner, result: ToolResult) {
+    // A result for a call that was cancelled or timed out has no waiter; drop it.
+    if let Some(waiter) = inner.lock().pending.remove(&result.id) {
+        let _ = waiter.send(Ok(result));
+    }
+}
+
+fn forward_log(plugin: &str, log: &Log) {
+    let message = &log.message;
+    match log.level.as_str() {
+        "error" => tracing::error!(target: "oxibot::plugin", plugin, "{message}"),
+        "warn" => tracing::warn!(target: "oxibot::plugin", plugin, "{message}"),
+        "debug" => tracing::debug!(target: "oxibot::plugin", plugin, "{message}"),
+        "trace" => tracing::trace!(target: "oxibot::plugin", plugin, "{message}"),
+        _ => tracing::info!(target: "oxibot::plugin", plugin, "{message}"),
+    }
+}

@@ -1,0 +1,116 @@
+//! Errors of the plugin host, each naming the plugin and what happened to it.
+
+use std::time::Duration;
+
+/// Why a tool call through the plugin host failed.
+///
+/// Every variant names the plugin (where one is involved) so a log line or a tool error shown
+/// to the model says which process misbehaved.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginError {
+    /// No plugin offers a tool of that name.
+    #[error("unknown tool '{tool}'{hint}")]
+    UnknownTool {
+        /// The name asked for.
+        tool: String,
+        /// " (did you mean 'x'?)" or a list of known tools; may be empty.
+        hint: String,
+    },
+    /// The plugin process closed its connection, exited or was killed while calls were in
+    /// flight (or was found dead when a call arrived).
+    #[error("plugin '{plugin}' closed unexpectedly ({cause}); exit status: {status}{}", stderr_suffix(.stderr_tail))]
+    PluginClosed {
+        /// The plugin's name.
+        plugin: String,
+        /// What the kernel saw first: end of stream, a protocol violation, a hang, …
+        cause: String,
+        /// The exit status as text (`exit code 3`, `signal 9 (SIGKILL)`, `still running`).
+        status: String,
+        /// The last lines the plugin wrote to stderr.
+        stderr_tail: Vec<String>,
+    },
+    /// The call did not finish within its timeout; the plugin is treated as hung.
+    #[error("tool '{tool}' of plugin '{plugin}' did not answer within {}s; the plugin was restarted", after.as_secs_f64())]
+    Timeout {
+        /// The plugin's name.
+        plugin: String,
+        /// The tool that was called.
+        tool: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The plugin was restarted too often and is no longer started.
+    #[error("plugin '{plugin}' has failed and is not restarted any more: {reason}")]
+    Failed {
+        /// The plugin's name.
+        plugin: String,
+        /// Why it was given up on.
+        reason: String,
+    },
+    /// The plugin did not become ready in time (it is starting or restarting).
+    #[error("plugin '{plugin}' is not ready ({state}) after waiting {}s", waited.as_secs_f64())]
+    NotReady {
+        /// The plugin's name.
+        plugin: String,
+        /// Its state when the wait ended.
+        state: String,
+        /// How long the call waited.
+        waited: Duration,
+    },
+    /// The arguments could not be encoded into a frame (for example, over the size limit).
+    #[error("cannot send the call to plugin '{plugin}': {reason}")]
+    Encode {
+        /// The plugin's name.
+        plugin: String,
+        /// What the encoder said.
+        reason: String,
+    },
+    /// The host is shutting down.
+    #[error("the plugin host is shutting down")]
+    ShuttingDown,
+}
+
+fn stderr_suffix(tail: &[String]) -> String {
+    if tail.is_empty() {
+        return String::new();
+    }
+    format!("; last stderr lines:\n{}", tail.join("\n"))
+}
+
+/// Why a plugin instance could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The private socket directory or the listener could not be created.
+    #[error("cannot create the plugin socket {path}: {source}")]
+    Listen {
+        /// The socket path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The process could not be spawned.
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The process exited before finishing the handshake.
+    #[error("exited during the handshake ({status}){}", stderr_suffix(.stderr_tail))]
+    ExitedEarly {
+        /// The exit status as text.
+        status: String,
+        /// The last stderr lines.
+        stderr_tail: Vec<String>,
+    },
+    /// The handshake did not complete in time.
+    #[error("no handshake within {}s", .0.as_secs_f64())]
+    HandshakeTimeout(Duration),
+    /// The plugin broke the handshake rules (garbage, wrong message order, early close).
+    #[error("{0}")]
+    Handshake(String),
+    /// The kernel refused the plugin's `hello` (wrong protocol, version, token or kind).
+    #[error("refused: {0}")]
+    Refused(String),
+}

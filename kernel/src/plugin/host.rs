@@ -1,0 +1,215 @@
+//! `PluginHost`: starts every discovered plugin under a `PluginActor` and routes tool calls.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use oxibot_proto::{CallContext, ToolResult, ToolSpec};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::actor::{PluginActor, Shutdown, SlotState};
+use super::connection::Connection;
+use super::error::PluginError;
+use super::policy::RestartPolicy;
+use super::registry::ToolRegistry;
+use super::rundir::RunDir;
+use super::spec::PluginSpec;
+
+/// How the host runs plugins.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The `oxibot` binary used as launcher (see `launcher.rs`); `None` spawns plugins
+    /// directly, without the guarantee that they die with the kernel.
+    pub launcher: Option<PathBuf>,
+    /// How long a plugin has to connect, say hello and send its manifest.
+    pub handshake_timeout: Duration,
+    /// Timeout of a call to a tool whose manifest gives none.
+    pub default_call_timeout: Duration,
+    /// Backoff and restart limits.
+    pub restart: RestartPolicy,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            launcher: None,
+            handshake_timeout: Duration::from_secs(5),
+            default_call_timeout: Duration::from_secs(120),
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// State shared by the host and its plugin actors.
+pub struct HostShared {
+    /// Private directory for the one-shot sockets.
+    pub run_dir: RunDir,
+    /// Timeouts and policy.
+    pub config: HostConfig,
+    /// Tool name → plugin.
+    pub registry: ToolRegistry,
+}
+
+/// One plugin as the host tracks it.
+struct Slot {
+    /// Its name.
+    name: String,
+    /// How it is started (for status output).
+    spec: PluginSpec,
+    /// Its supervisor actor.
+    addr: Addr<PluginActor>,
+    /// Its published state.
+    state: watch::Receiver<SlotState>,
+}
+
+/// A plugin's status for `oxibot tools list` and `oxibot status`.
+#[derive(Debug, Clone)]
+pub struct PluginStatus {
+    /// Its name.
+    pub name: String,
+    /// `running`, `starting`, `restarting`, `failed` or `stopped`.
+    pub state: &'static str,
+    /// Why it is restarting or failed.
+    pub reason: Option<String>,
+    /// Its process id while running.
+    pub pid: Option<u32>,
+    /// Names of its tools (when it is or was running).
+    pub tools: Vec<String>,
+    /// The command line that starts it.
+    pub command: String,
+    /// Where it was found.
+    pub origin: String,
+}
+
+/// Runs the plugins and routes calls to them. Must be created inside an actix `System`.
+pub struct PluginHost {
+    shared: Arc<HostShared>,
+    slots: Vec<Slot>,
+}
+
+impl PluginHost {
+    /// Starts one supervised actor per plugin on the current arbiter.
+    ///
+    /// The current arbiter's thread must live as long as the plugins: the launcher ties each
+    /// plugin to the thread that spawned it.
+    pub fn start(specs: Vec<PluginSpec>, config: HostConfig) -> std::io::Result<PluginHost> {
+        let shared = Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default() });
+        let slots = specs
+            .into_iter()
+            .enumerate()
+            .map(|(index, spec)| {
+                let (state_tx, state) = watch::channel(SlotState::Starting);
+                let state_tx = Arc::new(state_tx);
+                let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx);
+                let addr = Supervisor::start(move |_| actor);
+                Slot { name: spec.name.clone(), spec, addr, state }
+            })
+            .collect();
+        Ok(PluginHost { shared, slots })
+    }
+
+    /// Calls `tool`, waiting for its plugin to be ready if it is (re)starting.
+    ///
+    /// `timeout` overrides the tool's own timeout; it bounds the wait plus the call.
+    pub async fn call(&self, tool: &str, arguments: Value, context: CallContext, timeout: Option<Duration>) -> Result<ToolResult, PluginError> {
+        let route = match self.shared.registry.route(tool) {
+            Some(route) => route,
+            None => {
+                self.wait_settled(self.shared.config.handshake_timeout).await;
+                self.shared.registry.route(tool).ok_or_else(|| self.unknown_tool(tool))?
+            }
+        };
+        let timeout = timeout.or(route.spec.timeout_secs.map(Duration::from_secs)).unwrap_or(self.shared.config.default_call_timeout);
+        let started = Instant::now();
+        let conn = wait_ready(&route.plugin, route.slot, timeout).await?;
+        let remaining = timeout.saturating_sub(started.elapsed());
+        conn.call(tool, arguments, context, remaining).await
+    }
+
+    /// Every registered tool.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.shared.registry.specs()
+    }
+
+    /// The status of every plugin, in discovery order.
+    pub fn statuses(&self) -> Vec<PluginStatus> {
+        self.slots.iter().map(status_of).collect()
+    }
+
+    /// Waits until every plugin is running, failed or stopped, or `limit` passes.
+    pub async fn wait_settled(&self, limit: Duration) {
+        let waits = self.slots.iter().map(|slot| {
+            let mut state = slot.state.clone();
+            async move {
+                let _ = state.wait_for(SlotState::is_settled).await;
+            }
+        });
+        let _ = tokio::time::timeout(limit, futures_join_all(waits)).await;
+    }
+
+    /// Says goodbye to every plugin and waits (bounded) until their processes are gone.
+    pub async fn shutdown(self) {
+        for slot in &self.slots {
+            slot.addr.do_send(Shutdown);
+        }
+        let waits = self.slots.iter().map(|slot| {
+            let mut state = slot.state.clone();
+            async move {
+                let _ = state.wait_for(|s| matches!(s, SlotState::Stopped | SlotState::Failed { .. })).await;
+            }
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(2), futures_join_all(waits)).await;
+    }
+
+    fn unknown_tool(&self, tool: &str) -> PluginError {
+        let hint = match self.shared.registry.suggest(tool) {
+            Some(name) => format!(" (did you mean '{name}'?)"),
+            None => {
+                let names: Vec<String> = self.tools().into_iter().map(|t| t.name).collect();
+                if names.is_empty() { " (no tools are available)".to_owned() } else { format!(" (available: {})", names.join(", ")) }
+            }
+        };
+        PluginError::UnknownTool { tool: tool.to_owned(), hint }
+    }
+}
+
+/// Waits for the plugin to be ready and returns its connection.
+async fn wait_ready(plugin: &str, mut slot: watch::Receiver<SlotState>, limit: Duration) -> Result<Connection, PluginError> {
+    let wait = slot.wait_for(|s| matches!(s, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped));
+    let timed_out = tokio::time::timeout(limit, wait).await.is_err();
+    let state = slot.borrow().clone();
+    match state {
+        SlotState::Ready { conn, .. } => Ok(conn),
+        SlotState::Failed { reason } => Err(PluginError::Failed { plugin: plugin.to_owned(), reason }),
+        SlotState::Stopped => Err(PluginError::ShuttingDown),
+        other if timed_out => Err(PluginError::NotReady { plugin: plugin.to_owned(), state: other.label().to_owned(), waited: limit }),
+        _ => Err(PluginError::ShuttingDown),
+    }
+}
+
+fn status_of(slot: &Slot) -> PluginStatus {
+    let state = slot.state.borrow().clone();
+    let (pid, tools, reason) = match &state {
+        SlotState::Ready { pid, tools, .. } => (Some(*pid), tools.iter().map(|t| t.name.clone()).collect(), None),
+        SlotState::Restarting { reason } | SlotState::Failed { reason } => (None, Vec::new(), Some(reason.clone())),
+        SlotState::Starting | SlotState::Stopped => (None, Vec::new(), None),
+    };
+    PluginStatus {
+        name: slot.name.clone(),
+        state: state.label(),
+        reason,
+        pid,
+        tools,
+        command: slot.spec.command_line(),
+        origin: slot.spec.origin.to_string(),
+    }
+}
+
+/// Awaits all futures (a tiny join_all, to avoid a dependency for it).
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl IntoIterator<Item = F>) {
+    for future in futures {
+        future.await;
+    }
+}

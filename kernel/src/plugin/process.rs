@@ -1,0 +1,170 @@
+//! Starting a plugin process and capturing its stderr into the log and a tail buffer.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use oxibot_proto::{ENV_KERNEL_PID, ENV_SOCKET, ENV_TOKEN};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use super::error::StartError;
+use super::spec::PluginSpec;
+
+/// Lines of stderr kept for error messages.
+const TAIL_LINES: usize = 20;
+/// Longest stderr line kept (longer lines are cut).
+const TAIL_LINE_CHARS: usize = 400;
+
+/// The last lines a plugin wrote to stderr and stdout.
+#[derive(Debug, Clone, Default)]
+pub struct OutputTail(Arc<Mutex<VecDeque<String>>>);
+
+impl OutputTail {
+    fn push(&self, line: &str) {
+        let mut lines = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line.chars().take(TAIL_LINE_CHARS).collect());
+    }
+
+    /// A copy of the kept lines, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
+    }
+}
+
+/// A running plugin process. Dropping it kills the process.
+#[derive(Debug)]
+pub struct PluginProcess {
+    /// The child; `kill_on_drop` is set so no plugin outlives its handle.
+    child: Child,
+    /// The process id.
+    pid: u32,
+    /// The last output lines, for error messages.
+    tail: OutputTail,
+    /// Tasks forwarding stdout/stderr lines into tracing; they end at EOF.
+    forwarders: Vec<JoinHandle<()>>,
+}
+
+/// How the kernel starts plugin processes.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    /// The `oxibot` binary, used as a launcher that ties the plugin's life to the kernel's
+    /// (see `launcher.rs`); `None` starts the plugin directly.
+    pub launcher: Option<&'a Path>,
+    /// Where the plugin must connect.
+    pub socket: &'a Path,
+    /// The one-time token it must present.
+    pub token: &'a str,
+}
+
+impl PluginProcess {
+    /// Spawns the plugin described by `spec`.
+    ///
+    /// Must run on a long-lived thread: the launcher's parent-death signal fires when the
+    /// spawning *thread* exits.
+    pub fn spawn(spec: &PluginSpec, launch: &Launch<'_>) -> Result<PluginProcess, StartError> {
+        let mut command = match launch.launcher {
+            Some(launcher) => {
+                let mut command = Command::new(launcher);
+                command.arg(crate::launcher::SUBCOMMAND).arg("--").arg(&spec.command);
+                command
+            }
+            None => Command::new(&spec.command),
+        };
+        command
+            .args(&spec.args)
+            .envs(&spec.env)
+            .env(ENV_SOCKET, launch.socket)
+            .env(ENV_TOKEN, launch.token)
+            .env(ENV_KERNEL_PID, std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|source| StartError::Spawn { command: spec.command_line(), source })?;
+        let pid = child.id().unwrap_or(0);
+        let tail = OutputTail::default();
+        let mut forwarders = Vec::new();
+        if let Some(stderr) = child.stderr.take() {
+            forwarders.push(tokio::spawn(forward_lines(stderr, spec.name.clone(), tail.clone())));
+        }
+        if let Some(stdout) = child.stdout.take() {
+            forwarders.push(tokio::spawn(forward_lines(stdout, spec.name.clone(), tail.clone())));
+        }
+        Ok(PluginProcess { child, pid, tail, forwarders })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The last output lines.
+    pub fn tail(&self) -> &OutputTail {
+        &self.tail
+    }
+
+    /// Waits for the process to exit.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// Sends SIGKILL (if still running) and reaps the process, waiting at most `limit`.
+    /// Returns the exit status as text.
+    pub async fn kill_and_reap(&mut self, limit: Duration) -> String {
+        let _ = self.child.start_kill();
+        self.reap(limit).await
+    }
+
+    /// Waits up to `limit` for the process to exit on its own and for its output to drain;
+    /// returns the exit status as text.
+    pub async fn reap(&mut self, limit: Duration) -> String {
+        let status = match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(Ok(status)) => describe_status(status),
+            Ok(Err(error)) => format!("unknown ({error})"),
+            Err(_) => "still running".to_owned(),
+        };
+        for forwarder in std::mem::take(&mut self.forwarders) {
+            // The pipes close when the process (and any child holding them) exits; do not
+            // wait long for children that inherited them.
+            let _ = tokio::time::timeout(Duration::from_millis(50), forwarder).await;
+        }
+        status
+    }
+}
+
+/// `exit code 3`, `signal 9 (SIGKILL)`, …
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exit code {code}");
+    }
+    match status.signal() {
+        Some(signal) => format!("killed by signal {signal}{}", signal_name(signal)),
+        None => "unknown".to_owned(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        6 => " (SIGABRT)",
+        9 => " (SIGKILL)",
+        11 => " (SIGSEGV)",
+        15 => " (SIGTERM)",
+        _ => "",
+    }
+}
+
+async fn forward_lines(stream: impl AsyncRead + Unpin, plugin: String, tail: OutputTail) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(target: "oxibot::plugin", plugin = %plugin, "{line}");
+        tail.push(&line);
+    }
+}
