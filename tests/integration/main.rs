@@ -1,1 +1,16 @@
-//! Placeholder.
+//! The one integration-test binary. Every test drives real processes: the built `oxibot`
+//! binary, the real plugin executables, real sockets.
+//!
+//! Modules:
+//! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
+//! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
+//! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
+//! - `python_plugin`: the Python example plugin, written from the protocol docs alone.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod cli_tools;
+mod host_calls;
+mod host_failures;
+mod orphans;
+mod python_plugin;

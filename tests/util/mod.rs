@@ -1,1 +1,106 @@
-//! Placeholder.
+//! Shared helpers for the integration tests: built binaries, temp dirs, in-process hosts.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+pub mod procs;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use oxibot_kernel::plugin::{HostConfig, Origin, PluginHost, PluginSpec, RestartPolicy};
+use oxibot_proto::CallContext;
+
+/// The directory holding the workspace's built binaries (`target/debug`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/integration-xxxx → target/debug
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// Path of a built binary, with a hint when it has not been built.
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(path.exists(), "{} is missing; run `cargo build --workspace` before the tests", path.display());
+    path
+}
+
+/// A fresh, empty directory unique to this test; removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("oxibot-test-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path.canonicalize().unwrap())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn write(&self, relative: &str, content: &str) -> PathBuf {
+        let path = self.0.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A spec for the misbehaving stress plugin with the given environment.
+pub fn stress_spec(name: &str, env: &[(&str, &str)]) -> PluginSpec {
+    let mut spec = PluginSpec::for_executable(bin("oxibot-stress-plugin"), Origin::Config);
+    spec.name = name.to_owned();
+    spec.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    spec
+}
+
+/// A spec for one of the bundled tool plugins (`fs`, `shell`).
+pub fn tool_spec(name: &str) -> PluginSpec {
+    PluginSpec::for_executable(bin(&format!("oxibot-tool-{name}")), Origin::Bundled)
+}
+
+/// Host settings for tests: the real launcher, quick backoff, short handshake timeout.
+pub fn test_host_config() -> HostConfig {
+    HostConfig {
+        launcher: Some(bin("oxibot")),
+        handshake_timeout: Duration::from_secs(3),
+        default_call_timeout: Duration::from_secs(10),
+        restart: RestartPolicy { backoff_base: Duration::from_millis(20), backoff_max: Duration::from_millis(200), ..RestartPolicy::default() },
+    }
+}
+
+/// Starts a host running `specs` with test settings, waiting until they settle.
+pub async fn start_host(specs: Vec<PluginSpec>) -> PluginHost {
+    let host = PluginHost::start(specs, test_host_config()).unwrap();
+    host.wait_settled(Duration::from_secs(5)).await;
+    host
+}
+
+/// A call context for a workspace.
+pub fn context(workspace: &Path) -> CallContext {
+    CallContext { workspace: workspace.display().to_string(), ..CallContext::default() }
+}
+
+/// Runs the `oxibot` binary with `OXIBOT_HOME` pointing at `home`.
+pub fn oxibot(home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(bin("oxibot")).args(args).current_dir(cwd).env("OXIBOT_HOME", home).env_remove("RUST_LOG").output().unwrap()
+}
+
+/// stdout of a command as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// stderr of a command as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

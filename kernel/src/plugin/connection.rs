@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -78,6 +78,10 @@ struct Inner {
     next_id: AtomicU64,
     /// Tells the instance task that a call timed out, so it kills the hung plugin.
     trouble: mpsc::UnboundedSender<CloseCause>,
+    /// Set as soon as the connection is known to be going down (end of stream, protocol
+    /// violation, hang), before the error cell is filled, so new callers wait for the
+    /// replacement instead of queueing on a dead connection.
+    closing: AtomicBool,
 }
 
 /// A cheap, cloneable handle to a live plugin connection.
@@ -106,6 +110,7 @@ impl Connection {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             trouble: trouble_tx,
+            closing: AtomicBool::new(false),
         });
         let reader = tokio::spawn(read_loop(reader, inner.clone()));
         (Connection { inner }, ConnectionTasks { reader, trouble })
@@ -140,6 +145,7 @@ impl Connection {
                 Err(self.closed_error())
             }
             Err(_) => {
+                self.inner.closing.store(true, Ordering::Release);
                 let _ = self.inner.trouble.send(CloseCause::Hung { tool: tool.to_owned(), after: timeout });
                 Err(PluginError::Timeout { plugin: self.inner.plugin.clone(), tool: tool.to_owned(), after: timeout })
             }
@@ -163,6 +169,11 @@ impl Connection {
         if let Ok(frame) = wire::frame(message) {
             let _ = self.inner.outgoing.send(frame);
         }
+    }
+
+    /// Whether the connection is going down (new calls should wait for the replacement).
+    pub fn is_closing(&self) -> bool {
+        self.inner.closing.load(Ordering::Acquire)
     }
 
     /// Number of calls waiting for a result.
@@ -201,11 +212,17 @@ impl Drop for CancelOnDrop<'_> {
 }
 
 /// Routes incoming messages until the stream ends; returns why it ended.
-async fn read_loop(mut reader: FrameReader, inner: Arc<Inner>) -> CloseCause {
+async fn read_loop(reader: FrameReader, inner: Arc<Inner>) -> CloseCause {
+    let cause = route_messages(reader, &inner).await;
+    inner.closing.store(true, Ordering::Release);
+    cause
+}
+
+async fn route_messages(mut reader: FrameReader, inner: &Inner) -> CloseCause {
     let mut goodbye = None;
     loop {
         match reader.next().await {
-            Ok(Some(Message::Result(result))) => deliver(&inner, result),
+            Ok(Some(Message::Result(result))) => deliver(inner, result),
             Ok(Some(Message::Log(log))) => forward_log(&inner.plugin, &log),
             Ok(Some(Message::Ping(ping))) => {
                 if let Ok(frame) = wire::frame(&Message::Pong(ping)) {

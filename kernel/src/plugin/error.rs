@@ -110,6 +110,9 @@ pub enum StartError {
     /// The plugin broke the handshake rules (garbage, wrong message order, early close).
     #[error("{0}")]
     Handshake(String),
+    /// The plugin closed the connection before the handshake completed.
+    #[error("closed the connection during the handshake")]
+    ClosedEarly,
     /// The kernel refused the plugin's `hello` (wrong protocol, version, token or kind).
     #[error("refused: {0}")]
     Refused(String),

@@ -49,8 +49,8 @@ pub async fn accept(listener: Listener, socket: &Path, process: &mut PluginProce
     let _ = std::fs::remove_file(socket);
     match outcome {
         Some(Ok(Ok(done))) => Ok(done),
-        Some(Ok(Err(refused @ StartError::Refused(_)))) => Err(refused),
-        Some(Ok(Err(error))) => Err(exited_early(process).await.unwrap_or(error)),
+        Some(Ok(Err(StartError::ClosedEarly))) => Err(exited_early(process).await.unwrap_or(StartError::ClosedEarly)),
+        Some(Ok(Err(error))) => Err(error),
         Some(Err(_)) => Err(StartError::HandshakeTimeout(limit)),
         None => Err(exited_early(process).await.unwrap_or(StartError::Handshake("exited".into()))),
     }
@@ -109,7 +109,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 async fn next(reader: &mut FrameReader) -> Result<Message, StartError> {
     match reader.next().await {
         Ok(Some(message)) => Ok(message),
-        Ok(None) => Err(StartError::Handshake("closed the connection during the handshake".to_owned())),
+        Ok(None) => Err(StartError::ClosedEarly),
         Err(error) => Err(StartError::Handshake(format!("protocol violation during the handshake: {error}"))),
     }
 }

@@ -123,7 +123,18 @@ impl PluginHost {
         };
         let timeout = timeout.or(route.spec.timeout_secs.map(Duration::from_secs)).unwrap_or(self.shared.config.default_call_timeout);
         let started = Instant::now();
-        let conn = wait_ready(&route.plugin, route.slot, timeout).await?;
+        let mut slot = route.slot;
+        let conn = loop {
+            let remaining = timeout.saturating_sub(started.elapsed());
+            let conn = wait_ready(&route.plugin, &mut slot, remaining).await?;
+            if !conn.is_closing() {
+                break conn;
+            }
+            // The instance is going down; wait for the actor to publish what comes next.
+            if tokio::time::timeout(remaining, slot.changed()).await.is_err() {
+                return Err(PluginError::NotReady { plugin: route.plugin, state: "restarting".into(), waited: timeout });
+            }
+        };
         let remaining = timeout.saturating_sub(started.elapsed());
         conn.call(tool, arguments, context, remaining).await
     }
@@ -176,7 +187,7 @@ impl PluginHost {
 }
 
 /// Waits for the plugin to be ready and returns its connection.
-async fn wait_ready(plugin: &str, mut slot: watch::Receiver<SlotState>, limit: Duration) -> Result<Connection, PluginError> {
+async fn wait_ready(plugin: &str, slot: &mut watch::Receiver<SlotState>, limit: Duration) -> Result<Connection, PluginError> {
     let wait = slot.wait_for(|s| matches!(s, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped));
     let timed_out = tokio::time::timeout(limit, wait).await.is_err();
     let state = slot.borrow().clone();

@@ -26,6 +26,8 @@ struct Owner {
     index: usize,
     /// The owner's actor, to disable it when a plugin of higher precedence claims its tools.
     addr: Addr<PluginActor>,
+    /// The owner's published state, marked failed at once when it loses a clash.
+    state: Arc<watch::Sender<SlotState>>,
 }
 
 /// Tool name → owning plugin.
@@ -42,7 +44,7 @@ impl ToolRegistry {
     /// precedence owns it, that plugin is disabled and loses all its tools.
     pub fn claim(&self, plugin: &str, index: usize, tools: &[ToolSpec], slot: &Arc<watch::Sender<SlotState>>, addr: &Addr<PluginActor>) -> Result<(), String> {
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
-        let mut losers: Vec<(String, Addr<PluginActor>, String)> = Vec::new();
+        let mut losers: Vec<(String, Addr<PluginActor>, Arc<watch::Sender<SlotState>>, String)> = Vec::new();
         for tool in tools {
             let Some(owner) = map.get(&tool.name) else { continue };
             if owner.route.plugin == plugin {
@@ -52,16 +54,18 @@ impl ToolRegistry {
                 return Err(format!("tool '{}' is already provided by plugin '{}'; rename or remove one of them", tool.name, owner.route.plugin));
             }
             let reason = format!("tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them", tool.name);
-            losers.push((owner.route.plugin.clone(), owner.addr.clone(), reason));
+            losers.push((owner.route.plugin.clone(), owner.addr.clone(), owner.state.clone(), reason));
         }
-        for (loser, loser_addr, reason) in losers {
+        for (loser, loser_addr, loser_state, reason) in losers {
             map.retain(|_, owner| owner.route.plugin != loser);
+            // Publish the verdict now; the actor kills the process when it handles Evict.
+            loser_state.send_replace(SlotState::Failed { reason: reason.clone() });
             loser_addr.do_send(Evict { reason });
         }
         map.retain(|_, owner| owner.route.plugin != plugin);
         for tool in tools {
             let route = Route { plugin: plugin.to_owned(), spec: tool.clone(), slot: slot.subscribe() };
-            map.insert(tool.name.clone(), Owner { route, index, addr: addr.clone() });
+            map.insert(tool.name.clone(), Owner { route, index, addr: addr.clone(), state: slot.clone() });
         }
         Ok(())
     }

@@ -1,0 +1,96 @@
+//! `oxibot tools list` and `oxibot tools call`, run as a user runs them.
+
+use oxibot_tests::{bin, oxibot, stderr, stdout, TempDir};
+
+#[test]
+fn tools_call_read_file_prints_the_file_from_the_workspace() {
+    let home = TempDir::new("cli-home");
+    let ws = TempDir::new("cli-ws");
+    ws.write("README.md", "# hello\nthis is the readme\n");
+    let out = oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"README.md"}"#]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("this is the readme"), "{}", stdout(&out));
+}
+
+#[test]
+fn tools_call_exec_prints_the_command_output() {
+    let home = TempDir::new("cli-home");
+    let ws = TempDir::new("cli-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "call", "exec", "--args", r#"{"command":"echo hi"}"#]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "hi");
+}
+
+#[test]
+fn tools_call_with_a_tool_error_exits_1_and_prints_the_error() {
+    let home = TempDir::new("cli-home");
+    let ws = TempDir::new("cli-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"missing.md"}"#]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("Error"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+}
+
+#[test]
+fn paths_outside_the_workspace_are_refused_by_default() {
+    let home = TempDir::new("cli-home");
+    let ws = TempDir::new("cli-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"../../etc/passwd"}"#]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("outside the workspace"), "{}", stderr(&out));
+}
+
+#[test]
+fn workspace_flag_chooses_where_relative_paths_resolve() {
+    let home = TempDir::new("cli-home");
+    let ws = TempDir::new("cli-ws");
+    ws.write("only-here.txt", "found me\n");
+    let elsewhere = TempDir::new("cli-cwd");
+    let ws_arg = ws.path().display().to_string();
+    let out = oxibot(home.path(), elsewhere.path(), &["tools", "call", "read_file", "--workspace", &ws_arg, "--args", r#"{"path":"only-here.txt"}"#]);
+    assert!(stdout(&out).contains("found me"), "{}", stderr(&out));
+}
+
+#[test]
+fn invalid_json_arguments_are_rejected_before_any_plugin_starts() {
+    let home = TempDir::new("cli-home");
+    let out = oxibot(home.path(), home.path(), &["tools", "call", "read_file", "--args", "{path: x}"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--args is not valid JSON"), "{}", stderr(&out));
+}
+
+#[test]
+fn tools_list_shows_each_plugin_with_state_pid_tools_and_failure_reason() {
+    let home = TempDir::new("cli-home");
+    let config = serde_json::json!({"plugins": [{"name": "broken", "command": bin("oxibot-stress-plugin"), "env": {"OXIBOT_STRESS_STARTUP": "wrong_version"}}]});
+    home.write("config.json", &config.to_string());
+    let ws = TempDir::new("cli-ws");
+    let ws_arg = ws.path().display().to_string();
+    let out = oxibot(home.path(), ws.path(), &["tools", "list", "--workspace", &ws_arg]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} line in:\n{text}")).to_owned();
+    assert!(line("fs ").contains("running") && line("fs ").contains("read_file, write_file"), "{text}");
+    assert!(line("shell ").contains("running") && line("shell ").contains("exec"), "{text}");
+    let pid: u32 = line("fs ").split_whitespace().nth(2).unwrap().parse().expect("fs line must show a pid");
+    assert!(pid > 1);
+    assert!(line("broken ").contains("failed"), "{text}");
+    assert!(text.contains("reason: restarted 5 times") && text.contains("protocol version 999"), "{text}");
+}
+
+#[test]
+fn malformed_config_is_reported_with_the_file_and_the_key() {
+    let home = TempDir::new("cli-home");
+    let path = home.write("config.json", r#"{"tools": {"restrictToWorkspace": "yes please"}}"#);
+    let out = oxibot(home.path(), home.path(), &["tools", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains(&path.display().to_string()) && err.contains("tools.restrictToWorkspace"), "{err}");
+}
+
+#[test]
+fn a_plugin_started_by_hand_explains_that_the_kernel_starts_it() {
+    let out = std::process::Command::new(bin("oxibot-tool-fs")).env_remove("OXIBOT_PLUGIN_SOCKET").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("started by the oxibot kernel"), "{}", stderr(&out));
+}

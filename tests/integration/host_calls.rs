@@ -1,0 +1,82 @@
+//! Normal operation of the plugin host: multiplexed calls, cancellation, name clashes, and a
+//! real tool plugin replaced after SIGKILL.
+
+use std::time::{Duration, Instant};
+
+use oxibot_kernel::plugin::PluginError;
+use oxibot_tests::procs::sigkill;
+use oxibot_tests::{context, start_host, stress_spec, tool_spec, TempDir};
+use serde_json::json;
+
+#[actix_rt::test]
+async fn calls_are_multiplexed_so_fast_calls_overtake_a_slow_one() {
+    let host = start_host(vec![stress_spec("stress", &[])]).await;
+    let ws = std::env::temp_dir();
+    let started = Instant::now();
+    let slow = host.call("misbehave", json!({"action": "slow", "delay_ms": 800}), context(&ws), None);
+    let fast = async {
+        let calls = (0..16).map(|i| host.call("echo", json!({"text": format!("n{i}")}), context(&ws), None));
+        let mut results = Vec::new();
+        for call in calls {
+            results.push(call.await.unwrap().content);
+        }
+        (results, started.elapsed())
+    };
+    let (slow, (fast, fast_done)) = tokio::join!(slow, fast);
+    assert_eq!(slow.unwrap().content, "slow done");
+    assert_eq!(fast, (0..16).map(|i| format!("n{i}")).collect::<Vec<_>>());
+    assert!(fast_done < Duration::from_millis(700), "echo calls waited behind the slow call: {fast_done:?}");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_caller_that_stops_waiting_makes_the_kernel_send_cancel() {
+    let host = start_host(vec![stress_spec("stress", &[])]).await;
+    let ws = std::env::temp_dir();
+    let abandoned = tokio::time::timeout(Duration::from_millis(200), host.call("misbehave", json!({"action": "hang"}), context(&ws), None)).await;
+    assert!(abandoned.is_err(), "the hanging call cannot have finished");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The stress plugin writes "cancel <id>" to stderr; a crash shows us its stderr tail.
+    let error = host.call("misbehave", json!({"action": "panic"}), context(&ws), None).await.unwrap_err();
+    let PluginError::PluginClosed { stderr_tail, .. } = &error else { panic!("{error}") };
+    assert!(stderr_tail.iter().any(|l| l.starts_with("cancel ")), "no cancel seen by the plugin: {stderr_tail:?}");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_tool_name_clash_disables_the_later_plugin_with_a_clear_reason() {
+    let specs = vec![stress_spec("first", &[]), stress_spec("second", &[]), stress_spec("third", &[("OXIBOT_STRESS_PREFIX", "x_")])];
+    let host = start_host(specs).await;
+    let statuses = host.statuses();
+    assert_eq!(statuses[0].state, "running");
+    assert_eq!(statuses[1].state, "failed");
+    let reason = statuses[1].reason.clone().unwrap();
+    assert!(reason.contains("'first'") && reason.contains("rename or remove"), "{reason}");
+    assert_eq!(statuses[2].state, "running", "a plugin without clashes is unaffected");
+    let ws = std::env::temp_dir();
+    assert_eq!(host.call("x_echo", json!({"text": "t"}), context(&ws), None).await.unwrap().content, "t");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_unknown_tool_gets_a_did_you_mean_hint() {
+    let host = start_host(vec![stress_spec("stress", &[])]).await;
+    let error = host.call("ecoh", json!({}), context(&std::env::temp_dir()), None).await.unwrap_err();
+    assert_eq!(error.to_string(), "unknown tool 'ecoh' (did you mean 'echo'?)");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn the_fs_plugin_killed_with_sigkill_is_replaced_and_the_next_call_succeeds() {
+    let ws = TempDir::new("sigkill-fs");
+    ws.write("notes.md", "first line\nsecond line\n");
+    let host = start_host(vec![tool_spec("fs")]).await;
+    let read = || host.call("read_file", json!({"path": "notes.md"}), context(ws.path()), None);
+    assert!(read().await.unwrap().content.contains("second line"));
+    let pid = host.statuses()[0].pid.unwrap();
+    sigkill(pid);
+    let result = read().await.expect("the replacement plugin must serve the call");
+    assert!(result.content.contains("second line"), "{}", result.content);
+    assert_ne!(host.statuses()[0].pid.unwrap(), pid);
+    host.shutdown().await;
+}
