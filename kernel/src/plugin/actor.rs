@@ -140,7 +140,10 @@ impl PluginActor {
         self.stop_instance = None;
         let (reason, ran_for) = match end {
             InstanceEnd::Stopped => {
-                self.finish(SlotState::Stopped, ctx);
+                // An evicted plugin stays reported as failed, with the clash as its reason.
+                if !matches!(*self.state.borrow(), SlotState::Failed { .. }) {
+                    self.finish(SlotState::Stopped, ctx);
+                }
                 return;
             }
             InstanceEnd::Conflict(reason) => {

@@ -1,0 +1,164 @@
+//! Plugin host benchmarks through the real kernel host and a real plugin process: call round
+//! trip, throughput with 1 and 16 calls in flight, cold spawn + handshake, and the time from a
+//! plugin's SIGKILL to the next call being served by its replacement.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p oxibot-tests --bench plugin_host`
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use oxibot_kernel::plugin::{PluginHost, RestartPolicy};
+use oxibot_tests::procs::sigkill;
+use oxibot_tests::{context, stress_spec, test_host_config};
+use serde_json::json;
+
+const RUNS: usize = 5;
+const CALLS_PER_RUN: usize = 20_000;
+const SPAWNS: usize = 40;
+const KILLS: usize = 40;
+
+fn main() {
+    println!("oxibot plugin host benchmarks ({RUNS} runs each; figures are medians with min–max over runs)\n");
+    let system = actix::System::new();
+    system.block_on(async {
+        round_trip().await;
+        throughput(16).await;
+        cold_spawn().await;
+        sigkill_to_next_call().await;
+    });
+}
+
+async fn start_noop_host() -> PluginHost {
+    let mut config = test_host_config();
+    // Every death counts as one after a stable run, so each restart is immediate, as the
+    // first restart of a healthy plugin is.
+    config.restart = RestartPolicy { max_restarts: 10_000, stable_after: Duration::ZERO, ..RestartPolicy::default() };
+    let host = PluginHost::start(vec![stress_spec("stress", &[])], config).unwrap();
+    host.wait_settled(Duration::from_secs(5)).await;
+    assert_eq!(host.statuses()[0].state, "running", "stress plugin did not start");
+    host
+}
+
+async fn noop(host: &PluginHost) {
+    let ws = std::env::temp_dir();
+    let result = host.call("noop", json!({}), context(&ws), None).await.unwrap();
+    assert!(!result.is_error);
+}
+
+async fn round_trip() {
+    let host = start_noop_host().await;
+    for _ in 0..2_000 {
+        noop(&host).await;
+    }
+    let mut p50s = Vec::new();
+    let mut p99s = Vec::new();
+    let mut rates = Vec::new();
+    for _ in 0..RUNS {
+        let mut samples = Vec::with_capacity(CALLS_PER_RUN);
+        let run = Instant::now();
+        for _ in 0..CALLS_PER_RUN {
+            let start = Instant::now();
+            noop(&host).await;
+            samples.push(start.elapsed());
+        }
+        rates.push(CALLS_PER_RUN as f64 / run.elapsed().as_secs_f64());
+        samples.sort();
+        p50s.push(micros(percentile(&samples, 50.0)));
+        p99s.push(micros(percentile(&samples, 99.0)));
+    }
+    report("round trip p50 (1 in flight)", &p50s, "µs");
+    report("round trip p99 (1 in flight)", &p99s, "µs");
+    report("throughput, 1 call in flight", &rates, "calls/s");
+    host.shutdown().await;
+}
+
+async fn throughput(in_flight: usize) {
+    let host = start_noop_host().await;
+    let mut rates = Vec::new();
+    for _ in 0..RUNS {
+        let per_lane = CALLS_PER_RUN / in_flight;
+        let start = Instant::now();
+        let lanes = (0..in_flight).map(|_| async {
+            for _ in 0..per_lane {
+                noop(&host).await;
+            }
+        });
+        join_all(lanes).await;
+        rates.push((per_lane * in_flight) as f64 / start.elapsed().as_secs_f64());
+    }
+    report(&format!("throughput, {in_flight} calls in flight"), &rates, "calls/s");
+    host.shutdown().await;
+}
+
+async fn cold_spawn() {
+    let mut samples = Vec::new();
+    for _ in 0..SPAWNS {
+        let start = Instant::now();
+        let host = PluginHost::start(vec![stress_spec("stress", &[])], test_host_config()).unwrap();
+        host.wait_settled(Duration::from_secs(5)).await;
+        samples.push(start.elapsed());
+        assert_eq!(host.statuses()[0].state, "running");
+        host.shutdown().await;
+    }
+    summarize("cold spawn + handshake (launcher exec, connect, hello, manifest)", samples);
+}
+
+async fn sigkill_to_next_call() {
+    let host = start_noop_host().await;
+    noop(&host).await;
+    let mut samples = Vec::new();
+    for _ in 0..KILLS {
+        let pid = host.statuses()[0].pid.unwrap();
+        let start = Instant::now();
+        sigkill(pid);
+        // Keep calling until the replacement answers; calls that reach the dying instance
+        // fail fast and are retried, as the agent's runner would on a transient tool error.
+        while host.call("noop", json!({}), context(&std::env::temp_dir()), None).await.is_err() {}
+        samples.push(start.elapsed());
+        assert_ne!(host.statuses()[0].pid.unwrap(), pid);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    summarize("SIGKILL → next call served by the replacement", samples);
+    host.shutdown().await;
+}
+
+fn summarize(label: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "{label}\n    n={} p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, min {:.2} ms, max {:.2} ms\n",
+        samples.len(),
+        ms(percentile(&samples, 50.0)),
+        ms(percentile(&samples, 90.0)),
+        ms(percentile(&samples, 99.0)),
+        ms(samples[0]),
+        ms(samples[samples.len() - 1]),
+    );
+}
+
+fn report(label: &str, values: &[f64], unit: &str) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    println!("{label}\n    median {median:.1} {unit} (min {:.1}, max {:.1})\n", sorted[0], sorted[sorted.len() - 1]);
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[index]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+async fn join_all<F: std::future::Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let handles: Vec<_> = futures.map(Box::pin).collect();
+    let mut pending = handles;
+    // Poll all lanes concurrently on this thread.
+    std::future::poll_fn(move |cx| {
+        pending.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if pending.is_empty() { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
+    })
+    .await;
+}
