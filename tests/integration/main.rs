@@ -6,7 +6,8 @@
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
-//! - `python_plugin`: the Python example plugin, written from the protocol docs alone.
+//! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
+//! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod cli_tools;
@@ -14,3 +15,4 @@ mod host_calls;
 mod host_failures;
 mod orphans;
 mod python_plugin;
+mod tidy;

@@ -30,6 +30,13 @@ struct Owner {
     state: Arc<watch::Sender<SlotState>>,
 }
 
+/// A plugin that lost a tool-name clash and is to be disabled.
+struct Loser {
+    addr: Addr<PluginActor>,
+    state: Arc<watch::Sender<SlotState>>,
+    reason: String,
+}
+
 /// Tool name → owning plugin.
 #[derive(Default)]
 pub struct ToolRegistry {
@@ -44,7 +51,7 @@ impl ToolRegistry {
     /// precedence owns it, that plugin is disabled and loses all its tools.
     pub fn claim(&self, plugin: &str, index: usize, tools: &[ToolSpec], slot: &Arc<watch::Sender<SlotState>>, addr: &Addr<PluginActor>) -> Result<(), String> {
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
-        let mut losers: Vec<(String, Addr<PluginActor>, Arc<watch::Sender<SlotState>>, String)> = Vec::new();
+        let mut losers: Vec<(String, Loser)> = Vec::new();
         for tool in tools {
             let Some(owner) = map.get(&tool.name) else { continue };
             if owner.route.plugin == plugin {
@@ -54,13 +61,13 @@ impl ToolRegistry {
                 return Err(format!("tool '{}' is already provided by plugin '{}'; rename or remove one of them", tool.name, owner.route.plugin));
             }
             let reason = format!("tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them", tool.name);
-            losers.push((owner.route.plugin.clone(), owner.addr.clone(), owner.state.clone(), reason));
+            losers.push((owner.route.plugin.clone(), Loser { addr: owner.addr.clone(), state: owner.state.clone(), reason }));
         }
-        for (loser, loser_addr, loser_state, reason) in losers {
-            map.retain(|_, owner| owner.route.plugin != loser);
+        for (name, loser) in losers {
+            map.retain(|_, owner| owner.route.plugin != name);
             // Publish the verdict now; the actor kills the process when it handles Evict.
-            loser_state.send_replace(SlotState::Failed { reason: reason.clone() });
-            loser_addr.do_send(Evict { reason });
+            loser.state.send_replace(SlotState::Failed { reason: loser.reason.clone() });
+            loser.addr.do_send(Evict { reason: loser.reason });
         }
         map.retain(|_, owner| owner.route.plugin != plugin);
         for tool in tools {
