@@ -123,20 +123,18 @@ impl PluginHost {
         };
         let timeout = timeout.or(route.spec.timeout_secs.map(Duration::from_secs)).unwrap_or(self.shared.config.default_call_timeout);
         let started = Instant::now();
-        let mut slot = route.slot;
-        let conn = loop {
+        let mut slot = route.slot.clone();
+        let mut retried = false;
+        loop {
+            let conn = ready_connection(&route.plugin, &mut slot, timeout, started).await?;
             let remaining = timeout.saturating_sub(started.elapsed());
-            let conn = wait_ready(&route.plugin, &mut slot, remaining).await?;
-            if !conn.is_closing() {
-                break conn;
+            match conn.call(tool, arguments.clone(), context.clone(), remaining).await {
+                // A read-only call that met a dying instance is safe to run again on its
+                // replacement; anything else might have had effects, so the error stands.
+                Err(PluginError::PluginClosed { .. }) if route.spec.read_only && !retried => retried = true,
+                outcome => return outcome,
             }
-            // The instance is going down; wait for the actor to publish what comes next.
-            if tokio::time::timeout(remaining, slot.changed()).await.is_err() {
-                return Err(PluginError::NotReady { plugin: route.plugin, state: "restarting".into(), waited: timeout });
-            }
-        };
-        let remaining = timeout.saturating_sub(started.elapsed());
-        conn.call(tool, arguments, context, remaining).await
+        }
     }
 
     /// Every registered tool.
@@ -183,6 +181,21 @@ impl PluginHost {
             }
         };
         PluginError::UnknownTool { tool: tool.to_owned(), hint }
+    }
+}
+
+/// Waits for a ready instance whose connection is not already going down.
+async fn ready_connection(plugin: &str, slot: &mut watch::Receiver<SlotState>, timeout: Duration, started: Instant) -> Result<Connection, PluginError> {
+    loop {
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let conn = wait_ready(plugin, slot, remaining).await?;
+        if !conn.is_closing() {
+            return Ok(conn);
+        }
+        // The instance is going down; wait for the actor to publish what comes next.
+        if tokio::time::timeout(remaining, slot.changed()).await.is_err() {
+            return Err(PluginError::NotReady { plugin: plugin.to_owned(), state: "restarting".into(), waited: timeout });
+        }
     }
 }
 
