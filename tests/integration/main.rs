@@ -7,6 +7,7 @@
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
+//! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -15,4 +16,5 @@ mod host_calls;
 mod host_failures;
 mod orphans;
 mod python_plugin;
+mod sdk_plugin;
 mod tidy;

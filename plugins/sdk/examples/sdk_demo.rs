@@ -1,0 +1,47 @@
+//! A small plugin built on the SDK, used by the integration tests to exercise the SDK's own
+//! behaviour: `shout` answers, `crash` panics (reported, then a clean exit), and `nap` sleeps
+//! and then leaves a marker file, so a test can see that a cancelled call stopped working.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use oxibot_plugin::{parse_args, CallContext, Plugin, Tool, ToolError};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Deserialize)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Nap {
+    ms: u64,
+    marker: String,
+}
+
+async fn shout(_ctx: CallContext, args: Value) -> Result<String, ToolError> {
+    let args: Text = parse_args(args)?;
+    Ok(args.text.to_uppercase())
+}
+
+async fn crash(_ctx: CallContext, _args: Value) -> Result<String, ToolError> {
+    panic!("the crash tool always panics");
+}
+
+async fn nap(_ctx: CallContext, args: Value) -> Result<String, ToolError> {
+    let args: Nap = parse_args(args)?;
+    tokio::time::sleep(Duration::from_millis(args.ms)).await;
+    std::fs::write(&args.marker, "finished").map_err(|e| ToolError::new(e.to_string()))?;
+    Ok("rested".into())
+}
+
+fn main() -> ExitCode {
+    let text = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    let nap_schema = json!({"type": "object", "properties": {"ms": {"type": "integer"}, "marker": {"type": "string"}}, "required": ["ms", "marker"]});
+    Plugin::new("sdk-demo")
+        .tool(Tool::new("shout", "Repeat text in capitals", text).read_only(), shout)
+        .tool(Tool::new("crash", "Panic", json!({"type": "object"})), crash)
+        .tool(Tool::new("nap", "Sleep, then write a marker file", nap_schema), nap)
+        .run()
+}
