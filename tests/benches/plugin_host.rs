@@ -3,6 +3,7 @@
 //! plugin's SIGKILL to the next call being served by its replacement.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p oxibot-tests --bench plugin_host`
+//! (`OXIBOT_BENCH_ONLY=codec|bare|round_trip|throughput|spawn|sigkill` runs one section).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -20,12 +21,98 @@ const KILLS: usize = 40;
 fn main() {
     println!("oxibot plugin host benchmarks ({RUNS} runs each; figures are medians with min–max over runs)\n");
     let system = actix::System::new();
+    // `OXIBOT_BENCH_ONLY=round_trip` (or codec, bare, throughput, spawn, sigkill) runs one section.
+    let only = std::env::var("OXIBOT_BENCH_ONLY").ok();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if wanted("codec") {
+        codec_only();
+    }
+    if wanted("bare") {
+        bare_round_trip();
+    }
     system.block_on(async {
-        round_trip().await;
-        throughput(16).await;
-        cold_spawn().await;
-        sigkill_to_next_call().await;
+        if wanted("round_trip") {
+            round_trip().await;
+        }
+        if wanted("throughput") {
+            throughput(16).await;
+        }
+        if wanted("spawn") {
+            cold_spawn().await;
+        }
+        if wanted("sigkill") {
+            sigkill_to_next_call().await;
+        }
     });
+}
+
+/// The protocol's own share of a round trip: encode and decode a call and its result.
+fn codec_only() {
+    use oxibot_proto::{Call, CallContext, Message, ToolResult};
+    let call = Message::Call(Call { id: 1, tool: "noop".into(), arguments: json!({}), context: CallContext { workspace: "/tmp".into(), ..CallContext::default() } });
+    let result = Message::Result(ToolResult { id: 1, content: String::new(), is_error: false });
+    let mut rates = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        for _ in 0..CALLS_PER_RUN {
+            let frame = oxibot_proto::encode(&call).unwrap();
+            let decoded = oxibot_proto::read_message(&mut frame.as_slice(), oxibot_proto::DEFAULT_MAX_FRAME_LEN).unwrap();
+            let frame = oxibot_proto::encode(&result).unwrap();
+            let answer = oxibot_proto::read_message(&mut frame.as_slice(), oxibot_proto::DEFAULT_MAX_FRAME_LEN).unwrap();
+            std::hint::black_box((decoded, answer));
+        }
+        rates.push(micros(start.elapsed()) / CALLS_PER_RUN as f64);
+    }
+    report("codec only: encode + decode of a call and its result", &rates, "µs");
+}
+
+/// The floor: the same stress plugin driven by a blocking client with no host, no actors and
+/// no async runtime, so the difference to `round_trip` is what the kernel host adds.
+fn bare_round_trip() {
+    use oxibot_proto::{read_message, Call, CallContext, Hello, Message, PeerKind, DEFAULT_MAX_FRAME_LEN};
+    use std::io::Write;
+    use std::os::unix::net::UnixListener;
+
+    let dir = oxibot_tests::TempDir::new("bare-bench");
+    let socket = dir.path().join("bare.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let mut child = std::process::Command::new(oxibot_tests::bin("oxibot-stress-plugin"))
+        .env(oxibot_proto::ENV_SOCKET, &socket)
+        .env(oxibot_proto::ENV_TOKEN, "t")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut stream, _) = listener.accept().unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    assert!(matches!(read_message(&mut reader, DEFAULT_MAX_FRAME_LEN).unwrap(), Some(Message::Hello(_))));
+    stream.write_all(&oxibot_proto::encode(&Message::Hello(Hello::new("kernel", PeerKind::Kernel, "t"))).unwrap()).unwrap();
+    assert!(matches!(read_message(&mut reader, DEFAULT_MAX_FRAME_LEN).unwrap(), Some(Message::Manifest(_))));
+    let context = CallContext { workspace: "/tmp".into(), ..CallContext::default() };
+    let mut one_call = |id: u64| {
+        let call = Message::Call(Call { id, tool: "noop".into(), arguments: json!({}), context: context.clone() });
+        stream.write_all(&oxibot_proto::encode(&call).unwrap()).unwrap();
+        let answer = read_message(&mut reader, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert!(matches!(answer, Some(Message::Result(r)) if r.id == id));
+    };
+    for id in 0..2_000 {
+        one_call(id);
+    }
+    let mut p50s = Vec::new();
+    for _ in 0..RUNS {
+        let mut samples: Vec<Duration> = (0..CALLS_PER_RUN as u64)
+            .map(|id| {
+                let start = Instant::now();
+                one_call(id);
+                start.elapsed()
+            })
+            .collect();
+        samples.sort();
+        p50s.push(micros(percentile(&samples, 50.0)));
+    }
+    report("bare round trip p50 (blocking client, same plugin, no host)", &p50s, "µs");
+    drop(stream);
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 async fn start_noop_host() -> PluginHost {

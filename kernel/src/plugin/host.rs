@@ -123,15 +123,18 @@ impl PluginHost {
         };
         let timeout = timeout.or(route.spec.timeout_secs.map(Duration::from_secs)).unwrap_or(self.shared.config.default_call_timeout);
         let started = Instant::now();
-        let mut slot = route.slot.clone();
-        let mut retried = false;
+        let mut slot = route.slot;
+        // A read-only call that meets a dying instance is safe to run again on its
+        // replacement; anything else might have had effects, so its error stands.
+        let mut retry = route.spec.read_only.then(|| (arguments.clone(), context.clone()));
+        let (mut arguments, mut context) = (arguments, context);
         loop {
             let conn = ready_connection(&route.plugin, &mut slot, timeout, started).await?;
             let remaining = timeout.saturating_sub(started.elapsed());
-            match conn.call(tool, arguments.clone(), context.clone(), remaining).await {
-                // A read-only call that met a dying instance is safe to run again on its
-                // replacement; anything else might have had effects, so the error stands.
-                Err(PluginError::PluginClosed { .. }) if route.spec.read_only && !retried => retried = true,
+            match conn.call(tool, arguments, context, remaining).await {
+                Err(PluginError::PluginClosed { .. }) if retry.is_some() => {
+                    (arguments, context) = retry.take().unwrap_or_default();
+                }
                 outcome => return outcome,
             }
         }
@@ -186,6 +189,12 @@ impl PluginHost {
 
 /// Waits for a ready instance whose connection is not already going down.
 async fn ready_connection(plugin: &str, slot: &mut watch::Receiver<SlotState>, timeout: Duration, started: Instant) -> Result<Connection, PluginError> {
+    // The common case, without timers: the plugin is up and healthy.
+    if let SlotState::Ready { conn, .. } = &*slot.borrow_and_update() {
+        if !conn.is_closing() {
+            return Ok(conn.clone());
+        }
+    }
     loop {
         let remaining = timeout.saturating_sub(started.elapsed());
         let conn = wait_ready(plugin, slot, remaining).await?;

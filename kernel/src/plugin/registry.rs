@@ -15,7 +15,7 @@ pub struct Route {
     /// The plugin's name.
     pub plugin: String,
     /// The tool as declared in the manifest.
-    pub spec: ToolSpec,
+    pub spec: Arc<ToolSpec>,
     /// The plugin's state, to wait for it to be ready.
     pub slot: watch::Receiver<SlotState>,
 }
@@ -71,7 +71,7 @@ impl ToolRegistry {
         }
         map.retain(|_, owner| owner.route.plugin != plugin);
         for tool in tools {
-            let route = Route { plugin: plugin.to_owned(), spec: tool.clone(), slot: slot.subscribe() };
+            let route = Route { plugin: plugin.to_owned(), spec: Arc::new(tool.clone()), slot: slot.subscribe() };
             map.insert(tool.name.clone(), Owner { route, index, addr: addr.clone(), state: slot.clone() });
         }
         Ok(())
@@ -85,7 +85,7 @@ impl ToolRegistry {
     /// Every registered tool, sorted by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let map = self.tools.read().unwrap_or_else(PoisonError::into_inner);
-        let mut specs: Vec<ToolSpec> = map.values().map(|owner| owner.route.spec.clone()).collect();
+        let mut specs: Vec<ToolSpec> = map.values().map(|owner| ToolSpec::clone(&owner.route.spec)).collect();
         specs.sort_by(|a, b| a.name.cmp(&b.name));
         specs
     }
