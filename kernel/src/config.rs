@@ -41,6 +41,8 @@ pub enum ConfigError {
 pub struct Config {
     /// Agent settings.
     pub agents: AgentsConfig,
+    /// LLM providers by name (`openai`, `anthropic`, `custom`, …).
+    pub providers: BTreeMap<String, ProviderConfig>,
     /// Tool settings.
     pub tools: ToolsConfig,
     /// Extra plugin processes to start.
@@ -67,6 +69,28 @@ pub struct AgentsConfig {
 pub struct AgentDefaults {
     /// The workspace directory (`~` allowed).
     pub workspace: String,
+    /// The model, e.g. `anthropic/claude-opus-4-5` or `gpt-4.1`.
+    pub model: String,
+    /// The provider name, or `auto` to pick one from the model name.
+    pub provider: String,
+    /// Most tokens the model may write per reply.
+    #[serde(alias = "max_tokens")]
+    pub max_tokens: u32,
+    /// The model's context window.
+    #[serde(alias = "context_window_tokens")]
+    pub context_window_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Most LLM ↔ tool iterations in one turn.
+    #[serde(alias = "max_tool_iterations")]
+    pub max_tool_iterations: u32,
+    /// IANA timezone for the time shown to the model (`UTC` by default).
+    pub timezone: Option<String>,
+    /// Reasoning effort hint for models that take one.
+    #[serde(alias = "reasoning_effort")]
+    pub reasoning_effort: Option<String>,
+    /// Dream settings (the memory part reads them).
+    pub dream: Value,
     /// Keys this version does not use.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -74,8 +98,38 @@ pub struct AgentDefaults {
 
 impl Default for AgentDefaults {
     fn default() -> Self {
-        AgentDefaults { workspace: "~/.oxibot/workspace".to_owned(), extra: Map::new() }
+        AgentDefaults {
+            workspace: "~/.oxibot/workspace".to_owned(),
+            model: "anthropic/claude-opus-4-5".to_owned(),
+            provider: "auto".to_owned(),
+            max_tokens: 8192,
+            context_window_tokens: 65_536,
+            temperature: Some(0.1),
+            max_tool_iterations: 40,
+            timezone: None,
+            reasoning_effort: None,
+            dream: Value::Null,
+            extra: Map::new(),
+        }
     }
+}
+
+/// `providers.<name>`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ProviderConfig {
+    /// The API key (`${VAR}` expands from the environment).
+    #[serde(alias = "api_key")]
+    pub api_key: Option<String>,
+    /// The API base URL, e.g. `http://localhost:8000/v1`.
+    #[serde(alias = "api_base")]
+    pub api_base: Option<String>,
+    /// Extra HTTP headers sent with every request.
+    #[serde(alias = "extra_headers")]
+    pub extra_headers: Option<BTreeMap<String, String>>,
+    /// Keys this version does not use.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `tools`.
@@ -140,14 +194,16 @@ impl Config {
         Config::parse(&text, path)
     }
 
-    /// Parses config text; `path` is only used in error messages.
+    /// Parses config text; `path` is only used in error messages. `${VAR}` in any string
+    /// value is replaced by the environment variable `VAR`.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let mut deserializer = serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            key: error.path().to_string(),
-            message: error.inner().to_string(),
-        })
+        let invalid = |key: String, message: String| ConfigError::Invalid { path: path.to_path_buf(), key, message };
+        let mut raw: Value = {
+            let mut deserializer = serde_json::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?
+        };
+        expand_env(&mut raw, &mut String::new()).map_err(|(key, message)| invalid(key, message))?;
+        serde_path_to_error::deserialize(raw).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))
     }
 
     /// The workspace directory with `~` expanded.
@@ -159,6 +215,53 @@ impl Config {
     pub fn plugin_specs(&self) -> Vec<PluginSpec> {
         self.plugins.iter().filter(|p| p.enabled).map(PluginEntry::to_spec).collect()
     }
+}
+
+/// Replaces `${VAR}` in every string of `value`; on a missing variable, returns the key path.
+fn expand_env(value: &mut Value, key: &mut String) -> Result<(), (String, String)> {
+    match value {
+        Value::String(text) if text.contains("${") => *text = expand_text(text).map_err(|var| (key.clone(), format!("environment variable {var} is not set")))?,
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let len = key.len();
+                key.push_str(&format!("[{i}]"));
+                expand_env(item, key)?;
+                key.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (name, item) in map.iter_mut() {
+                let len = key.len();
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key.push_str(name);
+                expand_env(item, key)?;
+                key.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Expands `${VAR}` occurrences in one string; `Err(VAR)` names a variable that is not set.
+fn expand_text(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let name = &after[..end];
+        out.push_str(&std::env::var(name).map_err(|_| name.to_owned())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -175,8 +278,27 @@ mod tests {
         let config = Config::parse(text, Path::new("config.json")).unwrap();
         assert_eq!(config.workspace(), paths::home_dir().join("ws"));
         assert!(!config.tools.restrict_to_workspace);
-        assert!(config.extra.contains_key("providers"));
+        assert_eq!(config.providers["anthropic"].api_key.as_deref(), Some("sk-x"));
+        assert!(config.tools.extra.contains_key("exec"), "unknown keys are kept");
         assert_eq!(config.agents.defaults.extra["maxTokens"], 8192);
+    }
+
+    #[test]
+    fn env_references_expand_and_missing_ones_name_the_key() {
+        // PATH is set in every test environment.
+        let path_value = std::env::var("PATH").unwrap();
+        let config = Config::parse(r#"{"providers": {"openai": {"apiKey": "k-${PATH}-x"}}}"#, Path::new("c.json")).unwrap();
+        assert_eq!(config.providers["openai"].api_key.as_deref(), Some(format!("k-{path_value}-x").as_str()));
+        let err = Config::parse(r#"{"providers": {"openai": {"apiKey": "${OXIBOT_SURELY_UNSET_VAR}"}}}"#, Path::new("c.json")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("providers.openai.apiKey") && text.contains("OXIBOT_SURELY_UNSET_VAR"), "{text}");
+    }
+
+    #[test]
+    fn agent_defaults_take_nanobot_keys_in_either_case() {
+        let config = Config::parse(r#"{"agents": {"defaults": {"model": "gpt-4.1", "provider": "openai", "maxTokens": 100, "context_window_tokens": 2000, "maxToolIterations": 3}}}"#, Path::new("c.json")).unwrap();
+        let d = &config.agents.defaults;
+        assert_eq!((d.model.as_str(), d.provider.as_str(), d.max_tokens, d.context_window_tokens, d.max_tool_iterations), ("gpt-4.1", "openai", 100, 2000, 3));
     }
 
     #[test]
