@@ -280,7 +280,7 @@ mod tests {
         assert!(!config.tools.restrict_to_workspace);
         assert_eq!(config.providers["anthropic"].api_key.as_deref(), Some("sk-x"));
         assert!(config.tools.extra.contains_key("exec"), "unknown keys are kept");
-        assert_eq!(config.agents.defaults.extra["maxTokens"], 8192);
+        assert_eq!(config.agents.defaults.max_tokens, 8192);
     }
 
     #[test]

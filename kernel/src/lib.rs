@@ -3,5 +3,6 @@
 
 pub mod config;
 pub mod launcher;
+pub mod message;
 pub mod paths;
 pub mod plugin;
