@@ -2,7 +2,10 @@
 //! runner and memory actors. The `oxibot` binary in `main.rs` is a thin shell over it.
 
 pub mod config;
+pub mod context;
 pub mod launcher;
 pub mod message;
 pub mod paths;
 pub mod plugin;
+pub mod provider;
+pub mod session;
