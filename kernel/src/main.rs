@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         return ExitCode::from(127);
     }
     let cli = cli::Cli::parse();
-    init_logging();
+    init_logging(cli.wants_logs());
     match cli::run(cli) {
         Ok(code) => code,
         Err(error) => {
@@ -26,8 +26,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors; info with `--logs`).
+fn init_logging(verbose: bool) {
+    let fallback = if verbose { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
 }

@@ -4,17 +4,21 @@
 //! Modules:
 //! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
+//! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod agent;
 mod cli_tools;
 mod host_calls;
 mod host_failures;
 mod orphans;
+mod providers;
 mod python_plugin;
 mod sdk_plugin;
 mod tidy;

@@ -22,9 +22,23 @@ pub struct Setup {
     pub host: HostConfig,
 }
 
+/// Where the workspace is when neither `--workspace` nor a config file names one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceDefault {
+    /// The current directory (tool commands work where you are).
+    CurrentDir,
+    /// `agents.defaults.workspace` (default `~/.oxibot/workspace`), created if missing.
+    Configured,
+}
+
 impl Setup {
     /// Loads config, resolves the workspace and discovers plugins.
     pub fn load(common: &CommonArgs) -> anyhow::Result<Setup> {
+        Setup::load_with(common, WorkspaceDefault::CurrentDir)
+    }
+
+    /// Like [`Setup::load`], choosing the fallback workspace.
+    pub fn load_with(common: &CommonArgs, fallback: WorkspaceDefault) -> anyhow::Result<Setup> {
         let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
         if common.config.is_some() && !config_path.exists() {
             anyhow::bail!("config file {} does not exist", config_path.display());
@@ -32,9 +46,13 @@ impl Setup {
         let config = Config::load(&config_path)?;
         let workspace = match &common.workspace {
             Some(dir) => paths::expand_tilde(dir),
-            None if config_path.exists() => config.workspace(),
+            None if config_path.exists() || fallback == WorkspaceDefault::Configured => config.workspace(),
             None => std::env::current_dir().context("cannot determine the current directory")?,
         };
+        if fallback == WorkspaceDefault::Configured && !workspace.exists() {
+            std::fs::create_dir_all(&workspace).with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
+            oxibot_kernel::context::write_missing_templates(&workspace).with_context(|| format!("cannot write templates into {}", workspace.display()))?;
+        }
         let workspace = std::path::absolute(&workspace).with_context(|| format!("bad workspace path {}", workspace.display()))?;
         if !workspace.is_dir() {
             anyhow::bail!("workspace {} is not a directory (create it, or pass --workspace)", workspace.display());

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod agent;
 mod kernel;
+mod onboard;
+mod status;
 mod tools;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
@@ -18,6 +21,33 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Talk to the assistant: one message with -m, or an interactive chat.
+    Agent {
+        /// Send this message, print the answer and exit.
+        #[arg(short, long)]
+        message: Option<String>,
+        /// Session to talk in (`channel:chat_id`).
+        #[arg(short, long, default_value = "cli:direct")]
+        session: String,
+        /// Print answers as plain text even on a terminal.
+        #[arg(long)]
+        no_markdown: bool,
+        /// Show the kernel's logs (info level) on stderr.
+        #[arg(long)]
+        logs: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Write a default config and a workspace (existing files are never overwritten).
+    Onboard {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Show config and workspace paths, the model, providers and plugin health.
+    Status {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// Inspect and call tool plugins.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -62,9 +92,21 @@ pub struct CommonArgs {
     workspace: Option<PathBuf>,
 }
 
+impl Cli {
+    /// Whether the command asked for logs on stderr.
+    pub fn wants_logs(&self) -> bool {
+        matches!(self.command, Command::Agent { logs: true, .. })
+    }
+}
+
 /// Runs the parsed command and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Agent { message, session, no_markdown: _, logs: _, common } => {
+            agent::run(&common, agent::AgentOptions { message, session })
+        }
+        Command::Onboard { common } => onboard::run(&common),
+        Command::Status { common } => status::run(&common),
         Command::Tools(ToolsCommand::List { common, json }) => tools::list(&common, json),
         Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => tools::call(&common, &tool, &args, timeout),
     }

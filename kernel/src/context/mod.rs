@@ -1,1 +1,130 @@
-//! Placeholder, being written.
+//! What the model is told: the system prompt, the per-turn runtime block, skills, and the
+//! workspace templates.
+//!
+//! The system prompt is built from the workspace, section by section (see `prompt.rs`):
+//!
+//! 1. identity — what oxibot is, OS and architecture, where its files are, platform policy, a
+//!    format hint for the channel, how to work with tools;
+//! 2. the bootstrap files `AGENTS.md`, `SOUL.md`, `USER.md`, `TOOLS.md`, each that exists;
+//! 3. `# Memory` — `memory/MEMORY.md`;
+//! 4. always-on skills in full;
+//! 5. a summary line for every other skill, with its `SKILL.md` path and availability;
+//! 6. `# Recent History` — `memory/history.jsonl` entries Dream has not processed yet.
+//!
+//! It holds no clock, so it stays byte-identical between turns and provider prompt caches hit;
+//! the time goes into the user's message as a runtime block ([`ContextBuilder::runtime_context`],
+//! [`ContextBuilder::merge_runtime`]) that can be stripped again before history is stored or
+//! summarised ([`ContextBuilder::strip_runtime`]).
+//!
+//! This module does not talk to providers, store sessions, or write memory; it reads the
+//! workspace and writes only the copies of built-in skills and, on request, missing templates.
+
+mod builtin;
+mod cache;
+pub mod frontmatter;
+mod history;
+mod identity;
+mod prompt;
+mod requires;
+mod runtime;
+mod skills;
+mod templates;
+#[cfg(test)]
+mod testutil;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+pub use builtin::BUILTIN_SKILLS_DIR;
+pub use history::{MAX_ENTRIES as MAX_HISTORY_ENTRIES, MAX_ENTRY_CHARS as MAX_HISTORY_ENTRY_CHARS};
+pub use history::MAX_SECTION_CHARS as MAX_HISTORY_CHARS;
+pub use prompt::{BOOTSTRAP_FILES, DREAM_CURSOR_FILE, HISTORY_FILE, MEMORY_FILE};
+pub use runtime::{RUNTIME_CLOSE, RUNTIME_OPEN};
+pub use skills::{SkillInfo, SkillSource};
+pub use templates::{templates, write_missing_templates};
+
+use cache::FileCache;
+use skills::Skill;
+
+/// Builds the system prompt and the runtime block for one workspace, caching the files it reads.
+#[derive(Debug)]
+pub struct ContextBuilder {
+    /// The workspace, absolute (canonical when it existed at construction).
+    workspace: PathBuf,
+    /// Texts of the workspace files read so far, re-read only when they change.
+    files: FileCache,
+    /// Whether copying the built-in skills has failed and been reported, so that a read-only
+    /// workspace does not log a warning every turn.
+    copy_failure_reported: bool,
+}
+
+impl ContextBuilder {
+    /// A builder for `workspace` (a leading `~` is expanded).
+    pub fn new(workspace: PathBuf) -> ContextBuilder {
+        let workspace = crate::paths::expand_tilde(&workspace);
+        let workspace = std::fs::canonicalize(&workspace)
+            .or_else(|_| std::path::absolute(&workspace))
+            .unwrap_or(workspace);
+        ContextBuilder { workspace, files: FileCache::default(), copy_failure_reported: false }
+    }
+
+    /// The workspace this builder reads.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The system prompt for a conversation on `channel` (`cli`, `telegram`, …). It contains no
+    /// clock; files are re-read only when their modification time or length has changed.
+    pub fn system_prompt(&mut self, channel: &str) -> String {
+        let skills = self.load_skills();
+        prompt::build(&self.workspace, channel, &mut self.files, &skills)
+    }
+
+    /// Every skill, sorted by name: workspace skills, and the built-ins they do not override.
+    pub fn skills(&mut self) -> Vec<SkillInfo> {
+        self.load_skills().into_iter().map(|skill| skill.info).collect()
+    }
+
+    /// The runtime block for a turn: the time `now` in `timezone` (an IANA name, UTC when absent
+    /// or unknown), the channel and the chat id, between [`RUNTIME_OPEN`] and [`RUNTIME_CLOSE`].
+    pub fn runtime_context(channel: &str, chat_id: &str, timezone: Option<&str>, now: DateTime<Utc>) -> String {
+        runtime::runtime_context(channel, chat_id, timezone, now)
+    }
+
+    /// The user's text with the runtime block in front of it, as one message (some providers
+    /// reject two user messages in a row).
+    pub fn merge_runtime(user_text: &str, runtime: &str) -> String {
+        runtime::merge_runtime(user_text, runtime)
+    }
+
+    /// A stored user message without its runtime block; text without one is returned unchanged.
+    pub fn strip_runtime(text: &str) -> String {
+        runtime::strip_runtime(text)
+    }
+
+    /// Copies the built-in skills into the workspace (when needed) and lists all skills.
+    fn load_skills(&mut self) -> Vec<Skill> {
+        match builtin::materialise(&self.workspace, &mut self.files) {
+            Ok(()) => self.copy_failure_reported = false,
+            Err(error) if !self.copy_failure_reported => {
+                self.copy_failure_reported = true;
+                tracing::warn!(
+                    workspace = %self.workspace.display(),
+                    %error,
+                    "could not copy the built-in skills into the workspace; the model cannot read them"
+                );
+            }
+            Err(_) => {}
+        }
+        skills::discover(&self.workspace, &mut self.files)
+    }
+
+    /// How many times a file was read from disk (for cache tests).
+    #[cfg(test)]
+    fn file_reads(&self) -> u64 {
+        self.files.reads()
+    }
+}

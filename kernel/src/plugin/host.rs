@@ -140,6 +140,11 @@ impl PluginHost {
         }
     }
 
+    /// The manifest entry of one tool, if registered.
+    pub fn tool_spec(&self, tool: &str) -> Option<Arc<ToolSpec>> {
+        self.shared.registry.route(tool).map(|route| route.spec)
+    }
+
     /// Every registered tool.
     pub fn tools(&self) -> Vec<ToolSpec> {
         self.shared.registry.specs()
@@ -162,7 +167,7 @@ impl PluginHost {
     }
 
     /// Says goodbye to every plugin and waits (bounded) until their processes are gone.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         for slot in &self.slots {
             slot.addr.do_send(Shutdown);
         }

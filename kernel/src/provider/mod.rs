@@ -1,1 +1,175 @@
-//! Placeholder, being written.
+//! LLM provider clients: OpenAI Chat Completions (spoken by most providers) and Anthropic
+//! Messages, picked from config by the registry, with nanobot's retry policy.
+//!
+//! `Provider::chat` is the one entry point: it sends a `ChatRequest`, streams `StreamEvent`s
+//! to a callback when asked to, retries what can be retried, and returns the assembled
+//! `ChatResponse`. This module does not keep history, run tools or count context; the runner
+//! does.
+
+mod anthropic;
+mod anthropic_convert;
+mod anthropic_stream;
+mod error;
+mod openai;
+mod openai_stream;
+pub mod registry;
+mod retry;
+pub mod sse;
+mod transport;
+mod types;
+
+use std::time::Duration;
+
+pub use error::ProviderError;
+pub use registry::{Resolution, Wire};
+pub use retry::RetryPolicy;
+pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT};
+pub use types::{ChatRequest, ChatResponse, StreamEvent, Usage};
+
+use crate::config::Config;
+
+/// Makes rustls use the `ring` crypto provider. reqwest panics when it builds a client and
+/// no provider is installed, so every client constructor here calls this first; calling it
+/// again (or after someone else installed one) does nothing.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An error only means a provider is already installed, which is all we need.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A configured LLM: the registry's choice for a model, ready to call.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    /// Registry name (`anthropic`, `custom`, …).
+    name: String,
+    /// The model as configured.
+    model: String,
+    /// The model id sent on the wire.
+    wire_model: String,
+    /// The client for the provider's wire format.
+    client: Client,
+    /// When to retry.
+    retry: RetryPolicy,
+}
+
+/// The wire formats, dispatched by hand (no boxed futures).
+#[derive(Debug, Clone)]
+enum Client {
+    OpenAiCompatible(openai::OpenAiCompatible),
+    Anthropic(anthropic::Anthropic),
+}
+
+impl Provider {
+    /// The provider for `agents.defaults.model` (and `agents.defaults.provider`).
+    pub fn from_config(config: &Config) -> Result<Provider, ProviderError> {
+        Provider::for_model(config, &config.agents.defaults.model)
+    }
+
+    /// The provider for another model under the same config (Dream's model override).
+    pub fn for_model(config: &Config, model: &str) -> Result<Provider, ProviderError> {
+        let resolution = registry::resolve(config, model)?;
+        Provider::from_resolution(model, &resolution)
+    }
+
+    /// A provider for an already resolved choice; `model` is the model as configured.
+    pub fn from_resolution(model: &str, resolution: &Resolution) -> Result<Provider, ProviderError> {
+        let client = match resolution.wire {
+            Wire::OpenAiCompatible => Client::OpenAiCompatible(openai::OpenAiCompatible::new(resolution)?),
+            Wire::Anthropic => Client::Anthropic(anthropic::Anthropic::new(resolution)?),
+        };
+        Ok(Provider { name: resolution.name.clone(), model: model.to_owned(), wire_model: resolution.wire_model.clone(), client, retry: RetryPolicy::default() })
+    }
+
+    /// Registry name, e.g. `custom`, `anthropic`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The model id sent on the wire (the provider prefix stripped where it names the
+    /// provider itself, e.g. `anthropic/claude-opus-4-5` → `claude-opus-4-5`).
+    pub fn wire_model(&self) -> &str {
+        &self.wire_model
+    }
+
+    /// The wire format spoken.
+    pub fn wire(&self) -> Wire {
+        match self.client {
+            Client::OpenAiCompatible(_) => Wire::OpenAiCompatible,
+            Client::Anthropic(_) => Wire::Anthropic,
+        }
+    }
+
+    /// The same provider waiting `delays` before its retries (one retry per entry; the
+    /// default is 1 s, 2 s, 4 s).
+    pub fn with_retry_delays(mut self, delays: Vec<Duration>) -> Provider {
+        self.retry = RetryPolicy { delays };
+        self
+    }
+
+    /// The same provider giving up on a response silent for `idle` (default 120 s).
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Provider {
+        match &mut self.client {
+            Client::OpenAiCompatible(client) => client.transport_mut().idle = idle,
+            Client::Anthropic(client) => client.transport_mut().idle = idle,
+        }
+        self
+    }
+
+    /// Sends `request` and returns the whole reply. With `stream`, text and reasoning reach
+    /// `on_event` as they arrive. Failed attempts are retried per the retry policy; when a
+    /// retry follows partial output, `on_event` first gets `StreamEvent::Restart`.
+    pub async fn chat(&self, request: &ChatRequest, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
+        let model = if request.model.is_empty() || request.model == self.model { self.wire_model.clone() } else { registry::wire_model_for(&self.name, &request.model) };
+        let mut retry = 0;
+        loop {
+            let mut streamed = false;
+            let mut forward = |event: StreamEvent| {
+                streamed = true;
+                on_event(event);
+            };
+            let result = self.attempt(request, &model, stream, &mut forward).await;
+            let error = match result {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error,
+            };
+            let Some(delay) = self.retry.delay_before(retry, &error) else {
+                return Err(error);
+            };
+            retry += 1;
+            tracing::warn!(provider = %self.name, model = %model, %error, "llm request failed; retry {retry} in {delay:?}");
+            if streamed {
+                on_event(StreamEvent::Restart);
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One request, no retries.
+    async fn attempt(&self, request: &ChatRequest, model: &str, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
+        match &self.client {
+            Client::OpenAiCompatible(client) => client.send(request, model, stream, on_event).await,
+            Client::Anthropic(client) => client.send(request, model, stream, on_event).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn a_chat_future_can_move_between_threads() {
+        let mut config = Config::default();
+        config.agents.defaults.model = "local-model".into();
+        config.providers.insert("custom".into(), crate::config::ProviderConfig { api_base: Some("http://127.0.0.1:9/v1".into()), ..Default::default() });
+        let provider = Provider::from_config(&config).unwrap();
+        let request = ChatRequest { model: "local-model".into(), messages: Vec::new(), tools: Vec::new(), max_tokens: 1, temperature: None, reasoning_effort: None };
+        let mut on_event = |_: StreamEvent| {};
+        let future = provider.chat(&request, true, &mut on_event);
+        assert_send(&future);
+    }
+}

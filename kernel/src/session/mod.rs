@@ -1,1 +1,180 @@
-//! Placeholder, being written.
+//! Conversation sessions on disk: `workspace/sessions/<channel>_<chat_id>.jsonl`, byte for byte
+//! the format nanobot reads and writes, kept cheap to update as sessions grow long.
+//!
+//! A session file is JSON lines. The first line is a metadata record
+//! (`{"_type":"metadata","key":…,"created_at":…,"updated_at":…,"metadata":{…},
+//! "last_consolidated":N}`), every other line is one [`ChatMessage`]. nanobot rewrites the whole
+//! file on every save; oxibot does not, because a session of 10,000 messages would make every
+//! turn cost megabytes of writing:
+//!
+//! - new messages are *appended*, all lines of a turn in one `write` call;
+//! - the metadata line is padded with spaces to a fixed width (512 bytes to start with), so a
+//!   changed `last_consolidated` or `metadata` is written *in place* over the old line, same
+//!   length, with one `pwrite` at offset 0 (JSON readers, nanobot's included, ignore the
+//!   trailing spaces);
+//! - only when the metadata outgrows its width, when the file came from nanobot (no padding),
+//!   or when the caller replaces the history ([`SessionStore::rewrite`]) is the whole file
+//!   written again: into a temporary file in the same directory, flushed to disk, then
+//!   renamed over the old one.
+//!
+//! A process killed at any instant therefore leaves a file that loads: either the old or the
+//! new whole file, or the old file plus whole appended lines, or (if the kill landed inside
+//! an append) a torn last line, which [`SessionStore::load`] drops and cuts off the file.
+//! A damaged line anywhere else is not a crash artefact and is reported, not guessed at.
+//!
+//! **Invariant:** one writer per session file. The store keeps no locks; the session actor
+//! owns each [`Session`] and is the only one to hand it to the store.
+//!
+//! What this module is not: it does not decide *when* to save, what a turn contains or how
+//! history is consolidated; it only keeps the file and the in-memory [`Session`] in step.
+
+mod format;
+mod repair;
+mod store;
+#[cfg(test)]
+mod testdir;
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use crate::message::ChatMessage;
+
+pub use format::{now_timestamp, HEADER_WIDTH, IN_PLACE_LIMIT};
+pub use repair::{close_interrupted_turn, Repair, INTERRUPTED_REPLY, INTERRUPTED_TOOL_RESULT};
+pub use store::SessionStore;
+
+/// One conversation: its messages and the metadata line of its file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// `channel:chat_id`, e.g. `cli:direct`.
+    pub key: String,
+    /// When the session was first created, ISO 8601 local time.
+    pub created_at: String,
+    /// When the session last changed, ISO 8601 local time.
+    pub updated_at: String,
+    /// Runtime state kept with the session (nanobot keeps `runtime_checkpoint` and
+    /// `pending_user_turn` here); unknown keys round-trip untouched.
+    pub metadata: Map<String, Value>,
+    /// How many of `messages` the consolidator has already summarised away.
+    pub last_consolidated: usize,
+    /// The whole history, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// Top-level keys of the metadata line this version does not know, written back as read.
+    header_extra: Map<String, Value>,
+    /// What the file on disk looks like, so the store knows what it may overwrite in place.
+    disk: DiskState,
+}
+
+/// The store's knowledge of a session's file, as of the last load or write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct DiskState {
+    /// Byte length (newline included) of the metadata line at offset 0, or 0 when the file
+    /// does not exist or does not start with a metadata line; 0 forces the next write to be a
+    /// whole-file rewrite.
+    header_width: usize,
+}
+
+impl Session {
+    /// An empty session, created now, with no file yet.
+    pub fn new(key: impl Into<String>) -> Session {
+        let now = now_timestamp();
+        Session {
+            key: key.into(),
+            created_at: now.clone(),
+            updated_at: now,
+            metadata: Map::new(),
+            last_consolidated: 0,
+            messages: Vec::new(),
+            header_extra: Map::new(),
+            disk: DiskState::default(),
+        }
+    }
+
+    /// The messages not yet consolidated: what is replayed to the model.
+    pub fn unconsolidated(&self) -> &[ChatMessage] {
+        let start = self.last_consolidated.min(self.messages.len());
+        &self.messages[start..]
+    }
+
+    /// Forgets the history (`/new`); persist with [`SessionStore::rewrite`].
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.last_consolidated = 0;
+        self.updated_at = now_timestamp();
+    }
+}
+
+/// A session as loaded, and what had to be fixed in its file first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedSession {
+    /// The session (a fresh empty one when no file existed).
+    pub session: Session,
+    /// The repair made to the file, if it needed one.
+    pub repaired: Option<Repair>,
+}
+
+/// A session file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The file exists but could not be read.
+    #[error("cannot read session file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file, its temporary copy or the sessions directory could not be written.
+    #[error("cannot write session file {path}: {source}")]
+    Write {
+        /// The file that was being written.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A line other than a torn last one is not a valid metadata record or message.
+    #[error("session file {path} line {line} is damaged: {source}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
+    /// A message or the metadata could not be turned into JSON.
+    #[error("cannot encode session for {path}: {source}")]
+    Encode {
+        /// The file it was meant for.
+        path: PathBuf,
+        /// The serializer's error.
+        source: serde_json::Error,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Role;
+
+    #[test]
+    fn unconsolidated_clamps_a_cursor_past_the_end() {
+        let mut session = Session::new("cli:direct");
+        session.messages.push(ChatMessage::text(Role::User, "hi"));
+        session.last_consolidated = 5;
+        assert!(session.unconsolidated().is_empty());
+        session.last_consolidated = 0;
+        assert_eq!(session.unconsolidated().len(), 1);
+    }
+
+    #[test]
+    fn clear_forgets_messages_and_the_consolidation_cursor() {
+        let mut session = Session::new("cli:direct");
+        session.messages.push(ChatMessage::text(Role::User, "hi"));
+        session.last_consolidated = 1;
+        session.clear();
+        assert!(session.messages.is_empty());
+        assert_eq!(session.last_consolidated, 0);
+    }
+}

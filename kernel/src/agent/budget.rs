@@ -1,0 +1,103 @@
+//! Keeping a request inside the context window: shrink old tool results, then drop the
+//! oldest turns from the request (the session file keeps everything).
+
+use serde_json::Value;
+
+use crate::message::{ChatMessage, Role};
+
+/// Tokens kept free besides the reply, for estimation error.
+const SAFETY_TOKENS: u32 = 1024;
+/// Old tool results are cut to this many characters when the request is too big.
+const SHRUNK_TOOL_RESULT_CHARS: usize = 2000;
+
+/// A cheap upper-bound token estimate: about 3 bytes per token plus framing per message.
+pub fn estimate_tokens(messages: &[ChatMessage]) -> u64 {
+    messages.iter().map(message_tokens).sum()
+}
+
+fn message_tokens(message: &ChatMessage) -> u64 {
+    let mut bytes = match &message.content {
+        Value::String(text) => text.len(),
+        Value::Null => 0,
+        other => other.to_string().len(),
+    };
+    bytes += message.tool_calls.iter().map(|c| c.function.name.len() + c.function.arguments.len() + 16).sum::<usize>();
+    bytes += message.reasoning_content.as_ref().map_or(0, String::len);
+    (bytes as u64).div_ceil(3) + 4
+}
+
+/// Makes `messages` (system prompt first) fit `context_window - max_tokens - safety`.
+///
+/// First, tool results before the last user message are shrunk; if that is not enough, the
+/// oldest whole turns after the system prompt are dropped, never the current one.
+pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32) {
+    let budget = u64::from(context_window.saturating_sub(max_tokens).saturating_sub(SAFETY_TOKENS).max(1024));
+    if estimate_tokens(messages) <= budget {
+        return;
+    }
+    let current_turn = messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
+    for message in messages[..current_turn].iter_mut().filter(|m| m.role == Role::Tool) {
+        if let Value::String(text) = &mut message.content {
+            if text.chars().count() > SHRUNK_TOOL_RESULT_CHARS {
+                let kept: String = text.chars().take(SHRUNK_TOOL_RESULT_CHARS).collect();
+                *text = format!("{kept}\n[… shortened to fit the context window]");
+            }
+        }
+    }
+    while estimate_tokens(messages) > budget {
+        let current_turn = messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
+        // The first user message after the system prompt starts the oldest turn; the next
+        // user message starts the one after it. Drop everything in between.
+        let Some(oldest) = messages.iter().skip(1).position(|m| m.role == Role::User).map(|i| i + 1) else { break };
+        if oldest >= current_turn {
+            break;
+        }
+        let next = messages[oldest + 1..].iter().position(|m| m.role == Role::User).map_or(current_turn, |i| oldest + 1 + i);
+        messages.drain(oldest..next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(user: &str, tool_output: &str) -> Vec<ChatMessage> {
+        let call = crate::message::ToolCall::new("c", "read_file", "{}");
+        let mut assistant = ChatMessage::text(Role::Assistant, "");
+        assistant.tool_calls = vec![call.clone()];
+        vec![ChatMessage::text(Role::User, user), assistant, ChatMessage::tool_result(&call, tool_output), ChatMessage::text(Role::Assistant, "done")]
+    }
+
+    #[test]
+    fn a_small_request_is_left_alone() {
+        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        messages.extend(turn("hi", "out"));
+        let before = messages.clone();
+        fit(&mut messages, 65_536, 8192);
+        assert_eq!(messages, before);
+    }
+
+    #[test]
+    fn old_tool_results_shrink_before_any_turn_is_dropped() {
+        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        messages.extend(turn("first", &"x".repeat(30_000)));
+        messages.push(ChatMessage::text(Role::User, "now"));
+        fit(&mut messages, 12_000, 2_000);
+        assert_eq!(messages.len(), 6, "no turn dropped");
+        assert!(messages[3].text_content().len() < 3000);
+    }
+
+    #[test]
+    fn oldest_turns_are_dropped_but_never_the_current_one() {
+        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        for i in 0..20 {
+            messages.extend(turn(&format!("turn {i} {}", "y".repeat(3000)), "ok"));
+        }
+        messages.push(ChatMessage::text(Role::User, "the question"));
+        fit(&mut messages, 8_000, 2_000);
+        assert_eq!(messages[0].role, Role::System);
+        assert_eq!(messages.last().unwrap().text_content(), "the question");
+        assert!(messages[1].role == Role::User, "history still starts at a user turn");
+        assert!(estimate_tokens(&messages) <= 8_000);
+    }
+}

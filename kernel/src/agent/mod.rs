@@ -1,0 +1,196 @@
+//! The agent: sessions, the runner loop, hooks and commands on top of the plugin host and an
+//! LLM provider.
+//!
+//! Code map: [`SessionManager`] routes each message to the [`session_actor::SessionActor`] of
+//! its session (created on demand, evicted when idle); the session actor persists the user's
+//! message, builds the request with the [`crate::context::ContextBuilder`], and starts a
+//! [`runner_actor::RunnerActor`] that runs [`runner::Turn`] (model calls, [`tool_batch`],
+//! [`hooks`], checkpoints). `/stop` goes straight to the running runner through
+//! [`TurnControl`].
+
+pub mod budget;
+pub mod commands;
+pub mod hooks;
+pub mod runner;
+pub mod runner_actor;
+pub mod session_actor;
+pub mod tool_batch;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::config::Config;
+use crate::context::ContextBuilder;
+use crate::plugin::PluginHost;
+use crate::provider::Provider;
+use crate::session::SessionStore;
+use runner::{RunSpec, TurnEvent};
+use runner_actor::{RunnerActor, StopTurn};
+use session_actor::{SessionActor, UserTurn};
+
+/// Longest tool result kept in a conversation, in characters.
+pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
+
+/// Kernel services shared by every session.
+pub struct Agent {
+    /// The loaded config.
+    pub config: Config,
+    /// The workspace directory.
+    pub workspace: PathBuf,
+    /// The LLM client.
+    pub provider: Provider,
+    /// Tool plugins.
+    pub host: PluginHost,
+    /// Session files.
+    pub store: Arc<SessionStore>,
+    /// System-prompt builder (caches workspace files).
+    pub context: Mutex<ContextBuilder>,
+    /// Turn settings from the config.
+    pub spec: RunSpec,
+    /// When the kernel started, for `/status`.
+    pub started: Instant,
+}
+
+impl Agent {
+    /// Assembles the services; `stream` chooses streamed model replies.
+    pub fn new(config: Config, workspace: PathBuf, provider: Provider, host: PluginHost, stream: bool) -> Agent {
+        let defaults = &config.agents.defaults;
+        let spec = RunSpec {
+            model: defaults.model.clone(),
+            max_tokens: defaults.max_tokens,
+            temperature: defaults.temperature,
+            reasoning_effort: defaults.reasoning_effort.clone(),
+            max_iterations: defaults.max_tool_iterations.max(1),
+            stream,
+            max_tool_result_chars: MAX_TOOL_RESULT_CHARS,
+            context_window: defaults.context_window_tokens,
+        };
+        Agent {
+            store: Arc::new(SessionStore::new(&workspace)),
+            context: Mutex::new(ContextBuilder::new(workspace.clone())),
+            config,
+            workspace,
+            provider,
+            host,
+            spec,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// What a message produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnReply {
+    /// The model's answer.
+    Answer(String),
+    /// A command's output.
+    Command(String),
+    /// The turn was stopped.
+    Stopped,
+}
+
+impl TurnReply {
+    /// The text to show the user.
+    pub fn text(&self) -> &str {
+        match self {
+            TurnReply::Answer(text) | TurnReply::Command(text) => text,
+            TurnReply::Stopped => "(stopped)",
+        }
+    }
+}
+
+/// Why a message could not be handled.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The session file could not be read or written.
+    #[error("session storage failed: {0}")]
+    Session(String),
+    /// The turn failed (the message explains; it was also stored as the answer).
+    #[error("{0}")]
+    Turn(String),
+    /// The session's actor is gone (kernel shutting down).
+    #[error("the session is shutting down")]
+    Gone,
+}
+
+/// Reaches the runner of a session's current turn, bypassing the session's message queue.
+#[derive(Default)]
+pub struct TurnControl {
+    runner: Mutex<Option<Addr<RunnerActor>>>,
+}
+
+impl TurnControl {
+    fn set_runner(&self, runner: Option<Addr<RunnerActor>>) {
+        *self.runner.lock().unwrap_or_else(PoisonError::into_inner) = runner;
+    }
+
+    /// Whether a turn is running.
+    pub fn is_running(&self) -> bool {
+        self.runner.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+    }
+
+    /// Stops the running turn, if any; returns whether there was one.
+    pub fn stop(&self) -> bool {
+        match self.runner.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            Some(runner) => {
+                runner.do_send(StopTurn);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Routes messages to session actors, creating them on demand.
+pub struct SessionManager {
+    agent: Arc<Agent>,
+    sessions: Mutex<HashMap<String, SessionEntry>>,
+}
+
+/// A live session actor and the control of its running turn.
+type SessionEntry = (Addr<SessionActor>, Arc<TurnControl>);
+
+impl SessionManager {
+    /// A manager over `agent`'s services. Must be used inside an actix system.
+    pub fn new(agent: Arc<Agent>) -> SessionManager {
+        SessionManager { agent, sessions: Mutex::default() }
+    }
+
+    /// The shared services.
+    pub fn agent(&self) -> &Arc<Agent> {
+        &self.agent
+    }
+
+    /// Handles one message for session `key`; progress goes to `events`.
+    pub async fn send(&self, key: &str, text: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+        let (addr, control) = self.session(key);
+        if text.trim() == "/stop" {
+            let stopped = control.stop();
+            return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
+        }
+        addr.send(UserTurn { text: text.to_owned(), events }).await.map_err(|_| AgentError::Gone)?
+    }
+
+    /// Stops the running turn of `key` (Ctrl-C in the CLI); returns whether one was running.
+    pub fn stop(&self, key: &str) -> bool {
+        self.session(key).1.stop()
+    }
+
+    fn session(&self, key: &str) -> (Addr<SessionActor>, Arc<TurnControl>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((addr, control)) = sessions.get(key) {
+            if addr.connected() {
+                return (addr.clone(), control.clone());
+            }
+        }
+        let control = Arc::new(TurnControl::default());
+        let addr = SessionActor::new(key.to_owned(), self.agent.clone(), control.clone()).start();
+        sessions.insert(key.to_owned(), (addr.clone(), control.clone()));
+        (addr, control)
+    }
+}

@@ -1,0 +1,212 @@
+//! The LLM ↔ tools loop of one turn (the work `RunnerActor` does).
+//!
+//! Each iteration sends the conversation to the model; tool calls are run through the plugin
+//! host and their results fed back, until the model answers without tools or the iteration
+//! cap is hit. Every model step and every tool batch is checkpointed to the session file
+//! before the loop moves on, so a killed kernel loses at most the step in flight.
+
+use oxibot_proto::{CallContext, ToolSpec};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::budget;
+use super::hooks::{CompositeHook, IterationInfo, StepInfo};
+use super::tool_batch;
+use crate::message::{ChatMessage, Role};
+use crate::plugin::PluginHost;
+use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
+
+/// The answer given when the model returns nothing twice in a row.
+pub const EMPTY_REPLY_FALLBACK: &str = "I'm sorry, I couldn't come up with a reply to that. Could you rephrase or add detail?";
+
+/// Settings of a turn.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Model name as configured.
+    pub model: String,
+    /// Most tokens per reply.
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Reasoning effort hint.
+    pub reasoning_effort: Option<String>,
+    /// Most model calls in one turn.
+    pub max_iterations: u32,
+    /// Stream replies (deltas reach the caller as they arrive).
+    pub stream: bool,
+    /// Longest tool result kept, in characters.
+    pub max_tool_result_chars: usize,
+    /// The model's context window, in tokens.
+    pub context_window: u32,
+}
+
+/// What the caller sees while a turn runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// A piece of the reply.
+    Delta(String),
+    /// The provider retried after partial output: discard the deltas shown so far.
+    Restart,
+    /// A tool call is starting.
+    ToolStarted {
+        /// The tool.
+        name: String,
+        /// Its arguments as the model wrote them.
+        arguments: String,
+    },
+    /// A tool call finished.
+    ToolFinished {
+        /// The tool.
+        name: String,
+        /// Whether it failed.
+        is_error: bool,
+    },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    /// The final answer (already stored in the session).
+    pub content: String,
+    /// Token usage summed over the turn's model calls.
+    pub usage: Usage,
+    /// Model calls made.
+    pub iterations: u32,
+    /// Whether the turn stopped at the iteration cap.
+    pub hit_iteration_cap: bool,
+}
+
+/// Why a turn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The provider failed after its retries.
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    /// The session file could not be written.
+    #[error("cannot save the session: {0}")]
+    Checkpoint(String),
+}
+
+/// Stores new messages of the turn (in the session and its file) as they are produced.
+pub type Checkpoint = Box<dyn FnMut(Vec<ChatMessage>) -> Result<(), String> + Send>;
+
+/// Everything one turn runs with.
+pub struct Turn<'a> {
+    /// The model client.
+    pub provider: &'a Provider,
+    /// Where tools run.
+    pub host: &'a PluginHost,
+    /// Settings.
+    pub spec: &'a RunSpec,
+    /// Tools offered to the model.
+    pub tools: Vec<ToolSpec>,
+    /// Passed with every tool call.
+    pub call_context: CallContext,
+    /// Extension points.
+    pub hooks: CompositeHook,
+    /// Progress for the caller.
+    pub events: UnboundedSender<TurnEvent>,
+    /// Persists new messages.
+    pub checkpoint: Checkpoint,
+}
+
+impl Turn<'_> {
+    /// Runs the loop over `messages` (system prompt first, the user's message last).
+    pub async fn run(mut self, mut messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
+        let mut usage = Usage::default();
+        let mut retried_empty = false;
+        let mut iteration = 0;
+        while iteration < self.spec.max_iterations {
+            iteration += 1;
+            budget::fit(&mut messages, self.spec.context_window, self.spec.max_tokens);
+            self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
+            let response = self.call_model(&messages).await?;
+            add_usage(&mut usage, &response.usage);
+            self.hooks.after_iteration(&StepInfo { iteration, usage: response.usage, tool_calls: response.tool_calls.len() });
+            if !response.tool_calls.is_empty() {
+                self.run_tools(&mut messages, response).await?;
+                continue;
+            }
+            let text = response.content.clone().unwrap_or_default();
+            if text.trim().is_empty() && !retried_empty {
+                retried_empty = true;
+                continue;
+            }
+            let text = if text.trim().is_empty() { EMPTY_REPLY_FALLBACK.to_owned() } else { text };
+            let content = self.hooks.finalize_content(text);
+            self.store(vec![assistant_message(&content, &response)])?;
+            return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
+        }
+        let content = format!(
+            "I stopped after {} steps without finishing (the tool-iteration limit). Tell me to continue, or narrow the task.",
+            self.spec.max_iterations
+        );
+        self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
+        Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: true })
+    }
+
+    async fn call_model(&mut self, messages: &[ChatMessage]) -> Result<ChatResponse, ProviderError> {
+        let request = ChatRequest {
+            model: self.spec.model.clone(),
+            messages: messages.to_vec(),
+            tools: self.tools.clone(),
+            max_tokens: self.spec.max_tokens,
+            temperature: self.spec.temperature,
+            reasoning_effort: self.spec.reasoning_effort.clone(),
+        };
+        let events = self.events.clone();
+        let hooks = &mut self.hooks;
+        let mut on_event = |event: StreamEvent| match event {
+            StreamEvent::Text(delta) => {
+                hooks.on_stream(&delta);
+                let _ = events.send(TurnEvent::Delta(delta));
+            }
+            StreamEvent::Restart => {
+                let _ = events.send(TurnEvent::Restart);
+            }
+            StreamEvent::Reasoning(_) => {}
+        };
+        let response = self.provider.chat(&request, self.spec.stream, &mut on_event).await;
+        self.hooks.on_stream_end();
+        response
+    }
+
+    async fn run_tools(&mut self, messages: &mut Vec<ChatMessage>, response: ChatResponse) -> Result<(), RunError> {
+        let calls = response.tool_calls.clone();
+        let assistant = assistant_message(response.content.as_deref().unwrap_or(""), &response);
+        messages.push(assistant.clone());
+        self.store(vec![assistant])?;
+        self.hooks.before_execute_tools(&calls);
+        for call in &calls {
+            let _ = self.events.send(TurnEvent::ToolStarted { name: call.function.name.clone(), arguments: call.function.arguments.clone() });
+        }
+        let results = tool_batch::execute(self.host, &calls, &self.call_context, self.spec.max_tool_result_chars).await;
+        for (call, result) in calls.iter().zip(&results) {
+            let is_error = result.text_content().starts_with("Error");
+            let _ = self.events.send(TurnEvent::ToolFinished { name: call.function.name.clone(), is_error });
+        }
+        messages.extend(results.iter().cloned());
+        self.store(results)
+    }
+
+    fn store(&mut self, new_messages: Vec<ChatMessage>) -> Result<(), RunError> {
+        (self.checkpoint)(new_messages).map_err(RunError::Checkpoint)
+    }
+}
+
+fn assistant_message(content: &str, response: &ChatResponse) -> ChatMessage {
+    let mut message = ChatMessage::text(Role::Assistant, content);
+    if content.is_empty() && !response.tool_calls.is_empty() {
+        message.content = Value::Null;
+    }
+    message.tool_calls = response.tool_calls.clone();
+    message.reasoning_content = response.reasoning_content.clone();
+    message.thinking_blocks = response.thinking_blocks.clone();
+    message
+}
+
+fn add_usage(total: &mut Usage, step: &Usage) {
+    total.prompt_tokens += step.prompt_tokens;
+    total.completion_tokens += step.completion_tokens;
+    total.cached_tokens += step.cached_tokens;
+}

@@ -1,0 +1,114 @@
+//! `RunnerActor`: runs one turn's LLM ↔ tools loop as an actor that can be stopped mid-way.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use oxibot_proto::CallContext;
+use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+use super::hooks::CompositeHook;
+use super::runner::{Checkpoint, RunError, Turn, TurnEvent, TurnOutcome};
+use super::Agent;
+use crate::message::ChatMessage;
+
+/// Why a turn produced no outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnFailure {
+    /// The loop failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// `/stop` (or Ctrl-C) ended it.
+    #[error("the turn was stopped")]
+    Stopped,
+    /// The runner went away without an answer.
+    #[error("the runner stopped unexpectedly")]
+    Lost,
+}
+
+/// Runs one turn; stops itself when the turn ends.
+pub struct RunnerActor {
+    /// Services the turn uses.
+    agent: Arc<Agent>,
+    /// Where the outcome goes; taken when the turn ends or is stopped.
+    reply: Option<oneshot::Sender<Result<TurnOutcome, TurnFailure>>>,
+    /// The running loop, so `StopTurn` can cancel it.
+    work: Option<SpawnHandle>,
+}
+
+impl RunnerActor {
+    /// A runner for one turn.
+    pub fn new(agent: Arc<Agent>) -> RunnerActor {
+        RunnerActor { agent, reply: None, work: None }
+    }
+}
+
+impl Actor for RunnerActor {
+    type Context = Context<Self>;
+}
+
+/// Start the turn. Resolves with its outcome.
+#[derive(Message)]
+#[rtype(result = "Result<TurnOutcome, TurnFailure>")]
+pub struct RunTurn {
+    /// System prompt, history and the user's message.
+    pub messages: Vec<ChatMessage>,
+    /// Passed to every tool call.
+    pub call_context: CallContext,
+    /// Hooks for this turn.
+    pub hooks: CompositeHook,
+    /// Progress for the caller.
+    pub events: UnboundedSender<TurnEvent>,
+    /// Persists new messages.
+    pub checkpoint: Checkpoint,
+}
+
+impl Handler<RunTurn> for RunnerActor {
+    type Result = ResponseFuture<Result<TurnOutcome, TurnFailure>>;
+
+    fn handle(&mut self, turn: RunTurn, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.reply = Some(tx);
+        let agent = self.agent.clone();
+        let work = async move {
+            let tools = agent.host.tools();
+            let run = Turn {
+                provider: &agent.provider,
+                host: &agent.host,
+                spec: &agent.spec,
+                tools,
+                call_context: turn.call_context,
+                hooks: turn.hooks,
+                events: turn.events,
+                checkpoint: turn.checkpoint,
+            };
+            run.run(turn.messages).await
+        };
+        let handle = ctx.spawn(work.into_actor(self).map(|outcome, actor, ctx| {
+            if let Some(reply) = actor.reply.take() {
+                let _ = reply.send(outcome.map_err(TurnFailure::from));
+            }
+            ctx.stop();
+        }));
+        self.work = Some(handle);
+        Box::pin(async move { rx.await.unwrap_or(Err(TurnFailure::Lost)) })
+    }
+}
+
+/// Stop the running turn now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopTurn;
+
+impl Handler<StopTurn> for RunnerActor {
+    type Result = ();
+
+    fn handle(&mut self, _: StopTurn, ctx: &mut Context<Self>) {
+        if let Some(work) = self.work.take() {
+            ctx.cancel_future(work);
+        }
+        if let Some(reply) = self.reply.take() {
+            let _ = reply.send(Err(TurnFailure::Stopped));
+        }
+        ctx.stop();
+    }
+}

@@ -1,0 +1,227 @@
+//! `SessionActor`: owns one session (`channel:chat_id`): serialises its turns, persists every
+//! message before moving on, answers slash commands, and leaves memory when idle.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use oxibot_proto::CallContext;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::commands::{self, Command};
+use super::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
+use super::runner::TurnEvent;
+use super::runner_actor::{RunTurn, RunnerActor, TurnFailure};
+use super::{Agent, AgentError, TurnControl, TurnReply};
+use crate::context::ContextBuilder;
+use crate::message::{ChatMessage, Role};
+use crate::session::{close_interrupted_turn, Session};
+
+/// An idle session leaves memory after this long (it is loaded again on its next message).
+const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
+/// Most history messages replayed to the model (older ones wait for consolidation).
+const MAX_REPLAYED_MESSAGES: usize = 500;
+
+/// One session's actor.
+pub struct SessionActor {
+    /// `channel:chat_id`.
+    key: String,
+    /// Kernel services.
+    agent: Arc<Agent>,
+    /// The loaded session; shared with the running turn's checkpoint closure.
+    session: Arc<Mutex<Option<Session>>>,
+    /// Token usage of this session.
+    usage: Arc<Mutex<UsageTotals>>,
+    /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
+    control: Arc<TurnControl>,
+    /// When the last turn ended (for idle eviction).
+    last_active: Instant,
+}
+
+impl SessionActor {
+    /// An actor for `key`; the session file is loaded on the first message.
+    pub fn new(key: String, agent: Arc<Agent>, control: Arc<TurnControl>) -> SessionActor {
+        SessionActor { key, agent, session: Arc::default(), usage: Arc::default(), control, last_active: Instant::now() }
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(Duration::from_secs(60), |actor, ctx| {
+            if actor.last_active.elapsed() > IDLE_EVICTION && !actor.control.is_running() {
+                tracing::debug!(session = %actor.key, "evicting idle session");
+                ctx.stop();
+            }
+        });
+    }
+}
+
+/// A message from the user (text or a slash command).
+#[derive(Message)]
+#[rtype(result = "Result<TurnReply, AgentError>")]
+pub struct UserTurn {
+    /// What the user wrote.
+    pub text: String,
+    /// Progress of the turn.
+    pub events: UnboundedSender<TurnEvent>,
+}
+
+impl Handler<UserTurn> for SessionActor {
+    // Atomic: the next message of this session waits until this turn is done.
+    type Result = AtomicResponse<Self, Result<TurnReply, AgentError>>;
+
+    fn handle(&mut self, turn: UserTurn, _ctx: &mut Context<Self>) -> Self::Result {
+        let job = TurnJob {
+            key: self.key.clone(),
+            agent: self.agent.clone(),
+            session: self.session.clone(),
+            usage: self.usage.clone(),
+            control: self.control.clone(),
+        };
+        AtomicResponse::new(Box::pin(job.run(turn).into_actor(self).map(|reply, actor, _| {
+            actor.last_active = Instant::now();
+            reply
+        })))
+    }
+}
+
+/// One message's handling, moved into the actor's future.
+struct TurnJob {
+    key: String,
+    agent: Arc<Agent>,
+    session: Arc<Mutex<Option<Session>>>,
+    usage: Arc<Mutex<UsageTotals>>,
+    control: Arc<TurnControl>,
+}
+
+impl TurnJob {
+    async fn run(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
+        self.ensure_loaded()?;
+        if let Some(command) = Command::parse(&turn.text) {
+            return self.command(command);
+        }
+        let user = ChatMessage::text(Role::User, turn.text.clone());
+        // The user's words reach the disk before the model sees them.
+        self.append(vec![user])?;
+        let messages = self.request_messages();
+        let runner = RunnerActor::new(self.agent.clone()).start();
+        self.control.set_runner(Some(runner.clone()));
+        let outcome = runner.send(self.run_turn(messages, turn.events)).await;
+        self.control.set_runner(None);
+        match outcome.unwrap_or(Err(TurnFailure::Lost)) {
+            Ok(outcome) => Ok(TurnReply::Answer(outcome.content)),
+            Err(TurnFailure::Stopped) => {
+                self.close_turn(Some("(Stopped before finishing.)"))?;
+                Ok(TurnReply::Stopped)
+            }
+            Err(failure) => {
+                let message = failure.to_string();
+                self.close_turn(Some(&format!("Error: {message}")))?;
+                Err(AgentError::Turn(message))
+            }
+        }
+    }
+
+    fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>) -> RunTurn {
+        let (channel, chat_id) = split_key(&self.key);
+        let call_context = CallContext {
+            session_key: Some(self.key.clone()),
+            channel: Some(channel.to_owned()),
+            chat_id: Some(chat_id.to_owned()),
+            workspace: self.agent.workspace.display().to_string(),
+            restrict_to_workspace: self.agent.config.tools.restrict_to_workspace,
+        };
+        let hooks = CompositeHook::new(vec![Box::new(UsageHook::new(self.usage.clone())), Box::new(StripThinking)]);
+        let store = Arc::clone(&self.agent.store);
+        let session = self.session.clone();
+        let checkpoint = Box::new(move |messages: Vec<ChatMessage>| {
+            let mut guard = session.lock().unwrap_or_else(PoisonError::into_inner);
+            let session = guard.as_mut().ok_or_else(|| "session not loaded".to_owned())?;
+            store.append(session, messages).map_err(|e| e.to_string())
+        });
+        RunTurn { messages, call_context, hooks, events, checkpoint }
+    }
+
+    /// System prompt, replayed history, and the user's message with the runtime context.
+    fn request_messages(&self) -> Vec<ChatMessage> {
+        let (channel, chat_id) = split_key(&self.key);
+        let system = lock(&self.agent.context).system_prompt(channel);
+        let guard = lock(&self.session);
+        let Some(session) = guard.as_ref() else { return Vec::new() };
+        let history = replayable(session);
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        messages.push(ChatMessage::text(Role::System, system));
+        messages.extend(history.iter().cloned());
+        if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
+            let runtime = ContextBuilder::runtime_context(channel, chat_id, self.agent.config.agents.defaults.timezone.as_deref(), chrono::Utc::now());
+            last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
+        }
+        messages
+    }
+
+    fn ensure_loaded(&self) -> Result<(), AgentError> {
+        let mut guard = lock(&self.session);
+        if guard.is_some() {
+            return Ok(());
+        }
+        let loaded = self.agent.store.load(&self.key).map_err(|e| AgentError::Session(e.to_string()))?;
+        let mut session = loaded.session;
+        let closing = close_interrupted_turn(&session);
+        if !closing.is_empty() {
+            tracing::warn!(session = %self.key, messages = closing.len(), "closing a turn interrupted by a previous crash");
+            self.agent.store.append(&mut session, closing).map_err(|e| AgentError::Session(e.to_string()))?;
+        }
+        *guard = Some(session);
+        Ok(())
+    }
+
+    fn append(&self, messages: Vec<ChatMessage>) -> Result<(), AgentError> {
+        let mut guard = lock(&self.session);
+        let session = guard.as_mut().ok_or_else(|| AgentError::Session("session not loaded".into()))?;
+        self.agent.store.append(session, messages).map_err(|e| AgentError::Session(e.to_string()))
+    }
+
+    /// After a stop or failure: answer dangling tool calls, then add `note` as the answer.
+    fn close_turn(&self, note: Option<&str>) -> Result<(), AgentError> {
+        let closing = {
+            let guard = lock(&self.session);
+            guard.as_ref().map(close_interrupted_turn).unwrap_or_default()
+        };
+        let mut messages: Vec<ChatMessage> = closing.into_iter().filter(|m| m.role == Role::Tool).collect();
+        if let Some(note) = note {
+            messages.push(ChatMessage::text(Role::Assistant, note));
+        }
+        self.append(messages)
+    }
+
+    fn command(&self, command: Command) -> Result<TurnReply, AgentError> {
+        let mut guard = lock(&self.session);
+        let session = guard.as_mut().ok_or_else(|| AgentError::Session("session not loaded".into()))?;
+        let usage = *lock(&self.usage);
+        let reply = commands::run(command, session, &self.agent, usage)?;
+        Ok(TurnReply::Command(reply))
+    }
+}
+
+/// The messages replayed to the model: those not yet consolidated, at most
+/// [`MAX_REPLAYED_MESSAGES`], starting at a user message so no tool result is orphaned.
+fn replayable(session: &Session) -> &[ChatMessage] {
+    let start = session.last_consolidated.min(session.messages.len());
+    let pending = &session.messages[start..];
+    let mut from = pending.len().saturating_sub(MAX_REPLAYED_MESSAGES);
+    while from < pending.len() && pending[from].role != Role::User {
+        from += 1;
+    }
+    &pending[from..]
+}
+
+/// `telegram:123` → (`telegram`, `123`); a key without `:` is its own channel and chat.
+pub fn split_key(key: &str) -> (&str, &str) {
+    key.split_once(':').unwrap_or((key, key))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,112 @@
+//! Running one model step's tool calls: read-only calls in parallel, the rest one at a time,
+//! every failure turned into a result the model can read.
+
+use futures_util::future::join_all;
+use oxibot_proto::CallContext;
+use serde_json::Value;
+
+use crate::message::{ChatMessage, ToolCall};
+use crate::plugin::{PluginError, PluginHost};
+
+/// Appended to error results so the model changes course instead of repeating the call.
+const ERROR_HINT: &str = "\n\n[The tool call failed. Read the error, then fix the arguments or try another approach.]";
+
+/// Runs `calls` and returns one tool-result message per call, in the calls' order.
+///
+/// Consecutive read-only calls run concurrently; any other call runs alone, so writes and
+/// exclusive tools such as `exec` never overlap with anything.
+pub async fn execute(host: &PluginHost, calls: &[ToolCall], context: &CallContext, max_chars: usize) -> Vec<ChatMessage> {
+    let read_only: Vec<bool> = calls.iter().map(|c| is_read_only(host, &c.function.name)).collect();
+    let mut results = Vec::with_capacity(calls.len());
+    let mut start = 0;
+    while start < calls.len() {
+        let mut end = start + 1;
+        if read_only[start] {
+            while end < calls.len() && read_only[end] {
+                end += 1;
+            }
+        }
+        let group = calls[start..end].iter().map(|call| run_one(host, call, context, max_chars));
+        results.extend(join_all(group).await);
+        start = end;
+    }
+    results
+}
+
+fn is_read_only(host: &PluginHost, tool: &str) -> bool {
+    host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
+}
+
+async fn run_one(host: &PluginHost, call: &ToolCall, context: &CallContext, max_chars: usize) -> ChatMessage {
+    let content = match parse_arguments(&call.function.name, &call.function.arguments) {
+        Err(message) => format!("Error: {message}{ERROR_HINT}"),
+        Ok(arguments) => match host.call(&call.function.name, arguments, context.clone(), None).await {
+            Ok(result) if result.is_error => format!("{}{ERROR_HINT}", result.content),
+            Ok(result) => result.content,
+            Err(error) => format!("Error: {}{ERROR_HINT}", describe(&error)),
+        },
+    };
+    ChatMessage::tool_result(call, truncate(content, max_chars))
+}
+
+/// Parses the model's argument text; an empty string means no arguments.
+fn parse_arguments(tool: &str, text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(other) => Err(format!("the arguments for {tool} must be a JSON object, got {}", kind(&other))),
+        Err(error) => Err(format!("the arguments for {tool} are not valid JSON ({error}); send one JSON object that matches the tool's parameters")),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn describe(error: &PluginError) -> String {
+    match error {
+        PluginError::PluginClosed { plugin, cause, .. } => {
+            format!("the tool's plugin '{plugin}' crashed while running it ({cause}); it has been restarted, so the call can be retried")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Cuts `content` to `max_chars` characters with a marker saying how much was left out.
+pub fn truncate(content: String, max_chars: usize) -> String {
+    let total = content.chars().count();
+    if total <= max_chars {
+        return content;
+    }
+    let kept: String = content.chars().take(max_chars).collect();
+    format!("{kept}\n\n[… output truncated: {} more characters not shown; ask for a smaller part]", total - max_chars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_that_are_not_a_json_object_get_a_readable_error() {
+        assert!(parse_arguments("read_file", "{\"path\": \"a\"").unwrap_err().contains("not valid JSON"));
+        assert!(parse_arguments("read_file", "[1]").unwrap_err().contains("must be a JSON object"));
+        assert_eq!(parse_arguments("list_dir", "  ").unwrap(), serde_json::json!({}));
+    }
+
+    #[test]
+    fn long_results_are_cut_with_a_marker() {
+        let out = truncate("x".repeat(50), 10);
+        assert!(out.starts_with("xxxxxxxxxx\n"));
+        assert!(out.contains("40 more characters"));
+        assert_eq!(truncate("short".into(), 10), "short");
+    }
+}

@@ -1,0 +1,212 @@
+//! Skills: finding them (workspace `skills/<name>/SKILL.md` first, then the built-ins),
+//! checking what they need, and the two ways they reach the system prompt — always-on skills
+//! in full, every other skill as one summary line the model can follow up with `read_file`.
+
+use std::path::{Path, PathBuf};
+
+use super::builtin::{builtin_path, BUILTINS};
+use super::cache::FileCache;
+use super::frontmatter;
+use super::requires::SkillMeta;
+
+/// Where a skill comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkillSource {
+    /// `<workspace>/skills/<name>/SKILL.md`, written by the user or by the agent.
+    Workspace,
+    /// Shipped with oxibot, copied to `<workspace>/.oxibot/skills/<name>/SKILL.md`.
+    Builtin,
+}
+
+/// What the builder knows about one skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillInfo {
+    /// The skill's directory name, which is also how a workspace skill overrides a built-in one.
+    pub name: String,
+    /// The frontmatter `description`, or the name when there is none.
+    pub description: String,
+    /// The `SKILL.md` file the model reads.
+    pub path: PathBuf,
+    /// Whether the skill asks to be loaded into every system prompt.
+    pub always: bool,
+    /// Whether everything the skill needs is present.
+    pub available: bool,
+    /// What is missing, e.g. `bin: gh`, `env: GITHUB_TOKEN`.
+    pub missing: Vec<String>,
+    /// Where the skill comes from.
+    pub source: SkillSource,
+}
+
+/// A skill with its instructions.
+#[derive(Debug, Clone)]
+pub(crate) struct Skill {
+    /// What is listed about it.
+    pub(crate) info: SkillInfo,
+    /// The `SKILL.md` text after the frontmatter, trimmed.
+    pub(crate) body: String,
+}
+
+impl Skill {
+    /// Reads a skill from the text of its `SKILL.md`.
+    fn parse(name: &str, path: PathBuf, source: SkillSource, text: &str) -> Skill {
+        let (front, body) = frontmatter::split(text);
+        let front = front.unwrap_or_default();
+        let meta = SkillMeta::from_frontmatter(&front);
+        let missing = meta.missing();
+        let description = front.str("description").map(str::trim).filter(|d| !d.is_empty()).unwrap_or(name);
+        let info = SkillInfo {
+            name: name.to_string(),
+            description: description.split_whitespace().collect::<Vec<_>>().join(" "),
+            path,
+            always: front.bool("always").unwrap_or(false) || meta.always,
+            available: missing.is_empty(),
+            missing,
+            source,
+        };
+        Skill { info, body: body.trim().to_string() }
+    }
+
+    /// Whether the skill goes into the prompt in full: it asks to, and it can run.
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.info.always && self.info.available
+    }
+}
+
+/// Every skill, sorted by name: workspace skills, then the built-ins they do not override.
+pub(crate) fn discover(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
+    let mut skills = workspace_skills(workspace, cache);
+    for builtin in BUILTINS {
+        if skills.iter().all(|s| s.info.name != builtin.name) {
+            let path = builtin_path(workspace, builtin.name);
+            skills.push(Skill::parse(builtin.name, path, SkillSource::Builtin, builtin.content));
+        }
+    }
+    skills.sort_by(|a, b| a.info.name.cmp(&b.info.name));
+    skills
+}
+
+/// The skills under `<workspace>/skills/`: each directory (not hidden) holding a `SKILL.md`.
+fn workspace_skills(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
+    let Ok(entries) = std::fs::read_dir(workspace.join("skills")) else {
+        return Vec::new();
+    };
+    let mut skills = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path().join("SKILL.md");
+        if let Some(text) = cache.read(&path) {
+            skills.push(Skill::parse(&name, path, SkillSource::Workspace, &text));
+        }
+    }
+    skills
+}
+
+/// The always-on skills in full, or `None` when there are none.
+pub(crate) fn render_loaded(skills: &[Skill]) -> Option<String> {
+    let parts: Vec<String> = skills
+        .iter()
+        .filter(|s| s.is_loaded())
+        .map(|s| format!("## Skill: {}\n\n{}", s.info.name, s.body))
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!("# Active Skills\n\n{}", parts.join("\n\n")))
+}
+
+/// One line per skill that is not loaded in full, or `None` when there are none.
+pub(crate) fn render_summary(skills: &[Skill]) -> Option<String> {
+    let lines: Vec<String> = skills.iter().filter(|s| !s.is_loaded()).map(|s| summary_line(&s.info)).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "# Skills\n\n\
+         Skills are step-by-step instructions for particular kinds of task. When a task matches \
+         one, read its SKILL.md with `read_file` first and follow it. A skill marked unavailable \
+         needs what it lists before it can work; offer to install it (for example with the \
+         system package manager) rather than improvising without it.\n\n{}",
+        lines.join("\n")
+    ))
+}
+
+/// `- **name** — description `path`` plus what is missing, if anything.
+fn summary_line(info: &SkillInfo) -> String {
+    let mut line = format!("- **{}** — {} `{}`", info.name, info.description, info.path.display());
+    if !info.available {
+        line.push_str(&format!(" (unavailable, missing {})", info.missing.join(", ")));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::testutil::TempWorkspace;
+
+    fn find<'a>(skills: &'a [Skill], name: &str) -> &'a Skill {
+        skills.iter().find(|s| s.info.name == name).unwrap_or_else(|| panic!("no skill {name}"))
+    }
+
+    #[test]
+    fn builtins_are_listed_at_their_workspace_copy() {
+        let ws = TempWorkspace::new("skills-builtin");
+        let skills = discover(ws.path(), &mut FileCache::default());
+        let cron = find(&skills, "cron");
+        assert_eq!(cron.info.source, SkillSource::Builtin);
+        assert_eq!(cron.info.path, ws.path().join(".oxibot/skills/cron/SKILL.md"));
+        assert!(find(&skills, "memory").is_loaded());
+    }
+
+    #[test]
+    fn a_workspace_skill_overrides_the_builtin_of_the_same_name() {
+        let ws = TempWorkspace::new("skills-override");
+        ws.write("skills/cron/SKILL.md", "---\nname: cron\ndescription: My own scheduler.\n---\nUse crontab.\n");
+        ws.write("skills/notes/SKILL.md", "---\ndescription: Take notes.\n---\nWrite notes.\n");
+        ws.write("skills/.hidden/SKILL.md", "---\ndescription: Hidden.\n---\n");
+        ws.write("skills/empty-dir/README.md", "no skill here");
+        let skills = discover(ws.path(), &mut FileCache::default());
+        let cron = find(&skills, "cron");
+        assert_eq!(cron.info.source, SkillSource::Workspace);
+        assert_eq!(cron.info.description, "My own scheduler.");
+        assert_eq!(cron.body, "Use crontab.");
+        assert_eq!(skills.iter().filter(|s| s.info.name == "cron").count(), 1);
+        assert_eq!(find(&skills, "notes").info.path, ws.path().join("skills/notes/SKILL.md"));
+        assert!(skills.iter().all(|s| s.info.name != ".hidden" && s.info.name != "empty-dir"));
+        let names: Vec<&str> = skills.iter().map(|s| s.info.name.as_str()).collect();
+        assert!(names.windows(2).all(|w| w[0] <= w[1]), "not sorted: {names:?}");
+    }
+
+    #[test]
+    fn an_unavailable_skill_lists_the_missing_program() {
+        let ws = TempWorkspace::new("skills-missing");
+        ws.write(
+            "skills/fancy/SKILL.md",
+            "---\ndescription: Needs a tool.\nalways: true\nmetadata: {\"nanobot\":{\"requires\":{\"bins\":[\"oxibot-absent-bin\"]}}}\n---\nbody\n",
+        );
+        let skills = discover(ws.path(), &mut FileCache::default());
+        let fancy = find(&skills, "fancy");
+        assert!(!fancy.info.available);
+        assert_eq!(fancy.info.missing, ["bin: oxibot-absent-bin"]);
+        assert!(!fancy.is_loaded(), "an unavailable always-on skill must not be loaded");
+        let summary = render_summary(&skills).expect("summary");
+        assert!(summary.contains("- **fancy** — Needs a tool. `"), "{summary}");
+        assert!(summary.contains("(unavailable, missing bin: oxibot-absent-bin)"), "{summary}");
+    }
+
+    #[test]
+    fn a_skill_without_frontmatter_is_described_by_its_name() {
+        let ws = TempWorkspace::new("skills-plain");
+        ws.write("skills/plain/SKILL.md", "# Plain\nJust text.\n");
+        let skills = discover(ws.path(), &mut FileCache::default());
+        let plain = find(&skills, "plain");
+        assert_eq!(plain.info.description, "plain");
+        assert!(plain.info.available && !plain.info.always);
+        assert_eq!(plain.body, "# Plain\nJust text.");
+    }
+}

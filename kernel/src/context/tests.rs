@@ -1,0 +1,169 @@
+//! Tests of the whole builder against real temporary workspaces.
+
+use chrono::{Duration, Utc};
+
+use super::testutil::TempWorkspace;
+use super::*;
+
+/// A workspace with every bootstrap file, a memory file, history, and one workspace skill.
+fn full_workspace(label: &str) -> TempWorkspace {
+    let ws = TempWorkspace::new(label);
+    ws.write("AGENTS.md", "agents rules\n");
+    ws.write("SOUL.md", "soul text\n");
+    ws.write("USER.md", "user profile\n");
+    ws.write("TOOLS.md", "tool notes\n");
+    ws.write("memory/MEMORY.md", "# Long-term Memory\n\n- The user's cat is called Luna.\n");
+    ws.write("memory/history.jsonl", "{\"cursor\": 1, \"timestamp\": \"2026-04-15 14:58\", \"content\": \"Talked about cats\"}\n");
+    ws.write("skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep notes tidy.\n---\nNotes body.\n");
+    ws
+}
+
+/// Byte offset of `needle` in `text`, failing the test when absent.
+fn position(text: &str, needle: &str) -> usize {
+    text.find(needle).unwrap_or_else(|| panic!("prompt lacks {needle:?}:\n{text}"))
+}
+
+#[test]
+fn prompt_has_identity_bootstrap_memory_skills_and_history_in_order() {
+    let ws = full_workspace("prompt-order");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let prompt = builder.system_prompt("cli");
+    let order = [
+        "# oxibot",
+        "## AGENTS.md\n\nagents rules",
+        "## SOUL.md\n\nsoul text",
+        "## USER.md\n\nuser profile",
+        "## TOOLS.md\n\ntool notes",
+        "# Memory\n\n# Long-term Memory\n\n- The user's cat is called Luna.",
+        "# Active Skills\n\n## Skill: memory\n\n# How memory works",
+        "# Skills\n\n",
+        "# Recent History\n\n",
+    ];
+    let offsets: Vec<usize> = order.iter().map(|needle| position(&prompt, needle)).collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "sections out of order: {offsets:?}");
+    assert!(prompt.contains("\n\n---\n\n"), "sections are separated by a rule");
+    assert!(!prompt.contains("name: memory"), "frontmatter of the always-on skill leaked");
+    assert!(prompt.contains("- [2026-04-15 14:58] Talked about cats"));
+}
+
+#[test]
+fn summary_lists_each_other_skill_with_its_path_and_availability() {
+    let ws = full_workspace("prompt-summary");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let prompt = builder.system_prompt("cli");
+    let notes = ws.path().join("skills/notes/SKILL.md");
+    assert!(prompt.contains(&format!("- **notes** — Keep notes tidy. `{}`", notes.display())), "{prompt}");
+    let cron = ws.path().join(".oxibot/skills/cron/SKILL.md");
+    assert!(prompt.contains("- **cron** — ") && prompt.contains(&format!("`{}`", cron.display())));
+    assert!(cron.is_file(), "built-in skills are copied into the workspace");
+    let summary = &prompt[position(&prompt, "# Skills\n\n")..];
+    assert!(!summary.contains("- **memory** —"), "the always-on skill is not repeated in the summary");
+    for skill in builder.skills().iter().filter(|s| !s.available) {
+        let line = summary.lines().find(|l| l.starts_with(&format!("- **{}** ", skill.name))).expect("listed");
+        assert!(line.contains(&format!("unavailable, missing {}", skill.missing.join(", "))), "{line}");
+    }
+}
+
+#[test]
+fn missing_files_leave_their_sections_out() {
+    let ws = TempWorkspace::new("prompt-bare");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let prompt = builder.system_prompt("telegram");
+    for absent in ["## AGENTS.md", "## SOUL.md", "---\n\n# Memory\n", "---\n\n# Recent History"] {
+        assert!(!prompt.contains(absent), "unexpected {absent:?}");
+    }
+    assert!(prompt.contains("# Active Skills") && prompt.contains("# Skills\n"));
+}
+
+#[test]
+fn an_untouched_memory_template_is_left_out() {
+    let ws = TempWorkspace::new("prompt-template-memory");
+    write_missing_templates(ws.path()).expect("templates");
+    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
+    assert!(!prompt.contains("# Memory\n\n# Long-term Memory"));
+    assert!(prompt.contains("## AGENTS.md") && !prompt.contains("## HEARTBEAT.md"));
+}
+
+#[test]
+fn system_prompt_holds_no_clock() {
+    let ws = full_workspace("prompt-clock");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let first = builder.system_prompt("cli");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let second = builder.system_prompt("cli");
+    assert_eq!(first, second);
+    for day in [Utc::now(), Utc::now() - Duration::days(1), Utc::now() + Duration::days(1)] {
+        let date = day.format("%Y-%m-%d").to_string();
+        assert!(!first.contains(&date), "system prompt contains the date {date}");
+    }
+}
+
+#[test]
+fn unchanged_files_are_not_read_again_and_changed_ones_are() {
+    let ws = full_workspace("prompt-cache");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let first = builder.system_prompt("cli");
+    let reads = builder.file_reads();
+    assert!(reads >= 6, "only {reads} reads for a full workspace");
+    assert_eq!(builder.system_prompt("cli"), first);
+    assert_eq!(builder.file_reads(), reads, "unchanged files were read again");
+
+    ws.write("SOUL.md", "a different soul, longer than before\n");
+    let changed = builder.system_prompt("cli");
+    assert_eq!(builder.file_reads(), reads + 1, "exactly the changed file is read");
+    assert!(changed.contains("## SOUL.md\n\na different soul, longer than before"));
+}
+
+#[test]
+fn a_workspace_skill_overrides_the_builtin_in_the_prompt() {
+    let ws = TempWorkspace::new("prompt-override");
+    ws.write("skills/memory/SKILL.md", "---\nname: memory\ndescription: My memory rules.\nalways: true\n---\nMY MEMORY RULES\n");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let prompt = builder.system_prompt("cli");
+    assert!(prompt.contains("## Skill: memory\n\nMY MEMORY RULES"));
+    assert!(!prompt.contains("A background process called **Dream**"), "the built-in body is still there");
+    let memory = builder.skills().into_iter().find(|s| s.name == "memory").expect("memory skill");
+    assert_eq!(memory.source, SkillSource::Workspace);
+    assert_eq!(memory.path, ws.path().join("skills/memory/SKILL.md"));
+}
+
+#[test]
+fn recent_history_respects_the_dream_cursor_and_the_caps() {
+    let ws = TempWorkspace::new("prompt-history");
+    let lines: Vec<String> = (1..=120)
+        .map(|n| serde_json::json!({"cursor": n, "timestamp": "2026-04-15 10:00", "content": format!("entry {n}")}).to_string())
+        .collect();
+    ws.write("memory/history.jsonl", &lines.join("\n"));
+    ws.write("memory/.dream_cursor", "100");
+    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
+    let section = &prompt[position(&prompt, "# Recent History")..];
+    assert_eq!(section.matches("\n- [2026-04-15 10:00] entry ").count(), 20);
+    assert!(!section.contains("entry 100\n") && section.contains("entry 101\n") && section.ends_with("entry 120"));
+
+    ws.write("memory/.dream_cursor", "0");
+    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
+    let section = &prompt[position(&prompt, "# Recent History")..];
+    assert_eq!(section.matches("\n- [").count(), MAX_HISTORY_ENTRIES);
+    assert!(section.len() < MAX_HISTORY_CHARS + 400);
+}
+
+#[test]
+fn runtime_block_merges_into_the_user_text_and_strips_off_again() {
+    let now = Utc::now();
+    let runtime = ContextBuilder::runtime_context("discord", "42", Some("America/New_York"), now);
+    assert!(runtime.starts_with(RUNTIME_OPEN) && runtime.ends_with(RUNTIME_CLOSE));
+    let local = now.with_timezone(&chrono_tz::America::New_York).format("%Y-%m-%d %H:%M").to_string();
+    assert!(runtime.contains(&format!("Current Time: {local}")), "{runtime}");
+    assert!(runtime.contains("Channel: discord\nChat ID: 42"));
+    let merged = ContextBuilder::merge_runtime("hi there", &runtime);
+    assert!(merged.ends_with("\n\nhi there"));
+    assert_eq!(ContextBuilder::strip_runtime(&merged), "hi there");
+}
+
+#[test]
+fn a_relative_or_tilde_workspace_becomes_absolute() {
+    let builder = ContextBuilder::new(std::path::PathBuf::from("some/relative/ws"));
+    assert!(builder.workspace().is_absolute());
+    let ws = TempWorkspace::new("prompt-abs");
+    assert_eq!(ContextBuilder::new(ws.path().to_path_buf()).workspace(), ws.path());
+}

@@ -1,0 +1,194 @@
+//! OpenAI Chat Completions (`POST {apiBase}/chat/completions`), which most providers speak:
+//! the request body, and the reply whether it comes whole or streamed.
+
+use serde_json::{Map, Value, json};
+
+use super::error::{ProviderError, shorten};
+use super::openai_stream::ChunkReader;
+use super::registry::Resolution;
+use super::transport::{Transport, is_event_stream};
+use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, text_of};
+use crate::message::{ChatMessage, Role, ToolCall};
+
+/// A client for one OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenAiCompatible {
+    /// HTTP with the bearer key and extra headers.
+    transport: Transport,
+    /// `{apiBase}/chat/completions`.
+    url: String,
+    /// Registry name; some request fields depend on it.
+    provider: String,
+}
+
+impl OpenAiCompatible {
+    /// A client for the resolved provider.
+    pub(crate) fn new(resolution: &Resolution) -> Result<OpenAiCompatible, ProviderError> {
+        let mut headers: Vec<(String, String)> = resolution.api_key.iter().map(|key| ("authorization".to_owned(), format!("Bearer {key}"))).collect();
+        headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
+        let url = format!("{}/chat/completions", resolution.api_base.trim_end_matches('/'));
+        Ok(OpenAiCompatible { transport, url, provider: resolution.name.clone() })
+    }
+
+    /// The transport, to adjust its timeouts.
+    pub(crate) fn transport_mut(&mut self) -> &mut Transport {
+        &mut self.transport
+    }
+
+    /// One attempt: sends the request and reads the reply, streaming pieces to `on_event`.
+    pub(crate) async fn send(&self, request: &ChatRequest, model: &str, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
+        let body = request_body(request, model, stream, &self.provider);
+        let response = self.transport.post(&self.url, &body).await?;
+        if stream && is_event_stream(&response) {
+            let mut reader = ChunkReader::new(Collector::new(Some(on_event)), &self.provider);
+            let done = self.transport.read_sse(response, |event| reader.on_event(&event.data)).await?;
+            return reader.finish(done);
+        }
+        let json = self.transport.read_json(response).await?;
+        let mut reply = parse_response(&json, &self.provider)?;
+        if stream {
+            // The server answered in one piece; the consumer still gets the pieces.
+            let mut collector = Collector::new(Some(on_event));
+            collector.reasoning(reply.reasoning_content.as_deref().unwrap_or_default());
+            collector.text(reply.content.as_deref().unwrap_or_default());
+            reply.content = collector.take_text();
+        }
+        Ok(reply)
+    }
+}
+
+/// The JSON body for `request`.
+pub(crate) fn request_body(request: &ChatRequest, model: &str, stream: bool, provider: &str) -> Value {
+    let effort = request.reasoning_effort.as_deref().map(str::to_lowercase).filter(|e| !e.is_empty());
+    let mut body = json!({
+        "model": model,
+        "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
+        "stream": stream,
+    });
+    let tokens_key = if wants_max_completion_tokens(provider, model) { "max_completion_tokens" } else { "max_tokens" };
+    body[tokens_key] = json!(request.max_tokens.max(1));
+    if let Some(temperature) = request.temperature.filter(|_| accepts_temperature(model, effort.as_deref())) {
+        body["temperature"] = json!(temperature);
+    }
+    // `none` means off; `adaptive` is Anthropic's word and has no Chat Completions equivalent.
+    if let Some(effort) = effort.filter(|e| e != "none" && e != "adaptive") {
+        body["reasoning_effort"] = json!(effort);
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect();
+        body["tools"] = json!(tools);
+        body["tool_choice"] = json!("auto");
+    }
+    if stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    body
+}
+
+/// The model id without any `vendor/` prefix, lowercased.
+fn slug(model: &str) -> String {
+    model.rsplit('/').next().unwrap_or(model).to_lowercase()
+}
+
+/// Whether the model is an OpenAI reasoning model (`o1`, `o3-mini`, `o4-mini`, `gpt-5…`).
+fn is_reasoning_model(model: &str) -> bool {
+    let slug = slug(model);
+    slug.contains("gpt-5") || ["o1", "o3", "o4"].iter().any(|family| slug == *family || slug.starts_with(&format!("{family}-")))
+}
+
+/// OpenAI's newer models take `max_completion_tokens` and reject `max_tokens`.
+fn wants_max_completion_tokens(provider: &str, model: &str) -> bool {
+    provider == "openai" || is_reasoning_model(model)
+}
+
+/// Reasoning models reject a temperature, as does any model with reasoning effort on.
+fn accepts_temperature(model: &str, effort: Option<&str>) -> bool {
+    effort.is_none_or(|e| e == "none") && !is_reasoning_model(model)
+}
+
+/// A message as the wire wants it: no timestamp, thinking blocks or unknown fields, and no
+/// empty text (providers reject it) except where an assistant only calls tools.
+pub(crate) fn wire_message(message: &ChatMessage) -> Value {
+    let mut out = Map::new();
+    out.insert("role".into(), json!(role_name(message.role)));
+    let calls_tools = message.role == Role::Assistant && !message.tool_calls.is_empty();
+    let blank = if calls_tools || message.role == Role::Assistant && message.content.is_null() { Value::Null } else { json!("(empty)") };
+    let content = match &message.content {
+        Value::String(text) if text.is_empty() => blank,
+        Value::Array(parts) => {
+            let kept: Vec<Value> = parts.iter().filter(|p| !(p.get("type").and_then(Value::as_str) == Some("text") && text_of(&p["text"]).is_empty())).cloned().collect();
+            if kept.is_empty() { blank } else { Value::Array(kept) }
+        }
+        Value::Null => blank,
+        other => other.clone(),
+    };
+    out.insert("content".into(), content);
+    if !message.tool_calls.is_empty() {
+        out.insert("tool_calls".into(), json!(message.tool_calls));
+    }
+    if let Some(id) = &message.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(name) = &message.name {
+        out.insert("name".into(), json!(name));
+    }
+    if let Some(reasoning) = &message.reasoning_content {
+        out.insert("reasoning_content".into(), json!(reasoning));
+    }
+    Value::Object(out)
+}
+
+/// The wire name of a role.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// Reads a complete (non-streamed) reply.
+pub(crate) fn parse_response(json: &Value, provider: &str) -> Result<ChatResponse, ProviderError> {
+    if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
+        return Err(ProviderError::from_error_object(error, provider));
+    }
+    let Some(choice) = json.get("choices").and_then(|c| c.get(0)) else {
+        return Err(ProviderError::Malformed(format!("reply has no choices: {}", shorten(&json.to_string(), 200))));
+    };
+    let message = &choice["message"];
+    let reasoning = message.get("reasoning_content").or_else(|| message.get("reasoning")).map(text_of).unwrap_or_default();
+    let mut tool_calls: Vec<ToolCall> = message["tool_calls"].as_array().into_iter().flatten().map(tool_call).collect();
+    finish_tool_calls(&mut tool_calls);
+    Ok(ChatResponse {
+        content: non_empty(text_of(&message["content"])),
+        tool_calls,
+        reasoning_content: non_empty(reasoning),
+        thinking_blocks: None,
+        finish_reason: choice["finish_reason"].as_str().map(str::to_owned),
+        usage: parse_usage(&json["usage"]),
+    })
+}
+
+/// One entry of `message.tool_calls`; object arguments (some servers send them) become text.
+fn tool_call(value: &Value) -> ToolCall {
+    let function = &value["function"];
+    let arguments = match &function["arguments"] {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    ToolCall::new(value["id"].as_str().unwrap_or_default(), function["name"].as_str().unwrap_or_default(), arguments)
+}
+
+/// `usage`, with cached tokens from wherever the provider puts them.
+pub(crate) fn parse_usage(usage: &Value) -> Usage {
+    let number = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let cached = [&["prompt_tokens_details", "cached_tokens"][..], &["cached_tokens"], &["prompt_cache_hit_tokens"]].iter().map(|path| number(path)).find(|n| *n > 0).unwrap_or(0);
+    Usage { prompt_tokens: number(&["prompt_tokens"]), completion_tokens: number(&["completion_tokens"]), cached_tokens: cached }
+}
+
+#[cfg(test)]
+#[path = "openai_tests.rs"]
+mod tests;

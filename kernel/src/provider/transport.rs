@@ -1,0 +1,164 @@
+//! The HTTP side shared by both wire formats: one reqwest client per provider, POSTing JSON,
+//! turning error statuses into `ProviderError`s and reading bodies under an idle timeout.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use super::error::{ProviderError, shorten};
+use super::retry::parse_retry_after;
+use super::sse::{SseDecoder, SseEvent};
+
+/// How long to wait for a TCP (and TLS) connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a response may stay silent (before its headers, or between two chunks).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// An HTTP client bound to one provider's name, headers and timeouts.
+#[derive(Clone)]
+pub(crate) struct Transport {
+    /// The pooled HTTP client.
+    http: reqwest::Client,
+    /// Headers sent with every request (auth and the config's extra headers).
+    headers: HeaderMap,
+    /// Registry name, for error messages.
+    pub(crate) provider: String,
+    /// Where the key comes from, for 401/403 messages.
+    key_hint: String,
+    /// Silence longer than this is a timeout.
+    pub(crate) idle: Duration,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Headers hold the API key, so they are never printed.
+        f.debug_struct("Transport").field("provider", &self.provider).field("idle", &self.idle).finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    /// A client for `provider` sending `headers` (name, value) with every request.
+    pub(crate) fn new(provider: &str, key_hint: &str, headers: &[(String, String)]) -> Result<Transport, ProviderError> {
+        super::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| ProviderError::Network(format!("cannot set up the http client: {}", error_chain(&e))))?;
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            let bad = |what: &str| ProviderError::NotConfigured(format!("header `{name}` for provider {provider} has an invalid {what}"));
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| bad("value"))?;
+            value.set_sensitive(header == reqwest::header::AUTHORIZATION || name.eq_ignore_ascii_case("x-api-key"));
+            map.insert(header, value);
+        }
+        Ok(Transport { http, headers: map, provider: provider.to_owned(), key_hint: key_hint.to_owned(), idle: IDLE_TIMEOUT })
+    }
+
+    /// POSTs `body` as JSON to `url`; a non-2xx status becomes the matching error.
+    pub(crate) async fn post(&self, url: &str, body: &Value) -> Result<reqwest::Response, ProviderError> {
+        let request = self.http.post(url).headers(self.headers.clone()).json(body);
+        let response = tokio::time::timeout(self.idle, request.send()).await.map_err(|_| ProviderError::Timeout)?.map_err(|e| from_reqwest(&e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = retry_after(response.headers());
+        let text = match self.read_body(response).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => String::new(),
+        };
+        Err(ProviderError::from_status(status.as_u16(), &text, retry_after, &self.provider, &self.key_hint))
+    }
+
+    /// The next body chunk, `None` at the end; silence beyond the idle timeout is an error.
+    pub(crate) async fn next_chunk(&self, response: &mut reqwest::Response) -> Result<Option<Vec<u8>>, ProviderError> {
+        match tokio::time::timeout(self.idle, response.chunk()).await {
+            Err(_) => Err(ProviderError::Timeout),
+            Ok(Err(e)) => Err(from_reqwest(&e)),
+            Ok(Ok(chunk)) => Ok(chunk.map(|bytes| bytes.to_vec())),
+        }
+    }
+
+    /// The whole body.
+    pub(crate) async fn read_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next_chunk(&mut response).await? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// The whole body parsed as JSON.
+    pub(crate) async fn read_json(&self, response: reqwest::Response) -> Result<Value, ProviderError> {
+        let body = self.read_body(response).await?;
+        parse_json(&body, "response body")
+    }
+
+    /// Feeds the body to `on_event` one SSE event at a time until it returns `true` (the
+    /// format's end marker) or the body ends; returns whether the end marker was seen.
+    pub(crate) async fn read_sse(&self, mut response: reqwest::Response, mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError>) -> Result<bool, ProviderError> {
+        let mut decoder = SseDecoder::new();
+        while let Some(chunk) = self.next_chunk(&mut response).await? {
+            for event in decoder.feed(&chunk).map_err(ProviderError::Malformed)? {
+                if on_event(event)? {
+                    return Ok(true);
+                }
+            }
+        }
+        match decoder.finish().map_err(ProviderError::Malformed)? {
+            Some(event) => on_event(event),
+            None => Ok(false),
+        }
+    }
+}
+
+/// Whether a response is an event stream (some servers answer `stream: true` with plain JSON).
+pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
+    response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// Parses JSON, or says what `what` held instead.
+pub(crate) fn parse_json(bytes: &[u8], what: &str) -> Result<Value, ProviderError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let text = String::from_utf8_lossy(bytes);
+        ProviderError::Malformed(format!("{what} is not valid json ({e}): {:?}", shorten(text.trim(), 120)))
+    })
+}
+
+/// `Retry-After` (seconds or a date) or `retry-after-ms`.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<u64>().ok()) {
+        return Some(Duration::from_millis(ms));
+    }
+    header("retry-after").and_then(parse_retry_after)
+}
+
+/// Sorts a reqwest failure: timeouts, connection failures, and bodies cut short.
+fn from_reqwest(error: &reqwest::Error) -> ProviderError {
+    let text = error_chain(error);
+    if error.is_timeout() {
+        ProviderError::Timeout
+    } else if error.is_body() || error.is_decode() {
+        ProviderError::StreamCut(text)
+    } else {
+        ProviderError::Network(text)
+    }
+}
+
+/// An error and its causes, joined with `: ` (reqwest's own message omits the cause).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}

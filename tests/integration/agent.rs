@@ -1,0 +1,318 @@
+//! `oxibot agent` end to end: the real binary, real plugins, and the scripted LLM server
+//! speaking the OpenAI wire format on 127.0.0.1.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use oxibot_tests::llm::{Reply, ScriptedLlm};
+use oxibot_tests::procs::{sigkill, wait_until};
+use oxibot_tests::{bin, stderr, stdout, TempDir};
+use serde_json::{json, Value};
+
+/// A data dir whose config points the `custom` provider at the scripted LLM.
+struct AgentEnv {
+    home: TempDir,
+    workspace: PathBuf,
+    llm: ScriptedLlm,
+}
+
+impl AgentEnv {
+    fn new() -> AgentEnv {
+        let home = TempDir::new("agent-home");
+        let workspace = home.path().join("workspace");
+        let llm = ScriptedLlm::start();
+        let config = json!({
+            "agents": {"defaults": {"workspace": workspace, "model": "test-model", "provider": "custom", "maxToolIterations": 5}},
+            "providers": {"custom": {"apiKey": "test-key", "apiBase": llm.base_url()}}
+        });
+        home.write("config.json", &config.to_string());
+        AgentEnv { home, workspace, llm }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(bin("oxibot"));
+        command.args(args).env("OXIBOT_HOME", self.home.path()).env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80").env_remove("RUST_LOG");
+        command
+    }
+
+    fn agent(&self, message: &str) -> Output {
+        self.command(&["agent", "-m", message]).output().unwrap()
+    }
+
+    fn session_lines(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.workspace.join("sessions/cli_direct.jsonl")).unwrap();
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}"))).collect()
+    }
+
+    fn write(&self, relative: &str, content: &str) {
+        let path = self.workspace.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+}
+
+fn roles(lines: &[Value]) -> Vec<String> {
+    lines[1..].iter().map(|l| l["role"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn a_plain_turn_prints_the_answer_and_stores_both_messages() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text("Hello from the model".into()));
+    let out = env.agent("hello");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Hello from the model");
+    let lines = env.session_lines();
+    assert_eq!(lines[0]["_type"], "metadata");
+    assert_eq!(lines[0]["key"], "cli:direct");
+    assert_eq!(roles(&lines), ["user", "assistant"]);
+    assert_eq!(lines[1]["content"], "hello", "the stored message is the user's own words");
+    let request = &env.llm.requests()[0];
+    assert_eq!(request["model"], "test-model");
+    assert_eq!(request["messages"][0]["role"], "system");
+    let user = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(user.contains("hello") && user.contains("cli"), "runtime context merged into the user message: {user}");
+}
+
+#[test]
+fn a_tool_turn_runs_read_file_through_the_fs_plugin_and_stores_the_whole_exchange() {
+    let env = AgentEnv::new();
+    env.write("notes.md", "the secret word is marmalade\n");
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
+    env.llm.push(Reply::Text("The secret word is marmalade.".into()));
+    let out = env.agent("what is the secret word?");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "The secret word is marmalade.");
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(lines[2]["tool_calls"][0]["function"]["name"], "read_file");
+    assert_eq!(lines[3]["tool_call_id"], lines[2]["tool_calls"][0]["id"]);
+    assert!(lines[3]["content"].as_str().unwrap().contains("marmalade"));
+    let second = &env.llm.requests()[1];
+    let tool_message = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("tool result sent back");
+    assert!(tool_message["content"].as_str().unwrap().contains("1| the secret word is marmalade"));
+}
+
+#[test]
+fn parallel_tool_calls_in_one_step_all_get_results_in_order() {
+    let env = AgentEnv::new();
+    env.write("a.txt", "alpha\n");
+    env.write("b.txt", "beta\n");
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "a.txt"}"#.into()), ("read_file".into(), r#"{"path": "b.txt"}"#.into())]));
+    env.llm.push(Reply::Text("done".into()));
+    let out = env.agent("read both");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant", "tool", "tool", "assistant"]);
+    assert!(lines[3]["content"].as_str().unwrap().contains("alpha"));
+    assert!(lines[4]["content"].as_str().unwrap().contains("beta"));
+}
+
+#[test]
+fn invalid_tool_arguments_become_an_error_the_model_reads() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), "{\"path\": ".into())]));
+    env.llm.push(Reply::Text("sorry, let me fix that".into()));
+    let out = env.agent("read it");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let second = &env.llm.requests()[1];
+    let tool_message = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(tool_message["content"].as_str().unwrap().contains("not valid JSON"), "{tool_message}");
+}
+
+#[test]
+fn an_unknown_tool_gets_a_did_you_mean_result() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::ToolCalls(vec![("read_files".into(), r#"{"path": "x"}"#.into())]));
+    env.llm.push(Reply::Text("ok".into()));
+    assert!(env.agent("go").status.success());
+    let second = &env.llm.requests()[1];
+    let tool_message = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(tool_message["content"].as_str().unwrap().contains("did you mean 'read_file'"), "{tool_message}");
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried_until_an_answer_arrives() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Status { code: 429, retry_after: Some(0), body: r#"{"error": {"message": "slow down"}}"#.into() });
+    env.llm.push(Reply::Status { code: 500, retry_after: None, body: "oops".into() });
+    env.llm.push(Reply::Text("finally".into()));
+    let out = env.agent("hi");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "finally");
+    assert_eq!(env.llm.requests().len(), 3);
+}
+
+#[test]
+fn a_stream_cut_mid_way_is_retried() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::CutStream { text: "partial answer that will be cut".into(), after_chunks: 2 });
+    env.llm.push(Reply::Text("complete answer".into()));
+    let out = env.agent("hi");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).trim().ends_with("complete answer"), "{}", stdout(&out));
+    let lines = env.session_lines();
+    assert_eq!(lines.last().unwrap()["content"], "complete answer");
+}
+
+#[test]
+fn an_auth_failure_is_not_retried_and_reaches_the_user_clearly() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Status { code: 401, retry_after: None, body: r#"{"error": {"message": "invalid api key"}}"#.into() });
+    let out = env.agent("hi");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).to_lowercase().contains("api key"), "{}", stderr(&out));
+    assert_eq!(env.llm.requests().len(), 1, "401 must not be retried");
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant"], "the user's message is kept and the error closes the turn");
+}
+
+#[test]
+fn malformed_model_output_fails_the_turn_with_a_clear_error() {
+    let env = AgentEnv::new();
+    for _ in 0..4 {
+        env.llm.push(Reply::Malformed);
+    }
+    let out = env.agent("hi");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr(&out).is_empty());
+    assert_eq!(roles(&env.session_lines())[0], "user");
+}
+
+#[test]
+fn a_slow_first_token_is_waited_for() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 700, text: "worth the wait".into() });
+    let out = env.agent("hi");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "worth the wait");
+}
+
+#[test]
+fn an_empty_reply_is_retried_once_then_answered_with_a_fallback() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text(String::new()));
+    env.llm.push(Reply::Text(String::new()));
+    let out = env.agent("hi");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("couldn't come up with a reply"), "{}", stdout(&out));
+    assert_eq!(env.llm.requests().len(), 2);
+}
+
+#[test]
+fn hitting_the_iteration_cap_ends_the_turn_with_a_message_saying_so() {
+    let env = AgentEnv::new();
+    for _ in 0..5 {
+        env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), "{}".into())]));
+    }
+    let out = env.agent("loop forever");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("tool-iteration limit"), "{}", stdout(&out));
+    assert_eq!(env.llm.requests().len(), 5);
+}
+
+#[test]
+fn a_kernel_killed_mid_turn_keeps_the_message_and_the_next_start_sends_a_valid_history() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::ToolCalls(vec![("exec".into(), r#"{"command": "sleep 30"}"#.into())]));
+    let mut kernel = env.command(&["agent", "-m", "please run the long job"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let session = env.workspace.join("sessions/cli_direct.jsonl");
+    let tool_call_stored = || std::fs::read_to_string(&session).is_ok_and(|t| t.contains("tool_calls"));
+    assert!(wait_until(Duration::from_secs(15), tool_call_stored), "the tool call never reached the session file");
+    sigkill(kernel.id());
+    kernel.wait().unwrap();
+
+    env.llm.push(Reply::Text("back again".into()));
+    let out = env.agent("are you there?");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let lines = env.session_lines();
+    assert_eq!(lines[1]["content"], "please run the long job", "the first message survived the kill");
+    let request = env.llm.requests().last().unwrap().clone();
+    assert_provider_valid(&request["messages"]);
+    let sent: Vec<&str> = request["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert!(sent.iter().any(|c| c.contains("please run the long job")));
+}
+
+/// Every assistant tool call is answered by a tool message before the next user message.
+fn assert_provider_valid(messages: &Value) {
+    let messages = messages.as_array().unwrap();
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        match message["role"].as_str().unwrap() {
+            "assistant" => {
+                assert!(open.is_empty(), "unanswered tool calls {open:?} before an assistant message");
+                open = message["tool_calls"].as_array().map(|c| c.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect()).unwrap_or_default();
+            }
+            "tool" => {
+                let id = message["tool_call_id"].as_str().unwrap();
+                assert!(open.iter().any(|o| o == id), "tool result {id} answers no open call");
+                open.retain(|o| o != id);
+            }
+            "user" => assert!(open.is_empty(), "unanswered tool calls {open:?} before a user message"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn onboard_writes_config_and_workspace_without_overwriting() {
+    let home = TempDir::new("onboard");
+    let run = || Command::new(bin("oxibot")).arg("onboard").env("OXIBOT_HOME", home.path()).env("HOME", home.path()).output().unwrap();
+    let out = run();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["agents"]["defaults"]["provider"], "auto");
+    let soul = home.path().join(".oxibot/workspace/SOUL.md");
+    assert!(soul.exists(), "templates written to the configured workspace: {}", stdout(&out));
+    std::fs::write(&soul, "my own soul").unwrap();
+    assert!(run().status.success());
+    assert_eq!(std::fs::read_to_string(&soul).unwrap(), "my own soul");
+}
+
+
+#[actix_rt::test]
+async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
+    use oxibot_kernel::agent::{Agent, SessionManager, TurnReply};
+    use oxibot_kernel::config::Config;
+    use oxibot_kernel::provider::Provider;
+    use std::sync::Arc;
+
+    let env = AgentEnv::new();
+    std::fs::create_dir_all(&env.workspace).unwrap();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 5_000, text: "too late".into() });
+    let config = Config::load(&env.home.path().join("config.json")).unwrap();
+    let provider = Provider::from_config(&config).unwrap();
+    let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
+    let agent = Arc::new(Agent::new(config, env.workspace.clone(), provider, host, true));
+    let manager = Arc::new(SessionManager::new(agent.clone()));
+    let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let turn = {
+        let manager = manager.clone();
+        let events = events.clone();
+        actix_rt::spawn(async move { manager.send("cli:direct", "tell me a long story", events).await })
+    };
+    assert!(wait_until_async(|| !env.llm.requests().is_empty()).await, "the model was never called");
+    let started = std::time::Instant::now();
+    let stop = manager.send("cli:direct", "/stop", events.clone()).await.unwrap();
+    assert_eq!(stop, TurnReply::Command("Stopping.".into()));
+    let reply = turn.await.unwrap().unwrap();
+    assert_eq!(reply, TurnReply::Stopped);
+    assert!(started.elapsed() < Duration::from_secs(2), "stop must not wait for the model");
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant"], "the stopped turn is closed in the file");
+    env.llm.push(Reply::Text("fresh answer".into()));
+    let next = manager.send("cli:direct", "next question", events).await.unwrap();
+    assert_eq!(next, TurnReply::Answer("fresh answer".into()));
+    agent.host.shutdown().await;
+}
+
+async fn wait_until_async(mut check: impl FnMut() -> bool) -> bool {
+    for _ in 0..250 {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
