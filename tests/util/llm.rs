@@ -118,6 +118,8 @@ async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut st
             _ = &mut stopped => return,
             accepted = listener.accept() => {
                 if let Ok((socket, _)) = accepted {
+                    // Small writes (headers, SSE chunks) must not wait for delayed ACKs.
+                    let _ = socket.set_nodelay(true);
                     tokio::spawn(connection(socket, state.clone()));
                 }
             }

@@ -1,37 +1,77 @@
-//! `glob`: files whose paths match a pattern, newest first.
+//! `glob`: paths matching a glob pattern, most recently modified first, paged.
 
+use std::fmt::Write as _;
+use std::path::Path;
 use std::time::SystemTime;
 
 use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::walk::{walk, Glob, WalkOptions};
+use crate::page::Page;
+use crate::pattern::Glob;
+use crate::walk::{Walk, MAX_VISITS};
 
-const DEFAULT_MAX_RESULTS: usize = 200;
-
+/// The arguments of `glob`.
 #[derive(Deserialize)]
 struct Args {
     pattern: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::optional_text")]
     path: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::count")]
     max_results: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
+    head_limit: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
+    offset: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::optional_text")]
+    entry_type: Option<String>,
+}
+
+/// Which kinds of entries a search reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kinds {
+    Files,
+    Dirs,
+    Both,
+}
+
+impl Kinds {
+    fn parse(value: Option<&str>) -> Result<Kinds, ToolError> {
+        match value {
+            None | Some("files") => Ok(Kinds::Files),
+            Some("dirs") => Ok(Kinds::Dirs),
+            Some("both") => Ok(Kinds::Both),
+            Some(other) => Err(ToolError::new(format!("entry_type '{other}' is not one of files, dirs, both"))),
+        }
+    }
+
+    fn wants(self, is_dir: bool) -> bool {
+        match self {
+            Kinds::Files => !is_dir,
+            Kinds::Dirs => is_dir,
+            Kinds::Both => true,
+        }
+    }
 }
 
 /// The tool's manifest entry.
 pub fn tool() -> Tool {
     Tool::new(
         "glob",
-        "Find files by name pattern, e.g. `*.py`, `src/**/*.rs`, `docs/*.{md,txt}`. A pattern without \
-         `/` matches file names at any depth. Results are paths relative to the workspace, most \
-         recently modified first.",
+        "Find files (or directories) whose path matches a glob pattern such as '*.py', \
+         'src/**/*.rs' or 'docs/*.{md,txt}'. A pattern without '/' matches names at any depth; \
+         one with '/' matches the path below the search directory. Newest first. Noise \
+         directories (.git, node_modules, __pycache__, ...) are skipped.",
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Glob pattern to match"},
-                "path": {"type": "string", "description": "Directory to search in (default: the workspace)"},
-                "max_results": {"type": "integer", "minimum": 1, "description": "Most paths to return (default 200)"}
+                "pattern": {"type": "string", "minLength": 1, "description": "Glob pattern, e.g. '*.py' or 'tests/**/test_*.py'"},
+                "path": {"type": "string", "description": "Directory to search in (default '.', the workspace)"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Older name for head_limit"},
+                "head_limit": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "Most paths to return (default 250; 0 for no limit)"},
+                "offset": {"type": "integer", "minimum": 0, "maximum": 100000, "description": "Skip this many matches first, to page through many results"},
+                "entry_type": {"type": "string", "enum": ["files", "dirs", "both"], "description": "Match files, directories or both (default files)"}
             },
             "required": ["pattern"]
         }),
@@ -43,60 +83,132 @@ pub fn tool() -> Tool {
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
     let glob = Glob::new(&args.pattern).map_err(ToolError::new)?;
-    let base = workspace::resolve(&ctx, args.path.as_deref().unwrap_or("."))?;
+    let kinds = Kinds::parse(args.entry_type.as_deref())?;
+    let page = Page::new(args.head_limit, args.max_results, args.offset);
+    let shown = args.path.unwrap_or_else(|| ".".to_owned());
+    let base = workspace::resolve(&ctx, &shown)?;
     let root = workspace::root(&ctx);
     let confine = ctx.restrict_to_workspace.then(|| root.clone());
     crate::blocking(move || {
         if !base.is_dir() {
-            return Err(ToolError::new(format!("not a directory: {}", args.path.as_deref().unwrap_or("."))));
+            let what = if base.exists() { "is not a directory" } else { "does not exist" };
+            return Err(ToolError::new(format!("{shown} {what}; give a directory to search in")));
         }
+        let search = Search { glob: &glob, kinds, base: &base, root: &root };
+        let (found, cut_short) = search.run(&Walk::new(confine.as_deref()));
+        Ok(render(&found, &page, &args.pattern, &shown, cut_short))
+    })
+    .await
+}
+
+/// One `glob` search.
+struct Search<'a> {
+    glob: &'a Glob,
+    kinds: Kinds,
+    base: &'a Path,
+    root: &'a Path,
+}
+
+impl Search<'_> {
+    /// The matching paths as shown to the model, newest first; and whether the walk was cut.
+    fn run(&self, walk: &Walk) -> (Vec<String>, bool) {
         let mut found: Vec<(SystemTime, String)> = Vec::new();
-        let options = WalkOptions { confine_to: confine.as_deref(), max_depth: None, skip_noise: true };
-        walk(&base, &options, |entry| {
-            let relative = entry.path.strip_prefix(&base).unwrap_or(&entry.path);
-            if !entry.is_dir && glob.matches(relative) {
+        let report = walk.run(self.base, |entry| {
+            let relative = entry.path.strip_prefix(self.base).unwrap_or(&entry.path);
+            if self.kinds.wants(entry.is_dir) && self.glob.matches(relative) {
                 let modified = std::fs::metadata(&entry.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
-                found.push((modified, crate::display_path(&root, &entry.path)));
+                let mut shown = crate::display_path(self.root, &entry.path);
+                if entry.is_dir {
+                    shown.push('/');
+                }
+                found.push((modified, shown));
             }
             true
         });
-        if found.is_empty() {
-            return Ok(format!("no files match '{}'", args.pattern));
-        }
         found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        let max = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
-        let total = found.len();
-        let mut out: Vec<String> = found.into_iter().take(max).map(|(_, p)| p).collect::<Vec<_>>();
-        if total > max {
-            out.push(format!("\n(showing {max} of {total} matches; narrow the pattern or raise max_results)"));
-        }
-        Ok(out.join("\n"))
-    })
-    .await
+        (found.into_iter().map(|(_, path)| path).collect(), report.cut_short)
+    }
+}
+
+/// The reply: a page of paths, or a message that nothing matched.
+fn render(found: &[String], page: &Page, pattern: &str, shown: &str, cut_short: bool) -> String {
+    let mut out = if found.is_empty() { format!("no paths match '{pattern}' in {shown}") } else { page.render(found) };
+    if cut_short {
+        let _ = write!(out, "\n(the search stopped after {MAX_VISITS} entries; search a narrower directory)");
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Workspace;
+    use crate::test_util::{outside_dir, Workspace};
+    use std::time::Duration;
 
-    #[tokio::test]
-    async fn matching_files_are_listed_relative_to_the_workspace() {
-        let ws = Workspace::new("glob");
-        ws.write("src/a.rs", "");
-        ws.write("src/deep/b.rs", "");
-        ws.write("README.md", "");
-        ws.write("target/debug/c.rs", "");
-        let out = handle(ws.ctx(), json!({"pattern": "*.rs"})).await.unwrap();
-        let mut lines: Vec<&str> = out.lines().collect();
-        lines.sort();
-        assert_eq!(lines, ["src/a.rs", "src/deep/b.rs"]);
+    fn set_modified(path: &Path, seconds_ago: u64) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(seconds_ago)).unwrap();
     }
 
     #[tokio::test]
-    async fn no_match_says_so_and_bad_patterns_are_errors() {
+    async fn matching_files_are_listed_newest_first_relative_to_the_workspace() {
         let ws = Workspace::new("glob");
-        assert_eq!(handle(ws.ctx(), json!({"pattern": "*.zig"})).await.unwrap(), "no files match '*.zig'");
-        assert!(handle(ws.ctx(), json!({"pattern": "*.rs", "path": "../.."})).await.is_err());
+        set_modified(&ws.write("src/old.rs", ""), 300);
+        set_modified(&ws.write("src/deep/new.rs", ""), 10);
+        set_modified(&ws.write("README.md", ""), 5);
+        ws.write("node_modules/dep/x.rs", "");
+        let out = handle(ws.ctx(), json!({"pattern": "*.rs"})).await.unwrap();
+        assert_eq!(out, "src/deep/new.rs\nsrc/old.rs");
+    }
+
+    #[tokio::test]
+    async fn a_path_narrows_the_search_and_patterns_with_a_slash_match_below_it() {
+        let ws = Workspace::new("glob");
+        ws.write("pkg/tests/unit/test_a.py", "");
+        ws.write("pkg/tests/test_b.py", "");
+        ws.write("other/tests/test_c.py", "");
+        let out = handle(ws.ctx(), json!({"pattern": "tests/**/test_*.py", "path": "pkg"})).await.unwrap();
+        let mut lines: Vec<&str> = out.lines().collect();
+        lines.sort();
+        assert_eq!(lines, ["pkg/tests/test_b.py", "pkg/tests/unit/test_a.py"]);
+    }
+
+    #[tokio::test]
+    async fn directories_can_be_matched_and_are_marked() {
+        let ws = Workspace::new("glob");
+        ws.write("docs/guide/a.md", "");
+        let out = handle(ws.ctx(), json!({"pattern": "gui*", "entry_type": "dirs"})).await.unwrap();
+        assert_eq!(out, "docs/guide/");
+    }
+
+    #[tokio::test]
+    async fn results_are_paged_with_head_limit_and_offset() {
+        let ws = Workspace::new("glob");
+        for i in 0..5 {
+            set_modified(&ws.write(&format!("f{i}.txt"), ""), 100 - i);
+        }
+        let out = handle(ws.ctx(), json!({"pattern": "*.txt", "head_limit": 2, "offset": 1})).await.unwrap();
+        assert_eq!(out, "f3.txt\nf2.txt\n\n(results 2-3 of 5; call again with offset=3 for more)");
+        let legacy = handle(ws.ctx(), json!({"pattern": "*.txt", "max_results": 1})).await.unwrap();
+        assert!(legacy.starts_with("f4.txt\n\n(results 1-1 of 5"), "{legacy}");
+    }
+
+    #[tokio::test]
+    async fn no_match_says_so_and_bad_input_is_an_error() {
+        let ws = Workspace::new("glob");
+        assert_eq!(handle(ws.ctx(), json!({"pattern": "*.zig"})).await.unwrap(), "no paths match '*.zig' in .");
+        assert!(handle(ws.ctx(), json!({"pattern": "{a,b"})).await.unwrap_err().message().contains("invalid glob"));
+        assert!(handle(ws.ctx(), json!({"pattern": "*", "entry_type": "links"})).await.unwrap_err().message().contains("entry_type"));
+        assert!(handle(ws.ctx(), json!({"pattern": "*", "path": "missing"})).await.unwrap_err().message().contains("does not exist"));
+    }
+
+    #[tokio::test]
+    async fn the_search_stays_inside_the_workspace() {
+        let ws = Workspace::new("glob");
+        let outside = outside_dir("glob");
+        outside.write("secret.rs", "");
+        std::os::unix::fs::symlink(outside.path().join("secret.rs"), ws.path().join("linked.rs")).unwrap();
+        assert_eq!(handle(ws.ctx(), json!({"pattern": "*.rs"})).await.unwrap(), "no paths match '*.rs' in .");
+        assert!(handle(ws.ctx(), json!({"pattern": "*.rs", "path": ".."})).await.unwrap_err().message().contains("outside the workspace"));
     }
 }

@@ -1,71 +1,113 @@
-//! `grep`: search file contents with a regular expression.
+//! `grep`: search file contents with a regular expression; list matching files (default),
+//! count matches per file, or show matching lines with context, paged and capped.
 
 use std::fmt::Write as _;
+use std::io::Read as _;
 use std::path::Path;
+use std::time::SystemTime;
 
 use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::read::looks_binary;
-use crate::walk::{walk, Glob, WalkOptions};
+use crate::page::{Page, MAX_OUTPUT_CHARS};
+use crate::pattern::{has_extension, type_extensions, Glob};
+use crate::text::{looks_binary, shorten};
+use crate::walk::{Walk, MAX_VISITS};
 
-/// Result lines (or files) returned when the call gives no `head_limit`.
-const DEFAULT_HEAD_LIMIT: usize = 250;
-/// Files larger than this are not searched.
-const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
-/// Longest matching line shown in full.
+/// Files larger than this are skipped when searching a directory.
+const MAX_FILE_BYTES: u64 = 2_000_000;
+/// Larger limit for a file the call names directly.
+const MAX_NAMED_FILE_BYTES: u64 = 100_000_000;
+/// Most lines of context asked for on either side of a match.
+const MAX_CONTEXT: usize = 20;
+/// Longest line shown in full in content mode.
 const MAX_LINE_CHARS: usize = 500;
 
+/// The arguments of `grep`.
 #[derive(Deserialize)]
 struct Args {
     pattern: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::optional_text")]
     path: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::optional_text")]
     glob: Option<String>,
-    #[serde(default)]
+    #[serde(default, rename = "type", deserialize_with = "crate::args::optional_text")]
+    file_type: Option<String>,
+    #[serde(default, deserialize_with = "crate::args::flag")]
     case_insensitive: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::flag")]
     fixed_strings: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::optional_text")]
     output_mode: Option<String>,
-    #[serde(default)]
-    context: Option<usize>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::args::count")]
+    context_before: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
+    context_after: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
+    max_matches: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
+    max_results: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
     head_limit: Option<usize>,
+    #[serde(default, deserialize_with = "crate::args::count")]
+    offset: Option<usize>,
 }
 
 /// What `grep` reports.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Matching lines as `path:line: text`.
-    Content,
-    /// Only the names of files with a match.
+    /// The paths of files with at least one matching line.
     Files,
-    /// `path: count` per file.
+    /// Each matching line, numbered, with context.
+    Content,
+    /// `path: n` matching lines per file.
     Count,
+}
+
+impl Mode {
+    fn parse(value: Option<&str>) -> Result<Mode, ToolError> {
+        match value {
+            None | Some("files_with_matches") => Ok(Mode::Files),
+            Some("content") => Ok(Mode::Content),
+            Some("count") => Ok(Mode::Count),
+            Some(other) => Err(ToolError::new(format!(
+                "output_mode '{other}' is not one of files_with_matches, content, count"
+            ))),
+        }
+    }
 }
 
 /// The tool's manifest entry.
 pub fn tool() -> Tool {
     Tool::new(
         "grep",
-        "Search file contents with a regular expression (Rust regex syntax). By default lists the \
-         files that match; output_mode `content` shows matching lines with line numbers, `count` \
-         shows matches per file. Binary files and files over 2 MB are skipped.",
+        "Search inside files for a regular expression (Rust regex syntax; set fixed_strings for \
+         plain text). output_mode files_with_matches (default) lists the files that match, newest \
+         first; content shows each matching line as `N| text` with optional context lines; count \
+         gives the number of matching lines per file. Narrow the search with path, glob or type. \
+         Binary files, very large files and noise directories (.git, node_modules, ...) are skipped.",
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Regular expression to search for"},
-                "path": {"type": "string", "description": "File or directory to search (default: the workspace)"},
-                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.py`"},
-                "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)"},
-                "fixed_strings": {"type": "boolean", "description": "Treat pattern as plain text, not a regex (default false)"},
-                "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "description": "What to return (default files_with_matches)"},
-                "context": {"type": "integer", "minimum": 0, "description": "Lines of context around each match in content mode (default 0)"},
-                "head_limit": {"type": "integer", "minimum": 1, "description": "Most result lines to return (default 250)"}
+                "pattern": {"type": "string", "minLength": 1, "description": "Regular expression (or, with fixed_strings, plain text) to look for"},
+                "path": {"type": "string", "description": "File or directory to search (default '.', the workspace)"},
+                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. '*.py' or 'tests/**/test_*.py'"},
+                "type": {"type": "string", "description": "Only search files of this type, e.g. 'py', 'ts', 'rs', 'md', 'json'"},
+                "case_insensitive": {"type": "boolean", "description": "Ignore upper/lower case (default false)"},
+                "fixed_strings": {"type": "boolean", "description": "Take pattern as plain text, not a regex (default false)"},
+                "output_mode": {
+                    "type": "string",
+                    "enum": ["content", "files_with_matches", "count"],
+                    "description": "files_with_matches: paths of matching files (default); content: matching lines with context; count: matching lines per file"
+                },
+                "context_before": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines to show before each match in content mode"},
+                "context_after": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines to show after each match in content mode"},
+                "max_matches": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Older name for head_limit in content mode"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Older name for head_limit in the other modes"},
+                "head_limit": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "Most results to return: matches in content mode, files otherwise (default 250; 0 for no limit)"},
+                "offset": {"type": "integer", "minimum": 0, "maximum": 100000, "description": "Skip this many results first, to page through many"}
             },
             "required": ["pattern"]
         }),
@@ -76,166 +118,378 @@ pub fn tool() -> Tool {
 /// Runs `grep`.
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
-    let mode = match args.output_mode.as_deref() {
-        None | Some("files_with_matches") => Mode::Files,
-        Some("content") => Mode::Content,
-        Some("count") => Mode::Count,
-        Some(other) => return Err(ToolError::new(format!("unknown output_mode '{other}'; use files_with_matches, content or count"))),
+    let mode = Mode::parse(args.output_mode.as_deref())?;
+    let regex = compile(&args.pattern, args.fixed_strings, args.case_insensitive)?;
+    let filters = Filters {
+        glob: args.glob.as_deref().map(Glob::new).transpose().map_err(ToolError::new)?,
+        extensions: args.file_type.as_deref().map(type_extensions),
     };
-    let source = if args.fixed_strings { regex::escape(&args.pattern) } else { args.pattern.clone() };
-    let regex = RegexBuilder::new(&source).case_insensitive(args.case_insensitive).build().map_err(|e| ToolError::new(format!("invalid regex: {e}")))?;
-    let filter = args.glob.as_deref().map(Glob::new).transpose().map_err(ToolError::new)?;
-    let base = workspace::resolve(&ctx, args.path.as_deref().unwrap_or("."))?;
+    let legacy = if mode == Mode::Content { args.max_matches } else { args.max_results };
+    let page = Page::new(args.head_limit, legacy, args.offset);
+    let shown = args.path.unwrap_or_else(|| ".".to_owned());
+    let base = workspace::resolve(&ctx, &shown)?;
     let root = workspace::root(&ctx);
     let confine = ctx.restrict_to_workspace.then(|| root.clone());
+    let context = (args.context_before.unwrap_or(0).min(MAX_CONTEXT), args.context_after.unwrap_or(0).min(MAX_CONTEXT));
     crate::blocking(move || {
         if !base.exists() {
-            return Err(ToolError::new(format!("path not found: {}", args.path.as_deref().unwrap_or("."))));
+            return Err(ToolError::new(format!("path not found: {shown}")));
         }
-        let search = Search { regex, mode, context: args.context.unwrap_or(0), limit: args.head_limit.unwrap_or(DEFAULT_HEAD_LIMIT).max(1), root };
-        Ok(search.run(&base, filter.as_ref(), confine.as_deref()))
+        let search = Search { regex, mode, context, page, root: &root, filters };
+        let tally = search.run(&base, &Walk::new(confine.as_deref()));
+        Ok(search.render(tally, &args.pattern, &shown))
     })
     .await
 }
 
-/// One grep run's settings and output.
-struct Search {
-    regex: Regex,
-    mode: Mode,
-    context: usize,
-    limit: usize,
-    root: std::path::PathBuf,
+/// The regex for `pattern`, with an error that says how to fix a bad one.
+fn compile(pattern: &str, fixed: bool, case_insensitive: bool) -> Result<Regex, ToolError> {
+    if pattern.is_empty() {
+        return Err(ToolError::new("pattern is empty; give the text or regex to search for"));
+    }
+    let source = if fixed { regex::escape(pattern) } else { pattern.to_owned() };
+    RegexBuilder::new(&source).case_insensitive(case_insensitive).build().map_err(|e| {
+        ToolError::new(format!(
+            "invalid regex: {e}\n(this is Rust regex syntax, which has no look-around or back-references; \
+             escape special characters, or set fixed_strings=true to search for plain text)"
+        ))
+    })
 }
 
-impl Search {
-    fn run(&self, base: &Path, filter: Option<&Glob>, confine: Option<&Path>) -> String {
-        let mut lines: Vec<String> = Vec::new();
-        let mut truncated = false;
-        let mut search_file = |path: &Path| {
-            if lines.len() >= self.limit {
-                truncated = true;
-                return false;
-            }
-            self.search_file(path, &mut lines);
-            true
-        };
+/// Which files a directory search looks into.
+struct Filters {
+    glob: Option<Glob>,
+    extensions: Option<Vec<String>>,
+}
+
+impl Filters {
+    fn accepts(&self, relative: &Path) -> bool {
+        let name = relative.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        self.glob.as_ref().is_none_or(|g| g.matches(relative)) && self.extensions.as_ref().is_none_or(|e| has_extension(&name, e))
+    }
+}
+
+/// One file with matches, for files_with_matches and count modes.
+struct FileHits {
+    modified: SystemTime,
+    shown: String,
+    lines: usize,
+}
+
+/// Why a content search stopped before the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The page is full and at least one more match exists.
+    PageFull,
+    /// The next block would pass the output size cap.
+    SizeCap,
+}
+
+/// What a search collected.
+#[derive(Default)]
+struct Tally {
+    files: Vec<FileHits>,
+    blocks: Vec<String>,
+    block_chars: usize,
+    /// Matching lines met in content mode, including those skipped by `offset`.
+    matches_seen: usize,
+    stopped: Option<Stop>,
+    skipped_binary: usize,
+    skipped_large: usize,
+    cut_short: bool,
+}
+
+/// One grep run's settings.
+struct Search<'a> {
+    regex: Regex,
+    mode: Mode,
+    /// Lines of context before and after a match.
+    context: (usize, usize),
+    page: Page,
+    root: &'a Path,
+    filters: Filters,
+}
+
+impl Search<'_> {
+    /// Searches `base` (a file, or a directory walked with `walk`).
+    fn run(&self, base: &Path, walk: &Walk) -> Tally {
+        let mut tally = Tally::default();
         if base.is_file() {
-            search_file(base);
-        } else {
-            let options = WalkOptions { confine_to: confine, max_depth: None, skip_noise: true };
-            walk(base, &options, |entry| {
-                let relative = entry.path.strip_prefix(base).unwrap_or(&entry.path);
-                if entry.is_dir || filter.is_some_and(|g| !g.matches(relative)) {
-                    return true;
-                }
-                search_file(&entry.path)
-            });
+            self.search_file(base, MAX_NAMED_FILE_BYTES, &mut tally);
+            return tally;
         }
-        if lines.is_empty() {
-            return format!("no matches for '{}'", self.regex.as_str());
+        let report = walk.run(base, |entry| {
+            let relative = entry.path.strip_prefix(base).unwrap_or(&entry.path);
+            if !entry.is_dir && self.filters.accepts(relative) {
+                self.search_file(&entry.path, MAX_FILE_BYTES, &mut tally);
+            }
+            tally.stopped.is_none()
+        });
+        tally.cut_short = report.cut_short;
+        tally
+    }
+
+    fn search_file(&self, path: &Path, max_bytes: u64, tally: &mut Tally) {
+        let Some((text, modified)) = load(path, max_bytes, tally) else { return };
+        let lines = split_lines(&text);
+        let shown = crate::display_path(self.root, path);
+        if self.mode != Mode::Content {
+            let hits = lines.iter().filter(|line| self.regex.is_match(line)).count();
+            if hits > 0 {
+                tally.files.push(FileHits { modified, shown, lines: hits });
+            }
+            return;
         }
-        if lines.len() > self.limit {
-            lines.truncate(self.limit);
-            truncated = true;
+        for (index, line) in lines.iter().enumerate() {
+            if !self.regex.is_match(line) {
+                continue;
+            }
+            tally.matches_seen += 1;
+            if tally.matches_seen <= self.page.offset {
+                continue;
+            }
+            if self.page.is_full(tally.blocks.len()) {
+                tally.stopped = Some(Stop::PageFull);
+                return;
+            }
+            let block = self.block(&shown, &lines, index);
+            let added = block.chars().count() + 2;
+            if !tally.blocks.is_empty() && tally.block_chars + added > MAX_OUTPUT_CHARS {
+                tally.stopped = Some(Stop::SizeCap);
+                return;
+            }
+            tally.block_chars += added;
+            tally.blocks.push(block);
         }
-        let mut out = lines.join("\n");
-        if truncated {
-            let _ = write!(out, "\n\n(results cut at {} lines; narrow the search or raise head_limit)", self.limit);
+    }
+
+    /// One match with its context: a `path:line` header, then `> N| text` for the match and
+    /// `  N| text` around it.
+    fn block(&self, shown: &str, lines: &[&str], index: usize) -> String {
+        let first = index.saturating_sub(self.context.0);
+        let last = (index + self.context.1).min(lines.len() - 1);
+        let mut block = format!("{shown}:{}", index + 1);
+        for (i, line) in lines.iter().enumerate().take(last + 1).skip(first) {
+            let marker = if i == index { '>' } else { ' ' };
+            let _ = write!(block, "\n{marker} {}| {}", i + 1, shorten(line, MAX_LINE_CHARS));
+        }
+        block
+    }
+
+    /// The reply for what the search found.
+    fn render(&self, tally: Tally, pattern: &str, shown: &str) -> String {
+        let nothing = format!("no matches for '{pattern}' in {shown}");
+        let mut out = match self.mode {
+            Mode::Content => self.render_content(&tally).unwrap_or(nothing),
+            _ if tally.files.is_empty() => nothing,
+            _ => self.render_files(&tally),
+        };
+        let notes = notes(&tally);
+        if !notes.is_empty() {
+            let _ = write!(out, "\n\n{}", notes.join("\n"));
         }
         out
     }
 
-    fn search_file(&self, path: &Path, out: &mut Vec<String>) {
-        if std::fs::metadata(path).map(|m| m.len() > MAX_FILE_BYTES).unwrap_or(true) {
-            return;
+    fn render_files(&self, tally: &Tally) -> String {
+        let mut files: Vec<&FileHits> = tally.files.iter().collect();
+        files.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.shown.cmp(&b.shown)));
+        let items: Vec<String> = match self.mode {
+            Mode::Count => files.iter().map(|f| format!("{}: {}", f.shown, f.lines)).collect(),
+            _ => files.iter().map(|f| f.shown.clone()).collect(),
+        };
+        let mut out = self.page.render(&items);
+        if self.mode == Mode::Count {
+            let total: usize = tally.files.iter().map(|f| f.lines).sum();
+            let _ = write!(out, "\n\n({} in {})", crate::plural(total, "matching line"), crate::plural(files.len(), "file"));
         }
-        let Ok(bytes) = std::fs::read(path) else { return };
-        if looks_binary(&bytes) {
-            return;
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let shown = crate::display_path(&self.root, path);
-        let file_lines: Vec<&str> = text.lines().collect();
-        let hits: Vec<usize> = file_lines.iter().enumerate().filter(|(_, l)| self.regex.is_match(l)).map(|(i, _)| i).collect();
-        if hits.is_empty() {
-            return;
-        }
-        match self.mode {
-            Mode::Files => out.push(shown),
-            Mode::Count => out.push(format!("{shown}: {}", hits.len())),
-            Mode::Content => self.push_content(&shown, &file_lines, &hits, out),
-        }
+        out
     }
 
-    fn push_content(&self, shown: &str, lines: &[&str], hits: &[usize], out: &mut Vec<String>) {
-        let mut last_printed: Option<usize> = None;
-        for &hit in hits {
-            let start = hit.saturating_sub(self.context);
-            let end = (hit + self.context).min(lines.len() - 1);
-            if self.context > 0 && last_printed.is_some_and(|l| start > l + 1) {
-                out.push("--".to_owned());
-            }
-            for (index, line) in lines.iter().enumerate().take(end + 1).skip(start) {
-                if last_printed.is_some_and(|l| index <= l) {
-                    continue;
-                }
-                let marker = if index == hit { ':' } else { '-' };
-                let text: String = line.chars().take(MAX_LINE_CHARS).collect();
-                out.push(format!("{shown}:{}{marker} {text}", index + 1));
-                last_printed = Some(index);
-            }
+    /// The matching blocks with a paging note, or `None` when there are none to show.
+    fn render_content(&self, tally: &Tally) -> Option<String> {
+        let offset = self.page.offset;
+        if tally.blocks.is_empty() {
+            return (tally.matches_seen > 0).then(|| format!("(offset {offset} is past the last of the {} matches)", tally.matches_seen));
         }
+        let (first, last) = (offset + 1, offset + tally.blocks.len());
+        let note = match tally.stopped {
+            Some(Stop::PageFull) => Some(format!("(matches {first}-{last} shown; there are more: call again with offset={last})")),
+            Some(Stop::SizeCap) => Some(format!(
+                "(matches {first}-{last} shown; output cut at {MAX_OUTPUT_CHARS} characters: call again with offset={last}, or narrow the search)"
+            )),
+            None if offset > 0 => Some(format!("(matches {first}-{last} of {})", tally.matches_seen)),
+            None => None,
+        };
+        let body = tally.blocks.join("\n\n");
+        Some(match note {
+            Some(note) => format!("{body}\n\n{note}"),
+            None => body,
+        })
     }
+}
+
+/// Notes about files that were not searched.
+fn notes(tally: &Tally) -> Vec<String> {
+    let mut notes = Vec::new();
+    if tally.skipped_binary > 0 {
+        notes.push(format!("(skipped {})", crate::plural(tally.skipped_binary, "binary file")));
+    }
+    if tally.skipped_large > 0 {
+        notes.push(format!("(skipped {} over {} MB)", crate::plural(tally.skipped_large, "file"), MAX_FILE_BYTES / 1_000_000));
+    }
+    if tally.cut_short {
+        notes.push(format!("(the search stopped after {MAX_VISITS} entries; search a narrower path)"));
+    }
+    notes
+}
+
+/// The text and modification time of a searchable file, counting skipped ones in `tally`.
+fn load(path: &Path, max_bytes: u64, tally: &mut Tally) -> Option<(String, SystemTime)> {
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    if meta.len() > max_bytes {
+        tally.skipped_large += 1;
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).ok()?.take(max_bytes).read_to_end(&mut bytes).ok()?;
+    if looks_binary(&bytes) {
+        tally.skipped_binary += 1;
+        return None;
+    }
+    let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    Some((String::from_utf8_lossy(&bytes).into_owned(), modified))
+}
+
+/// The lines of `text`, without `\r\n`/`\n` endings and without the empty piece after a
+/// final newline.
+fn split_lines(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    body.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Workspace;
+    use crate::test_util::{outside_dir, Workspace};
+    use std::time::Duration;
 
     fn workspace() -> Workspace {
         let ws = Workspace::new("grep");
         ws.write("src/a.rs", "fn main() {\n    println!(\"Hello\");\n}\n");
         ws.write("src/b.py", "print('hello')\n");
         ws.write("notes.md", "nothing here\n");
+        ws.write(".git/config", "hello from git\n");
         std::fs::write(ws.path().join("blob.bin"), b"hello\0world").unwrap();
         ws
     }
 
+    fn sorted_lines(text: &str) -> Vec<&str> {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort();
+        lines
+    }
+
     #[tokio::test]
-    async fn by_default_grep_lists_matching_files() {
+    async fn by_default_grep_lists_matching_files_and_skips_binaries_and_noise() {
         let ws = workspace();
         let out = handle(ws.ctx(), json!({"pattern": "hello", "case_insensitive": true})).await.unwrap();
-        assert_eq!(out, "src/a.rs\nsrc/b.py", "binary files are skipped");
+        let (files, note) = out.split_once("\n\n").unwrap();
+        assert_eq!(sorted_lines(files), ["src/a.rs", "src/b.py"]);
+        assert_eq!(note, "(skipped 1 binary file)");
+    }
+
+    #[tokio::test]
+    async fn matching_is_case_sensitive_unless_asked() {
+        let ws = workspace();
+        let out = handle(ws.ctx(), json!({"pattern": "Hello", "glob": "*.rs"})).await.unwrap();
+        assert_eq!(out, "src/a.rs");
+        let out = handle(ws.ctx(), json!({"pattern": "HELLO", "path": "src"})).await.unwrap();
+        assert_eq!(out, "no matches for 'HELLO' in src");
     }
 
     #[tokio::test]
     async fn content_mode_shows_numbered_lines_with_context() {
         let ws = workspace();
-        let out = handle(ws.ctx(), json!({"pattern": "println", "output_mode": "content", "context": 1})).await.unwrap();
-        assert_eq!(out, "src/a.rs:1- fn main() {\nsrc/a.rs:2:     println!(\"Hello\");\nsrc/a.rs:3- }");
+        let out = handle(ws.ctx(), json!({"pattern": "println", "output_mode": "content", "context_before": 1, "context_after": 1})).await.unwrap();
+        assert_eq!(out, "src/a.rs:2\n  1| fn main() {\n> 2|     println!(\"Hello\");\n  3| }\n\n(skipped 1 binary file)");
     }
 
     #[tokio::test]
-    async fn glob_filter_count_mode_and_fixed_strings_work_together() {
+    async fn glob_type_count_mode_and_fixed_strings_work_together() {
         let ws = workspace();
-        let out = handle(ws.ctx(), json!({"pattern": "print(", "fixed_strings": true, "glob": "*.py", "output_mode": "count"})).await.unwrap();
-        assert_eq!(out, "src/b.py: 1");
+        let out = handle(ws.ctx(), json!({"pattern": "print(", "fixed_strings": true, "type": "python", "output_mode": "count"})).await.unwrap();
+        assert_eq!(out, "src/b.py: 1\n\n(1 matching line in 1 file)");
+        let out = handle(ws.ctx(), json!({"pattern": "print", "glob": "src/*.py", "output_mode": "count"})).await.unwrap();
+        assert_eq!(out, "src/b.py: 1\n\n(1 matching line in 1 file)");
     }
 
     #[tokio::test]
-    async fn results_are_capped_by_head_limit() {
+    async fn content_results_are_capped_by_head_limit_and_paged_by_offset() {
         let ws = Workspace::new("grep");
         ws.write("many.txt", &"match\n".repeat(50));
         let out = handle(ws.ctx(), json!({"pattern": "match", "output_mode": "content", "head_limit": 5})).await.unwrap();
-        assert_eq!(out.lines().filter(|l| l.starts_with("many.txt:")).count(), 5);
-        assert!(out.contains("results cut at 5 lines"), "{out}");
+        assert_eq!(out.matches("> ").count(), 5);
+        assert!(out.ends_with("(matches 1-5 shown; there are more: call again with offset=5)"), "{out}");
+        let out = handle(ws.ctx(), json!({"pattern": "match", "output_mode": "content", "offset": 48})).await.unwrap();
+        assert_eq!(out, "many.txt:49\n> 49| match\n\nmany.txt:50\n> 50| match\n\n(matches 49-50 of 50)");
     }
 
     #[tokio::test]
-    async fn a_bad_regex_is_an_error_the_model_can_fix() {
+    async fn files_mode_pages_newest_first() {
+        let ws = Workspace::new("grep");
+        for (i, age) in [(1, 30), (2, 20), (3, 10)] {
+            let path = ws.write(&format!("f{i}.txt"), "needle\n");
+            let file = std::fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(SystemTime::now() - Duration::from_secs(age)).unwrap();
+        }
+        let out = handle(ws.ctx(), json!({"pattern": "needle", "head_limit": 2})).await.unwrap();
+        assert_eq!(out, "f3.txt\nf2.txt\n\n(results 1-2 of 3; call again with offset=2 for more)");
+        let out = handle(ws.ctx(), json!({"pattern": "needle", "max_results": 1, "offset": 2})).await.unwrap();
+        assert_eq!(out, "f1.txt\n\n(results 3-3 of 3)");
+    }
+
+    #[tokio::test]
+    async fn large_files_are_skipped_in_directories_but_searched_when_named() {
+        let ws = Workspace::new("grep");
+        let big = format!("{}\nneedle\n", "x".repeat(MAX_FILE_BYTES as usize));
+        ws.write("big.log", &big);
+        let out = handle(ws.ctx(), json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(out, "no matches for 'needle' in .\n\n(skipped 1 file over 2 MB)");
+        let out = handle(ws.ctx(), json!({"pattern": "needle", "path": "big.log", "output_mode": "count"})).await.unwrap();
+        assert!(out.starts_with("big.log: 1"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_regex_or_mode_is_an_error_the_model_can_fix() {
         let ws = workspace();
         let err = handle(ws.ctx(), json!({"pattern": "fn ("})).await.unwrap_err();
-        assert!(err.to_string().contains("invalid regex"), "{err}");
+        assert!(err.message().starts_with("invalid regex") && err.message().contains("fixed_strings"), "{err}");
+        let err = handle(ws.ctx(), json!({"pattern": "x", "output_mode": "lines"})).await.unwrap_err();
+        assert!(err.message().contains("files_with_matches, content, count"), "{err}");
+        assert_eq!(handle(ws.ctx(), json!({"pattern": "x", "path": "nope"})).await.unwrap_err().message(), "path not found: nope");
+    }
+
+    #[tokio::test]
+    async fn the_search_never_leaves_the_workspace() {
+        let ws = Workspace::new("grep");
+        let outside = outside_dir("grep");
+        outside.write("secret.txt", "password\n");
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("out-dir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("out-file.txt")).unwrap();
+        assert_eq!(handle(ws.ctx(), json!({"pattern": "password"})).await.unwrap(), "no matches for 'password' in .");
+        assert!(handle(ws.ctx(), json!({"pattern": "password", "path": "out-file.txt"})).await.is_err());
+        assert!(handle(ws.ctx(), json!({"pattern": "password", "path": "../"})).await.is_err());
+    }
+
+    #[test]
+    fn lines_are_split_without_their_endings() {
+        assert_eq!(split_lines("a\r\nb\n"), ["a", "b"]);
+        assert_eq!(split_lines("a\n\nb"), ["a", "", "b"]);
+        assert_eq!(split_lines("\n"), [""]);
+        assert!(split_lines("").is_empty());
     }
 }

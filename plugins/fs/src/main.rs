@@ -1,13 +1,24 @@
 //! `oxibot-tool-fs`: the file tools (`read_file`, `write_file`, `edit_file`, `list_dir`,
-//! `glob`, `grep`) with nanobot's names and parameters, as an oxibot plugin.
+//! `glob`, `grep`) with nanobot's names and parameters, served as an oxibot plugin.
+//!
+//! Every path a model gives goes through [`oxibot_plugin::workspace::resolve`], so the
+//! workspace restriction (on by default) is enforced in one place; the tree walks of
+//! `list_dir`, `glob` and `grep` additionally leave out symlinks that lead outside it.
 
+use std::path::Path;
 use std::process::ExitCode;
 
+mod args;
+mod closest;
 mod edit;
 mod glob;
 mod grep;
 mod list;
+mod matching;
+mod page;
+mod pattern;
 mod read;
+mod text;
 mod walk;
 mod write;
 
@@ -24,42 +35,59 @@ fn main() -> ExitCode {
         .run()
 }
 
-/// Runs file-system work on tokio's blocking pool, so a long grep does not stall other calls.
+/// Runs file-system work on tokio's blocking pool.
+///
+/// Reads, writes and especially tree walks block on disk for as long as the tree is big, and
+/// the SDK serves several calls at once on a two-thread runtime; doing the work inline would
+/// stall every other call (and pings) behind one slow `grep`. Walks are also bounded (see
+/// [`walk::MAX_VISITS`]) because a blocking task cannot be aborted when a call is cancelled.
 async fn blocking<F>(work: F) -> ToolOutput
 where
     F: FnOnce() -> ToolOutput + Send + 'static,
 {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| Err(ToolError::new(format!("the file operation failed: {e}"))))
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(ToolError::new(format!("the file operation did not finish: {e}"))))
 }
 
-/// Shows a path relative to the workspace when it is inside it.
-fn display_path(root: &std::path::Path, path: &std::path::Path) -> String {
+/// How a path is shown to the model: relative to the workspace when inside it, else absolute.
+fn display_path(root: &Path, path: &Path) -> String {
     match path.strip_prefix(root) {
-        Ok(relative) if !relative.as_os_str().is_empty() => relative.display().to_string(),
-        Ok(_) => ".".to_owned(),
+        Ok(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
+        Ok(relative) => relative.display().to_string(),
         Err(_) => path.display().to_string(),
     }
 }
 
+/// `n` followed by `word`, pluralised with an `s` unless `n` is one.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") }
+}
+
 #[cfg(test)]
 mod test_util {
-    //! Temp workspaces and call contexts for the tool tests.
+    //! Temporary workspaces and call contexts shared by the tool tests.
+
     use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     use oxibot_plugin::CallContext;
 
-    pub struct Workspace(pub PathBuf);
+    /// A fresh directory under the system temp dir, removed when dropped.
+    pub struct Workspace(PathBuf);
 
     impl Workspace {
+        /// A new empty workspace; `label` only makes the directory name readable.
         pub fn new(label: &str) -> Workspace {
-            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            static COUNTER: AtomicU32 = AtomicU32::new(0);
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
             let dir = std::env::temp_dir().join(format!("oxibot-fs-{label}-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             Workspace(dir.canonicalize().unwrap())
         }
 
+        /// Writes `content` to `relative`, creating parent directories.
         pub fn write(&self, relative: &str, content: &str) -> PathBuf {
             let path = self.0.join(relative);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -67,10 +95,22 @@ mod test_util {
             path
         }
 
-        pub fn ctx(&self) -> CallContext {
-            CallContext { workspace: self.0.display().to_string(), ..CallContext::default() }
+        /// The content of `relative`.
+        pub fn read(&self, relative: &str) -> String {
+            std::fs::read_to_string(self.0.join(relative)).unwrap()
         }
 
+        /// A restricted call context rooted here.
+        pub fn ctx(&self) -> CallContext {
+            CallContext { workspace: self.0.display().to_string(), restrict_to_workspace: true, ..CallContext::default() }
+        }
+
+        /// An unrestricted call context rooted here.
+        pub fn unrestricted(&self) -> CallContext {
+            CallContext { restrict_to_workspace: false, ..self.ctx() }
+        }
+
+        /// The workspace directory.
         pub fn path(&self) -> &Path {
             &self.0
         }
@@ -80,5 +120,30 @@ mod test_util {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    /// A second temp directory outside any workspace, for escape tests.
+    pub fn outside_dir(label: &str) -> Workspace {
+        Workspace::new(&format!("outside-{label}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_inside_the_workspace_are_shown_relative_and_others_absolute() {
+        let root = Path::new("/ws");
+        assert_eq!(display_path(root, Path::new("/ws/a/b.txt")), "a/b.txt");
+        assert_eq!(display_path(root, Path::new("/ws")), ".");
+        assert_eq!(display_path(root, Path::new("/etc/hosts")), "/etc/hosts");
+    }
+
+    #[test]
+    fn plural_adds_an_s_except_for_one() {
+        assert_eq!(plural(1, "line"), "1 line");
+        assert_eq!(plural(3, "line"), "3 lines");
+        assert_eq!(plural(0, "file"), "0 files");
     }
 }

@@ -1,12 +1,18 @@
-//! `write_file`, and the atomic write (temp file + rename) every writing tool uses.
+//! `write_file`, and the atomic write (temp file in the same directory, then rename) that
+//! every tool changing a file uses, so a kill mid-write never leaves a half-written file.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+/// Marks temp files so a leftover one (after a power cut) is recognisable.
+const TEMP_MARK: &str = ".oxibot-tmp";
+
+/// The arguments of `write_file`.
 #[derive(Deserialize)]
 struct Args {
     path: String,
@@ -17,12 +23,14 @@ struct Args {
 pub fn tool() -> Tool {
     Tool::new(
         "write_file",
-        "Create or overwrite a file with the given content. Missing parent directories are created.",
+        "Write a whole file: creates it (and any missing parent directories) or replaces \
+         everything in it with content. For a small change to an existing file, edit_file is \
+         safer because it only touches the text you name.",
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "File to write, relative to the workspace"},
-                "content": {"type": "string", "description": "The complete new content"}
+                "path": {"type": "string", "description": "Path of the file to write, relative to the workspace"},
+                "content": {"type": "string", "description": "The complete content the file should have"}
             },
             "required": ["path", "content"]
         }),
@@ -35,71 +43,159 @@ pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let path = workspace::resolve(&ctx, &args.path)?;
     crate::blocking(move || {
         if path.is_dir() {
-            return Err(ToolError::new(format!("{} is a directory", args.path)));
+            return Err(ToolError::new(format!("{} is a directory; give the path of a file inside it", args.path)));
         }
-        write_atomically(&path, args.content.as_bytes()).map_err(|e| ToolError::new(format!("cannot write {}: {e}", args.path)))?;
-        Ok(format!("wrote {} bytes to {}", args.content.len(), args.path))
+        write_atomically(&path, args.content.as_bytes()).map_err(|e| write_error(&args.path, &e))?;
+        Ok(format!("wrote {} to {}", crate::plural(args.content.len(), "byte"), args.path))
     })
     .await
 }
 
-/// Writes `content` to `path` so that a reader (or a crash) sees the old file or the new one,
-/// never a mix: write a temp file in the same directory, flush it to disk, rename it over.
+/// The error for a failed write of `shown`.
+pub fn write_error(shown: &str, error: &std::io::Error) -> ToolError {
+    ToolError::new(format!("cannot write {shown}: {error}"))
+}
+
+/// Replaces the content of `path` so that readers (and a crash) see the old file or the new
+/// one, never a mix: write a temp file beside it, flush it to disk, rename it over `path`.
+///
+/// Missing parent directories are created. An existing file keeps its permissions. When
+/// `path` is a symlink, the file it points to is replaced and the link kept (the caller has
+/// already checked where it points); a dangling link is itself replaced by the file.
 pub fn write_atomically(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let target = symlink_target(path).unwrap_or_else(|| path.to_path_buf());
+    let dir = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = dir.join(format!(".{name}.oxibot-tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(content)?;
-        file.sync_all()?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&temp, meta.permissions())?;
-        }
-        std::fs::rename(&temp, path)
-    })();
+    let temp = temp_path(&target);
+    let result = write_then_rename(&temp, &target, content);
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
+    sync_dir(dir);
     result
+}
+
+/// Where `path` leads when it is a symlink to something that exists.
+fn symlink_target(path: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.file_type().is_symlink().then(|| path.canonicalize().ok()).flatten()
+}
+
+/// A temp path beside `target` that no other write (in this or another process) uses.
+fn temp_path(target: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    target.with_file_name(format!(".{name}.{}-{n}{TEMP_MARK}", std::process::id()))
+}
+
+fn write_then_rename(temp: &Path, target: &Path, content: &[u8]) -> std::io::Result<()> {
+    // create_new: never write through something already sitting at the temp path.
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(temp)?;
+    file.write_all(content)?;
+    if let Ok(meta) = std::fs::metadata(target) {
+        file.set_permissions(meta.permissions())?;
+    }
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(temp, target)
+}
+
+/// Flushes the directory entry of a rename to disk; best effort (not all systems allow it).
+fn sync_dir(dir: &Path) {
+    if let Ok(handle) = std::fs::File::open(dir) {
+        let _ = handle.sync_all();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Workspace;
+    use crate::test_util::{outside_dir, Workspace};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp_files_in(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(TEMP_MARK))
+            .collect()
+    }
 
     #[tokio::test]
     async fn writing_creates_parents_and_leaves_no_temp_files() {
         let ws = Workspace::new("write");
         let out = handle(ws.ctx(), json!({"path": "deep/dir/note.md", "content": "hello"})).await.unwrap();
         assert_eq!(out, "wrote 5 bytes to deep/dir/note.md");
-        assert_eq!(std::fs::read_to_string(ws.path().join("deep/dir/note.md")).unwrap(), "hello");
-        let leftovers: Vec<_> = std::fs::read_dir(ws.path().join("deep/dir")).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains("oxibot-tmp")).collect();
-        assert!(leftovers.is_empty());
+        assert_eq!(ws.read("deep/dir/note.md"), "hello");
+        assert!(temp_files_in(&ws.path().join("deep/dir")).is_empty());
     }
 
     #[tokio::test]
-    async fn overwriting_replaces_the_whole_content() {
+    async fn overwriting_replaces_the_whole_content_and_keeps_permissions() {
         let ws = Workspace::new("write");
-        ws.write("a.txt", "a much longer old content");
-        handle(ws.ctx(), json!({"path": "a.txt", "content": "new"})).await.unwrap();
-        assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "new");
+        let path = ws.write("run.sh", "a much longer old content");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).unwrap();
+        handle(ws.ctx(), json!({"path": "run.sh", "content": "new"})).await.unwrap();
+        assert_eq!(ws.read("run.sh"), "new");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o750);
+    }
+
+    #[tokio::test]
+    async fn many_concurrent_writes_to_one_file_leave_one_whole_version_and_no_temp_files() {
+        let ws = Workspace::new("write");
+        let calls: Vec<_> = (0..16)
+            .map(|i| tokio::spawn(handle(ws.ctx(), json!({"path": "same.txt", "content": format!("version {i}\n").repeat(1000)}))))
+            .collect();
+        for call in calls {
+            call.await.unwrap().unwrap();
+        }
+        let content = ws.read("same.txt");
+        let first = content.lines().next().unwrap().to_owned();
+        assert!(content.lines().all(|l| l == first), "versions were mixed");
+        assert!(temp_files_in(ws.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn writing_through_a_symlink_inside_the_workspace_updates_its_target() {
+        let ws = Workspace::new("write");
+        ws.write("real.txt", "old");
+        std::os::unix::fs::symlink(ws.path().join("real.txt"), ws.path().join("alias.txt")).unwrap();
+        handle(ws.ctx(), json!({"path": "alias.txt", "content": "new"})).await.unwrap();
+        assert_eq!(ws.read("real.txt"), "new");
+        assert!(std::fs::symlink_metadata(ws.path().join("alias.txt")).unwrap().file_type().is_symlink());
     }
 
     #[tokio::test]
     async fn writing_outside_the_workspace_is_refused() {
         let ws = Workspace::new("write");
         let err = handle(ws.ctx(), json!({"path": "../escape.txt", "content": "x"})).await.unwrap_err();
-        assert!(err.to_string().contains("outside the workspace"));
+        assert!(err.to_string().contains("outside the workspace"), "{err}");
         assert!(!ws.path().parent().unwrap().join("escape.txt").exists());
+        let outside = outside_dir("write");
+        let absolute = outside.path().join("abs.txt").display().to_string();
+        assert!(handle(ws.ctx(), json!({"path": absolute, "content": "x"})).await.is_err());
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).unwrap();
+        assert!(handle(ws.ctx(), json!({"path": "out/new.txt", "content": "x"})).await.is_err());
+        assert!(!outside.path().join("new.txt").exists() && !outside.path().join("abs.txt").exists());
     }
 
     #[tokio::test]
-    async fn missing_content_is_an_argument_error() {
+    async fn writing_onto_a_directory_or_without_content_is_an_error() {
         let ws = Workspace::new("write");
+        std::fs::create_dir(ws.path().join("d")).unwrap();
+        assert!(handle(ws.ctx(), json!({"path": "d", "content": "x"})).await.unwrap_err().to_string().contains("is a directory"));
         let err = handle(ws.ctx(), json!({"path": "a.txt"})).await.unwrap_err();
         assert!(err.to_string().contains("missing field `content`"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_write_removes_its_temp_file() {
+        let ws = Workspace::new("write");
+        // Renaming a file over a non-empty directory fails after the temp file was written.
+        ws.write("full/inner.txt", "x");
+        assert!(write_atomically(&ws.path().join("full"), b"data").is_err());
+        assert!(temp_files_in(ws.path()).is_empty());
     }
 }
