@@ -7,6 +7,7 @@
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
+//! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
@@ -17,6 +18,7 @@ mod agent;
 mod cli_tools;
 mod host_calls;
 mod host_failures;
+mod nanobot_compat;
 mod orphans;
 mod providers;
 mod python_plugin;
