@@ -4,7 +4,9 @@
 pub mod agent;
 pub mod config;
 pub mod context;
+pub mod fsutil;
 pub mod launcher;
+pub mod memory;
 pub mod message;
 pub mod paths;
 pub mod plugin;

@@ -5,7 +5,7 @@
 //! at most [`MAX_ENTRIES`] entries, each cut to [`MAX_ENTRY_CHARS`], and the whole list to about
 //! [`MAX_SECTION_CHARS`], dropping the oldest entries first.
 
-use serde_json::Value;
+use crate::memory::history::HistoryEntry as Entry;
 
 /// Most entries shown.
 pub const MAX_ENTRIES: usize = 50;
@@ -14,40 +14,11 @@ pub const MAX_ENTRY_CHARS: usize = 1_000;
 /// Budget for all entry lines together, in characters.
 pub const MAX_SECTION_CHARS: usize = 8_000;
 
-/// One line of `history.jsonl`: `{"cursor": N, "timestamp": "YYYY-MM-DD HH:MM", "content": "…"}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Entry {
-    /// Position in the history, increasing by one per entry.
-    pub(crate) cursor: u64,
-    /// When the summarised conversation happened.
-    pub(crate) timestamp: String,
-    /// The summary.
-    pub(crate) content: String,
-}
-
-impl Entry {
-    /// Reads one line; `None` for blank or malformed lines and lines without a cursor.
-    fn parse(line: &str) -> Option<Entry> {
-        let value: Value = serde_json::from_str(line.trim()).ok()?;
-        let cursor = match value.get("cursor")? {
-            Value::Number(n) => n.as_u64()?,
-            Value::String(s) => s.trim().parse().ok()?,
-            _ => return None,
-        };
-        let text = |key: &str| match value.get(key) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
-        Some(Entry { cursor, timestamp: text("timestamp"), content: text("content") })
-    }
-
-    /// The entry as a list item; continuation lines are indented so they stay in the item.
-    fn render(&self) -> String {
-        let content = truncate(self.content.trim(), MAX_ENTRY_CHARS);
-        let timestamp = if self.timestamp.is_empty() { "?" } else { self.timestamp.as_str() };
-        format!("- [{timestamp}] {}", content.replace('\n', "\n  "))
-    }
+/// An entry as a list item; continuation lines are indented so they stay in the item.
+fn render_entry(entry: &Entry) -> String {
+    let content = truncate(entry.content.trim(), MAX_ENTRY_CHARS);
+    let timestamp = if entry.timestamp.is_empty() { "?" } else { entry.timestamp.as_str() };
+    format!("- [{timestamp}] {}", content.replace('\n', "\n  "))
 }
 
 /// The cursor Dream has processed up to: the integer in `.dream_cursor`, else 0.
@@ -66,7 +37,7 @@ pub(crate) fn render(entries: &[Entry]) -> Option<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut used = 0;
     for entry in recent.iter().rev() {
-        let line = entry.render();
+        let line = render_entry(entry);
         let size = line.chars().count() + 1;
         if !lines.is_empty() && used + size > MAX_SECTION_CHARS {
             break;

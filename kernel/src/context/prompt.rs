@@ -15,10 +15,7 @@ pub const BOOTSTRAP_FILES: &[&str] = &["AGENTS.md", "SOUL.md", "USER.md", "TOOLS
 
 /// Long-term memory, relative to the workspace.
 pub const MEMORY_FILE: &str = "memory/MEMORY.md";
-/// Summaries of past conversations, relative to the workspace.
-pub const HISTORY_FILE: &str = "memory/history.jsonl";
-/// The history cursor Dream has processed up to, relative to the workspace.
-pub const DREAM_CURSOR_FILE: &str = "memory/.dream_cursor";
+pub use crate::memory::history::{DREAM_CURSOR_FILE, HISTORY_FILE};
 
 /// What goes between two sections.
 const SECTION_SEPARATOR: &str = "\n\n---\n\n";

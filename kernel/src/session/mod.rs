@@ -32,7 +32,7 @@ mod format;
 mod repair;
 mod store;
 #[cfg(test)]
-mod testdir;
+pub(crate) mod testdir;
 
 use std::path::PathBuf;
 

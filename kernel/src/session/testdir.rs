@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh, empty directory under the system temp dir.
-pub(super) struct TestDir(PathBuf);
+pub(crate) struct TestDir(PathBuf);
 
 impl TestDir {
     /// Creates `oxibot-session-<name>-<pid>-<n>`.
-    pub(super) fn new(name: &str) -> TestDir {
+    pub(crate) fn new(name: &str) -> TestDir {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("oxibot-session-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
@@ -19,7 +19,7 @@ impl TestDir {
     }
 
     /// The directory.
-    pub(super) fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
