@@ -108,6 +108,8 @@ pub struct Turn<'a> {
     pub events: UnboundedSender<TurnEvent>,
     /// Persists new messages.
     pub checkpoint: Checkpoint,
+    /// Refuses calls before they run, when set.
+    pub gate: Option<std::sync::Arc<dyn tool_batch::ToolGate>>,
 }
 
 impl Turn<'_> {
@@ -180,7 +182,7 @@ impl Turn<'_> {
         for call in &calls {
             let _ = self.events.send(TurnEvent::ToolStarted { name: call.function.name.clone(), arguments: call.function.arguments.clone() });
         }
-        let results = tool_batch::execute(self.host, &calls, &self.call_context, self.spec.max_tool_result_chars).await;
+        let results = tool_batch::execute(self.host, &calls, &self.call_context, self.spec.max_tool_result_chars, self.gate.as_deref()).await;
         for (call, result) in calls.iter().zip(&results) {
             let is_error = result.text_content().starts_with("Error");
             let _ = self.events.send(TurnEvent::ToolFinished { name: call.function.name.clone(), is_error });

@@ -80,6 +80,7 @@ impl Handler<RunTurn> for RunnerActor {
                 hooks: turn.hooks,
                 events: turn.events,
                 checkpoint: turn.checkpoint,
+                gate: None,
             };
             run.run(turn.messages).await
         };

@@ -11,11 +11,18 @@ use crate::plugin::{PluginError, PluginHost};
 /// Appended to error results so the model changes course instead of repeating the call.
 const ERROR_HINT: &str = "\n\n[The tool call failed. Read the error, then fix the arguments or try another approach.]";
 
+/// Decides whether a call may run at all, before it reaches a plugin (Dream's restricted
+/// tool set uses one). A refusal becomes the call's error result.
+pub trait ToolGate: Send + Sync {
+    /// `Err(reason)` refuses the call.
+    fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
+}
+
 /// Runs `calls` and returns one tool-result message per call, in the calls' order.
 ///
 /// Consecutive read-only calls run concurrently; any other call runs alone, so writes and
 /// exclusive tools such as `exec` never overlap with anything.
-pub async fn execute(host: &PluginHost, calls: &[ToolCall], context: &CallContext, max_chars: usize) -> Vec<ChatMessage> {
+pub async fn execute(host: &PluginHost, calls: &[ToolCall], context: &CallContext, max_chars: usize, gate: Option<&dyn ToolGate>) -> Vec<ChatMessage> {
     let read_only: Vec<bool> = calls.iter().map(|c| is_read_only(host, &c.function.name)).collect();
     let mut results = Vec::with_capacity(calls.len());
     let mut start = 0;
@@ -26,7 +33,7 @@ pub async fn execute(host: &PluginHost, calls: &[ToolCall], context: &CallContex
                 end += 1;
             }
         }
-        let group = calls[start..end].iter().map(|call| run_one(host, call, context, max_chars));
+        let group = calls[start..end].iter().map(|call| run_one(host, call, context, max_chars, gate));
         results.extend(join_all(group).await);
         start = end;
     }
@@ -37,8 +44,10 @@ fn is_read_only(host: &PluginHost, tool: &str) -> bool {
     host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
 }
 
-async fn run_one(host: &PluginHost, call: &ToolCall, context: &CallContext, max_chars: usize) -> ChatMessage {
-    let content = match parse_arguments(&call.function.name, &call.function.arguments) {
+async fn run_one(host: &PluginHost, call: &ToolCall, context: &CallContext, max_chars: usize, gate: Option<&dyn ToolGate>) -> ChatMessage {
+    let arguments = parse_arguments(&call.function.name, &call.function.arguments)
+        .and_then(|arguments| gate.map_or(Ok(()), |g| g.check(&call.function.name, &arguments)).map(|()| arguments));
+    let content = match arguments {
         Err(message) => format!("Error: {message}{ERROR_HINT}"),
         Ok(arguments) => match host.call(&call.function.name, arguments, context.clone(), None).await {
             Ok(result) if result.is_error => format!("{}{ERROR_HINT}", result.content),

@@ -4,3 +4,7 @@
 //! that versions those files.
 
 pub mod history;
+pub mod boundary;
+pub mod consolidator;
+pub mod gate;
+pub mod prompts;

@@ -1,0 +1,203 @@
+//! Consolidation: keeping a session under its token budget by archiving its oldest
+//! unconsolidated slice into `memory/history.jsonl`.
+//!
+//! Order of writes, so a kill at any instant loses nothing and duplicates nothing: the
+//! summary is appended to the history (marked with the session and the index it archives up
+//! to), then the session's `last_consolidated` advances. A kill between the two is repaired
+//! by [`Consolidation::recover`], which finds the mark and advances the session instead of
+//! archiving the slice again.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::message::ChatMessage;
+use crate::session::{Session, SessionStore};
+
+use super::boundary::{cut_for_everything, pick_cut};
+use super::history::{timestamp_now, HistoryStore, Origin};
+use super::prompts::{minute, raw_archive};
+
+/// Most archiving rounds in one consolidation.
+pub const MAX_ROUNDS: u32 = 5;
+/// Tokens kept free besides the reply, for estimation error.
+pub const SAFETY_TOKENS: u32 = 1024;
+
+/// The token limits of a session's prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Consolidation starts when the estimate reaches this.
+    pub limit: u64,
+    /// …and archives until the estimate is at or below this (half the limit).
+    pub target: u64,
+}
+
+impl Budget {
+    /// `context_window - max_tokens - SAFETY_TOKENS`, and half of it.
+    pub fn new(context_window: u32, max_tokens: u32) -> Budget {
+        let limit = u64::from(context_window.saturating_sub(max_tokens).saturating_sub(SAFETY_TOKENS).max(1));
+        Budget { limit, target: limit / 2 }
+    }
+}
+
+/// Token counts of a session's prompt.
+pub trait Estimator {
+    /// The whole prompt (fixed part plus `messages[from..]`).
+    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64;
+    /// One message.
+    fn message(&mut self, messages: &[ChatMessage], index: usize) -> u64;
+}
+
+/// Turns a slice of conversation into archive text.
+pub trait Summarizer {
+    /// The summary, or why there is none.
+    fn summarize(&self, messages: &[ChatMessage]) -> impl std::future::Future<Output = Result<String, String>> + Send;
+}
+
+/// What a consolidation did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Archiving rounds (history entries written).
+    pub rounds: u32,
+    /// Messages archived.
+    pub messages: usize,
+    /// Rounds whose summary failed and were archived raw.
+    pub raw: u32,
+    /// Estimate before, in tokens (0 when not estimated).
+    pub tokens_before: u64,
+    /// Estimate after, in tokens (0 when not estimated).
+    pub tokens_after: u64,
+}
+
+/// Why a consolidation stopped short.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsolidateError {
+    /// The history could not be written.
+    #[error(transparent)]
+    History(#[from] super::history::HistoryError),
+    /// The session could not be saved.
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
+    /// The session is not loaded (its actor went away).
+    #[error("the session is not loaded")]
+    NotLoaded,
+}
+
+/// A session loaded in its actor, shared with work that runs beside it.
+pub type SharedSession = Arc<Mutex<Option<Session>>>;
+
+/// One consolidation of one session.
+pub struct Consolidation<'a, E, S> {
+    /// The session.
+    pub session: &'a SharedSession,
+    /// Its file.
+    pub store: &'a SessionStore,
+    /// The archive.
+    pub history: &'a HistoryStore,
+    /// Token counts.
+    pub estimator: E,
+    /// Summaries.
+    pub summarizer: S,
+    /// Limits.
+    pub budget: Budget,
+    /// For entry timestamps.
+    pub timezone: Option<String>,
+}
+
+impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
+    /// Marks as consolidated what the history already holds for this session (a kill came
+    /// between an archive and the session's save).
+    pub fn recover(&mut self) -> Result<(), ConsolidateError> {
+        let key = self.with_session(|s| s.key.clone())?;
+        let Some(through) = self.history.archived_through(&key)? else { return Ok(()) };
+        let mut guard = self.lock();
+        let session = guard.as_mut().ok_or(ConsolidateError::NotLoaded)?;
+        if through > session.last_consolidated && through <= session.messages.len() {
+            tracing::info!(session = %key, through, "history already holds this slice; marking it consolidated");
+            session.last_consolidated = through;
+            self.store.save_metadata(session)?;
+        }
+        Ok(())
+    }
+
+    /// Archives the oldest slices while the prompt estimate is at or above the limit, until
+    /// it is at or below the target (at most [`MAX_ROUNDS`] rounds).
+    pub async fn over_budget(&mut self) -> Result<Report, ConsolidateError> {
+        self.recover()?;
+        let mut report = Report { tokens_before: self.estimate()?, ..Report::default() };
+        report.tokens_after = report.tokens_before;
+        if report.tokens_before < self.budget.limit {
+            return Ok(report);
+        }
+        while report.rounds < MAX_ROUNDS && report.tokens_after > self.budget.target {
+            let excess = report.tokens_after - self.budget.target;
+            let Some(cut) = self.cut_by_tokens(excess)? else { break };
+            self.archive_until(cut, &mut report).await?;
+            report.tokens_after = self.estimate()?;
+        }
+        tracing::info!(rounds = report.rounds, before = report.tokens_before, after = report.tokens_after, "consolidated");
+        Ok(report)
+    }
+
+    /// Archives every unconsolidated message, the latest turn included (`/new`).
+    pub async fn everything(&mut self) -> Result<Report, ConsolidateError> {
+        self.recover()?;
+        let mut report = Report::default();
+        while let Some(cut) = self.with_session(|s| cut_for_everything(&s.messages, s.last_consolidated, true))? {
+            self.archive_until(cut, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    fn estimate(&mut self) -> Result<u64, ConsolidateError> {
+        let guard = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let session = guard.as_ref().ok_or(ConsolidateError::NotLoaded)?;
+        Ok(self.estimator.total(&session.messages, session.last_consolidated))
+    }
+
+    fn cut_by_tokens(&mut self, excess: u64) -> Result<Option<usize>, ConsolidateError> {
+        let guard = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let session = guard.as_ref().ok_or(ConsolidateError::NotLoaded)?;
+        let estimator = &mut self.estimator;
+        Ok(pick_cut(&session.messages, session.last_consolidated, excess, |i| estimator.message(&session.messages, i)))
+    }
+
+    /// Archives `messages[last_consolidated..cut]` and marks it consolidated.
+    async fn archive_until(&mut self, cut: usize, report: &mut Report) -> Result<(), ConsolidateError> {
+        let (key, slice) = self.with_session(|s| (s.key.clone(), s.messages[s.last_consolidated.min(cut)..cut].to_vec()))?;
+        if slice.is_empty() {
+            return Ok(());
+        }
+        let content = match self.summarizer.summarize(&slice).await {
+            Ok(summary) if !summary.trim().is_empty() => summary.trim().to_owned(),
+            Ok(_) => {
+                report.raw += 1;
+                raw_archive(&slice)
+            }
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "summarising failed; archiving the messages raw");
+                report.raw += 1;
+                raw_archive(&slice)
+            }
+        };
+        let timestamp = slice.last().and_then(|m| m.timestamp.as_deref()).map(minute).unwrap_or_else(|| timestamp_now(self.timezone.as_deref()));
+        self.history.append(&timestamp, &content, Some(Origin { session: key, through: cut }))?;
+        let mut guard = self.lock();
+        let session = guard.as_mut().ok_or(ConsolidateError::NotLoaded)?;
+        session.last_consolidated = session.last_consolidated.max(cut);
+        self.store.save_metadata(session)?;
+        report.rounds += 1;
+        report.messages += slice.len();
+        Ok(())
+    }
+
+    fn with_session<T>(&self, f: impl FnOnce(&Session) -> T) -> Result<T, ConsolidateError> {
+        self.lock().as_ref().map(f).ok_or(ConsolidateError::NotLoaded)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Session>> {
+        self.session.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+#[path = "consolidator_tests.rs"]
+mod tests;
