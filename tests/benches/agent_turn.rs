@@ -107,10 +107,13 @@ async fn turns(manager: &SessionManager, llm: &ScriptedLlm, key: &str, with_tool
                 llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
             }
             llm.push(Reply::Text("ok".into()));
+            // `/new` archives the previous turn through the summariser first.
+            llm.route("keep the archive", Reply::Text("- said hello".into()));
             let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
             // Start each measured turn from an empty replayed history (as consolidation keeps
             // it small), so every turn sends the same request and only the kernel's own cost
-            // and the session file's length differ between the two sessions.
+            // and the session file's length differ between the two sessions. The turn itself
+            // includes the memory bookkeeping (archive check and token estimate).
             manager.send(key, "/new", events.clone()).await.unwrap();
             let start = Instant::now();
             manager.send(key, "hello there", events).await.unwrap();

@@ -11,41 +11,50 @@ use oxibot_tests::{bin, stderr, stdout, TempDir};
 use serde_json::{json, Value};
 
 /// A data dir whose config points the `custom` provider at the scripted LLM.
-struct AgentEnv {
-    home: TempDir,
-    workspace: PathBuf,
-    llm: ScriptedLlm,
+pub(crate) struct AgentEnv {
+    pub(crate) home: TempDir,
+    pub(crate) workspace: PathBuf,
+    pub(crate) llm: ScriptedLlm,
 }
 
 impl AgentEnv {
-    fn new() -> AgentEnv {
+    pub(crate) fn new() -> AgentEnv {
+        AgentEnv::with_defaults(json!({}))
+    }
+
+    /// Like `new`, with extra `agents.defaults` keys.
+    pub(crate) fn with_defaults(extra: Value) -> AgentEnv {
         let home = TempDir::new("agent-home");
         let workspace = home.path().join("workspace");
         let llm = ScriptedLlm::start();
+        let mut defaults = json!({"workspace": workspace, "model": "test-model", "provider": "custom", "maxToolIterations": 5});
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            defaults[key] = value.clone();
+        }
         let config = json!({
-            "agents": {"defaults": {"workspace": workspace, "model": "test-model", "provider": "custom", "maxToolIterations": 5}},
+            "agents": {"defaults": defaults},
             "providers": {"custom": {"apiKey": "test-key", "apiBase": llm.base_url()}}
         });
         home.write("config.json", &config.to_string());
         AgentEnv { home, workspace, llm }
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(bin("oxibot"));
         command.args(args).env("OXIBOT_HOME", self.home.path()).env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80").env_remove("RUST_LOG");
         command
     }
 
-    fn agent(&self, message: &str) -> Output {
+    pub(crate) fn agent(&self, message: &str) -> Output {
         self.command(&["agent", "-m", message]).output().unwrap()
     }
 
-    fn session_lines(&self) -> Vec<Value> {
+    pub(crate) fn session_lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.workspace.join("sessions/cli_direct.jsonl")).unwrap();
         text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}"))).collect()
     }
 
-    fn write(&self, relative: &str, content: &str) {
+    pub(crate) fn write(&self, relative: &str, content: &str) {
         let path = self.workspace.join(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
@@ -235,7 +244,7 @@ fn a_kernel_killed_mid_turn_keeps_the_message_and_the_next_start_sends_a_valid_h
 }
 
 /// Every assistant tool call is answered by a tool message before the next user message.
-fn assert_provider_valid(messages: &Value) {
+pub(crate) fn assert_provider_valid(messages: &Value) {
     let messages = messages.as_array().unwrap();
     let mut open: Vec<String> = Vec::new();
     for message in messages {

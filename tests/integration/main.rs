@@ -5,6 +5,7 @@
 //! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
+//! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
@@ -18,6 +19,7 @@ mod agent;
 mod cli_tools;
 mod host_calls;
 mod host_failures;
+mod memory;
 mod nanobot_compat;
 mod orphans;
 mod providers;

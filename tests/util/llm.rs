@@ -47,6 +47,8 @@ pub enum Reply {
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
+    /// Replies for requests whose system prompt contains a marker, served before `replies`.
+    routes: Vec<(String, VecDeque<Reply>)>,
     requests: Vec<Value>,
     headers: Vec<Vec<(String, String)>>,
     calls_served: u32,
@@ -87,6 +89,17 @@ impl ScriptedLlm {
     /// Queues a reply; replies are served in order, then `(no scripted reply)` text.
     pub fn push(&self, reply: Reply) {
         self.state.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// Queues a reply for the next request whose system prompt contains `marker` (e.g. the
+    /// summariser's or Dream's prompt), whatever order it comes in; such requests take their
+    /// replies from here while any are left, then from the main queue.
+    pub fn route(&self, marker: &str, reply: Reply) {
+        let mut state = self.state.lock().unwrap();
+        match state.routes.iter_mut().find(|(m, _)| m == marker) {
+            Some((_, queue)) => queue.push_back(reply),
+            None => state.routes.push((marker.to_owned(), VecDeque::from([reply]))),
+        }
     }
 
     /// The request bodies received so far, in order.
@@ -163,6 +176,17 @@ async fn read_request(socket: &mut BufReader<TcpStream>) -> Option<Request> {
     Some(Request { path, headers, body })
 }
 
+/// The system prompt of a request in either wire format ("" when there is none).
+pub fn system_prompt(body: &Value) -> String {
+    match &body["system"] {
+        Value::String(text) => return text.clone(),
+        Value::Array(blocks) => return blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => {}
+    }
+    let first = &body["messages"][0];
+    if first["role"] == "system" { first["content"].as_str().unwrap_or_default().to_owned() } else { String::new() }
+}
+
 /// The wire format a request was made in.
 #[derive(Clone, Copy, PartialEq)]
 enum Format {
@@ -187,7 +211,9 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
         let mut state = state.lock().unwrap();
         state.requests.push(body);
         state.headers.push(request.headers);
-        let reply = state.replies.pop_front().unwrap_or_else(|| Reply::Text("(no scripted reply)".into()));
+        let system = system_prompt(state.requests.last().unwrap_or(&Value::Null));
+        let routed = state.routes.iter_mut().find(|(marker, queue)| !queue.is_empty() && system.contains(marker.as_str())).and_then(|(_, q)| q.pop_front());
+        let reply = routed.or_else(|| state.replies.pop_front()).unwrap_or_else(|| Reply::Text("(no scripted reply)".into()));
         let answer = Answer::of(&reply, &mut state.calls_served);
         (reply, answer)
     };

@@ -1,11 +1,15 @@
-//! Slash commands a user can send in any channel: `/new`, `/stop`, `/help`, `/status`.
+//! Slash commands a user can send in any channel: `/new`, `/stop`, `/help`, `/status`, and
+//! the memory commands `/dream`, `/dream-log [sha]`, `/dream-restore [sha]`.
 
 use super::hooks::UsageTotals;
 use super::{Agent, AgentError};
+use crate::memory::dream_actor::RunDream;
+use crate::memory::git_actor::{GetLog, RestoreCommit, ShowCommit};
+use crate::memory::MemoryActors;
 use crate::session::Session;
 
 /// A recognised slash command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Start a fresh conversation.
     New,
@@ -15,26 +19,81 @@ pub enum Command {
     Help,
     /// Show model, usage and context size.
     Status,
+    /// Run Dream now.
+    Dream,
+    /// Show the latest Dream change, or the given commit, as a diff.
+    DreamLog(Option<String>),
+    /// List recent Dream commits, or undo the given one.
+    DreamRestore(Option<String>),
 }
 
 impl Command {
-    /// Parses a message that is exactly a command (surrounding whitespace allowed).
+    /// Parses a message that is exactly a command (surrounding whitespace allowed); the
+    /// memory commands take an optional commit sha.
     pub fn parse(text: &str) -> Option<Command> {
-        match text.trim() {
-            "/new" => Some(Command::New),
-            "/stop" => Some(Command::Stop),
-            "/help" => Some(Command::Help),
-            "/status" => Some(Command::Status),
+        let mut words = text.split_whitespace();
+        let name = words.next()?;
+        let argument = words.next().map(str::to_owned);
+        if words.next().is_some() {
+            return None;
+        }
+        match (name, argument) {
+            ("/new", None) => Some(Command::New),
+            ("/stop", None) => Some(Command::Stop),
+            ("/help", None) => Some(Command::Help),
+            ("/status", None) => Some(Command::Status),
+            ("/dream", None) => Some(Command::Dream),
+            ("/dream-log", sha) => Some(Command::DreamLog(sha)),
+            ("/dream-restore", sha) => Some(Command::DreamRestore(sha)),
             _ => None,
         }
     }
 }
 
 /// The help text.
-pub const HELP: &str = "Commands:\n  /new     start a new conversation (earlier messages stay in the session file)\n  /stop    stop the reply being written\n  /status  model, token usage and context size\n  /help    this list";
+pub const HELP: &str = "Commands:
+  /new                  start a new conversation (the current one is archived to memory first)
+  /stop                 stop the reply being written
+  /status               model, token usage and context size
+  /dream                fold recent history into long-term memory now
+  /dream-log [sha]      show what Dream last changed (or what commit <sha> changed)
+  /dream-restore [sha]  list recent Dream changes, or undo commit <sha>
+  /help                 this list";
 
-/// Runs a command against a loaded session and returns the reply text.
-pub fn run(command: Command, session: &mut Session, agent: &Agent, usage: UsageTotals) -> Result<String, AgentError> {
+/// Runs a memory command; `None` when `command` is not one.
+pub async fn run_memory(command: &Command, memory: &MemoryActors) -> Option<String> {
+    let reply = match command {
+        Command::Dream => match memory.dream.send(RunDream).await {
+            Ok(Ok(outcome)) => outcome.summary(),
+            Ok(Err(error)) => format!("Dream did not run: {error}"),
+            Err(_) => "Dream is not available.".to_owned(),
+        },
+        Command::DreamLog(sha) => match memory.git.send(ShowCommit { sha: sha.clone() }).await {
+            Ok(Ok(diff)) => format!("{} {} ({})\n\n{}", diff.commit.short, diff.commit.message, diff.commit.time, diff.diff.trim_end()),
+            Ok(Err(error)) => format!("Cannot show the change: {error}"),
+            Err(_) => "Memory versioning is not available.".to_owned(),
+        },
+        Command::DreamRestore(None) => match memory.git.send(GetLog { limit: 10, only_prefix: Some("dream:".to_owned()) }).await {
+            Ok(Ok(commits)) if commits.is_empty() => "Dream has not changed the memory files yet.".to_owned(),
+            Ok(Ok(commits)) => {
+                let lines: Vec<String> = commits.iter().map(|c| format!("  {} {} {}", c.short, c.time, c.message)).collect();
+                format!("Recent Dream changes (undo one with /dream-restore <sha>):\n{}", lines.join("\n"))
+            }
+            Ok(Err(error)) => format!("Cannot list Dream changes: {error}"),
+            Err(_) => "Memory versioning is not available.".to_owned(),
+        },
+        Command::DreamRestore(Some(sha)) => match memory.git.send(RestoreCommit { sha: sha.clone() }).await {
+            Ok(Ok(commit)) => format!("Restored the memory files to before {sha}; recorded as {} ({}).", commit.short, commit.message),
+            Ok(Err(error)) => format!("Cannot restore: {error}"),
+            Err(_) => "Memory versioning is not available.".to_owned(),
+        },
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// Runs a session command against a loaded session and returns the reply text.
+pub fn run(command: &Command, session: &mut Session, agent: &Agent, usage: UsageTotals) -> Result<String, AgentError> {
     match command {
         Command::Help => Ok(HELP.to_owned()),
         Command::Stop => Ok("Nothing is running.".to_owned()),
@@ -45,6 +104,7 @@ pub fn run(command: Command, session: &mut Session, agent: &Agent, usage: UsageT
             Ok("Started a new conversation.".to_owned())
         }
         Command::Status => Ok(status(session, agent, usage)),
+        Command::Dream | Command::DreamLog(_) | Command::DreamRestore(_) => Ok("This command is handled by the memory actors.".to_owned()),
     }
 }
 
@@ -83,5 +143,9 @@ mod tests {
         assert_eq!(Command::parse("/stop"), Some(Command::Stop));
         assert_eq!(Command::parse("/new please"), None);
         assert_eq!(Command::parse("tell me about /help"), None);
+        assert_eq!(Command::parse("/dream-log"), Some(Command::DreamLog(None)));
+        assert_eq!(Command::parse("/dream-restore 1a2b3c4"), Some(Command::DreamRestore(Some("1a2b3c4".into()))));
+        assert_eq!(Command::parse("/dream-restore a b"), None);
+        assert_eq!(Command::parse("/dream now"), None);
     }
 }

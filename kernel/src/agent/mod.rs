@@ -26,6 +26,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::Config;
 use crate::context::ContextBuilder;
+use crate::memory::history::HistoryStore;
+use crate::memory::schedule::DreamSettings;
+use crate::memory::MemoryActors;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::session::SessionStore;
@@ -52,8 +55,15 @@ pub struct Agent {
     pub context: Mutex<ContextBuilder>,
     /// Turn settings from the config.
     pub spec: RunSpec,
+    /// `memory/history.jsonl` and its cursors.
+    pub history: Arc<HistoryStore>,
+    /// When and how Dream runs (`agents.defaults.dream`).
+    pub dream: DreamSettings,
     /// When the kernel started, for `/status`.
     pub started: Instant,
+    /// Whether sessions are consolidated in the background after each turn (off for a
+    /// one-shot `oxibot agent -m`, which exits right after its answer).
+    pub background_consolidation: bool,
 }
 
 impl Agent {
@@ -70,8 +80,14 @@ impl Agent {
             max_tool_result_chars: MAX_TOOL_RESULT_CHARS,
             context_window: defaults.context_window_tokens,
         };
+        let dream = DreamSettings::from_config(&defaults.dream).unwrap_or_else(|error| {
+            tracing::warn!(%error, "using the default Dream settings");
+            DreamSettings::default()
+        });
         Agent {
             store: Arc::new(SessionStore::new(&workspace)),
+            history: Arc::new(HistoryStore::new(&workspace)),
+            dream,
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
             config,
             workspace,
@@ -79,6 +95,7 @@ impl Agent {
             host,
             spec,
             started: Instant::now(),
+            background_consolidation: true,
         }
     }
 }
@@ -149,6 +166,8 @@ impl TurnControl {
 /// Routes messages to session actors, creating them on demand.
 pub struct SessionManager {
     agent: Arc<Agent>,
+    /// Consolidator, Dream and git, shared by every session.
+    memory: MemoryActors,
     sessions: Mutex<HashMap<String, SessionEntry>>,
 }
 
@@ -158,7 +177,13 @@ type SessionEntry = (Addr<SessionActor>, Arc<TurnControl>);
 impl SessionManager {
     /// A manager over `agent`'s services. Must be used inside an actix system.
     pub fn new(agent: Arc<Agent>) -> SessionManager {
-        SessionManager { agent, sessions: Mutex::default() }
+        let memory = MemoryActors::start(agent.clone());
+        SessionManager { agent, memory, sessions: Mutex::default() }
+    }
+
+    /// The memory actors (Dream's schedule is started through them).
+    pub fn memory(&self) -> &MemoryActors {
+        &self.memory
     }
 
     /// The shared services.
@@ -189,7 +214,7 @@ impl SessionManager {
             }
         }
         let control = Arc::new(TurnControl::default());
-        let addr = SessionActor::new(key.to_owned(), self.agent.clone(), control.clone()).start();
+        let addr = SessionActor::new(key.to_owned(), self.agent.clone(), self.memory.clone(), control.clone()).start();
         sessions.insert(key.to_owned(), (addr.clone(), control.clone()));
         (addr, control)
     }

@@ -14,6 +14,9 @@ use super::runner::TurnEvent;
 use super::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 use super::{Agent, AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
+use crate::memory::consolidator_actor::{Consolidate, Scope};
+use crate::memory::tokens::TokenLedger;
+use crate::memory::MemoryActors;
 use crate::message::{ChatMessage, Role};
 use crate::session::{close_interrupted_turn, Session};
 
@@ -32,6 +35,10 @@ pub struct SessionActor {
     session: Arc<Mutex<Option<Session>>>,
     /// Token usage of this session.
     usage: Arc<Mutex<UsageTotals>>,
+    /// Cached token counts of the session's messages, for the consolidator.
+    ledger: Arc<Mutex<TokenLedger>>,
+    /// Consolidator, Dream and git.
+    memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
     /// When the last turn ended (for idle eviction).
@@ -40,8 +47,17 @@ pub struct SessionActor {
 
 impl SessionActor {
     /// An actor for `key`; the session file is loaded on the first message.
-    pub fn new(key: String, agent: Arc<Agent>, control: Arc<TurnControl>) -> SessionActor {
-        SessionActor { key, agent, session: Arc::default(), usage: Arc::default(), control, last_active: Instant::now() }
+    pub fn new(key: String, agent: Arc<Agent>, memory: MemoryActors, control: Arc<TurnControl>) -> SessionActor {
+        SessionActor {
+            key,
+            agent,
+            session: Arc::default(),
+            usage: Arc::default(),
+            ledger: Arc::default(),
+            memory,
+            control,
+            last_active: Instant::now(),
+        }
     }
 }
 
@@ -78,6 +94,8 @@ impl Handler<UserTurn> for SessionActor {
             agent: self.agent.clone(),
             session: self.session.clone(),
             usage: self.usage.clone(),
+            ledger: self.ledger.clone(),
+            memory: self.memory.clone(),
             control: self.control.clone(),
         };
         AtomicResponse::new(Box::pin(job.run(turn).into_actor(self).map(|reply, actor, _| {
@@ -93,6 +111,8 @@ struct TurnJob {
     agent: Arc<Agent>,
     session: Arc<Mutex<Option<Session>>>,
     usage: Arc<Mutex<UsageTotals>>,
+    ledger: Arc<Mutex<TokenLedger>>,
+    memory: MemoryActors,
     control: Arc<TurnControl>,
 }
 
@@ -100,18 +120,29 @@ impl TurnJob {
     async fn run(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
         if let Some(command) = Command::parse(&turn.text) {
-            return self.command(command);
+            return self.command(command).await;
         }
         let user = ChatMessage::text(Role::User, turn.text.clone());
         // The user's words reach the disk before the model sees them.
         self.append(vec![user])?;
-        let messages = self.request_messages();
+        let (channel, _) = split_key(&self.key);
+        let system = lock(&self.agent.context).system_prompt(channel);
+        self.consolidate(Scope::OverBudget, &system).await;
+        // Built again: an archive just written shows up under `# Recent History`.
+        let messages = self.request_messages(lock(&self.agent.context).system_prompt(channel));
         let runner = RunnerActor::new(self.agent.clone()).start();
         self.control.set_runner(Some(runner.clone()));
         let outcome = runner.send(self.run_turn(messages, turn.events)).await;
         self.control.set_runner(None);
         match outcome.unwrap_or(Err(TurnFailure::Lost)) {
-            Ok(outcome) => Ok(TurnReply::Answer(outcome.content)),
+            Ok(outcome) => {
+                // In the background: the reply is not held up, and the next turn of this
+                // session waits in the consolidator if it arrives before this is done.
+                if self.agent.background_consolidation {
+                    self.memory.consolidator.do_send(self.consolidate_request(Scope::OverBudget, &system));
+                }
+                Ok(TurnReply::Answer(outcome.content))
+            }
             Err(TurnFailure::Stopped) => {
                 self.close_turn(Some("(Stopped before finishing.)"))?;
                 Ok(TurnReply::Stopped)
@@ -144,10 +175,32 @@ impl TurnJob {
         RunTurn { messages, call_context, hooks, events, checkpoint }
     }
 
+    /// Archives old messages when the prompt has grown to its budget (`Scope::OverBudget`),
+    /// or all of them (`Scope::Everything`). Failures are logged: the turn goes on, and the
+    /// request is still fitted to the context window by the runner.
+    async fn consolidate(&self, scope: Scope, system: &str) {
+        match self.memory.consolidator.send(self.consolidate_request(scope, system)).await {
+            Ok(Ok(report)) if report.rounds > 0 => tracing::info!(session = %self.key, rounds = report.rounds, messages = report.messages, "archived old messages"),
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(session = %self.key, %error, "consolidation failed"),
+            Err(error) => tracing::warn!(session = %self.key, %error, "the consolidator is gone"),
+        }
+    }
+
+    fn consolidate_request(&self, scope: Scope, system: &str) -> Consolidate {
+        let tools = serde_json::to_string(&self.agent.host.tools()).unwrap_or_default();
+        Consolidate {
+            key: self.key.clone(),
+            session: self.session.clone(),
+            ledger: self.ledger.clone(),
+            fixed_prompt: format!("{system}\n{tools}").into(),
+            scope,
+        }
+    }
+
     /// System prompt, replayed history, and the user's message with the runtime context.
-    fn request_messages(&self) -> Vec<ChatMessage> {
+    fn request_messages(&self, system: String) -> Vec<ChatMessage> {
         let (channel, chat_id) = split_key(&self.key);
-        let system = lock(&self.agent.context).system_prompt(channel);
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return Vec::new() };
         let history = replayable(session);
@@ -196,11 +249,19 @@ impl TurnJob {
         self.append(messages)
     }
 
-    fn command(&self, command: Command) -> Result<TurnReply, AgentError> {
+    async fn command(&self, command: Command) -> Result<TurnReply, AgentError> {
+        if command == Command::New {
+            let (channel, _) = split_key(&self.key);
+            let system = lock(&self.agent.context).system_prompt(channel);
+            self.consolidate(Scope::Everything, &system).await;
+        }
+        if let Some(reply) = commands::run_memory(&command, &self.memory).await {
+            return Ok(TurnReply::Command(reply));
+        }
         let mut guard = lock(&self.session);
         let session = guard.as_mut().ok_or_else(|| AgentError::Session("session not loaded".into()))?;
         let usage = *lock(&self.usage);
-        let reply = commands::run(command, session, &self.agent, usage)?;
+        let reply = commands::run(&command, session, &self.agent, usage)?;
         Ok(TurnReply::Command(reply))
     }
 }

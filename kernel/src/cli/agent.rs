@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use oxibot_kernel::agent::runner::TurnEvent;
 use oxibot_kernel::agent::{Agent, SessionManager, TurnReply};
+use oxibot_kernel::memory::dream_actor::StartSchedule;
 use oxibot_kernel::provider::Provider;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
@@ -31,8 +32,13 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
-        let agent = Arc::new(Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true));
+        let mut agent = Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true);
+        agent.background_consolidation = options.message.is_none();
+        let agent = Arc::new(agent);
         let manager = SessionManager::new(agent.clone());
+        if options.message.is_none() {
+            manager.memory().dream.do_send(StartSchedule);
+        }
         let code = match &options.message {
             Some(message) => one_shot(&manager, &options, message).await,
             None => interactive(&manager, &options).await,

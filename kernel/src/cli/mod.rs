@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod agent;
 mod kernel;
+mod memory;
 mod onboard;
 mod status;
 mod tools;
@@ -51,6 +52,39 @@ enum Command {
     /// Inspect and call tool plugins.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Dream's changes to SOUL.md, USER.md and memory/MEMORY.md (a git repository in the
+    /// workspace).
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum MemoryCommand {
+    /// List the most recent Dream changes, newest first.
+    Log {
+        /// How many to list.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        limit: usize,
+        /// List every commit, not only Dream's.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Show what a change did, as a diff (default: the latest Dream change).
+    Show {
+        /// The commit (an abbreviated sha is enough).
+        sha: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Put the memory files back as they were before a change (recorded as a new commit).
+    Restore {
+        /// The commit to undo (see `oxibot memory log`).
+        sha: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,5 +143,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status { common } => status::run(&common),
         Command::Tools(ToolsCommand::List { common, json }) => tools::list(&common, json),
         Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => tools::call(&common, &tool, &args, timeout),
+        Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
+        Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
+        Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),
     }
 }

@@ -45,20 +45,28 @@ impl FileCache {
     /// The text of `path`, from the cache when the file is unchanged; `None` when it is
     /// missing, not a regular file, or unreadable.
     pub(crate) fn read(&mut self, path: &Path) -> Option<Arc<str>> {
+        self.derive(path, "", |path| std::fs::read(path).ok().map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// Like [`FileCache::read`], but what is cached is the text `load` derives from the file
+    /// (for example a rendering of its last lines); `variant` tells apart derivations of the
+    /// same file. `load` runs only when the file changed or `variant` is new.
+    pub(crate) fn derive(&mut self, path: &Path, variant: &str, load: impl FnOnce(&Path) -> Option<String>) -> Option<Arc<str>> {
+        let key = if variant.is_empty() { path.to_path_buf() } else { PathBuf::from(format!("{}#{variant}", path.display())) };
         let Some(stamp) = stamp_of(path) else {
-            self.entries.remove(path);
+            self.entries.remove(&key);
             return None;
         };
-        if let Some(entry) = self.entries.get(path).filter(|e| e.stamp == stamp) {
+        if let Some(entry) = self.entries.get(&key).filter(|e| e.stamp == stamp) {
             return Some(Arc::clone(&entry.text));
         }
         self.reads += 1;
-        let Ok(bytes) = std::fs::read(path) else {
-            self.entries.remove(path);
+        let Some(text) = load(path) else {
+            self.entries.remove(&key);
             return None;
         };
-        let text: Arc<str> = String::from_utf8_lossy(&bytes).into();
-        self.entries.insert(path.to_path_buf(), Entry { stamp, text: Arc::clone(&text) });
+        let text: Arc<str> = text.into();
+        self.entries.insert(key, Entry { stamp, text: Arc::clone(&text) });
         Some(text)
     }
 

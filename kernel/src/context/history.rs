@@ -27,12 +27,14 @@ pub(crate) fn dream_cursor(text: Option<&str>) -> u64 {
 }
 
 /// The entries of `history` with a cursor above `since`, in file order.
+#[cfg(test)]
 pub(crate) fn unprocessed(history: &str, since: u64) -> Vec<Entry> {
     history.lines().filter_map(Entry::parse).filter(|e| e.cursor > since).collect()
 }
 
-/// The `# Recent History` section for `entries`, or `None` when there are none.
-pub(crate) fn render(entries: &[Entry]) -> Option<String> {
+/// The `# Recent History` section for `entries` (the newest of `total` unprocessed ones), or
+/// `None` when there are none.
+pub(crate) fn render(entries: &[Entry], total: usize) -> Option<String> {
     let recent = &entries[entries.len().saturating_sub(MAX_ENTRIES)..];
     let mut lines: Vec<String> = Vec::new();
     let mut used = 0;
@@ -48,7 +50,7 @@ pub(crate) fn render(entries: &[Entry]) -> Option<String> {
     if lines.is_empty() {
         return None;
     }
-    let omitted = entries.len() - lines.len();
+    let omitted = total.max(entries.len()) - lines.len();
     lines.reverse();
     let mut section = String::from(
         "# Recent History\n\nSummaries of recent conversations that are not yet part of long-term memory, oldest first.\n\n",
@@ -74,6 +76,10 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
+    fn render_all(entries: &[Entry]) -> Option<String> {
+        render(entries, entries.len())
+    }
+
     fn line(cursor: u64, content: &str) -> String {
         serde_json::json!({"cursor": cursor, "timestamp": "2026-04-15 14:58", "content": content}).to_string()
     }
@@ -82,7 +88,7 @@ mod tests {
     fn only_entries_after_the_dream_cursor_are_shown() {
         let history = [line(1, "old"), line(2, "seen"), line(3, "new"), line(4, "newer")].join("\n");
         let entries = unprocessed(&history, dream_cursor(Some("2\n")));
-        let section = render(&entries).expect("section");
+        let section = render_all(&entries).expect("section");
         assert!(section.starts_with("# Recent History\n\n"));
         assert!(!section.contains("] old") && !section.contains("] seen"));
         assert!(section.ends_with("- [2026-04-15 14:58] new\n- [2026-04-15 14:58] newer"), "{section}");
@@ -105,7 +111,7 @@ mod tests {
     #[test]
     fn at_most_fifty_entries_are_shown_the_newest() {
         let history: Vec<String> = (1..=80).map(|n| line(n, &format!("entry {n}"))).collect();
-        let section = render(&unprocessed(&history.join("\n"), 0)).expect("section");
+        let section = render_all(&unprocessed(&history.join("\n"), 0)).expect("section");
         assert_eq!(section.matches("\n- [").count(), 50);
         assert!(!section.contains("entry 30\n") && section.contains("entry 31\n") && section.ends_with("entry 80"));
         assert!(section.contains("(30 older entries left out"));
@@ -115,7 +121,7 @@ mod tests {
     fn huge_entries_are_cut_and_the_section_stays_within_budget() {
         let huge = "x".repeat(50_000);
         let history: Vec<String> = (1..=40).map(|n| line(n, &huge)).collect();
-        let section = render(&unprocessed(&history.join("\n"), 0)).expect("section");
+        let section = render_all(&unprocessed(&history.join("\n"), 0)).expect("section");
         assert!(section.chars().count() < MAX_SECTION_CHARS + 400, "section is {} chars", section.chars().count());
         assert!(section.contains("… (truncated)"));
         assert!(section.matches("\n- [").count() >= 5);
@@ -124,14 +130,14 @@ mod tests {
     #[test]
     fn multi_line_content_stays_inside_its_list_item() {
         let entries = unprocessed(&line(1, "- asked about X\n- decided Y"), 0);
-        let section = render(&entries).expect("section");
+        let section = render_all(&entries).expect("section");
         assert!(section.ends_with("- [2026-04-15 14:58] - asked about X\n  - decided Y"), "{section}");
     }
 
     #[test]
     fn no_entries_means_no_section() {
-        assert_eq!(render(&[]), None);
-        assert_eq!(render(&unprocessed(&line(3, "x"), 3)), None);
+        assert_eq!(render(&[], 0), None);
+        assert_eq!(render_all(&unprocessed(&line(3, "x"), 3)), None);
     }
 
     #[test]

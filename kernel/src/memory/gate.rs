@@ -33,6 +33,9 @@ impl DreamGate {
 
 impl ToolGate for DreamGate {
     fn check(&self, tool: &str, arguments: &Value) -> Result<(), String> {
+        if !DREAM_TOOLS.contains(&tool) {
+            return Err(format!("the tool {tool} is not available to Dream (only {})", DREAM_TOOLS.join(", ")));
+        }
         let Some(path) = arguments.get("path").and_then(Value::as_str) else {
             return Err(format!("{tool} needs a \"path\" argument"));
         };
@@ -44,7 +47,7 @@ impl ToolGate for DreamGate {
             "edit_file" => Err(format!("Dream may only edit {}, not {path}", MEMORY_FILES.join(", "))),
             "write_file" if relative.as_deref().is_some_and(|r| r.starts_with("skills") && r.components().count() > 1) => Ok(()),
             "write_file" => Err(format!("Dream may only write new skills under skills/, not {path}")),
-            other => Err(format!("the tool {other} is not available to Dream (only {})", DREAM_TOOLS.join(", "))),
+            _ => Err(format!("Dream may not use {tool}")),
         }
     }
 }

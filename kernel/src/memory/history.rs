@@ -297,6 +297,43 @@ fn last_newline_before(file: &mut File, len: u64) -> io::Result<Option<u64>> {
     Ok(None)
 }
 
+/// The last `max` entries of the archive at `path` with a cursor above `since`, in file
+/// order, reading the file backwards from its end: the cost depends on `max`, not on how
+/// long the archive has grown. Entries are taken to be in cursor order, as they are written.
+pub fn read_tail(path: &Path, since: u64, max: usize) -> io::Result<Vec<HistoryEntry>> {
+    const BLOCK: u64 = 64 * 1024;
+    let mut file = File::open(path)?;
+    let mut end = file.metadata()?.len();
+    let mut carry: Vec<u8> = Vec::new();
+    let mut newest_first: Vec<HistoryEntry> = Vec::new();
+    while end > 0 && newest_first.len() < max {
+        let start = end.saturating_sub(BLOCK);
+        let mut block = vec![0u8; (end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut block)?;
+        block.extend_from_slice(&carry);
+        // The first line of the block may be cut; keep it for the next (earlier) block.
+        let first_break = if start == 0 { None } else { block.iter().position(|&b| b == b'\n') };
+        let (head, body) = match first_break {
+            Some(at) => (block[..at].to_vec(), &block[at + 1..]),
+            None if start == 0 => (Vec::new(), &block[..]),
+            None => (block.clone(), &block[..0]),
+        };
+        for line in body.split(|&b| b == b'\n').rev() {
+            let Some(entry) = HistoryEntry::parse(&String::from_utf8_lossy(line)) else { continue };
+            if entry.cursor <= since || newest_first.len() >= max {
+                newest_first.reverse();
+                return Ok(newest_first);
+            }
+            newest_first.push(entry);
+        }
+        carry = head;
+        end = start;
+    }
+    newest_first.reverse();
+    Ok(newest_first)
+}
+
 /// Now as `YYYY-MM-DD HH:MM` in `timezone` (UTC when absent or unknown).
 pub fn timestamp_now(timezone: Option<&str>) -> String {
     let now = chrono::Utc::now();
@@ -389,6 +426,22 @@ mod tests {
         assert_eq!(cursors, [1001, 1002, 1003, 1004, 1005]);
         assert_eq!(store.append("t", "next", None).unwrap(), 1006);
         assert_eq!(store.compact().unwrap(), 0, "below the threshold nothing is dropped");
+    }
+
+    #[test]
+    fn the_tail_holds_the_newest_unprocessed_entries_in_order_whatever_the_file_size() {
+        let dir = TestDir::new("history-tail");
+        let store = HistoryStore::new(dir.path());
+        let filler = "y".repeat(300);
+        let lines: String = (1..=2000).map(|n| format!("{{\"cursor\": {n}, \"timestamp\": \"t\", \"content\": \"{filler} {n}\"}}\n")).collect();
+        fs::create_dir_all(dir.path().join("memory")).unwrap();
+        fs::write(store.path(), lines).unwrap();
+        let cursors = |since, max| read_tail(&store.path(), since, max).unwrap().iter().map(|e| e.cursor).collect::<Vec<_>>();
+        assert_eq!(cursors(0, 3), [1998, 1999, 2000]);
+        assert_eq!(cursors(1995, 50), [1996, 1997, 1998, 1999, 2000]);
+        assert_eq!(cursors(0, 500), (1501..=2000).collect::<Vec<_>>(), "across many 64 KiB blocks");
+        assert_eq!(cursors(2000, 50), Vec::<u64>::new());
+        assert_eq!(read_tail(&dir.path().join("none"), 0, 5).map_err(|e| e.kind()), Err(io::ErrorKind::NotFound));
     }
 
     #[test]

@@ -8,3 +8,42 @@ pub mod boundary;
 pub mod consolidator;
 pub mod gate;
 pub mod prompts;
+pub mod consolidator_actor;
+pub mod dream;
+pub mod dream_actor;
+pub mod git;
+pub mod git_actor;
+pub mod schedule;
+pub mod tokens;
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use crate::agent::Agent;
+use consolidator_actor::ConsolidatorActor;
+use dream_actor::DreamActor;
+use git_actor::{GitActor, InitRepo};
+
+/// The kernel's memory actors, shared by every session.
+#[derive(Clone)]
+pub struct MemoryActors {
+    /// Archives sessions that outgrow their budget.
+    pub consolidator: Addr<ConsolidatorActor>,
+    /// Folds the archive into the memory files.
+    pub dream: Addr<DreamActor>,
+    /// Versions the memory files.
+    pub git: Addr<GitActor>,
+}
+
+impl MemoryActors {
+    /// Starts the actors for `agent`'s workspace (inside a running actix system) and
+    /// prepares the memory repository in the background.
+    pub fn start(agent: Arc<Agent>) -> MemoryActors {
+        let git = GitActor::start(agent.workspace.clone());
+        git.do_send(InitRepo);
+        let consolidator = ConsolidatorActor::new(agent.clone()).start();
+        let dream = DreamActor::new(agent.clone(), agent.dream.clone(), Some(git.clone())).start();
+        MemoryActors { consolidator, dream, git }
+    }
+}

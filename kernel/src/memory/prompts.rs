@@ -120,7 +120,7 @@ mod tests {
         let call = ToolCall::new("c", "exec", "{}");
         let mut step = ChatMessage::text(Role::Assistant, "");
         step.tool_calls = vec![call.clone()];
-        let output = ChatMessage::tool_result(&call, &"x".repeat(1000));
+        let output = ChatMessage::tool_result(&call, "x".repeat(1000));
         let answer = ChatMessage::text(Role::Assistant, "In /srv/backup.");
         let text = transcript(&[ChatMessage::text(Role::System, "sys"), user, step, output, answer]);
         let lines: Vec<&str> = text.lines().collect();

@@ -1,0 +1,130 @@
+//! `ConsolidatorActor`: runs consolidations for every session of the kernel — sessions in
+//! parallel, never two at once for the same session — with the configured model as the
+//! summariser and the session's token ledger as the estimator.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use actix::prelude::*;
+
+use super::consolidator::{Budget, ConsolidateError, Consolidation, Estimator, Report, SharedSession, Summarizer};
+use super::prompts::{consolidation_input, CONSOLIDATE};
+use super::tokens::TokenLedger;
+use crate::agent::Agent;
+use crate::message::{ChatMessage, Role};
+use crate::provider::ChatRequest;
+
+/// Most tokens a summary may take.
+const SUMMARY_MAX_TOKENS: u32 = 2048;
+
+/// Consolidates sessions on request.
+pub struct ConsolidatorActor {
+    agent: Arc<Agent>,
+    /// One lock per session key, held while that session is being consolidated.
+    running: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+}
+
+impl ConsolidatorActor {
+    /// An actor over `agent`'s provider, session store and history.
+    pub fn new(agent: Arc<Agent>) -> ConsolidatorActor {
+        ConsolidatorActor { agent, running: HashMap::new() }
+    }
+}
+
+impl Actor for ConsolidatorActor {
+    type Context = Context<Self>;
+}
+
+/// How much to archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Only when the prompt estimate reaches the budget, down to half of it.
+    OverBudget,
+    /// Everything not yet archived (`/new`).
+    Everything,
+}
+
+/// Consolidate one session. Resolves when done; requests for a session that is already
+/// being consolidated wait for that run to finish first.
+#[derive(Message)]
+#[rtype(result = "Result<Report, ConsolidateError>")]
+pub struct Consolidate {
+    /// The session key.
+    pub key: String,
+    /// The session, as loaded in its actor.
+    pub session: SharedSession,
+    /// Its token counts.
+    pub ledger: Arc<Mutex<TokenLedger>>,
+    /// The prompt around the messages (system prompt and tool definitions), for the estimate.
+    pub fixed_prompt: Arc<str>,
+    /// How much.
+    pub scope: Scope,
+}
+
+impl Handler<Consolidate> for ConsolidatorActor {
+    type Result = ResponseFuture<Result<Report, ConsolidateError>>;
+
+    fn handle(&mut self, request: Consolidate, _: &mut Context<Self>) -> Self::Result {
+        let lock = self.running.entry(request.key.clone()).or_default().clone();
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            let _running = lock.lock().await;
+            let defaults = &agent.config.agents.defaults;
+            let budget = Budget::new(defaults.context_window_tokens, defaults.max_tokens);
+            let mut consolidation = Consolidation {
+                session: &request.session,
+                store: &agent.store,
+                history: &agent.history,
+                estimator: LedgerEstimator { ledger: &request.ledger, fixed: &request.fixed_prompt, limit: budget.limit },
+                summarizer: LlmSummarizer { agent: &agent },
+                budget,
+                timezone: defaults.timezone.clone(),
+            };
+            match request.scope {
+                Scope::OverBudget => consolidation.over_budget().await,
+                Scope::Everything => consolidation.everything().await,
+            }
+        })
+    }
+}
+
+/// Counts with the session's ledger: byte bounds while far from the limit, exact tokens near it.
+struct LedgerEstimator<'a> {
+    ledger: &'a Mutex<TokenLedger>,
+    fixed: &'a str,
+    limit: u64,
+}
+
+impl Estimator for LedgerEstimator<'_> {
+    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64 {
+        let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        ledger.sync(messages);
+        ledger.estimate(messages, from, self.fixed, self.limit).tokens
+    }
+
+    fn message(&mut self, messages: &[ChatMessage], index: usize) -> u64 {
+        let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        ledger.sync(messages);
+        ledger.message_tokens(messages, index)
+    }
+}
+
+/// Summarises with one plain call to the configured model (no tools).
+struct LlmSummarizer<'a> {
+    agent: &'a Agent,
+}
+
+impl Summarizer for LlmSummarizer<'_> {
+    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, String> {
+        let request = ChatRequest {
+            model: self.agent.spec.model.clone(),
+            messages: vec![ChatMessage::text(Role::System, CONSOLIDATE), ChatMessage::text(Role::User, consolidation_input(messages))],
+            tools: Vec::new(),
+            max_tokens: SUMMARY_MAX_TOKENS.min(self.agent.spec.max_tokens.max(256)),
+            temperature: self.agent.spec.temperature,
+            reasoning_effort: None,
+        };
+        let response = self.agent.provider.chat(&request, false, &mut |_| {}).await.map_err(|e| e.to_string())?;
+        Ok(crate::agent::hooks::strip_think_blocks(response.content.as_deref().unwrap_or("")))
+    }
+}
