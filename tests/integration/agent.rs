@@ -61,7 +61,7 @@ impl AgentEnv {
     }
 }
 
-fn roles(lines: &[Value]) -> Vec<String> {
+pub(crate) fn roles(lines: &[Value]) -> Vec<String> {
     lines[1..].iter().map(|l| l["role"].as_str().unwrap().to_owned()).collect()
 }
 

@@ -5,6 +5,7 @@
 //! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
+//! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
@@ -16,6 +17,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod agent;
+mod agent_terminal;
 mod cli_tools;
 mod host_calls;
 mod host_failures;

@@ -1,20 +1,21 @@
 //! `oxibot agent`: talk to the assistant, one message (`-m`) or interactively.
 
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use oxibot_kernel::agent::runner::TurnEvent;
+use futures_util::FutureExt as _;
 use oxibot_kernel::agent::{Agent, SessionManager, TurnReply};
 use oxibot_kernel::memory::dream_actor::StartSchedule;
 use oxibot_kernel::provider::Provider;
-use tokio::io::AsyncBufReadExt;
+use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
-use super::kernel::{Setup, WorkspaceDefault};
 use super::CommonArgs;
+use super::kernel::{Setup, WorkspaceDefault};
+use super::repl;
+use super::stream::{Style, TurnView};
 
 /// Options of `oxibot agent`.
 #[derive(Debug, Clone)]
@@ -23,10 +24,13 @@ pub struct AgentOptions {
     pub message: Option<String>,
     /// The session key.
     pub session: String,
+    /// Print replies as they come, without Markdown rendering, even on a terminal.
+    pub no_markdown: bool,
 }
 
 /// Runs the command.
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
+    let style = Style::detect(options.no_markdown);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
     let provider = with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
     actix::System::new().block_on(async move {
@@ -40,8 +44,8 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
             manager.memory().dream.do_send(StartSchedule);
         }
         let code = match &options.message {
-            Some(message) => one_shot(&manager, &options, message).await,
-            None => interactive(&manager, &options).await,
+            Some(message) => one_shot(&manager, &options, style, message).await,
+            None => repl::run(&manager, &options, style).await,
         };
         agent.host.shutdown().await;
         code
@@ -62,8 +66,16 @@ fn with_retry_override(provider: Provider) -> anyhow::Result<Provider> {
     Ok(provider.with_retry_delays(delays))
 }
 
-async fn one_shot(manager: &SessionManager, options: &AgentOptions, message: &str) -> anyhow::Result<ExitCode> {
-    match send(manager, &options.session, message).await {
+async fn one_shot(manager: &SessionManager, options: &AgentOptions, style: Style, message: &str) -> anyhow::Result<ExitCode> {
+    // On a terminal Ctrl-C stops the turn cleanly (the spinner is erased, the session
+    // closed); elsewhere it ends the program as usual.
+    let mut interrupts = if style.stderr_tty {
+        Some(tokio::signal::unix::signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?)
+    } else {
+        None
+    };
+    match send(manager, &options.session, message, style, interrupts.as_mut()).await {
+        Ok(TurnReply::Stopped) if interrupts.is_some() => Ok(ExitCode::from(130)),
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(error) => {
             eprintln!("error: {error}");
@@ -72,82 +84,46 @@ async fn one_shot(manager: &SessionManager, options: &AgentOptions, message: &st
     }
 }
 
-async fn interactive(manager: &SessionManager, options: &AgentOptions) -> anyhow::Result<ExitCode> {
-    let tty = std::io::stdin().is_terminal();
-    if tty {
-        eprintln!("oxibot — type a message; /help for commands; exit, quit or Ctrl-D to leave; Ctrl-C stops a reply");
+/// Sends one message and shows the turn as it happens; returns the final reply. With
+/// `interrupts`, Ctrl-C (SIGINT) stops the turn.
+pub async fn send(
+    manager: &SessionManager,
+    session: &str,
+    text: &str,
+    style: Style,
+    mut interrupts: Option<&mut Signal>,
+) -> anyhow::Result<TurnReply> {
+    // A Ctrl-C pressed just after the previous reply ended must not stop this one.
+    if let Some(signal) = interrupts.as_deref_mut() {
+        while let Some(Some(())) = signal.recv().now_or_never() {}
     }
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    loop {
-        if tty {
-            eprint!("\nyou › ");
-        }
-        let Some(line) = lines.next_line().await.context("cannot read from standard input")? else { break };
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if matches!(line, "exit" | "quit" | "/exit" | "/quit") {
-            break;
-        }
-        let turn = send(manager, &options.session, line);
-        tokio::pin!(turn);
-        let outcome = loop {
-            tokio::select! {
-                outcome = &mut turn => break outcome,
-                _ = tokio::signal::ctrl_c() => {
-                    manager.stop(&options.session);
-                }
-            }
-        };
-        if let Err(error) = outcome {
-            eprintln!("error: {error}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Sends one message, streaming the reply to stdout; returns the final reply.
-async fn send(manager: &SessionManager, session: &str, text: &str) -> anyhow::Result<TurnReply> {
     let (events, mut rx) = mpsc::unbounded_channel();
-    let printer = tokio::spawn(async move {
-        let mut printed = false;
-        let show_tools = std::io::stderr().is_terminal();
-        while let Some(event) = rx.recv().await {
-            printed |= print_event(&event, show_tools);
+    let mut view = TurnView::start(style);
+    let turn = manager.send(session, text, events);
+    tokio::pin!(turn);
+    let reply = loop {
+        tokio::select! {
+            biased;
+            Some(event) = rx.recv() => view.event(&event),
+            reply = &mut turn => break reply,
+            Some(()) = interrupted(interrupts.as_deref_mut()) => {
+                manager.stop(session);
+                view.stopping();
+            }
         }
-        printed
-    });
-    let reply = manager.send(session, text, events).await;
-    let streamed = tokio::time::timeout(Duration::from_secs(1), printer).await.ok().and_then(Result::ok).unwrap_or(false);
-    let reply = reply?;
-    let mut out = std::io::stdout().lock();
-    match &reply {
-        TurnReply::Answer(_) if streamed => writeln!(out)?,
-        other => writeln!(out, "{}", other.text())?,
+    };
+    // Every event was sent before the reply: show the ones not taken yet.
+    while let Ok(event) = rx.try_recv() {
+        view.event(&event);
     }
-    out.flush()?;
-    Ok(reply)
+    view.finish(reply.as_ref().ok())?;
+    Ok(reply?)
 }
 
-/// Shows one event; returns whether reply text went to stdout.
-fn print_event(event: &TurnEvent, show_tools: bool) -> bool {
-    match event {
-        TurnEvent::Delta(text) => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-            true
-        }
-        TurnEvent::Restart => {
-            eprintln!("\n[the connection to the model dropped; retrying]");
-            false
-        }
-        TurnEvent::ToolStarted { name, arguments } if show_tools => {
-            let preview: String = arguments.chars().take(80).collect();
-            eprintln!("  ↳ {name} {preview}");
-            false
-        }
-        _ => false,
+/// The next SIGINT, or never without a listener.
+async fn interrupted(signal: Option<&mut Signal>) -> Option<()> {
+    match signal {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
     }
 }

@@ -7,9 +7,13 @@ use clap::{Args, Parser, Subcommand};
 
 mod agent;
 mod kernel;
+mod markdown;
 mod memory;
 mod onboard;
+mod repl;
+mod spinner;
 mod status;
+mod stream;
 mod tools;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
@@ -30,7 +34,7 @@ enum Command {
         /// Session to talk in (`channel:chat_id`).
         #[arg(short, long, default_value = "cli:direct")]
         session: String,
-        /// Print answers as plain text even on a terminal.
+        /// Print answers as the model writes them, without Markdown styling, even on a terminal.
         #[arg(long)]
         no_markdown: bool,
         /// Show the kernel's logs (info level) on stderr.
@@ -136,8 +140,8 @@ impl Cli {
 /// Runs the parsed command and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Agent { message, session, no_markdown: _, logs: _, common } => {
-            agent::run(&common, agent::AgentOptions { message, session })
+        Command::Agent { message, session, no_markdown, logs: _, common } => {
+            agent::run(&common, agent::AgentOptions { message, session, no_markdown })
         }
         Command::Onboard { common } => onboard::run(&common),
         Command::Status { common } => status::run(&common),

@@ -86,6 +86,9 @@ impl PluginProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group: Ctrl-C on the terminal (SIGINT to the foreground
+            // group) is for the kernel, which stops the turn; it must not kill plugins.
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = command.spawn().map_err(|source| StartError::Spawn { command: spec.command_line(), source })?;
         let pid = child.id().unwrap_or(0);

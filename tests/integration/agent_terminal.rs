@@ -1,0 +1,184 @@
+//! Interactive `oxibot agent` as a user meets it: lines from a pipe, and a real
+//! pseudo-terminal (through util-linux `script`) for the line editor, Markdown rendering,
+//! the spinner, tool hints and Ctrl-C.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use oxibot_tests::llm::Reply;
+use oxibot_tests::procs::wait_until;
+use oxibot_tests::{bin, stderr, stdout};
+
+use super::agent::{roles, AgentEnv};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn interactive_agent_answers_each_piped_line_and_stops_at_exit() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text("one **two**".into()));
+    env.llm.push(Reply::Text("three".into()));
+    let mut child = env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"first\n\n   \nsecond\nexit\nnever sent\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out), "one **two**\nthree\n", "a pipe gets the model's text as written");
+    assert_eq!(env.llm.requests().len(), 2, "blank lines are skipped and nothing after exit is sent");
+    assert!(!env.home.path().join("history").exists(), "no line editor, no history file");
+}
+
+#[test]
+fn the_end_of_piped_input_ends_the_conversation() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text("only answer".into()));
+    let mut child = env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"just this\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out), "only answer\n");
+}
+
+#[test]
+fn on_a_terminal_the_agent_renders_markdown_shows_progress_and_keeps_a_history() {
+    let env = AgentEnv::new();
+    env.write("notes.md", "the secret word is marmalade\n");
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
+    env.llm.push(Reply::Text("The word is **marmalade**.\n\n- found in `notes.md`".into()));
+    let Some(mut terminal) = Terminal::start(&env, &["agent"]) else { return };
+    terminal.wait_for("the first prompt", |out| out.contains("you ›"));
+    terminal.send("what is the word?\r");
+    terminal.wait_for("the answer, then a new prompt", |out| {
+        out.split_once("\x1b[1mmarmalade\x1b[0m").is_some_and(|(_, after)| after.contains("you ›"))
+    });
+    terminal.send("exit\r");
+    let status = terminal.finish();
+    let out = terminal.output();
+    assert!(status.success(), "{out}");
+    assert!(out.contains("thinking…"), "a spinner while the model works: {out:?}");
+    assert!(out.contains("↳ read_file {\"path\": \"notes.md\"}"), "a tool hint: {out:?}");
+    assert!(out.contains("•\x1b[0m found in \x1b[36mnotes.md\x1b[0m"), "a bullet and inline code: {out:?}");
+    assert!(!out.contains("**"), "no raw Markdown on a terminal: {out:?}");
+    assert_eq!(roles(&env.session_lines()), ["user", "assistant", "tool", "assistant"]);
+    let history = std::fs::read_to_string(env.home.path().join("history/cli_history")).unwrap();
+    let entries: Vec<&str> = history.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(entries, ["what is the word?", "exit"]);
+}
+
+#[test]
+fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 10_000, text: "too late".into() });
+    env.llm.push(Reply::Text("fresh answer".into()));
+    let Some(mut terminal) = Terminal::start(&env, &["agent"]) else { return };
+    terminal.wait_for("the first prompt", |out| out.contains("you ›"));
+    terminal.send("tell me a long story\r");
+    assert!(wait_until(LIMIT, || !env.llm.requests().is_empty()), "the model was never called");
+    terminal.send("\x03");
+    terminal.wait_for("the stopped turn, then a new prompt", |out| {
+        out.split_once("(stopped)").is_some_and(|(_, after)| after.contains("you ›"))
+    });
+    // Ctrl-C at the prompt only clears the line.
+    terminal.send("half a line\x03");
+    terminal.wait_for("a fresh prompt after Ctrl-C", |out| out.split_once("half a line").is_some_and(|(_, after)| after.contains("you ›")));
+    terminal.send("next question\r");
+    terminal.wait_for("the next answer", |out| out.contains("fresh answer"));
+    terminal.send("\x04");
+    let status = terminal.finish();
+    let out = terminal.output();
+    assert!(status.success(), "{status}: {out:?}");
+    assert!(!out.contains("plugin died"), "Ctrl-C is for the kernel, not the plugins: {out:?}");
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant", "user", "assistant"]);
+    assert_eq!(lines[3]["content"], "next question", "the cleared line was never sent");
+}
+
+#[test]
+fn a_one_shot_reply_on_a_terminal_is_markdown_unless_no_markdown_is_given() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text("a **bold** move".into()));
+    env.llm.push(Reply::Text("a **bold** move".into()));
+    let Some(mut styled) = Terminal::start(&env, &["agent", "-m", "hi"]) else { return };
+    assert!(styled.finish().success(), "{}", styled.output());
+    assert!(styled.output().contains("a \x1b[1mbold\x1b[0m move"), "{:?}", styled.output());
+    let Some(mut plain) = Terminal::start(&env, &["agent", "-m", "hi", "--no-markdown"]) else { return };
+    assert!(plain.finish().success(), "{}", plain.output());
+    assert!(plain.output().contains("a **bold** move"), "{:?}", plain.output());
+}
+
+/// `oxibot` on a pseudo-terminal made by `script`; stdout and stderr both go to it.
+struct Terminal {
+    child: Child,
+    input: ChildStdin,
+    output: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Terminal {
+    /// Starts `oxibot ARGS` as `env` would; `None` (the test is skipped) without `script`.
+    fn start(env: &AgentEnv, args: &[&str]) -> Option<Terminal> {
+        let Some(script) = ["/usr/bin/script", "/bin/script"].into_iter().map(PathBuf::from).find(|p| p.exists()) else {
+            eprintln!("skipped: util-linux `script` is not installed");
+            return None;
+        };
+        let inner = env.command(args);
+        let line = std::iter::once(bin("oxibot").display().to_string())
+            .chain(args.iter().map(|arg| arg.to_string()))
+            .map(|part| format!("'{}'", part.replace('\'', r"'\''")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        // `exec`: no shell in between to take the terminal's SIGINT as its own.
+        let line = format!("exec {line}");
+        let mut command = Command::new(script);
+        command.args(["-qfec", &line, "/dev/null"]).env("TERM", "xterm-256color").env("SHELL", "/bin/sh");
+        for (key, value) in inner.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let input = child.stdin.take().unwrap();
+        let mut pty_out = child.stdout.take().unwrap();
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let collected = output.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(read) = pty_out.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                collected.lock().unwrap().extend_from_slice(&buffer[..read]);
+            }
+        });
+        Some(Terminal { child, input, output })
+    }
+
+    /// What the terminal showed so far, escape sequences included.
+    fn output(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
+    }
+
+    /// Types `keys`.
+    fn send(&mut self, keys: &str) {
+        self.input.write_all(keys.as_bytes()).unwrap();
+        self.input.flush().unwrap();
+    }
+
+    fn wait_for(&self, what: &str, check: impl Fn(&str) -> bool) {
+        assert!(wait_until(LIMIT, || check(&self.output())), "no {what} on the terminal: {:?}", self.output());
+    }
+
+    /// Waits for the program to exit.
+    fn finish(&mut self) -> ExitStatus {
+        if !wait_until(LIMIT, || self.child.try_wait().unwrap().is_some()) {
+            let _ = self.child.kill();
+            panic!("oxibot did not exit: {:?}", self.output());
+        }
+        let status = self.child.wait().unwrap();
+        // The reader thread may still be taking the last bytes.
+        std::thread::sleep(Duration::from_millis(100));
+        status
+    }
+}
