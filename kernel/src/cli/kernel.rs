@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use oxibot_kernel::config::Config;
+use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{discover, HostConfig, PluginHost, PluginSources, PluginSpec};
 
@@ -44,6 +45,7 @@ impl Setup {
             anyhow::bail!("config file {} does not exist", config_path.display());
         }
         let config = Config::load(&config_path)?;
+        DreamSettings::from_config(&config.agents.defaults.dream).map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
         let workspace = match &common.workspace {
             Some(dir) => paths::expand_tilde(dir),
             None if config_path.exists() || fallback == WorkspaceDefault::Configured => config.workspace(),
