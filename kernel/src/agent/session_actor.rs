@@ -14,6 +14,7 @@ use super::runner::TurnEvent;
 use super::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 use super::{Agent, AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
+use crate::memory::consolidator::{catch_up, Budget};
 use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::tokens::TokenLedger;
 use crate::memory::MemoryActors;
@@ -126,10 +127,13 @@ impl TurnJob {
         // The user's words reach the disk before the model sees them.
         self.append(vec![user])?;
         let (channel, _) = split_key(&self.key);
-        let system = lock(&self.agent.context).system_prompt(channel);
-        self.consolidate(Scope::OverBudget, &system).await;
-        // Built again: an archive just written shows up under `# Recent History`.
-        let messages = self.request_messages(lock(&self.agent.context).system_prompt(channel));
+        let mut system = lock(&self.agent.context).system_prompt(channel);
+        let fixed = self.fixed_prompt(&system);
+        if self.near_budget(&fixed) && self.consolidate(Scope::OverBudget, fixed.clone()).await {
+            // Built again: the archive just written shows up under `# Recent History`.
+            system = lock(&self.agent.context).system_prompt(channel);
+        }
+        let messages = self.request_messages(system);
         let runner = RunnerActor::new(self.agent.clone()).start();
         self.control.set_runner(Some(runner.clone()));
         let outcome = runner.send(self.run_turn(messages, turn.events)).await;
@@ -138,8 +142,8 @@ impl TurnJob {
             Ok(outcome) => {
                 // In the background: the reply is not held up, and the next turn of this
                 // session waits in the consolidator if it arrives before this is done.
-                if self.agent.background_consolidation {
-                    self.memory.consolidator.do_send(self.consolidate_request(Scope::OverBudget, &system));
+                if self.agent.background_consolidation && self.near_budget(&fixed) {
+                    self.memory.consolidator.do_send(self.consolidate_request(Scope::OverBudget, fixed));
                 }
                 Ok(TurnReply::Answer(outcome.content))
             }
@@ -178,24 +182,45 @@ impl TurnJob {
     /// Archives old messages when the prompt has grown to its budget (`Scope::OverBudget`),
     /// or all of them (`Scope::Everything`). Failures are logged: the turn goes on, and the
     /// request is still fitted to the context window by the runner.
-    async fn consolidate(&self, scope: Scope, system: &str) {
-        match self.memory.consolidator.send(self.consolidate_request(scope, system)).await {
-            Ok(Ok(report)) if report.rounds > 0 => tracing::info!(session = %self.key, rounds = report.rounds, messages = report.messages, "archived old messages"),
-            Ok(Ok(_)) => {}
-            Ok(Err(error)) => tracing::warn!(session = %self.key, %error, "consolidation failed"),
-            Err(error) => tracing::warn!(session = %self.key, %error, "the consolidator is gone"),
+    /// Returns whether anything was archived.
+    async fn consolidate(&self, scope: Scope, fixed: Arc<str>) -> bool {
+        match self.memory.consolidator.send(self.consolidate_request(scope, fixed)).await {
+            Ok(Ok(report)) if report.rounds > 0 => {
+                tracing::info!(session = %self.key, rounds = report.rounds, messages = report.messages, "archived old messages");
+                true
+            }
+            Ok(Ok(_)) => false,
+            Ok(Err(error)) => {
+                tracing::warn!(session = %self.key, %error, "consolidation failed");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(session = %self.key, %error, "the consolidator is gone");
+                false
+            }
         }
     }
 
-    fn consolidate_request(&self, scope: Scope, system: &str) -> Consolidate {
+    fn consolidate_request(&self, scope: Scope, fixed_prompt: Arc<str>) -> Consolidate {
+        Consolidate { key: self.key.clone(), session: self.session.clone(), ledger: self.ledger.clone(), fixed_prompt, scope }
+    }
+
+    /// The prompt around the messages: system prompt and tool definitions.
+    fn fixed_prompt(&self, system: &str) -> Arc<str> {
         let tools = serde_json::to_string(&self.agent.host.tools()).unwrap_or_default();
-        Consolidate {
-            key: self.key.clone(),
-            session: self.session.clone(),
-            ledger: self.ledger.clone(),
-            fixed_prompt: format!("{system}\n{tools}").into(),
-            scope,
-        }
+        format!("{system}\n{tools}").into()
+    }
+
+    /// Whether the session's prompt may have reached its budget: the ledger's cheap bound
+    /// answers for almost every turn, so the consolidator is asked only when it could act.
+    fn near_budget(&self, fixed: &str) -> bool {
+        let defaults = &self.agent.config.agents.defaults;
+        let limit = Budget::new(defaults.context_window_tokens, defaults.max_tokens).limit;
+        let guard = lock(&self.session);
+        let Some(session) = guard.as_ref() else { return false };
+        let mut ledger = lock(&self.ledger);
+        ledger.sync(&session.messages);
+        ledger.estimate(&session.messages, session.last_consolidated, fixed, limit).tokens >= limit
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context.
@@ -221,6 +246,7 @@ impl TurnJob {
         }
         let loaded = self.agent.store.load(&self.key).map_err(|e| AgentError::Session(e.to_string()))?;
         let mut session = loaded.session;
+        self.mark_archived(&mut session)?;
         let closing = close_interrupted_turn(&session);
         if !closing.is_empty() {
             tracing::warn!(session = %self.key, messages = closing.len(), "closing a turn interrupted by a previous crash");
@@ -228,6 +254,12 @@ impl TurnJob {
         }
         *guard = Some(session);
         Ok(())
+    }
+
+    /// A kill between archiving a slice and saving the session leaves the history ahead of
+    /// the session: catch up instead of archiving the slice again.
+    fn mark_archived(&self, session: &mut Session) -> Result<(), AgentError> {
+        catch_up(session, &self.agent.history, &self.agent.store).map(|_| ()).map_err(|e| AgentError::Session(e.to_string()))
     }
 
     fn append(&self, messages: Vec<ChatMessage>) -> Result<(), AgentError> {
@@ -253,7 +285,7 @@ impl TurnJob {
         if command == Command::New {
             let (channel, _) = split_key(&self.key);
             let system = lock(&self.agent.context).system_prompt(channel);
-            self.consolidate(Scope::Everything, &system).await;
+            self.consolidate(Scope::Everything, self.fixed_prompt(&system)).await;
         }
         if let Some(reply) = commands::run_memory(&command, &self.memory).await {
             return Ok(TurnReply::Command(reply));

@@ -81,6 +81,19 @@ pub enum ConsolidateError {
     NotLoaded,
 }
 
+/// Advances `session.last_consolidated` to what the history already archived of it (after a
+/// kill between an archive and the session's save); returns whether it moved.
+pub fn catch_up(session: &mut Session, history: &HistoryStore, store: &SessionStore) -> Result<bool, ConsolidateError> {
+    let Some(through) = history.archived_through(&session.key)? else { return Ok(false) };
+    if through <= session.last_consolidated || through > session.messages.len() {
+        return Ok(false);
+    }
+    tracing::info!(session = %session.key, through, "the history already holds this slice; marking it consolidated");
+    session.last_consolidated = through;
+    store.save_metadata(session)?;
+    Ok(true)
+}
+
 /// A session loaded in its actor, shared with work that runs beside it.
 pub type SharedSession = Arc<Mutex<Option<Session>>>;
 
@@ -106,15 +119,9 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
     /// Marks as consolidated what the history already holds for this session (a kill came
     /// between an archive and the session's save).
     pub fn recover(&mut self) -> Result<(), ConsolidateError> {
-        let key = self.with_session(|s| s.key.clone())?;
-        let Some(through) = self.history.archived_through(&key)? else { return Ok(()) };
         let mut guard = self.lock();
         let session = guard.as_mut().ok_or(ConsolidateError::NotLoaded)?;
-        if through > session.last_consolidated && through <= session.messages.len() {
-            tracing::info!(session = %key, through, "history already holds this slice; marking it consolidated");
-            session.last_consolidated = through;
-            self.store.save_metadata(session)?;
-        }
+        catch_up(session, self.history, self.store)?;
         Ok(())
     }
 

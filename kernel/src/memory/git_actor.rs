@@ -15,12 +15,15 @@ use super::git::{CommitDiff, CommitInfo, GitError, GitStore, InitOutcome};
 #[derive(Debug)]
 pub struct GitActor {
     store: Option<GitStore>,
+    /// Whether the repository has been created or opened (done on the first message, so a
+    /// kernel that never touches memory never pays for git).
+    initialized: bool,
 }
 
 impl GitActor {
     /// An actor over `store`; `None` means versioning is off.
     pub fn new(store: Option<GitStore>) -> GitActor {
-        GitActor { store }
+        GitActor { store, initialized: false }
     }
 
     /// Starts the actor for `workspace` on a one-thread `SyncArbiter`.
@@ -31,6 +34,28 @@ impl GitActor {
 
     fn store(&self) -> Result<&GitStore, GitError> {
         self.store.as_ref().ok_or(GitError::Disabled)
+    }
+
+    /// Creates or opens the repository once, switching versioning off in a foreign one.
+    fn init(&mut self) -> Result<InitOutcome, GitError> {
+        let outcome = self.store()?.init();
+        match &outcome {
+            Ok(_) => self.initialized = true,
+            Err(GitError::ForeignRepository { path }) => {
+                tracing::warn!(path = %path.display(), "workspace is a git repository oxibot did not create; memory versioning is off");
+                self.store = None;
+            }
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    /// The store, its repository ready.
+    fn ready(&mut self) -> Result<&GitStore, GitError> {
+        if !self.initialized {
+            self.init()?;
+        }
+        self.store()
     }
 }
 
@@ -81,12 +106,7 @@ impl Handler<InitRepo> for GitActor {
     type Result = Result<InitOutcome, GitError>;
 
     fn handle(&mut self, _: InitRepo, _: &mut SyncContext<Self>) -> Self::Result {
-        let outcome = self.store()?.init();
-        if let Err(GitError::ForeignRepository { path }) = &outcome {
-            tracing::warn!(path = %path.display(), "workspace is a git repository oxibot did not create; memory versioning is off");
-            self.store = None;
-        }
-        outcome
+        self.init()
     }
 }
 
@@ -94,7 +114,7 @@ impl Handler<CommitMemory> for GitActor {
     type Result = Result<Option<CommitInfo>, GitError>;
 
     fn handle(&mut self, msg: CommitMemory, _: &mut SyncContext<Self>) -> Self::Result {
-        self.store()?.commit(&msg.message)
+        self.ready()?.commit(&msg.message)
     }
 }
 
@@ -102,7 +122,7 @@ impl Handler<GetLog> for GitActor {
     type Result = Result<Vec<CommitInfo>, GitError>;
 
     fn handle(&mut self, msg: GetLog, _: &mut SyncContext<Self>) -> Self::Result {
-        self.store()?.log(msg.limit, msg.only_prefix.as_deref())
+        self.ready()?.log(msg.limit, msg.only_prefix.as_deref())
     }
 }
 
@@ -110,7 +130,7 @@ impl Handler<ShowCommit> for GitActor {
     type Result = Result<CommitDiff, GitError>;
 
     fn handle(&mut self, msg: ShowCommit, _: &mut SyncContext<Self>) -> Self::Result {
-        self.store()?.show(msg.sha.as_deref())
+        self.ready()?.show(msg.sha.as_deref())
     }
 }
 
@@ -118,7 +138,7 @@ impl Handler<RestoreCommit> for GitActor {
     type Result = Result<CommitInfo, GitError>;
 
     fn handle(&mut self, msg: RestoreCommit, _: &mut SyncContext<Self>) -> Self::Result {
-        self.store()?.restore(&msg.sha)
+        self.ready()?.restore(&msg.sha)
     }
 }
 

@@ -23,7 +23,7 @@ use actix::prelude::*;
 use crate::agent::Agent;
 use consolidator_actor::ConsolidatorActor;
 use dream_actor::DreamActor;
-use git_actor::{GitActor, InitRepo};
+use git_actor::GitActor;
 
 /// The kernel's memory actors, shared by every session.
 #[derive(Clone)]
@@ -37,11 +37,10 @@ pub struct MemoryActors {
 }
 
 impl MemoryActors {
-    /// Starts the actors for `agent`'s workspace (inside a running actix system) and
-    /// prepares the memory repository in the background.
+    /// Starts the actors for `agent`'s workspace (inside a running actix system). The memory
+    /// repository is created or opened on first use.
     pub fn start(agent: Arc<Agent>) -> MemoryActors {
         let git = GitActor::start(agent.workspace.clone());
-        git.do_send(InitRepo);
         let consolidator = ConsolidatorActor::new(agent.clone()).start();
         let dream = DreamActor::new(agent.clone(), agent.dream.clone(), Some(git.clone())).start();
         MemoryActors { consolidator, dream, git }
