@@ -15,6 +15,7 @@
 //! | `OXIBOT_PLUGIN_SOCKET` | filesystem path of the socket to connect to |
 //! | `OXIBOT_PLUGIN_TOKEN` | a one-time secret to present in `Hello` |
 //! | `OXIBOT_KERNEL_PID` | the kernel's process id (for information) |
+//! | `OXIBOT_CHANNEL_CONFIG` | channel plugins only: the JSON text of the channel's section of the kernel's config (absent means `{}`) |
 //!
 //! A plugin started without these variables was not started by the kernel and should print an
 //! explanation and exit with a non-zero status. The plugin's stdout and stdin are not used by the
@@ -86,13 +87,33 @@
 //! `context.restrict_to_workspace` is true the tool must refuse (with an error result) anything
 //! that reaches outside the workspace.
 //!
+//! # Channels
+//!
+//! A channel plugin (`kind` = `"channel"`, executable `oxibot-channel-<name>`) bridges a chat
+//! service. It announces the `streaming` feature in `hello` if it can show a reply while it is
+//! being written, and sends a `manifest` with no tools (the kernel refuses a channel that offers
+//! tools). After the handshake both sides send at any time:
+//!
+//! - The channel sends each message a user wrote as `inbound`, with an `id` of its choosing.
+//!   The kernel answers `inbound_accepted` with that `id` once the message is persisted. Until
+//!   then the channel must be able to deliver the message again: the kernel may restart (and
+//!   with it the channel) before accepting it. A service with an acknowledged queue advances
+//!   its cursor only after the acceptance (Telegram's `getUpdates` offset, for example).
+//! - The kernel sends replies as `outbound`; the channel answers each with one `delivery_ack`
+//!   carrying the same `id`, `ok` = false with an `error` when the service refused it.
+//! - While a reply is being written the kernel may send `delta`s (only to a channel that
+//!   announced `streaming`); the `outbound` that ends the reply carries the same `stream_id`
+//!   and the whole text.
+//!
 //! # Unknown things
 //!
 //! - A message whose `type` the receiver does not know is ignored ([`Message::Unknown`]).
 //! - Fields the receiver does not know are ignored; absent optional fields take their defaults.
 //! - Feature names and kinds the receiver does not know are kept as text and otherwise ignored
 //!   ([`Feature::Other`], [`PeerKind::Other`]).
-//! - A `result` or `cancel` for an id that is not in flight is ignored.
+//! - A `result` or `cancel` for an id that is not in flight is ignored, and so are an
+//!   `inbound_accepted` or a `delivery_ack` for an id the receiver does not know.
+//! - A tool plugin that sends channel messages (`inbound`, `delivery_ack`) is ignored.
 //!
 //! # Versioning
 //!
@@ -123,6 +144,9 @@ pub const ENV_SOCKET: &str = "OXIBOT_PLUGIN_SOCKET";
 pub const ENV_TOKEN: &str = "OXIBOT_PLUGIN_TOKEN";
 /// Environment variable through which the kernel passes its process id to a plugin.
 pub const ENV_KERNEL_PID: &str = "OXIBOT_KERNEL_PID";
+/// Environment variable through which the kernel passes a channel plugin the JSON text of its
+/// config section; a channel started without it behaves as if it held `{}`.
+pub const ENV_CHANNEL_CONFIG: &str = "OXIBOT_CHANNEL_CONFIG";
 
 /// The protocol name sent in every `Hello`.
 pub const PROTOCOL_NAME: &str = "oxibot";

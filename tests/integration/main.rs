@@ -7,6 +7,7 @@
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
+//! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
@@ -18,6 +19,7 @@
 
 mod agent;
 mod agent_terminal;
+mod channels;
 mod cli_tools;
 mod host_calls;
 mod host_failures;

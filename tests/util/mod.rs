@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: built binaries, temp dirs, in-process hosts.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+pub mod channels;
 pub mod llm;
 pub mod procs;
 

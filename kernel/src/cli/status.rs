@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
+use oxibot_proto::PeerKind;
 
 use super::kernel::{Setup, WorkspaceDefault};
 use super::CommonArgs;
@@ -40,7 +41,11 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     println!("plugins:");
     for status in statuses {
         let detail = status.reason.map(|r| format!(" — {r}")).unwrap_or_default();
-        println!("  {:<12} {:<10} {} tool{}{detail}", status.name, status.state, status.tools.len(), if status.tools.len() == 1 { "" } else { "s" });
+        let offers = match status.kind {
+            PeerKind::Channel => "channel".to_owned(),
+            _ => format!("{} tool{}", status.tools.len(), if status.tools.len() == 1 { "" } else { "s" }),
+        };
+        println!("  {:<12} {:<10} {offers}{detail}", status.name, status.state);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -76,11 +76,12 @@ fn write_table(out: &mut impl Write, statuses: &[PluginStatus]) -> std::io::Resu
         return Ok(());
     }
     let width = statuses.iter().map(|s| s.name.len()).max().unwrap_or(6).max(6);
-    writeln!(out, "{:<width$}  {:<10}  {:>7}  TOOLS", "PLUGIN", "STATE", "PID")?;
+    writeln!(out, "{:<width$}  {:<10}  {:>7}  {:<7}  TOOLS", "PLUGIN", "STATE", "PID", "KIND")?;
     for status in statuses {
         let pid = status.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
         let tools = if status.tools.is_empty() { "-".to_owned() } else { status.tools.join(", ") };
-        writeln!(out, "{:<width$}  {:<10}  {:>7}  {tools}", status.name, status.state, pid)?;
+        let kind = String::from(status.kind.clone());
+        writeln!(out, "{:<width$}  {:<10}  {:>7}  {kind:<7}  {tools}", status.name, status.state, pid)?;
         if let Some(reason) = &status.reason {
             writeln!(out, "{:<width$}  reason: {reason}", "")?;
         }
@@ -94,7 +95,7 @@ fn statuses_json(statuses: &[PluginStatus]) -> Value {
             .iter()
             .map(|s| {
                 json!({
-                    "name": s.name, "state": s.state, "reason": s.reason, "pid": s.pid,
+                    "name": s.name, "kind": String::from(s.kind.clone()), "state": s.state, "reason": s.reason, "pid": s.pid,
                     "tools": s.tools, "command": s.command, "origin": s.origin,
                 })
             })

@@ -6,16 +6,22 @@
 //! `restarting` hook publishes the new state and `started` spawns a fresh instance after the
 //! backoff — or it gives up and stays alive in the `Failed` state so status queries still see
 //! it. Handlers never panic (a panic would kill the actor for good, see DESIGN.md).
+//!
+//! Tool and channel plugins share this path. An instance emits [`PluginEvent::Ready`] once it
+//! is published as ready and [`PluginEvent::Down`] once its process is gone and its reader has
+//! stopped, so no event of an instance follows its `Down`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use oxibot_proto::{Goodbye, Message as Wire, ToolSpec};
+use oxibot_proto::{Feature, Goodbye, Message as Wire, PeerKind, ToolSpec};
 use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
 
 use super::connection::{CloseCause, Connection, ConnectionTasks};
 use super::error::{PluginError, StartError};
+use super::events::PluginEvent;
 use super::handshake;
 use super::host::HostShared;
 use super::policy::{RestartTracker, Verdict};
@@ -34,8 +40,12 @@ pub enum SlotState {
         conn: Connection,
         /// The process id.
         pid: u32,
-        /// The tools from its manifest.
+        /// The tools from its manifest (none for a channel).
         tools: Vec<ToolSpec>,
+        /// The kind it announced in `hello`.
+        kind: PeerKind,
+        /// The features it announced in `hello`.
+        features: Vec<Feature>,
     },
     /// An instance died and a new one is being started.
     Restarting {
@@ -98,6 +108,8 @@ pub struct PluginActor {
     shared: Arc<HostShared>,
     /// Published state; callers wait on it.
     state: Arc<watch::Sender<SlotState>>,
+    /// The kind the plugin last announced, kept across instances for status output.
+    kind: Arc<Mutex<PeerKind>>,
     /// Restart history, kept across actor restarts.
     tracker: RestartTracker,
     /// Delay before the next instance starts.
@@ -109,13 +121,15 @@ pub struct PluginActor {
 }
 
 impl PluginActor {
-    /// A supervisor for `spec`; start it with `Supervisor::start`.
-    pub fn new(spec: PluginSpec, index: usize, shared: Arc<HostShared>, state: Arc<watch::Sender<SlotState>>) -> PluginActor {
+    /// A supervisor for `spec`; start it with `Supervisor::start`. `kind` is updated from each
+    /// instance's `hello`.
+    pub fn new(spec: PluginSpec, index: usize, shared: Arc<HostShared>, state: Arc<watch::Sender<SlotState>>, kind: Arc<Mutex<PeerKind>>) -> PluginActor {
         PluginActor {
             spec: Arc::new(spec),
             index,
             shared,
             state,
+            kind,
             tracker: RestartTracker::default(),
             next_delay: Duration::ZERO,
             stop_instance: None,
@@ -131,6 +145,7 @@ impl PluginActor {
             index: self.index,
             shared: self.shared.clone(),
             state: self.state.clone(),
+            kind: self.kind.clone(),
             addr: ctx.address(),
         };
         ctx.spawn(instance.run(stop_rx).into_actor(self).map(|end, actor, ctx| actor.instance_ended(end, ctx)));
@@ -247,6 +262,7 @@ struct Instance {
     index: usize,
     shared: Arc<HostShared>,
     state: Arc<watch::Sender<SlotState>>,
+    kind: Arc<Mutex<PeerKind>>,
     addr: Addr<PluginActor>,
 }
 
@@ -258,17 +274,25 @@ impl Instance {
         };
         let pid = process.pid();
         let tools = handshaken.manifest.tools.clone();
+        let (kind, features) = (handshaken.hello.kind.clone(), handshaken.hello.features.clone());
+        *self.kind.lock().unwrap_or_else(PoisonError::into_inner) = kind.clone();
         if let Err(clash) = self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.addr) {
             let _ = process.kill_and_reap(Duration::from_millis(200)).await;
             return InstanceEnd::Conflict(clash);
         }
-        let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader);
-        tracing::info!(plugin = %self.spec.name, pid, tools = tools.len(), "plugin ready");
-        self.state.send_replace(SlotState::Ready { conn: conn.clone(), pid, tools });
+        let channel_events = (kind == PeerKind::Channel).then(|| self.shared.events.clone());
+        let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader, channel_events);
+        tracing::info!(plugin = %self.spec.name, pid, kind = %String::from(kind.clone()), tools = tools.len(), "plugin ready");
+        self.state.send_replace(SlotState::Ready { conn: conn.clone(), pid, tools, kind: kind.clone(), features: features.clone() });
+        // The reader task runs on this single-threaded arbiter and cannot run before this
+        // future yields, so `Ready` precedes the instance's first inbound event.
+        self.shared.events.emit(PluginEvent::Ready { plugin: self.spec.name.clone(), kind, features });
         let started = Instant::now();
-        let cause = watch_instance(tasks, &mut process, stop).await;
+        let (cause, reader) = watch_instance(tasks, &mut process, stop).await;
         let status = settle_process(&mut process, &cause, &conn).await;
         let ran_for = started.elapsed();
+        let cause = prefer_goodbye(cause, stop_reader(reader).await);
+        self.shared.events.emit(PluginEvent::Down { plugin: self.spec.name.clone(), reason: format!("{cause}; {status}") });
         if cause == CloseCause::Shutdown {
             conn.fail_all(PluginError::ShuttingDown);
             return InstanceEnd::Stopped;
@@ -300,13 +324,40 @@ impl Instance {
     }
 }
 
-/// Waits for the first sign that the instance is over.
-async fn watch_instance(mut tasks: ConnectionTasks, process: &mut PluginProcess, stop: oneshot::Receiver<()>) -> CloseCause {
-    tokio::select! {
-        cause = &mut tasks.reader => cause.unwrap_or_else(|e| CloseCause::Violation(format!("reader task failed: {e}"))),
+/// Waits for the first sign that the instance is over. Returns the cause and the reader
+/// task if it is still running.
+async fn watch_instance(mut tasks: ConnectionTasks, process: &mut PluginProcess, stop: oneshot::Receiver<()>) -> (CloseCause, Option<JoinHandle<CloseCause>>) {
+    let cause = tokio::select! {
+        cause = &mut tasks.reader => {
+            return (cause.unwrap_or_else(|e| CloseCause::Violation(format!("reader task failed: {e}"))), None);
+        }
         Some(cause) = tasks.trouble.recv() => cause,
         _ = process.wait() => CloseCause::Exited,
         Ok(()) = stop => CloseCause::Shutdown,
+    };
+    (cause, Some(tasks.reader))
+}
+
+/// Lets the reader drain what the dead process sent (its socket ends with the process), then
+/// stops it, so nothing of this instance is routed after its `Down`. Returns the reader's
+/// cause if it ended on its own.
+async fn stop_reader(reader: Option<JoinHandle<CloseCause>>) -> Option<CloseCause> {
+    let mut reader = reader?;
+    match tokio::time::timeout(Duration::from_millis(200), &mut reader).await {
+        Ok(ended) => ended.ok(),
+        Err(_) => {
+            reader.abort();
+            let _ = reader.await;
+            None
+        }
+    }
+}
+
+/// A process seen exiting before its `goodbye` was read: the goodbye says more.
+fn prefer_goodbye(cause: CloseCause, reader: Option<CloseCause>) -> CloseCause {
+    match (cause, reader) {
+        (CloseCause::Exited, Some(said @ CloseCause::Closed { goodbye: Some(_) })) => said,
+        (cause, _) => cause,
     }
 }
 

@@ -1,7 +1,8 @@
 //! One live plugin connection: calls multiplexed by id over one socket, with one error cell.
 //!
 //! Callers use [`Connection::call`] directly (no actor hop on the hot path). The connection's
-//! reader task routes each `result` to the waiting caller. When the connection ends, the
+//! reader task routes each `result` to the waiting caller and, on a channel's connection, each
+//! `inbound` and `delivery_ack` to the host's [`EventBus`]. When the connection ends, the
 //! plugin's instance task records the cause in the error cell and fails every pending call
 //! with it at once; calls made later fail immediately with the same error.
 
@@ -18,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::error::PluginError;
+use super::events::{EventBus, PluginEvent};
 use super::wire::{self, FrameReader};
 
 /// Why a connection ended, as first noticed by the kernel.
@@ -82,6 +84,9 @@ struct Inner {
     /// violation, hang), before the error cell is filled, so new callers wait for the
     /// replacement instead of queueing on a dead connection.
     closing: AtomicBool,
+    /// Where a channel's unsolicited messages go; `None` on a tool's connection, whose
+    /// channel messages are ignored.
+    channel_events: Option<Arc<EventBus>>,
 }
 
 /// A cheap, cloneable handle to a live plugin connection.
@@ -100,7 +105,10 @@ pub struct ConnectionTasks {
 
 impl Connection {
     /// Starts the reader and writer tasks for a connection that finished its handshake.
-    pub fn start(plugin: &str, stream: Arc<Stream>, reader: FrameReader) -> (Connection, ConnectionTasks) {
+    ///
+    /// `channel_events` is set for a channel plugin: its `inbound` and `delivery_ack`
+    /// messages become [`PluginEvent`]s there.
+    pub fn start(plugin: &str, stream: Arc<Stream>, reader: FrameReader, channel_events: Option<Arc<EventBus>>) -> (Connection, ConnectionTasks) {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let (trouble_tx, trouble) = mpsc::unbounded_channel();
         tokio::spawn(wire::write_frames(stream, queue));
@@ -111,6 +119,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             trouble: trouble_tx,
             closing: AtomicBool::new(false),
+            channel_events,
         });
         let reader = tokio::spawn(read_loop(reader, inner.clone()));
         (Connection { inner }, ConnectionTasks { reader, trouble })
@@ -171,6 +180,16 @@ impl Connection {
         }
     }
 
+    /// Queues a message for the plugin, or says why it cannot go out: the connection is
+    /// going down, or the message does not fit in a frame.
+    pub fn try_send(&self, message: &Message) -> Result<(), PluginError> {
+        if self.is_closing() {
+            return Err(self.inner.lock().closed.clone().unwrap_or_else(|| PluginError::NotRunning { plugin: self.inner.plugin.clone(), state: "restarting".into() }));
+        }
+        let frame = wire::frame(message).map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
+        self.inner.outgoing.send(frame).map_err(|_| self.closed_error())
+    }
+
     /// Whether the connection is going down (new calls should wait for the replacement).
     pub fn is_closing(&self) -> bool {
         self.inner.closing.load(Ordering::Acquire)
@@ -189,6 +208,14 @@ impl Connection {
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Emits a channel's event; a tool plugin sending channel messages is ignored.
+    fn channel_event(&self, event: impl FnOnce(String) -> PluginEvent) {
+        match &self.channel_events {
+            Some(bus) => bus.emit(event(self.plugin.clone())),
+            None => tracing::trace!(plugin = %self.plugin, "ignoring a channel message from a tool plugin"),
+        }
     }
 }
 
@@ -229,7 +256,13 @@ async fn route_messages(mut reader: FrameReader, inner: &Inner) -> CloseCause {
                     let _ = inner.outgoing.send(frame);
                 }
             }
-            Ok(Some(Message::Goodbye(bye))) => goodbye = Some(bye.reason),
+            Ok(Some(Message::Goodbye(bye))) => {
+                // The plugin closes the connection next: new calls wait for the replacement.
+                inner.closing.store(true, Ordering::Release);
+                goodbye = Some(bye.reason);
+            }
+            Ok(Some(Message::Inbound(inbound))) => inner.channel_event(|plugin| PluginEvent::Inbound { plugin, inbound }),
+            Ok(Some(Message::DeliveryAck(ack))) => inner.channel_event(|plugin| PluginEvent::Delivery { plugin, ack }),
             Ok(Some(other)) => tracing::trace!(plugin = %inner.plugin, ?other, "ignoring message"),
             Ok(None) => return CloseCause::Closed { goodbye },
             Err(error) => return CloseCause::Violation(error.to_string()),

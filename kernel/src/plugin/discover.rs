@@ -1,12 +1,15 @@
-//! Finding plugins: bundled `oxibot-tool-*` executables, the plugins directory, config entries.
+//! Finding plugins: bundled `oxibot-tool-*` executables, the plugins directory, config entries;
+//! and the spec of one bundled `oxibot-channel-*` executable, started only when configured.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::spec::{Origin, PluginSpec};
+use oxibot_proto::ENV_CHANNEL_CONFIG;
+use serde_json::Value;
 
-/// File-name prefix of bundled tool plugins.
-pub const TOOL_PREFIX: &str = "oxibot-tool-";
+use super::error::ChannelSpecError;
+use super::spec::{Origin, PluginSpec};
+pub use super::spec::{CHANNEL_PREFIX, TOOL_PREFIX};
 
 /// Where to look for plugins.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +43,26 @@ pub fn discover(sources: &PluginSources) -> Vec<PluginSpec> {
         first
     });
     found
+}
+
+/// The spec of the bundled channel `oxibot-channel-<name>` in `bundled_dir`, handed its
+/// config section as JSON in `OXIBOT_CHANNEL_CONFIG`.
+///
+/// Channels are not discovered: the gateway builds a spec for each channel enabled in the
+/// config. The spec is named `name`, so events and `send` use the channel's own name.
+pub fn channel_spec(bundled_dir: &Path, name: &str, config: &Value) -> Result<PluginSpec, ChannelSpecError> {
+    let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(ChannelSpecError::InvalidName(name.to_owned()));
+    }
+    let command = bundled_dir.join(format!("{CHANNEL_PREFIX}{name}"));
+    if !is_executable_file(&command) {
+        return Err(ChannelSpecError::NotInstalled { channel: name.to_owned(), path: command.display().to_string() });
+    }
+    let mut spec = PluginSpec::for_executable(command, Origin::Bundled);
+    spec.name = name.to_owned();
+    spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
+    Ok(spec)
 }
 
 /// Executable regular files in `dir` whose names pass `filter`, sorted by name.
@@ -85,6 +108,37 @@ mod tests {
         let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
         let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["fs"]);
+    }
+
+    #[test]
+    fn bundled_discovery_does_not_start_channels() {
+        let dir = temp("no-channels");
+        touch(&dir.join("oxibot-tool-fs"), 0o755);
+        touch(&dir.join("oxibot-channel-telegram"), 0o755);
+        let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
+        let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["fs"]);
+    }
+
+    #[test]
+    fn a_channel_spec_names_the_channel_and_carries_its_config_as_json() {
+        let dir = temp("channel-spec");
+        touch(&dir.join("oxibot-channel-telegram"), 0o755);
+        let spec = channel_spec(&dir, "telegram", &serde_json::json!({"token": "t", "allowFrom": ["1"]})).unwrap();
+        assert_eq!(spec.name, "telegram");
+        assert_eq!(spec.command, dir.join("oxibot-channel-telegram"));
+        assert_eq!(spec.expected_kind(), oxibot_proto::PeerKind::Channel);
+        let config: Value = serde_json::from_str(&spec.env[ENV_CHANNEL_CONFIG]).unwrap();
+        assert_eq!(config, serde_json::json!({"token": "t", "allowFrom": ["1"]}));
+    }
+
+    #[test]
+    fn a_channel_spec_fails_for_a_missing_executable_or_a_bad_name() {
+        let dir = temp("channel-missing");
+        touch(&dir.join("oxibot-channel-mute"), 0o644);
+        let missing = channel_spec(&dir, "mute", &Value::Null).unwrap_err();
+        assert!(missing.to_string().starts_with("channel 'mute' is not installed"), "{missing}");
+        assert!(matches!(channel_spec(&dir, "../fs", &Value::Null), Err(ChannelSpecError::InvalidName(_))));
     }
 
     #[test]

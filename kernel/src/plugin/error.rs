@@ -68,6 +68,36 @@ pub enum PluginError {
     /// The host is shutting down.
     #[error("the plugin host is shutting down")]
     ShuttingDown,
+    /// No plugin of that name runs in this host.
+    #[error("no plugin named '{plugin}'")]
+    UnknownPlugin {
+        /// The name asked for.
+        plugin: String,
+    },
+    /// The plugin is starting, restarting, failed or stopped; a message for it was not sent.
+    #[error("plugin '{plugin}' is not running ({state}); try again once it is ready")]
+    NotRunning {
+        /// The plugin's name.
+        plugin: String,
+        /// Its state: `starting`, `restarting`, `failed` or `stopped`.
+        state: String,
+    },
+    /// A message that only channels take was addressed to another kind of plugin.
+    #[error("plugin '{plugin}' is a {kind} plugin, not a channel")]
+    NotAChannel {
+        /// The plugin's name.
+        plugin: String,
+        /// The kind it announced.
+        kind: String,
+    },
+    /// The message is not one the kernel sends to a channel.
+    #[error("a '{message}' message cannot be sent to channel '{plugin}' (only outbound, delta and inbound_accepted)")]
+    NotForChannel {
+        /// The channel's name.
+        plugin: String,
+        /// The message's `type`.
+        message: String,
+    },
 }
 
 fn stderr_suffix(tail: &[String]) -> String {
@@ -75,6 +105,22 @@ fn stderr_suffix(tail: &[String]) -> String {
         return String::new();
     }
     format!("; last stderr lines:\n{}", tail.join("\n"))
+}
+
+/// Why a bundled channel plugin cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelSpecError {
+    /// The name could not be part of an executable's file name.
+    #[error("'{0}' is not a valid channel name (use letters, digits, '-' and '_')")]
+    InvalidName(String),
+    /// No executable of that name next to the kernel.
+    #[error("channel '{channel}' is not installed: {path} is missing or not executable")]
+    NotInstalled {
+        /// The channel's name.
+        channel: String,
+        /// Where its executable was expected.
+        path: String,
+    },
 }
 
 /// Why a plugin instance could not be started.

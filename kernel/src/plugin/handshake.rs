@@ -1,5 +1,5 @@
 //! The kernel side of the handshake: listen, accept one connection, check `hello`, read the
-//! manifest.
+//! manifest (tool plugins list their tools in it; channel plugins send an empty one).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub struct Handshaken {
     pub reader: FrameReader,
     /// What the plugin said about itself.
     pub hello: Hello,
-    /// Its tools.
+    /// Its tools (none for a channel).
     pub manifest: Manifest,
 }
 
@@ -68,7 +68,7 @@ async fn handshake(listener: &Listener, token: &str) -> Result<Handshaken, Start
     let mut reader = FrameReader::new(stream.clone());
     let hello = match next(&mut reader).await? {
         Message::Hello(hello) => hello,
-        other => return Err(StartError::Handshake(format!("expected hello first, got {}", kind_of(&other)))),
+        other => return Err(StartError::Handshake(format!("expected hello first, got {}", wire::type_name(&other)))),
     };
     if let Err(reason) = check_hello(&hello, token) {
         let _ = send(&stream, &Message::Goodbye(Goodbye { reason: reason.clone() })).await;
@@ -79,9 +79,13 @@ async fn handshake(listener: &Listener, token: &str) -> Result<Handshaken, Start
         match next(&mut reader).await? {
             Message::Manifest(manifest) => break manifest,
             Message::Log(_) | Message::Unknown => continue,
-            other => return Err(StartError::Handshake(format!("expected manifest, got {}", kind_of(&other)))),
+            other => return Err(StartError::Handshake(format!("expected manifest, got {}", wire::type_name(&other)))),
         }
     };
+    if let Err(reason) = check_manifest(&hello, &manifest) {
+        let _ = send(&stream, &Message::Goodbye(Goodbye { reason: reason.clone() })).await;
+        return Err(StartError::Refused(reason));
+    }
     Ok(Handshaken { stream, reader, hello, manifest })
 }
 
@@ -96,8 +100,16 @@ fn check_hello(hello: &Hello, token: &str) -> Result<(), String> {
     if !constant_time_eq(hello.token.as_bytes(), token.as_bytes()) {
         return Err("wrong token (the plugin must present the OXIBOT_PLUGIN_TOKEN it was started with)".to_owned());
     }
-    if hello.kind != PeerKind::Tool {
-        return Err(format!("plugin kind {:?} cannot be used as a tool plugin", hello.kind));
+    if !matches!(hello.kind, PeerKind::Tool | PeerKind::Channel) {
+        return Err(format!("plugin kind '{}' is not supported (expected 'tool' or 'channel')", String::from(hello.kind.clone())));
+    }
+    Ok(())
+}
+
+/// A channel bridges a chat service and offers no tools; its tools would be unreachable.
+fn check_manifest(hello: &Hello, manifest: &Manifest) -> Result<(), String> {
+    if hello.kind == PeerKind::Channel && !manifest.tools.is_empty() {
+        return Err(format!("a channel plugin cannot offer tools (its manifest lists {})", manifest.tools.len()));
     }
     Ok(())
 }
@@ -120,22 +132,31 @@ async fn send(stream: &Stream, message: &Message) -> Result<(), StartError> {
     writer.write_all(&frame).await.map_err(|e| StartError::Handshake(format!("cannot write to the plugin: {e}")))
 }
 
-fn kind_of(message: &Message) -> &'static str {
-    match message {
-        Message::Hello(_) => "hello",
-        Message::Manifest(_) => "manifest",
-        Message::Call(_) => "call",
-        Message::Result(_) => "result",
-        Message::Cancel(_) => "cancel",
-        Message::Log(_) => "log",
-        Message::Ping(_) => "ping",
-        Message::Pong(_) => "pong",
-        Message::Goodbye(_) => "goodbye",
-        Message::Inbound(_) => "inbound",
-        Message::InboundAccepted(_) => "inbound_accepted",
-        Message::Outbound(_) => "outbound",
-        Message::Delta(_) => "delta",
-        Message::DeliveryAck(_) => "delivery_ack",
-        Message::Unknown => "an unknown message",
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxibot_proto::ToolSpec;
+
+    fn hello(kind: PeerKind) -> Hello {
+        Hello::new("p", kind, "token")
+    }
+
+    #[test]
+    fn tool_and_channel_plugins_pass_the_hello_check_and_others_are_refused() {
+        assert_eq!(check_hello(&hello(PeerKind::Tool), "token"), Ok(()));
+        assert_eq!(check_hello(&hello(PeerKind::Channel), "token"), Ok(()));
+        let refused = check_hello(&hello(PeerKind::Other("gizmo".into())), "token").unwrap_err();
+        assert!(refused.contains("'gizmo'"), "{refused}");
+        assert!(check_hello(&hello(PeerKind::Kernel), "token").is_err());
+    }
+
+    #[test]
+    fn a_channel_may_send_an_empty_manifest_but_not_offer_tools() {
+        let channel = hello(PeerKind::Channel);
+        assert_eq!(check_manifest(&channel, &Manifest::default()), Ok(()));
+        let tool = ToolSpec { name: "t".into(), description: String::new(), parameters: serde_json::json!({}), read_only: false, exclusive: false, timeout_secs: None };
+        let manifest = Manifest { tools: vec![tool] };
+        assert!(check_manifest(&channel, &manifest).unwrap_err().contains("cannot offer tools"));
+        assert_eq!(check_manifest(&hello(PeerKind::Tool), &manifest), Ok(()));
     }
 }

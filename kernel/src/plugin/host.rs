@@ -1,17 +1,19 @@
-//! `PluginHost`: starts every discovered plugin under a `PluginActor` and routes tool calls.
+//! `PluginHost`: starts every plugin under a `PluginActor`, routes tool calls, and connects
+//! channel plugins to their one subscriber (events in, [`PluginHost::send`] out).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use oxibot_proto::{CallContext, ToolResult, ToolSpec};
+use oxibot_proto::{CallContext, Message, PeerKind, ToolResult, ToolSpec};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::actor::{PluginActor, Shutdown, SlotState};
 use super::connection::Connection;
 use super::error::PluginError;
+use super::events::{EventBus, PluginEvent};
 use super::policy::RestartPolicy;
 use super::registry::ToolRegistry;
 use super::rundir::RunDir;
@@ -50,6 +52,8 @@ pub struct HostShared {
     pub config: HostConfig,
     /// Tool name → plugin.
     pub registry: ToolRegistry,
+    /// Unsolicited events (channel messages, starts and deaths) for the gateway.
+    pub events: Arc<EventBus>,
 }
 
 /// One plugin as the host tracks it.
@@ -62,6 +66,8 @@ struct Slot {
     addr: Addr<PluginActor>,
     /// Its published state.
     state: watch::Receiver<SlotState>,
+    /// The kind it last announced (guessed from the executable's name before that).
+    kind: Arc<Mutex<PeerKind>>,
 }
 
 /// A plugin's status for `oxibot tools list` and `oxibot status`.
@@ -69,6 +75,9 @@ struct Slot {
 pub struct PluginStatus {
     /// Its name.
     pub name: String,
+    /// `Tool` or `Channel`, as it last announced itself (before its first start: guessed
+    /// from the executable's name).
+    pub kind: PeerKind,
     /// `running`, `starting`, `restarting`, `failed` or `stopped`.
     pub state: &'static str,
     /// Why it is restarting or failed.
@@ -95,19 +104,47 @@ impl PluginHost {
     /// The current arbiter's thread must live as long as the plugins: the launcher ties each
     /// plugin to the thread that spawned it.
     pub fn start(specs: Vec<PluginSpec>, config: HostConfig) -> std::io::Result<PluginHost> {
-        let shared = Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default() });
+        let events = Arc::new(EventBus::default());
+        let shared = Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default(), events });
         let slots = specs
             .into_iter()
             .enumerate()
             .map(|(index, spec)| {
                 let (state_tx, state) = watch::channel(SlotState::Starting);
                 let state_tx = Arc::new(state_tx);
-                let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx);
+                let kind = Arc::new(Mutex::new(spec.expected_kind()));
+                let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx, kind.clone());
                 let addr = Supervisor::start(move |_| actor);
-                Slot { name: spec.name.clone(), spec, addr, state }
+                Slot { name: spec.name.clone(), spec, addr, state, kind }
             })
             .collect();
         Ok(PluginHost { shared, slots })
+    }
+
+    /// The queue of unsolicited plugin events, starting with those emitted since the host
+    /// started (up to [`super::events::BACKLOG_LIMIT`]).
+    ///
+    /// There is one subscriber, the gateway: subscribing again ends the previous queue.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<PluginEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Queues `message` (an `Outbound`, `Delta` or `InboundAccepted`) for a running channel.
+    ///
+    /// Fails at once, without waiting, when the channel is not running; the caller keeps the
+    /// message and tries again after the channel's next `Ready` event. Queued is not delivered:
+    /// an `Outbound` is delivered when its `Delivery` event says so.
+    pub fn send(&self, plugin: &str, message: Message) -> Result<(), PluginError> {
+        let slot = self.slots.iter().find(|slot| slot.name == plugin).ok_or_else(|| PluginError::UnknownPlugin { plugin: plugin.to_owned() })?;
+        if !matches!(message, Message::Outbound(_) | Message::Delta(_) | Message::InboundAccepted(_)) {
+            return Err(PluginError::NotForChannel { plugin: plugin.to_owned(), message: super::wire::type_name(&message).to_owned() });
+        }
+        let conn = match &*slot.state.borrow() {
+            SlotState::Ready { kind: PeerKind::Channel, conn, .. } => conn.clone(),
+            SlotState::Ready { kind, .. } => return Err(PluginError::NotAChannel { plugin: plugin.to_owned(), kind: String::from(kind.clone()) }),
+            other => return Err(PluginError::NotRunning { plugin: plugin.to_owned(), state: other.label().to_owned() }),
+        };
+        conn.try_send(&message)
     }
 
     /// Calls `tool`, waiting for its plugin to be ready if it is (re)starting.
@@ -236,6 +273,7 @@ fn status_of(slot: &Slot) -> PluginStatus {
     };
     PluginStatus {
         name: slot.name.clone(),
+        kind: slot.kind.lock().unwrap_or_else(PoisonError::into_inner).clone(),
         state: state.label(),
         reason,
         pid,

@@ -1,14 +1,17 @@
-//! The plugin host: discovers, starts, supervises and calls out-of-process tool plugins.
+//! The plugin host: discovers, starts, supervises and talks to out-of-process tool and
+//! channel plugins.
 //!
-//! Code map: [`discover`] finds plugins; [`host::PluginHost`] starts one
-//! [`actor::PluginActor`] per plugin and routes calls through the [`registry`];
+//! Code map: [`discover`] finds plugins (and builds channel specs); [`host::PluginHost`]
+//! starts one [`actor::PluginActor`] per plugin and routes calls through the [`registry`];
 //! an actor's instance listens in the [`rundir`], spawns the [`process`], runs the
 //! [`handshake`] and then serves calls over a [`connection`]; [`policy`] decides restarts.
+//! Channel messages and lifecycle changes reach the gateway through [`events`].
 
 pub mod actor;
 pub mod connection;
 pub mod discover;
 pub mod error;
+pub mod events;
 pub mod handshake;
 pub mod host;
 pub mod policy;
@@ -19,8 +22,9 @@ pub mod spec;
 pub mod wire;
 
 pub use actor::SlotState;
-pub use discover::{discover, PluginSources};
-pub use error::{PluginError, StartError};
+pub use discover::{channel_spec, discover, PluginSources};
+pub use error::{ChannelSpecError, PluginError, StartError};
+pub use events::PluginEvent;
 pub use host::{HostConfig, PluginHost, PluginStatus};
 pub use policy::RestartPolicy;
 pub use spec::{Origin, PluginSpec};

@@ -4,10 +4,18 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use oxibot_proto::PeerKind;
+
+/// File-name prefix of tool plugin executables.
+pub const TOOL_PREFIX: &str = "oxibot-tool-";
+/// File-name prefix of channel plugin executables.
+pub const CHANNEL_PREFIX: &str = "oxibot-channel-";
+
 /// Where a plugin was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
-    /// An `oxibot-tool-*` executable next to the kernel binary.
+    /// An `oxibot-tool-*` (or a configured `oxibot-channel-*`) executable next to the kernel
+    /// binary.
     Bundled,
     /// An executable in the data dir's `plugins/` directory.
     PluginDir,
@@ -47,14 +55,23 @@ impl PluginSpec {
         PluginSpec { name, command, args: Vec::new(), env: BTreeMap::new(), origin }
     }
 
+    /// The kind the executable's name suggests (`oxibot-channel-*` is a channel, anything
+    /// else a tool), shown until the plugin announces its kind in `hello`.
+    pub fn expected_kind(&self) -> PeerKind {
+        let file = self.command.file_name().map(|f| f.to_string_lossy()).unwrap_or_default();
+        if file.starts_with(CHANNEL_PREFIX) { PeerKind::Channel } else { PeerKind::Tool }
+    }
+
     /// The command line as one string, for messages.
     pub fn command_line(&self) -> String {
         std::iter::once(self.command.display().to_string()).chain(self.args.iter().cloned()).collect::<Vec<_>>().join(" ")
     }
 }
 
-/// `…/oxibot-tool-fs` → `fs`; `…/weather.py` → `weather`.
+/// `…/oxibot-tool-fs` → `fs`; `…/oxibot-channel-telegram` → `telegram`; `…/weather.py` →
+/// `weather`.
 pub fn name_from_command(command: &std::path::Path) -> String {
     let stem = command.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    stem.strip_prefix("oxibot-tool-").map(str::to_owned).unwrap_or(stem)
+    let short = stem.strip_prefix(TOOL_PREFIX).or_else(|| stem.strip_prefix(CHANNEL_PREFIX));
+    short.map(str::to_owned).unwrap_or(stem)
 }

@@ -65,3 +65,24 @@ pub async fn write_frames(stream: Arc<Stream>, mut queue: mpsc::UnboundedReceive
         batch.clear();
     }
 }
+
+/// The `type` a message has on the wire (`an unknown message` for one this build does not know).
+pub fn type_name(message: &Message) -> &'static str {
+    match message {
+        Message::Hello(_) => "hello",
+        Message::Manifest(_) => "manifest",
+        Message::Call(_) => "call",
+        Message::Result(_) => "result",
+        Message::Cancel(_) => "cancel",
+        Message::Log(_) => "log",
+        Message::Ping(_) => "ping",
+        Message::Pong(_) => "pong",
+        Message::Goodbye(_) => "goodbye",
+        Message::Inbound(_) => "inbound",
+        Message::InboundAccepted(_) => "inbound_accepted",
+        Message::Outbound(_) => "outbound",
+        Message::Delta(_) => "delta",
+        Message::DeliveryAck(_) => "delivery_ack",
+        Message::Unknown => "an unknown message",
+    }
+}

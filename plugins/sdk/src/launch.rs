@@ -25,6 +25,12 @@ pub enum LaunchError {
         /// The plugin's name.
         plugin: String,
     },
+    /// A channel's config (in `OXIBOT_CHANNEL_CONFIG`) is not JSON.
+    #[error("the channel config in OXIBOT_CHANNEL_CONFIG is not valid JSON: {reason}")]
+    ChannelConfig {
+        /// What the JSON parser said.
+        reason: String,
+    },
 }
 
 impl LaunchEnv {

@@ -1,4 +1,4 @@
-//! The SDK for writing oxibot tool plugins in Rust.
+//! The SDK for writing oxibot tool and channel plugins in Rust.
 //!
 //! A tool plugin is an executable named `oxibot-tool-<name>` that the kernel starts, connected
 //! to it over a local socket (see the `oxibot-proto` crate docs for the wire protocol). This
@@ -26,14 +26,20 @@
 //! }
 //! ```
 //!
+//! A channel plugin (`oxibot-channel-<name>`, bridging a chat service) is written with
+//! [`ChannelPlugin`] and a [`ChannelHandle`]; see the [`channel`] module.
+//!
 //! What this crate is not: it has no kernel types and no actor system, and it never decides
 //! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
 
+pub mod channel;
 mod launch;
+mod link;
 mod serve;
 mod tool;
 pub mod workspace;
 
+pub use channel::{ChannelError, ChannelEvent, ChannelHandle, ChannelPlugin, ServiceOutcome};
 pub use launch::{LaunchEnv, LaunchError};
-pub use oxibot_proto::CallContext;
+pub use oxibot_proto::{CallContext, Delta, Inbound, Outbound};
 pub use tool::{parse_args, Plugin, Tool, ToolError, ToolOutput};

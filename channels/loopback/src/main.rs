@@ -1,0 +1,168 @@
+//! `oxibot-channel-loopback`: a channel plugin that bridges a local TCP port, so tests can
+//! drive a channel without any chat service.
+//!
+//! Config: `{"port": N}`; the channel listens on `127.0.0.1:N` and takes any number of clients.
+//! Protocol, one line each way:
+//!
+//! | client writes / reads | meaning |
+//! |---|---|
+//! | `sender:chat:text` → | a user's message: an `inbound` with `sender_id` = `sender`, `chat_id` = `chat`, `content` = `text` |
+//! | ← `ACCEPTED <id>` | the kernel accepted the inbound `<id>` |
+//! | ← `ERR <reason>` | the line was not `sender:chat:text` |
+//! | ← `OUT <chat_id> <content>` | an `outbound` (newlines in `content` written as `\n`); sent to every client, acked ok when at least one got it |
+//! | ← `DELTA <chat_id> <text>` | a `delta` (the channel announces streaming); sent to every client |
+//!
+//! A client's lines are submitted one at a time, each after the previous one was accepted: the
+//! discipline a real channel follows. Inbound ids are `<pid>-<n>`; nothing is redelivered after
+//! a restart (there is no service to fetch from again).
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// The channel's config section.
+#[derive(Debug, Deserialize)]
+struct Config {
+    /// The local TCP port to listen on.
+    port: u16,
+}
+
+/// Why the channel stopped.
+#[derive(Debug, thiserror::Error)]
+enum LoopbackError {
+    #[error("invalid config (expected {{\"port\": N}}): {0}")]
+    Config(#[from] serde_json::Error),
+    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    Bind { port: u16, source: std::io::Error },
+}
+
+/// Where lines for one client are queued; its writer task drains it.
+type LineQueue = mpsc::UnboundedSender<String>;
+
+/// The line queues of the connected clients, by client number.
+#[derive(Clone, Default)]
+struct Clients(Arc<Mutex<Vec<(u64, LineQueue)>>>);
+
+impl Clients {
+    /// Registers a client's line queue; returns its number for [`Clients::remove`].
+    fn add(&self, client: LineQueue) -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let number = NEXT.fetch_add(1, Ordering::Relaxed);
+        self.lock().push((number, client));
+        number
+    }
+
+    /// Forgets a client that disconnected.
+    fn remove(&self, number: u64) {
+        self.lock().retain(|(n, _)| *n != number);
+    }
+
+    /// Queues `line` for every connected client; returns how many took it.
+    fn broadcast(&self, line: &str) -> usize {
+        let mut clients = self.lock();
+        clients.retain(|(_, client)| client.send(line.to_owned()).is_ok());
+        clients.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, LineQueue)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn main() -> ExitCode {
+    ChannelPlugin::new("loopback").streaming().run(serve)
+}
+
+async fn serve(channel: ChannelHandle) -> Result<(), LoopbackError> {
+    let config: Config = serde_json::from_value(channel.config().clone())?;
+    let listener = TcpListener::bind(("127.0.0.1", config.port)).await.map_err(|source| LoopbackError::Bind { port: config.port, source })?;
+    let clients = Clients::default();
+    tokio::spawn(accept_clients(listener, channel.clone(), clients.clone()));
+    while let Some(event) = channel.next_event().await {
+        deliver(&channel, &clients, event);
+    }
+    Ok(())
+}
+
+/// Writes one kernel event to the clients; acks an outbound message.
+fn deliver(channel: &ChannelHandle, clients: &Clients, event: ChannelEvent) {
+    match event {
+        ChannelEvent::Outbound(outbound) => {
+            let reached = clients.broadcast(&format!("OUT {} {}\n", outbound.chat_id, outbound.content.replace('\n', "\\n")));
+            let outcome = if reached > 0 { Ok(()) } else { Err("no client is connected".to_owned()) };
+            let _ = channel.ack(outbound.id, outcome);
+        }
+        ChannelEvent::Delta(delta) => {
+            clients.broadcast(&format!("DELTA {} {}\n", delta.chat_id, delta.text.replace('\n', "\\n")));
+        }
+    }
+}
+
+async fn accept_clients(listener: TcpListener, channel: ChannelHandle, clients: Clients) {
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(serve_client(stream, channel.clone(), clients.clone()));
+    }
+}
+
+/// Submits a client's lines one by one, answering each with `ACCEPTED` or `ERR`.
+async fn serve_client(stream: TcpStream, channel: ChannelHandle, clients: Clients) {
+    let (read, write) = stream.into_split();
+    let (lines_tx, lines_rx) = mpsc::unbounded_channel();
+    tokio::spawn(write_lines(write, lines_rx));
+    let number = clients.add(lines_tx.clone());
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Some((sender, chat, text)) = parse_line(&line) else {
+            let _ = lines_tx.send("ERR expected sender:chat:text\n".to_owned());
+            continue;
+        };
+        let id = next_id();
+        if channel.submit(channel.inbound(id.clone(), sender, chat, text)).await.is_err() {
+            break;
+        }
+        let _ = lines_tx.send(format!("ACCEPTED {id}\n"));
+    }
+    // The writer ends once both queue senders are gone.
+    clients.remove(number);
+}
+
+async fn write_lines(mut write: OwnedWriteHalf, mut lines: mpsc::UnboundedReceiver<String>) {
+    while let Some(line) = lines.recv().await {
+        if write.write_all(line.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `sender:chat:text` → its three parts (the text may contain `:`).
+fn parse_line(line: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = line.splitn(3, ':');
+    let (sender, chat, text) = (parts.next()?, parts.next()?, parts.next()?);
+    (!sender.is_empty() && !chat.is_empty()).then_some((sender, chat, text))
+}
+
+/// A fresh inbound id, unique across restarts of this channel.
+fn next_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(1);
+    format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_line;
+
+    #[test]
+    fn a_line_splits_into_sender_chat_and_text_which_may_hold_colons() {
+        assert_eq!(parse_line("alice:c1:hi: there"), Some(("alice", "c1", "hi: there")));
+        assert_eq!(parse_line("alice:c1:"), Some(("alice", "c1", "")));
+        assert_eq!(parse_line("alice:c1"), None);
+        assert_eq!(parse_line(":c1:text"), None);
+    }
+}
