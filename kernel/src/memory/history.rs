@@ -104,14 +104,16 @@ pub struct HistoryStore {
     state: Mutex<Option<Cached>>,
 }
 
-/// What the store learned from the file on first use.
+/// Entries read from the end of the file on first use: enough to find the last cursor and
+/// every archive a crash may have left unmarked (those are always among the newest).
+const RECOVERY_WINDOW: usize = 256;
+
+/// What the store learned from the file's tail on first use.
 struct Cached {
     /// The cursor the next entry gets.
     next_cursor: u64,
-    /// Per session, the highest `through` archived.
+    /// Per session, the highest `through` among the newest entries.
     archived: HashMap<String, usize>,
-    /// Entries in the file.
-    entries: usize,
 }
 
 impl HistoryStore {
@@ -134,7 +136,6 @@ impl HistoryStore {
         let path = self.path();
         append_line(&path, entry.to_line().as_bytes()).map_err(|source| HistoryError { action: "append to", path, source })?;
         cached.next_cursor += 1;
-        cached.entries += 1;
         if let (Some(session), Some(through)) = (&entry.session, entry.through) {
             let highest = cached.archived.entry(session.clone()).or_default();
             *highest = (*highest).max(through);
@@ -144,7 +145,7 @@ impl HistoryStore {
         Ok(entry.cursor)
     }
 
-    /// The highest message index of `session` already archived, if any.
+    /// The highest message index of `session` archived by one of the newest entries, if any.
     pub fn archived_through(&self, session: &str) -> Result<Option<usize>, HistoryError> {
         let mut guard = self.lock();
         Ok(self.cached(&mut guard)?.archived.get(session).copied())
@@ -178,13 +179,12 @@ impl HistoryStore {
     /// When the archive holds more than [`COMPACT_ABOVE`] entries, drops those Dream has
     /// processed (atomic rewrite). Returns how many were dropped.
     pub fn compact(&self) -> Result<usize, HistoryError> {
-        let mut guard = self.lock();
-        let count = self.cached(&mut guard)?.entries;
-        if count <= COMPACT_ABOVE {
+        let _guard = self.lock();
+        let text = self.read_history()?;
+        if text.lines().filter(|l| !l.trim().is_empty()).count() <= COMPACT_ABOVE {
             return Ok(0);
         }
         let since = self.dream_cursor();
-        let text = self.read_history()?;
         let kept: Vec<&str> = text.lines().filter(|line| HistoryEntry::parse(line).is_none_or(|e| e.cursor > since)).filter(|l| !l.trim().is_empty()).collect();
         let dropped = text.lines().filter(|l| !l.trim().is_empty()).count() - kept.len();
         if dropped == 0 {
@@ -196,9 +196,6 @@ impl HistoryStore {
         }
         let path = self.path();
         write_atomic(&path, rewritten.as_bytes()).map_err(|source| HistoryError { action: "rewrite", path, source })?;
-        if let Some(cached) = guard.as_mut() {
-            cached.entries = kept.len();
-        }
         Ok(dropped)
     }
 
@@ -211,7 +208,11 @@ impl HistoryStore {
         if guard.is_none() {
             let path = self.path();
             cut_torn_tail(&path).map_err(|source| HistoryError { action: "repair", path: path.clone(), source })?;
-            let entries = parse_all(&self.read_history()?);
+            let entries = match read_tail(&path, 0, RECOVERY_WINDOW) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
+                Err(source) => return Err(HistoryError { action: "read", path, source }),
+            };
             let last = entries.iter().map(|e| e.cursor).max().unwrap_or(0);
             let recorded = read_number(&self.workspace.join(CURSOR_FILE)).unwrap_or(0);
             let mut archived: HashMap<String, usize> = HashMap::new();
@@ -221,7 +222,7 @@ impl HistoryStore {
                     *highest = (*highest).max(through);
                 }
             }
-            **guard = Some(Cached { next_cursor: last.max(recorded) + 1, archived, entries: entries.len() });
+            **guard = Some(Cached { next_cursor: last.max(recorded) + 1, archived });
         }
         guard.as_mut().ok_or_else(|| HistoryError { action: "load", path: self.path(), source: io::Error::other("state missing") })
     }

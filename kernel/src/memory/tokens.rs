@@ -52,6 +52,17 @@ fn message_text(message: &ChatMessage) -> String {
     text
 }
 
+/// The byte length of [`message_text`], without building it.
+fn message_bytes(message: &ChatMessage) -> usize {
+    let content = match &message.content {
+        Value::String(s) => s.len(),
+        Value::Null => 0,
+        other => other.to_string().len(),
+    };
+    let calls: usize = message.tool_calls.iter().map(|c| c.function.name.len() + c.function.arguments.len()).sum();
+    content + calls + message.reasoning_content.as_ref().map_or(0, String::len)
+}
+
 /// A prompt estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Estimate {
@@ -88,7 +99,7 @@ impl TokenLedger {
             return;
         }
         for message in &messages[known..] {
-            let bound = upper_bound(&message_text(message)) as u64 + MESSAGE_OVERHEAD;
+            let bound = message_bytes(message) as u64 + MESSAGE_OVERHEAD;
             let total = self.bound_prefix.last().copied().unwrap_or(0) + bound;
             self.bound_prefix.push(total);
             self.exact.push(None);
