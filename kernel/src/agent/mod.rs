@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
 
 use crate::config::Config;
 use crate::context::ContextBuilder;
@@ -34,6 +35,7 @@ use crate::provider::Provider;
 use crate::session::SessionStore;
 use runner::{RunSpec, TurnEvent};
 use runner_actor::{RunnerActor, StopTurn};
+pub use session_actor::ChannelOrigin;
 use session_actor::{SessionActor, UserTurn};
 
 /// Longest tool result kept in a conversation, in characters.
@@ -109,6 +111,9 @@ pub enum TurnReply {
     Command(String),
     /// The turn was stopped.
     Stopped,
+    /// The message was a redelivery of one already answered, or there was nothing to
+    /// resume; nothing to send.
+    AlreadyAnswered,
 }
 
 impl TurnReply {
@@ -117,6 +122,7 @@ impl TurnReply {
         match self {
             TurnReply::Answer(text) | TurnReply::Command(text) => text,
             TurnReply::Stopped => "(stopped)",
+            TurnReply::AlreadyAnswered => "",
         }
     }
 }
@@ -198,7 +204,26 @@ impl SessionManager {
             let stopped = control.stop();
             return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
         }
-        addr.send(UserTurn { text: text.to_owned(), events }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn { text: text.to_owned(), events, origin: None, persisted: None }).await.map_err(|_| AgentError::Gone)?
+    }
+
+    /// Handles one message from a chat channel: `persisted` fires once it is on disk (or
+    /// recognised as already stored); a redelivered message is answered at most once.
+    pub async fn send_from_channel(&self, key: &str, text: &str, origin: ChannelOrigin, persisted: oneshot::Sender<()>, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+        let (addr, control) = self.session(key);
+        if text.trim() == "/stop" {
+            let _ = persisted.send(());
+            let stopped = control.stop();
+            return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
+        }
+        addr.send(UserTurn { text: text.to_owned(), events, origin: Some(origin), persisted: Some(persisted) }).await.map_err(|_| AgentError::Gone)?
+    }
+
+    /// Answers the last message of `key` if a crash left it unanswered
+    /// ([`TurnReply::AlreadyAnswered`] when there is none).
+    pub async fn resume(&self, key: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+        let (addr, _) = self.session(key);
+        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None }).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Stops the running turn of `key` (Ctrl-C in the CLI); returns whether one was running.

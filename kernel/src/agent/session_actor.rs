@@ -83,7 +83,28 @@ pub struct UserTurn {
     pub text: String,
     /// Progress of the turn.
     pub events: UnboundedSender<TurnEvent>,
+    /// Where the message came from, for messages from a chat channel.
+    pub origin: Option<ChannelOrigin>,
+    /// Told once the message is on disk (a channel acknowledges it to its service then).
+    pub persisted: Option<tokio::sync::oneshot::Sender<()>>,
 }
+
+/// The channel message a turn answers: its id (stored with the user's message, so a
+/// redelivered message is recognised) and the channel's details for the reply.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelOrigin {
+    /// The channel's id for the message.
+    pub inbound_id: String,
+    /// Channel details (message to reply to, thread, …), kept for the reply.
+    pub metadata: serde_json::Value,
+}
+
+/// Key under which a user message stores the id of the channel message it came from.
+pub const INBOUND_ID_KEY: &str = "inbound_id";
+/// Key under which a user message stores its channel details.
+pub const CHANNEL_METADATA_KEY: &str = "channel_metadata";
+/// How far back a redelivered channel message is looked for.
+const REDELIVERY_WINDOW: usize = 50;
 
 impl Handler<UserTurn> for SessionActor {
     // Atomic: the next message of this session waits until this turn is done.
@@ -118,14 +139,41 @@ struct TurnJob {
 }
 
 impl TurnJob {
-    async fn run(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
+    async fn run(self, mut turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
-        if let Some(command) = Command::parse(&turn.text) {
-            return self.command(command).await;
+        let seen = turn.origin.as_ref().and_then(|o| self.find_inbound(&o.inbound_id));
+        match seen {
+            Some(Seen::Answered) => {
+                notify(&mut turn.persisted);
+                return Ok(TurnReply::AlreadyAnswered);
+            }
+            // Persisted before a crash but never answered: answer it now.
+            Some(Seen::Pending) => notify(&mut turn.persisted),
+            None if turn.text.is_empty() && turn.origin.is_none() => {
+                // A resume request with nothing to resume.
+                return if self.ends_with_user_message() { self.answer(turn).await } else { Ok(TurnReply::AlreadyAnswered) };
+            }
+            None => {
+                self.close_unanswered()?;
+                if let Some(command) = Command::parse(&turn.text) {
+                    notify(&mut turn.persisted);
+                    return self.command(command).await;
+                }
+                let mut user = ChatMessage::text(Role::User, turn.text.clone());
+                if let Some(origin) = &turn.origin {
+                    user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(origin.inbound_id.clone()));
+                    user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), origin.metadata.clone());
+                }
+                // The user's words reach the disk before the model sees them.
+                self.append(vec![user])?;
+                notify(&mut turn.persisted);
+            }
         }
-        let user = ChatMessage::text(Role::User, turn.text.clone());
-        // The user's words reach the disk before the model sees them.
-        self.append(vec![user])?;
+        self.answer(turn).await
+    }
+
+    /// Runs the model on the session, whose last message is the user's.
+    async fn answer(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         let (channel, _) = split_key(&self.key);
         let mut system = lock(&self.agent.context).system_prompt(channel);
         let fixed = self.fixed_prompt(&system);
@@ -239,6 +287,9 @@ impl TurnJob {
         messages
     }
 
+    /// Loads the session on first use, closing dangling tool calls a crash left behind. A
+    /// last user message left unanswered is kept as it is: it may be answered now (see
+    /// [`TurnJob::close_unanswered`]).
     fn ensure_loaded(&self) -> Result<(), AgentError> {
         let mut guard = lock(&self.session);
         if guard.is_some() {
@@ -247,13 +298,41 @@ impl TurnJob {
         let loaded = self.agent.store.load(&self.key).map_err(|e| AgentError::Session(e.to_string()))?;
         let mut session = loaded.session;
         self.mark_archived(&mut session)?;
-        let closing = close_interrupted_turn(&session);
+        let closing: Vec<ChatMessage> = close_interrupted_turn(&session).into_iter().filter(|m| m.role == Role::Tool).collect();
         if !closing.is_empty() {
             tracing::warn!(session = %self.key, messages = closing.len(), "closing a turn interrupted by a previous crash");
             self.agent.store.append(&mut session, closing).map_err(|e| AgentError::Session(e.to_string()))?;
         }
         *guard = Some(session);
         Ok(())
+    }
+
+    /// Before a new message: a turn a crash left without any answer gets the "interrupted"
+    /// reply, so the history alternates as providers require.
+    fn close_unanswered(&self) -> Result<(), AgentError> {
+        let closing = {
+            let guard = lock(&self.session);
+            guard.as_ref().map(close_interrupted_turn).unwrap_or_default()
+        };
+        if closing.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(session = %self.key, "closing a turn interrupted by a previous crash");
+        self.append(closing)
+    }
+
+    fn ends_with_user_message(&self) -> bool {
+        lock(&self.session).as_ref().and_then(|s| s.messages.last()).is_some_and(|m| m.role == Role::User)
+    }
+
+    /// Whether a channel message with `inbound_id` is already in the session's recent
+    /// messages, and whether it was answered.
+    fn find_inbound(&self, inbound_id: &str) -> Option<Seen> {
+        let guard = lock(&self.session);
+        let messages = &guard.as_ref()?.messages;
+        let recent = &messages[messages.len().saturating_sub(REDELIVERY_WINDOW)..];
+        let at = recent.iter().rposition(|m| m.role == Role::User && m.extra.get(INBOUND_ID_KEY).and_then(serde_json::Value::as_str) == Some(inbound_id))?;
+        Some(if at + 1 == recent.len() { Seen::Pending } else { Seen::Answered })
     }
 
     /// A kill between archiving a slice and saving the session leaves the history ahead of
@@ -295,6 +374,20 @@ impl TurnJob {
         let usage = *lock(&self.usage);
         let reply = commands::run(&command, session, &self.agent, usage)?;
         Ok(TurnReply::Command(reply))
+    }
+}
+
+/// A redelivered channel message, as found in the session.
+enum Seen {
+    /// Stored and answered: nothing to do.
+    Answered,
+    /// Stored as the last message, never answered.
+    Pending,
+}
+
+fn notify(persisted: &mut Option<tokio::sync::oneshot::Sender<()>>) {
+    if let Some(persisted) = persisted.take() {
+        let _ = persisted.send(());
     }
 }
 
