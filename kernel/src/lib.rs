@@ -5,6 +5,7 @@ pub mod agent;
 pub mod config;
 pub mod context;
 pub mod fsutil;
+pub mod gateway;
 pub mod launcher;
 pub mod memory;
 pub mod message;

@@ -8,6 +8,7 @@
 //! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
+//! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
@@ -22,6 +23,7 @@ mod agent_terminal;
 mod channels;
 mod cli_tools;
 mod host_calls;
+mod gateway;
 mod host_failures;
 mod memory;
 mod nanobot_compat;

@@ -219,6 +219,12 @@ impl SessionManager {
         addr.send(UserTurn { text: text.to_owned(), events, origin: Some(origin), persisted: Some(persisted) }).await.map_err(|_| AgentError::Gone)?
     }
 
+    /// Records in session `key` that a reply could not be delivered.
+    pub async fn record_undelivered(&self, key: &str, content: &str, error: &str) {
+        let (addr, _) = self.session(key);
+        let _ = addr.send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() }).await;
+    }
+
     /// Answers the last message of `key` if a crash left it unanswered
     /// ([`TurnReply::AlreadyAnswered`] when there is none).
     pub async fn resume(&self, key: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {

@@ -89,6 +89,39 @@ pub struct UserTurn {
     pub persisted: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// Note in the session's metadata (`undelivered`) that a reply never reached its chat.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RecordUndelivered {
+    /// The reply (shortened).
+    pub content: String,
+    /// Why the channel could not deliver it.
+    pub error: String,
+}
+
+impl Handler<RecordUndelivered> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, note: RecordUndelivered, _: &mut Context<Self>) {
+        let mut guard = lock(&self.session);
+        let session = match guard.as_mut() {
+            Some(session) => session,
+            None => match self.agent.store.load(&self.key) {
+                Ok(loaded) => guard.insert(loaded.session),
+                Err(error) => return tracing::warn!(session = %self.key, %error, "cannot record an undelivered reply"),
+            },
+        };
+        let entry = serde_json::json!({"at": crate::session::now_timestamp(), "error": note.error, "content": note.content.chars().take(500).collect::<String>()});
+        match session.metadata.entry("undelivered").or_insert_with(|| serde_json::Value::Array(Vec::new())) {
+            serde_json::Value::Array(list) => list.push(entry),
+            other => *other = serde_json::Value::Array(vec![entry]),
+        }
+        if let Err(error) = self.agent.store.save_metadata(session) {
+            tracing::warn!(session = %self.key, %error, "cannot record an undelivered reply");
+        }
+    }
+}
+
 /// The channel message a turn answers: its id (stored with the user's message, so a
 /// redelivered message is recognised) and the channel's details for the reply.
 #[derive(Debug, Clone, Default)]

@@ -56,7 +56,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
 /// separated), for tests and for impatient setups.
 pub const RETRY_DELAYS_VAR: &str = "OXIBOT_PROVIDER_RETRY_DELAYS_MS";
 
-fn with_retry_override(provider: Provider) -> anyhow::Result<Provider> {
+pub fn with_retry_override(provider: Provider) -> anyhow::Result<Provider> {
     let Ok(text) = std::env::var(RETRY_DELAYS_VAR) else { return Ok(provider) };
     let delays = text
         .split(',')

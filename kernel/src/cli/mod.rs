@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 mod agent;
+mod gateway;
 mod kernel;
 mod markdown;
 mod memory;
@@ -43,6 +44,20 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Run the gateway: the daemon that serves the chat channels enabled in the config.
+    ///
+    /// Stops cleanly on SIGTERM or Ctrl-C. `GET /health` on gateway.host:gateway.port
+    /// (default 127.0.0.1:18790) reports the kernel's and every plugin's state.
+    Gateway {
+        /// Port of the health endpoint (overrides gateway.port).
+        #[arg(long)]
+        port: Option<u16>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Approve senders who asked to talk to the assistant (they received a pairing code).
+    #[command(subcommand)]
+    Pairing(PairingCommand),
     /// Write a default config and a workspace (existing files are never overwritten).
     Onboard {
         #[command(flatten)]
@@ -60,6 +75,17 @@ enum Command {
     /// workspace).
     #[command(subcommand)]
     Memory(MemoryCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum PairingCommand {
+    /// Let the sender who received this code talk to the assistant.
+    Approve {
+        /// The code they received, e.g. `K7QX2M`.
+        code: String,
+    },
+    /// Show waiting requests and approved senders.
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -133,7 +159,7 @@ pub struct CommonArgs {
 impl Cli {
     /// Whether the command asked for logs on stderr.
     pub fn wants_logs(&self) -> bool {
-        matches!(self.command, Command::Agent { logs: true, .. })
+        matches!(self.command, Command::Agent { logs: true, .. } | Command::Gateway { .. })
     }
 }
 
@@ -143,6 +169,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Agent { message, session, no_markdown, logs: _, common } => {
             agent::run(&common, agent::AgentOptions { message, session, no_markdown })
         }
+        Command::Gateway { port, common } => gateway::run(&common, port),
+        Command::Pairing(PairingCommand::Approve { code }) => gateway::approve(&code),
+        Command::Pairing(PairingCommand::List) => gateway::list(),
         Command::Onboard { common } => onboard::run(&common),
         Command::Status { common } => status::run(&common),
         Command::Tools(ToolsCommand::List { common, json }) => tools::list(&common, json),

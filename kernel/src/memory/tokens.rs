@@ -18,10 +18,12 @@ pub const MESSAGE_OVERHEAD: u64 = 4;
 
 static TOKENIZER_LOADED: AtomicBool = AtomicBool::new(false);
 
-/// The exact token count of `text` (loads the tokenizer on first use).
+/// The exact token count of `text` (loads the tokenizer on first use). Should the tokenizer
+/// fail on some pathological input, the byte bound stands in: it never under-counts.
 pub fn exact_tokens(text: &str) -> usize {
     TOKENIZER_LOADED.store(true, Ordering::Relaxed);
-    tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
+    let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()));
+    count.unwrap_or_else(|_| upper_bound(text))
 }
 
 /// Whether this process has loaded the tokenizer.

@@ -1,0 +1,76 @@
+//! `oxibot gateway` (the daemon serving chat channels) and `oxibot pairing` (approving new
+//! senders).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use oxibot_kernel::agent::Agent;
+use oxibot_kernel::gateway::access::Access;
+use oxibot_kernel::gateway::settings::GatewaySettings;
+use oxibot_kernel::paths;
+use oxibot_kernel::plugin::channel_spec;
+use oxibot_kernel::provider::Provider;
+
+use super::kernel::{Setup, WorkspaceDefault};
+use super::CommonArgs;
+
+/// The pairing store of this data dir.
+fn pairing_path() -> PathBuf {
+    paths::data_dir().join("pairing.json")
+}
+
+/// Loads the gateway settings, naming the config file on error.
+pub fn settings(common: &CommonArgs, setup: &Setup) -> anyhow::Result<GatewaySettings> {
+    let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
+    GatewaySettings::from_config(&setup.config).map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))
+}
+
+/// Runs the gateway until SIGTERM or SIGINT.
+pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
+    let mut setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let mut settings = settings(common, &setup)?;
+    if let Some(port) = port {
+        settings.port = port;
+    }
+    let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
+    let bundled = exe.parent().map(PathBuf::from).unwrap_or_default();
+    for channel in &settings.channels {
+        let spec = channel_spec(&bundled, &channel.name, &channel.raw).with_context(|| format!("cannot start channel {}", channel.name))?;
+        setup.plugins.push(spec);
+    }
+    if settings.channels.is_empty() {
+        eprintln!("note: no channel is enabled (set channels.<name>.enabled in the config); serving /health only");
+    }
+    let provider = super::agent::with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
+    actix::System::new().block_on(async move {
+        let host = setup.start_host()?;
+        let agent = Arc::new(Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true));
+        oxibot_kernel::gateway::run(agent, settings, Access::open(&pairing_path())).await?;
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Approves a pairing code.
+pub fn approve(code: &str) -> anyhow::Result<ExitCode> {
+    let pending = Access::open(&pairing_path()).approve(code)?;
+    println!("Approved {} on {}: their next message goes through.", pending.sender_id, pending.channel);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists pending codes and approved senders.
+pub fn list() -> anyhow::Result<ExitCode> {
+    let access = Access::open(&pairing_path());
+    let pending = access.pending();
+    if pending.is_empty() {
+        println!("No pairing requests are waiting.");
+    }
+    for (code, request) in pending {
+        println!("{code}  {} sender {} (chat {})", request.channel, request.sender_id, request.chat_id);
+    }
+    for (channel, senders) in access.approved() {
+        println!("approved on {channel}: {}", senders.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,216 @@
+//! Who may talk to the assistant: each channel's `allowFrom`, and pairing — an unknown sender
+//! in a direct chat gets a one-time code, which the owner approves with
+//! `oxibot pairing approve <code>`. Approvals persist in `<data dir>/pairing.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::settings::AllowFrom;
+use crate::fsutil::write_atomic;
+
+/// What to do with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Hand it to the assistant.
+    Allow,
+    /// Drop it; nothing reaches the model.
+    Deny,
+    /// Drop it and send the sender this pairing code (first contact only).
+    SendCode(String),
+}
+
+/// A pairing request waiting for the owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPairing {
+    /// The channel.
+    pub channel: String,
+    /// The sender's id.
+    pub sender_id: String,
+    /// The chat the code was sent to.
+    pub chat_id: String,
+    /// When the code was issued (seconds since the epoch).
+    pub issued: u64,
+}
+
+/// `pairing.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PairingFile {
+    /// Approved sender ids per channel.
+    #[serde(default)]
+    approved: BTreeMap<String, Vec<String>>,
+    /// Codes issued and not yet approved.
+    #[serde(default)]
+    pending: BTreeMap<String, PendingPairing>,
+}
+
+/// A pairing operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PairingError {
+    /// No pending request has this code.
+    #[error("no pending pairing has the code {0} (see `oxibot pairing list`)")]
+    UnknownCode(String),
+    /// The file could not be read or written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    File {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The pairing store and the access decisions built on it.
+pub struct Access {
+    path: PathBuf,
+    /// The file's content, read at start and written after each change.
+    state: Mutex<PairingFile>,
+}
+
+impl Access {
+    /// The store at `path` (usually `<data dir>/pairing.json`); a missing or unreadable
+    /// file starts empty.
+    pub fn open(path: &Path) -> Access {
+        let state = std::fs::read_to_string(path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
+        Access { path: path.to_path_buf(), state: Mutex::new(state) }
+    }
+
+    /// Whether a message from `sender_id` (or `username`) in a direct or group chat may pass.
+    pub fn decide(&self, channel: &str, allow: &AllowFrom, sender_id: &str, username: Option<&str>, chat_id: &str, is_group: bool) -> Decision {
+        let listed = |ids: &[String]| ids.iter().any(|id| id == sender_id || username.is_some_and(|u| id.trim_start_matches('@') == u));
+        match allow {
+            AllowFrom::Everyone => Decision::Allow,
+            AllowFrom::Only(ids) if listed(ids) => Decision::Allow,
+            AllowFrom::Only(_) => Decision::Deny,
+            AllowFrom::Pairing => {
+                let mut state = self.lock();
+                if state.approved.get(channel).is_some_and(|ids| listed(ids)) {
+                    return Decision::Allow;
+                }
+                if is_group || state.pending.values().any(|p| p.channel == channel && p.sender_id == sender_id) {
+                    return Decision::Deny;
+                }
+                let code = new_code(&state);
+                let pending = PendingPairing { channel: channel.to_owned(), sender_id: sender_id.to_owned(), chat_id: chat_id.to_owned(), issued: now() };
+                state.pending.insert(code.clone(), pending);
+                self.save(&state);
+                Decision::SendCode(code)
+            }
+        }
+    }
+
+    /// Approves the request with `code`: its sender may talk from now on.
+    pub fn approve(&self, code: &str) -> Result<PendingPairing, PairingError> {
+        let mut state = self.reload();
+        let code = code.trim().to_ascii_uppercase();
+        let pending = state.pending.remove(&code).ok_or_else(|| PairingError::UnknownCode(code.clone()))?;
+        let approved = state.approved.entry(pending.channel.clone()).or_default();
+        if !approved.contains(&pending.sender_id) {
+            approved.push(pending.sender_id.clone());
+        }
+        write_atomic(&self.path, json_bytes(&state).as_slice()).map_err(|source| PairingError::File { action: "write", path: self.path.clone(), source })?;
+        Ok(pending)
+    }
+
+    /// Codes waiting for approval.
+    pub fn pending(&self) -> Vec<(String, PendingPairing)> {
+        self.reload().pending.clone().into_iter().collect()
+    }
+
+    /// Approved senders per channel.
+    pub fn approved(&self) -> BTreeMap<String, Vec<String>> {
+        self.reload().approved.clone()
+    }
+
+    /// Re-reads approvals made by another process (cheap: a small file).
+    pub fn refresh(&self) {
+        drop(self.reload());
+    }
+
+    /// The file as it is on disk now (another process — `oxibot pairing approve` — may have
+    /// changed it).
+    fn reload(&self) -> MutexGuard<'_, PairingFile> {
+        let mut state = self.lock();
+        if let Some(fresh) = std::fs::read_to_string(&self.path).ok().and_then(|t| serde_json::from_str(&t).ok()) {
+            *state = fresh;
+        }
+        state
+    }
+
+    fn save(&self, state: &PairingFile) {
+        if let Err(error) = write_atomic(&self.path, &json_bytes(state)) {
+            tracing::warn!(path = %self.path.display(), %error, "cannot save pairing state");
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PairingFile> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn json_bytes(state: &PairingFile) -> Vec<u8> {
+    serde_json::to_vec_pretty(state).unwrap_or_default()
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A fresh 6-character code (no 0/O/1/I), unique among pending ones.
+fn new_code(state: &PairingFile) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) as u64 ^ (u64::from(std::process::id()) << 32);
+    loop {
+        let mut code = String::with_capacity(6);
+        for _ in 0..6 {
+            // xorshift64: good enough to make codes hard to guess by accident.
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            code.push(char::from(ALPHABET[(seed % ALPHABET.len() as u64) as usize]));
+        }
+        if !state.pending.contains_key(&code) {
+            return code;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::testdir::TestDir;
+
+    #[test]
+    fn everyone_and_listed_senders_pass_and_others_do_not() {
+        let dir = TestDir::new("access-list");
+        let access = Access::open(&dir.path().join("pairing.json"));
+        assert_eq!(access.decide("t", &AllowFrom::Everyone, "1", None, "1", false), Decision::Allow);
+        let only = AllowFrom::Only(vec!["42".into(), "@sam".into()]);
+        assert_eq!(access.decide("t", &only, "42", None, "42", false), Decision::Allow);
+        assert_eq!(access.decide("t", &only, "9", Some("sam"), "9", false), Decision::Allow);
+        assert_eq!(access.decide("t", &only, "9", None, "9", false), Decision::Deny);
+    }
+
+    #[test]
+    fn an_unknown_sender_in_a_direct_chat_gets_one_code_and_approval_lets_them_in_for_good() {
+        let dir = TestDir::new("access-pair");
+        let path = dir.path().join("pairing.json");
+        let access = Access::open(&path);
+        let Decision::SendCode(code) = access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false) else { panic!("no code") };
+        assert_eq!(code.len(), 6);
+        assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false), Decision::Deny, "the code is sent once");
+        assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "88", None, "g", true), Decision::Deny, "no codes in groups");
+        // The owner approves from another process.
+        let pending = Access::open(&path).approve(&code.to_lowercase()).unwrap();
+        assert_eq!((pending.channel.as_str(), pending.sender_id.as_str()), ("telegram", "77"));
+        access.refresh();
+        assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false), Decision::Allow);
+        assert_eq!(Access::open(&path).decide("telegram", &AllowFrom::Pairing, "77", None, "77", false), Decision::Allow, "approvals persist");
+        assert!(matches!(access.approve(&code), Err(PairingError::UnknownCode(_))));
+    }
+}

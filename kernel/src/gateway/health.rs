@@ -1,0 +1,67 @@
+//! `GET /health` on `gateway.host:gateway.port`: the kernel's and every plugin's state, as
+//! JSON. A deliberately tiny HTTP/1.1 responder: one request per connection.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::plugin::PluginHost;
+
+/// What the endpoint reports from.
+pub struct HealthSource {
+    /// The plugin host (tools and channels).
+    pub host: Rc<dyn Fn() -> Value>,
+    /// When the gateway started.
+    pub started: Instant,
+}
+
+/// The report for `host`: every plugin's name, kind, state, pid and restart reason.
+pub fn report(host: &PluginHost, started: Instant) -> Value {
+    let plugins: Vec<Value> = host
+        .statuses()
+        .into_iter()
+        .map(|s| json!({"name": s.name, "kind": String::from(s.kind), "state": s.state, "pid": s.pid, "reason": s.reason}))
+        .collect();
+    json!({"status": "ok", "pid": std::process::id(), "uptime_secs": started.elapsed().as_secs(), "plugins": plugins})
+}
+
+/// Serves `/health` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, source: HealthSource) {
+    let source = Rc::new(source);
+    loop {
+        let Ok((socket, _)) = listener.accept().await else { continue };
+        let source = source.clone();
+        actix::spawn(async move {
+            if let Err(error) = answer(socket, &source).await {
+                tracing::debug!(%error, "health request failed");
+            }
+        });
+    }
+}
+
+async fn answer(mut socket: TcpStream, source: &HealthSource) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; 4096];
+    let mut read = 0;
+    while !buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") && read < buffer.len() {
+        let n = socket.read(&mut buffer[read..]).await?;
+        if n == 0 {
+            break;
+        }
+        read += n;
+    }
+    let request = String::from_utf8_lossy(&buffer[..read]);
+    let path = request.split_whitespace().nth(1).unwrap_or("");
+    let (status, body) = if request.starts_with("GET ") && (path == "/health" || path == "/health/") {
+        let mut report = (source.host)();
+        report["uptime_secs"] = json!(source.started.elapsed().as_secs());
+        ("200 OK", report.to_string())
+    } else {
+        ("404 Not Found", json!({"error": "not found; try GET /health"}).to_string())
+    };
+    let response = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+    socket.write_all(response.as_bytes()).await?;
+    socket.shutdown().await
+}

@@ -1,0 +1,92 @@
+//! The gateway: the long-running kernel that serves chat channels.
+//!
+//! Code map: [`settings`] reads `gateway` and `channels.<name>`; [`access`] decides who may
+//! talk (`allowFrom`, pairing codes); [`router::Router`] turns channel plugin events into
+//! session turns and replies; [`resume`] finds messages a crash left unanswered; [`health`]
+//! serves `GET /health`. [`run`] ties them together and owns the shutdown order: stop taking
+//! messages, let running turns finish (they are checkpointed anyway), say goodbye to the
+//! plugins, exit.
+
+pub mod access;
+pub mod health;
+pub mod resume;
+pub mod router;
+pub mod settings;
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::agent::{Agent, SessionManager};
+use crate::memory::dream_actor::StartSchedule;
+use access::Access;
+use router::Router;
+use settings::GatewaySettings;
+
+/// Longest wait for running turns at shutdown.
+const DRAIN_LIMIT: Duration = Duration::from_secs(20);
+
+/// Why the gateway could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The health endpoint's address is taken or invalid.
+    #[error("cannot listen on {address} for the health endpoint ({source}); is another gateway running? (set gateway.port)")]
+    Listen {
+        /// `host:port`.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Runs the gateway over `agent` (whose plugin host already runs the enabled channels) until
+/// SIGTERM or SIGINT. Must run inside an actix system.
+pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access) -> Result<(), GatewayError> {
+    let started = Instant::now();
+    let address = format!("{}:{}", settings.host, settings.port);
+    let listener = TcpListener::bind(&address).await.map_err(|source| GatewayError::Listen { address: address.clone(), source })?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(GatewayError::Signals)?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(GatewayError::Signals)?;
+
+    let events = agent.host.subscribe();
+    let manager = Rc::new(SessionManager::new(agent.clone()));
+    manager.memory().dream.do_send(StartSchedule);
+    let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
+    let router = Router::new(manager.clone(), settings, access);
+    actix::spawn(router.clone().run(events));
+    let health_agent = agent.clone();
+    let source = health::HealthSource { host: Rc::new(move || health::report(&health_agent.host, started)), started };
+    actix::spawn(health::serve(listener, source));
+    resume_unanswered(&agent, &router, &channels);
+    tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
+
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = interrupt.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    router.stop_accepting();
+    let deadline = Instant::now() + DRAIN_LIMIT;
+    while router.in_flight() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if router.in_flight() > 0 {
+        tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
+    }
+    agent.host.shutdown().await;
+    Ok(())
+}
+
+/// Answers messages a previous run persisted but never answered.
+fn resume_unanswered(agent: &Agent, router: &Rc<Router>, channels: &[String]) {
+    let names: Vec<&str> = channels.iter().map(String::as_str).collect();
+    for pending in resume::unanswered(agent.store.dir(), &names) {
+        tracing::info!(session = %pending.key, "answering a message left unanswered by a previous run");
+        actix::spawn(router.clone().resume(pending.key, pending.metadata));
+    }
+}

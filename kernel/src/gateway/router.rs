@@ -1,0 +1,234 @@
+//! Routing between channel plugins and sessions: each inbound message goes, after access
+//! control, to the `SessionActor` of `channel:chat_id`; it is acknowledged to its channel
+//! once persisted; the reply streams back (to channels that stream) and is delivered with
+//! retries.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::access::{Access, Decision};
+use super::settings::GatewaySettings;
+use crate::agent::runner::TurnEvent;
+use crate::agent::{ChannelOrigin, SessionManager, TurnReply};
+use crate::plugin::PluginEvent;
+
+/// Waits before each delivery attempt: at once, then 1 s, 2 s, 4 s.
+const DELIVERY_DELAYS: [Duration; 4] = [Duration::ZERO, Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
+/// How long a channel has to acknowledge one delivery attempt.
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The gateway's routing state. Lives on the actix system's thread (hence `Rc`/`Cell`).
+pub struct Router {
+    manager: Rc<SessionManager>,
+    settings: GatewaySettings,
+    access: Access,
+    /// Channels that announced streaming.
+    streaming: RefCell<HashMap<String, bool>>,
+    /// Deliveries waiting for their `DeliveryAck`, by outbound id.
+    pending: RefCell<HashMap<u64, oneshot::Sender<Result<(), String>>>>,
+    /// The next outbound / stream id.
+    next_id: Cell<u64>,
+    /// Cleared at shutdown: new messages are left for the channel to redeliver.
+    accepting: Cell<bool>,
+    /// Turns and deliveries in progress.
+    in_flight: Cell<usize>,
+}
+
+impl Router {
+    /// A router over `manager`'s sessions and plugin host.
+    pub fn new(manager: Rc<SessionManager>, settings: GatewaySettings, access: Access) -> Rc<Router> {
+        Rc::new(Router {
+            manager,
+            settings,
+            access,
+            streaming: RefCell::default(),
+            pending: RefCell::default(),
+            next_id: Cell::new(1),
+            accepting: Cell::new(true),
+            in_flight: Cell::new(0),
+        })
+    }
+
+    /// Handles plugin events until the host goes away.
+    pub async fn run(self: Rc<Self>, mut events: mpsc::UnboundedReceiver<PluginEvent>) {
+        while let Some(event) = events.recv().await {
+            match event {
+                PluginEvent::Inbound { plugin, inbound } => {
+                    let router = self.clone();
+                    actix::spawn(async move { router.on_inbound(plugin, inbound).await });
+                }
+                PluginEvent::Delivery { ack, .. } => {
+                    if let Some(waiter) = self.pending.borrow_mut().remove(&ack.id) {
+                        let _ = waiter.send(if ack.ok { Ok(()) } else { Err(ack.error.unwrap_or_else(|| "delivery failed".into())) });
+                    }
+                }
+                PluginEvent::Ready { plugin, features, .. } => {
+                    tracing::info!(channel = %plugin, "channel ready");
+                    self.streaming.borrow_mut().insert(plugin, features.contains(&Feature::Streaming));
+                }
+                PluginEvent::Down { plugin, reason } => tracing::warn!(channel = %plugin, %reason, "channel down; it will be restarted"),
+            }
+        }
+    }
+
+    /// Stops taking new messages (shutdown).
+    pub fn stop_accepting(&self) {
+        self.accepting.set(false);
+    }
+
+    /// Turns and deliveries still running.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
+    async fn on_inbound(self: Rc<Self>, channel: String, inbound: Inbound) {
+        if !self.accepting.get() {
+            return;
+        }
+        let Some(settings) = self.settings.channel(&channel) else {
+            tracing::warn!(%channel, "message from a channel that is not configured; dropped");
+            return;
+        };
+        let username = inbound.metadata.get("username").and_then(Value::as_str);
+        let is_group = inbound.metadata.get("is_group").and_then(Value::as_bool).unwrap_or(false);
+        self.access.refresh();
+        match self.access.decide(&channel, &settings.allow_from, &inbound.sender_id, username, &inbound.chat_id, is_group) {
+            Decision::Allow => {}
+            Decision::Deny => {
+                tracing::info!(%channel, sender = %inbound.sender_id, "message from a sender not allowed; dropped");
+                self.accept(&channel, &inbound.id);
+                return;
+            }
+            Decision::SendCode(code) => {
+                tracing::info!(%channel, sender = %inbound.sender_id, %code, "pairing code sent; approve with `oxibot pairing approve {code}`");
+                self.accept(&channel, &inbound.id);
+                let text = format!("Hi! I don't know you yet. Ask my owner to approve you with:\n\n    oxibot pairing approve {code}");
+                self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
+                return;
+            }
+        }
+        if let Some(code) = inbound.content.trim().strip_prefix("/pairing approve ") {
+            self.accept(&channel, &inbound.id);
+            let text = match self.access.approve(code) {
+                Ok(p) => format!("Approved {} on {}.", p.sender_id, p.channel),
+                Err(error) => format!("Cannot approve: {error}"),
+            };
+            self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
+            return;
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.clone().turn(channel, inbound).await;
+        self.in_flight.set(self.in_flight.get() - 1);
+    }
+
+    /// Runs the turn for an allowed message and delivers its reply.
+    async fn turn(self: Rc<Self>, channel: String, inbound: Inbound) {
+        let key = format!("{channel}:{}", inbound.chat_id);
+        let (persisted, persisted_rx) = oneshot::channel();
+        let router = self.clone();
+        let (accept_channel, accept_id) = (channel.clone(), inbound.id.clone());
+        actix::spawn(async move {
+            if persisted_rx.await.is_ok() {
+                router.accept(&accept_channel, &accept_id);
+            }
+        });
+        let origin = ChannelOrigin { inbound_id: inbound.id.clone(), metadata: inbound.metadata.clone() };
+        let (events, stream_id) = self.stream_to(&channel, &inbound.chat_id);
+        let reply = self.manager.send_from_channel(&key, &inbound.content, origin, persisted, events).await;
+        self.deliver_reply(&channel, &inbound.chat_id, reply, stream_id, inbound.metadata).await;
+    }
+
+    /// Answers a message a crash left unanswered in session `key` (gateway start).
+    pub async fn resume(self: Rc<Self>, key: String, metadata: Value) {
+        let Some((channel, chat_id)) = key.split_once(':').map(|(c, id)| (c.to_owned(), id.to_owned())) else { return };
+        self.in_flight.set(self.in_flight.get() + 1);
+        let (events, stream_id) = self.stream_to(&channel, &chat_id);
+        let reply = self.manager.resume(&key, events).await;
+        self.deliver_reply(&channel, &chat_id, reply, stream_id, metadata).await;
+        self.in_flight.set(self.in_flight.get() - 1);
+    }
+
+    /// An event sink for a turn: deltas go to the channel when it streams.
+    fn stream_to(self: &Rc<Self>, channel: &str, chat_id: &str) -> (mpsc::UnboundedSender<TurnEvent>, Option<u64>) {
+        let (events, mut rx) = mpsc::unbounded_channel();
+        if !self.streaming.borrow().get(channel).copied().unwrap_or(false) {
+            actix::spawn(async move { while rx.recv().await.is_some() {} });
+            return (events, None);
+        }
+        let stream_id = self.fresh_id();
+        let router = self.clone();
+        let (channel, chat_id) = (channel.to_owned(), chat_id.to_owned());
+        actix::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                if let TurnEvent::Delta(text) = event {
+                    let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
+                    let _ = router.manager.agent().host.send(&channel, delta);
+                }
+            }
+        });
+        (events, Some(stream_id))
+    }
+
+    async fn deliver_reply(&self, channel: &str, chat_id: &str, reply: Result<TurnReply, crate::agent::AgentError>, stream_id: Option<u64>, metadata: Value) {
+        let text = match reply {
+            Ok(TurnReply::AlreadyAnswered) => return,
+            Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => text,
+            Ok(TurnReply::Stopped) => "(stopped)".to_owned(),
+            Err(error) => format!("Sorry, something went wrong: {error}"),
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        self.deliver(channel, chat_id, text, stream_id, metadata).await;
+    }
+
+    /// Sends one reply, retrying (1 s, 2 s, 4 s) until the channel acknowledges it; a
+    /// delivery that finally fails is logged and recorded in the session.
+    async fn deliver(&self, channel: &str, chat_id: &str, content: String, stream_id: Option<u64>, metadata: Value) {
+        let mut last_error = String::new();
+        for delay in DELIVERY_DELAYS {
+            tokio::time::sleep(delay).await;
+            let id = self.fresh_id();
+            let (ack, ack_rx) = oneshot::channel();
+            self.pending.borrow_mut().insert(id, ack);
+            let outbound = Outbound { id, chat_id: chat_id.to_owned(), content: content.clone(), media: Vec::new(), stream_id, metadata: metadata.clone() };
+            if let Err(error) = self.manager.agent().host.send(channel, Message::Outbound(outbound)) {
+                self.pending.borrow_mut().remove(&id);
+                last_error = error.to_string();
+                continue;
+            }
+            match tokio::time::timeout(ACK_TIMEOUT, ack_rx).await {
+                Ok(Ok(Ok(()))) => return,
+                Ok(Ok(Err(error))) => last_error = error,
+                Ok(Err(_)) => last_error = "the channel went away".to_owned(),
+                Err(_) => {
+                    self.pending.borrow_mut().remove(&id);
+                    last_error = "no acknowledgement in time".to_owned();
+                }
+            }
+            tracing::warn!(%channel, %chat_id, error = %last_error, "delivery failed; retrying");
+        }
+        tracing::error!(%channel, %chat_id, error = %last_error, "delivery failed for good");
+        let key = format!("{channel}:{chat_id}");
+        self.manager.record_undelivered(&key, &content, &last_error).await;
+    }
+
+    fn accept(&self, channel: &str, id: &str) {
+        let accepted = Message::InboundAccepted(InboundAccepted { id: id.to_owned() });
+        if let Err(error) = self.manager.agent().host.send(channel, accepted) {
+            tracing::warn!(%channel, %error, "cannot acknowledge a message; the channel may deliver it again");
+        }
+    }
+
+    fn fresh_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+}

@@ -1,0 +1,167 @@
+//! The gateway's part of `config.json`: `gateway` (`host`, `port`) and `channels.<name>`
+//! (`enabled`, `allowFrom`, and whatever else the channel plugin reads).
+
+use serde_json::{Map, Value};
+
+use crate::config::Config;
+
+/// Where the health endpoint listens by default (nanobot's gateway port).
+pub const DEFAULT_PORT: u16 = 18790;
+
+/// A bad `gateway` or `channels` setting.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct SettingsError {
+    /// The key path, e.g. `channels.telegram.allowFrom`.
+    key: String,
+    /// What is wrong and what was expected.
+    problem: String,
+}
+
+/// Who may talk to the assistant through one channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowFrom {
+    /// `"*"`: everyone.
+    Everyone,
+    /// Exactly these sender ids (or usernames).
+    Only(Vec<String>),
+    /// No `allowFrom`: unknown senders in direct chats get a pairing code.
+    Pairing,
+}
+
+/// One enabled channel.
+#[derive(Debug, Clone)]
+pub struct ChannelSettings {
+    /// Its name (`telegram`, …).
+    pub name: String,
+    /// Access control.
+    pub allow_from: AllowFrom,
+    /// The whole `channels.<name>` section, handed to the plugin.
+    pub raw: Value,
+}
+
+/// The gateway's settings.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    /// The health endpoint's address.
+    pub host: String,
+    /// The health endpoint's port.
+    pub port: u16,
+    /// Channels with `enabled: true`, by name.
+    pub channels: Vec<ChannelSettings>,
+}
+
+impl GatewaySettings {
+    /// Reads `gateway` and `channels` from the config's extra keys.
+    pub fn from_config(config: &Config) -> Result<GatewaySettings, SettingsError> {
+        let gateway = config.extra.get("gateway").cloned().unwrap_or(Value::Null);
+        let host = match gateway.get("host") {
+            None | Some(Value::Null) => "127.0.0.1".to_owned(),
+            Some(Value::String(host)) => host.clone(),
+            Some(other) => return Err(error("gateway.host", format!("expected an address like \"127.0.0.1\", got {other}"))),
+        };
+        let port = match gateway.get("port") {
+            None | Some(Value::Null) => DEFAULT_PORT,
+            Some(value) => value.as_u64().and_then(|p| u16::try_from(p).ok()).ok_or_else(|| error("gateway.port", format!("expected a port number, got {value}")))?,
+        };
+        let mut channels = Vec::new();
+        if let Some(section) = config.extra.get("channels") {
+            let map = section.as_object().ok_or_else(|| error("channels", "expected an object of channel sections"))?;
+            for (name, raw) in map {
+                if let Some(channel) = channel(name, raw)? {
+                    channels.push(channel);
+                }
+            }
+        }
+        Ok(GatewaySettings { host, port, channels })
+    }
+
+    /// The settings of channel `name`, if enabled.
+    pub fn channel(&self, name: &str) -> Option<&ChannelSettings> {
+        self.channels.iter().find(|c| c.name == name)
+    }
+}
+
+fn channel(name: &str, raw: &Value) -> Result<Option<ChannelSettings>, SettingsError> {
+    let Value::Object(section) = raw else {
+        // nanobot keeps a few non-channel keys here (e.g. `sendProgress`): not a channel.
+        return Ok(None);
+    };
+    match section.get("enabled") {
+        Some(Value::Bool(true)) => {}
+        None | Some(Value::Bool(false)) | Some(Value::Null) => return Ok(None),
+        Some(other) => return Err(error(&format!("channels.{name}.enabled"), format!("expected true or false, got {other}"))),
+    }
+    let allow_from = allow_from(name, section)?;
+    Ok(Some(ChannelSettings { name: name.to_owned(), allow_from, raw: raw.clone() }))
+}
+
+fn allow_from(name: &str, section: &Map<String, Value>) -> Result<AllowFrom, SettingsError> {
+    let key = format!("channels.{name}.allowFrom");
+    let value = section.get("allowFrom").or_else(|| section.get("allow_from"));
+    match value {
+        None | Some(Value::Null) => Ok(AllowFrom::Pairing),
+        Some(Value::String(s)) if s == "*" => Ok(AllowFrom::Everyone),
+        Some(Value::Array(items)) => {
+            let ids = items
+                .iter()
+                .map(|item| match item {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    other => Err(error(&key, format!("expected sender ids as strings, got {other}"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(if ids.iter().any(|id| id == "*") { AllowFrom::Everyone } else { AllowFrom::Only(ids) })
+        }
+        Some(other) => Err(error(&key, format!("expected \"*\" or a list of sender ids, got {other}"))),
+    }
+}
+
+fn error(key: &str, problem: impl Into<String>) -> SettingsError {
+    SettingsError { key: key.to_owned(), problem: problem.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn settings(config: Value) -> Result<GatewaySettings, SettingsError> {
+        GatewaySettings::from_config(&Config::parse(&config.to_string(), Path::new("config.json")).unwrap())
+    }
+
+    #[test]
+    fn only_enabled_channels_are_started_and_defaults_apply() {
+        let s = settings(json!({"channels": {"telegram": {"enabled": true, "token": "t"}, "discord": {"enabled": false}, "sendProgress": true}})).unwrap();
+        assert_eq!(s.channels.len(), 1);
+        assert_eq!(s.channels[0].name, "telegram");
+        assert_eq!(s.channels[0].raw["token"], "t");
+        assert_eq!((s.host.as_str(), s.port), ("127.0.0.1", DEFAULT_PORT));
+    }
+
+    #[test]
+    fn allow_from_is_everyone_a_list_or_pairing_when_absent() {
+        let s = settings(json!({"channels": {
+            "a": {"enabled": true, "allowFrom": "*"},
+            "b": {"enabled": true, "allowFrom": ["42", 7]},
+            "c": {"enabled": true},
+            "d": {"enabled": true, "allow_from": ["*"]}
+        }}))
+        .unwrap();
+        assert_eq!(s.channel("a").unwrap().allow_from, AllowFrom::Everyone);
+        assert_eq!(s.channel("b").unwrap().allow_from, AllowFrom::Only(vec!["42".into(), "7".into()]));
+        assert_eq!(s.channel("c").unwrap().allow_from, AllowFrom::Pairing);
+        assert_eq!(s.channel("d").unwrap().allow_from, AllowFrom::Everyone);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let error = settings(json!({"gateway": {"port": "x"}})).unwrap_err().to_string();
+        assert!(error.starts_with("gateway.port:"), "{error}");
+        let error = settings(json!({"channels": {"slack": {"enabled": true, "allowFrom": 5}}})).unwrap_err().to_string();
+        assert!(error.starts_with("channels.slack.allowFrom:"), "{error}");
+    }
+}

@@ -1,0 +1,228 @@
+//! `oxibot gateway` end to end: the real binary with the loopback channel plugin and the
+//! scripted LLM — replies in the channel, pairing, a killed channel, a killed kernel, health,
+//! and a clean SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oxibot_tests::channels::free_port;
+use oxibot_tests::llm::{Reply, ScriptedLlm};
+use oxibot_tests::procs::{is_alive, sigkill, wait_until};
+use oxibot_tests::{bin, TempDir};
+use serde_json::{json, Value};
+
+/// A data dir whose config enables the loopback channel and points the model at the
+/// scripted LLM.
+struct GatewayEnv {
+    home: TempDir,
+    workspace: PathBuf,
+    llm: ScriptedLlm,
+    channel_port: u16,
+    health_port: u16,
+}
+
+impl GatewayEnv {
+    fn new(allow_from: Option<Value>) -> GatewayEnv {
+        let home = TempDir::new("gateway-home");
+        let workspace = home.path().join("workspace");
+        let llm = ScriptedLlm::start();
+        let (channel_port, health_port) = (free_port(), free_port());
+        let mut loopback = json!({"enabled": true, "port": channel_port});
+        if let Some(allow) = allow_from {
+            loopback["allowFrom"] = allow;
+        }
+        let config = json!({
+            "agents": {"defaults": {"workspace": workspace, "model": "test-model", "provider": "custom"}},
+            "providers": {"custom": {"apiKey": "k", "apiBase": llm.base_url()}},
+            "channels": {"loopback": loopback},
+            "gateway": {"port": health_port}
+        });
+        home.write("config.json", &config.to_string());
+        GatewayEnv { home, workspace, llm, channel_port, health_port }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(bin("oxibot"));
+        command.args(args).env("OXIBOT_HOME", self.home.path()).env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80").env_remove("RUST_LOG");
+        command
+    }
+
+    /// Starts the gateway and waits until the channel accepts connections.
+    fn start(&self) -> Gateway {
+        let child = self.command(&["gateway"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let gateway = Gateway { child };
+        assert!(wait_until(Duration::from_secs(15), || self.health().is_some_and(|h| loopback(&h)["state"] == "running")), "the gateway never became healthy");
+        gateway
+    }
+
+    fn client(&self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpStream::connect(("127.0.0.1", self.channel_port)) {
+                Ok(stream) => {
+                    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    return Client { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream };
+                }
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                Err(error) => panic!("cannot reach the loopback channel: {error}"),
+            }
+        }
+    }
+
+    fn health(&self) -> Option<Value> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.health_port)).ok()?;
+        stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
+    }
+
+    fn session_text(&self, chat: &str) -> String {
+        std::fs::read_to_string(self.workspace.join(format!("sessions/loopback_{chat}.jsonl"))).unwrap_or_default()
+    }
+}
+
+fn loopback(health: &Value) -> Value {
+    health["plugins"].as_array().into_iter().flatten().find(|p| p["name"] == "loopback").cloned().unwrap_or(Value::Null)
+}
+
+struct Gateway {
+    child: Child,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    fn say(&mut self, sender: &str, chat: &str, text: &str) {
+        writeln!(self.writer, "{sender}:{chat}:{text}").unwrap();
+    }
+
+    /// The next line starting with `prefix` (others are skipped).
+    fn expect(&mut self, prefix: &str) -> String {
+        loop {
+            let mut line = String::new();
+            let n = self.reader.read_line(&mut line).unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}"));
+            assert!(n > 0, "the channel closed while waiting for {prefix:?}");
+            if line.starts_with(prefix) {
+                return line.trim_end().to_owned();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_message_in_the_channel_gets_the_models_reply_in_that_channel() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let _gateway = env.start();
+    env.llm.push(Reply::Text("Hello from the model".into()));
+    let mut client = env.client();
+    client.say("alice", "chat1", "hi there");
+    client.expect("ACCEPTED");
+    assert_eq!(client.expect("OUT chat1"), "OUT chat1 Hello from the model");
+    let session = env.session_text("chat1");
+    assert!(session.contains("\"hi there\"") && session.contains("Hello from the model"), "{session}");
+    let user = env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(user.contains("hi there") && user.contains("loopback"), "{user}");
+}
+
+#[test]
+fn an_unlisted_sender_gets_a_pairing_code_and_after_approval_is_answered() {
+    let env = GatewayEnv::new(None);
+    let _gateway = env.start();
+    let mut client = env.client();
+    client.say("mallory", "dm9", "let me in");
+    let reply = client.expect("OUT dm9");
+    let code = reply.split_whitespace().last().unwrap().to_owned();
+    assert!(reply.contains("oxibot pairing approve") && code.len() == 6, "{reply}");
+    assert!(env.llm.requests().is_empty(), "nothing reached the model");
+    assert!(!env.session_text("dm9").contains("let me in"), "nothing was stored");
+
+    let approved = env.command(&["pairing", "approve", &code]).output().unwrap();
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    env.llm.push(Reply::Text("Welcome".into()));
+    client.say("mallory", "dm9", "hello again");
+    assert_eq!(client.expect("OUT dm9"), "OUT dm9 Welcome");
+}
+
+#[test]
+fn a_sender_outside_allow_from_is_refused_without_a_word() {
+    let env = GatewayEnv::new(Some(json!(["alice"])));
+    let _gateway = env.start();
+    let mut client = env.client();
+    client.say("bob", "c2", "hello?");
+    client.expect("ACCEPTED");
+    env.llm.push(Reply::Text("hi alice".into()));
+    client.say("alice", "c3", "hello");
+    assert_eq!(client.expect("OUT"), "OUT c3 hi alice", "bob got nothing, alice got her answer");
+    assert_eq!(env.llm.requests().len(), 1);
+}
+
+#[test]
+fn a_sigkilled_channel_plugin_comes_back_and_later_messages_flow() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let _gateway = env.start();
+    let pid = loopback(&env.health().unwrap())["pid"].as_u64().unwrap() as u32;
+    sigkill(pid);
+    let restarted = || env.health().is_some_and(|h| loopback(&h)["state"] == "running" && loopback(&h)["pid"].as_u64() != Some(u64::from(pid)));
+    assert!(wait_until(Duration::from_secs(15), restarted), "the channel did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    let mut client = env.client();
+    client.say("alice", "c1", "are you there?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 still here");
+}
+
+#[test]
+fn a_kernel_killed_right_after_a_message_arrives_answers_it_after_restart() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let mut gateway = env.start();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 30_000, text: "too late".into() });
+    let mut client = env.client();
+    client.say("alice", "c1", "remember the milk");
+    client.expect("ACCEPTED");
+    assert!(env.session_text("c1").contains("remember the milk"));
+    sigkill(gateway.child.id());
+    gateway.child.wait().unwrap();
+
+    env.llm.push(Reply::Text("Noted: milk".into()));
+    let _restarted = env.start();
+    let mut client = env.client();
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Noted: milk", "the persisted message is answered after the restart");
+    let session = env.session_text("c1");
+    assert_eq!(session.matches("remember the milk").count(), 1, "stored once: {session}");
+}
+
+#[test]
+fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let mut gateway = env.start();
+    let health = env.health().unwrap();
+    assert_eq!(health["status"], "ok");
+    let kinds: Vec<(String, String)> = health["plugins"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_owned(), p["kind"].as_str().unwrap().to_owned())).collect();
+    assert!(kinds.contains(&("loopback".into(), "channel".into())) && kinds.contains(&("fs".into(), "tool".into())), "{kinds:?}");
+    let plugin_pid = loopback(&health)["pid"].as_u64().unwrap() as u32;
+
+    rustix::process::kill_process(rustix::process::Pid::from_raw(gateway.child.id() as i32).unwrap(), rustix::process::Signal::TERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = gateway.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the gateway did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(wait_until(Duration::from_secs(5), || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
+}
