@@ -226,3 +226,16 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
     assert!(status.success(), "exit status {status:?}");
     assert!(wait_until(Duration::from_secs(5), || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
 }
+
+#[test]
+fn status_shows_the_running_gateways_channels() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let before = env.command(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&before.stdout).into_owned();
+    assert!(text.contains("gateway:   not running (channels: loopback"), "{text}");
+    let _gateway = env.start();
+    let after = env.command(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&after.stdout).into_owned();
+    assert!(text.contains("gateway:   running") && text.lines().any(|l| l.trim_start().starts_with("loopback") && l.contains("running")), "{text}");
+    assert!(text.contains("test-model"), "{text}");
+}

@@ -47,5 +47,37 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         };
         println!("  {:<12} {:<10} {offers}{detail}", status.name, status.state);
     }
+    print_gateway(common, &setup);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The running gateway's channels, asked of its health endpoint.
+fn print_gateway(common: &CommonArgs, setup: &Setup) {
+    let Ok(settings) = super::gateway::settings(common, setup) else { return };
+    let address = format!("{}:{}", settings.host, settings.port);
+    match fetch_health(&address) {
+        Some(health) => {
+            println!("gateway:   running (pid {}) on {address}, up {}s", health["pid"], health["uptime_secs"]);
+            for plugin in health["plugins"].as_array().into_iter().flatten().filter(|p| p["kind"] == "channel") {
+                println!("  {:<12} {}", plugin["name"].as_str().unwrap_or("?"), plugin["state"].as_str().unwrap_or("?"));
+            }
+        }
+        None => {
+            let names: Vec<&str> = settings.channels.iter().map(|c| c.name.as_str()).collect();
+            let enabled = if names.is_empty() { "none enabled".to_owned() } else { names.join(", ") };
+            println!("gateway:   not running (channels: {enabled}; start it with `oxibot gateway`)");
+        }
+    }
+}
+
+/// `GET /health` with a short timeout; `None` when nothing answers.
+fn fetch_health(address: &str) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(address).ok()?.next()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)).ok()?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
+    stream.write_all(b"GET /health HTTP/1.1\r\nhost: oxibot\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
 }
