@@ -52,7 +52,8 @@ impl GatewayEnv {
 
     /// Starts the gateway and waits until the channel accepts connections.
     fn start(&self) -> Gateway {
-        let child = self.command(&["gateway"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let log = std::fs::File::create(self.home.path().join("gateway.log")).unwrap();
+        let child = self.command(&["gateway"]).stdout(Stdio::null()).stderr(log).spawn().unwrap();
         let gateway = Gateway { child };
         assert!(wait_until(Duration::from_secs(15), || self.health().is_some_and(|h| loopback(&h)["state"] == "running")), "the gateway never became healthy");
         gateway
@@ -112,12 +113,18 @@ impl Client {
 
     /// The next line starting with `prefix` (others are skipped).
     fn expect(&mut self, prefix: &str) -> String {
+        self.wait_for(prefix).unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}"))
+    }
+
+    fn wait_for(&mut self, prefix: &str) -> Result<String, String> {
         loop {
             let mut line = String::new();
-            let n = self.reader.read_line(&mut line).unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}"));
-            assert!(n > 0, "the channel closed while waiting for {prefix:?}");
+            let n = self.reader.read_line(&mut line).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("the channel closed".into());
+            }
             if line.starts_with(prefix) {
-                return line.trim_end().to_owned();
+                return Ok(line.trim_end().to_owned());
             }
         }
     }
@@ -193,13 +200,22 @@ fn a_kernel_killed_right_after_a_message_arrives_answers_it_after_restart() {
     client.say("alice", "c1", "remember the milk");
     client.expect("ACCEPTED");
     assert!(env.session_text("c1").contains("remember the milk"));
+    let channel_pid = loopback(&env.health().unwrap())["pid"].as_u64().unwrap() as u32;
     sigkill(gateway.child.id());
     gateway.child.wait().unwrap();
+    // The old channel process goes down with its kernel (and frees its port) first.
+    assert!(wait_until(Duration::from_secs(10), || !is_alive(channel_pid)), "the channel outlived its kernel");
 
     env.llm.push(Reply::Text("Noted: milk".into()));
     let _restarted = env.start();
     let mut client = env.client();
-    assert_eq!(client.expect("OUT c1"), "OUT c1 Noted: milk", "the persisted message is answered after the restart");
+    let reply = client.wait_for("OUT c1").unwrap_or_else(|e| {
+        let log = std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap_or_default();
+        let ps = Command::new("ps").args(["-eo", "pid,ppid,stat,wchan:24,args"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let ps: String = ps.lines().filter(|l| l.contains("oxibot")).collect::<Vec<_>>().join("\n");
+        panic!("{e}; requests: {}, connections: {}, dropped: {:?}\nlog:\n{log}\nprocesses:\n{ps}", env.llm.requests().len(), env.llm.connections(), env.llm.dropped())
+    });
+    assert_eq!(reply, "OUT c1 Noted: milk", "the persisted message is answered after the restart");
     let session = env.session_text("c1");
     assert_eq!(session.matches("remember the milk").count(), 1, "stored once: {session}");
 }
@@ -238,4 +254,21 @@ fn status_shows_the_running_gateways_channels() {
     let text = String::from_utf8_lossy(&after.stdout).into_owned();
     assert!(text.contains("gateway:   running") && text.lines().any(|l| l.trim_start().starts_with("loopback") && l.contains("running")), "{text}");
     assert!(text.contains("test-model"), "{text}");
+}
+
+#[test]
+fn a_reply_that_cannot_be_delivered_is_retried_then_recorded_in_the_session() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let child = env.command(&["gateway"]).env("OXIBOT_DELIVERY_RETRY_DELAYS_MS", "50,50,50").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let _gateway = Gateway { child };
+    assert!(wait_until(Duration::from_secs(15), || env.health().is_some_and(|h| loopback(&h)["state"] == "running")));
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 300, text: "nobody hears this".into() });
+    {
+        let mut client = env.client();
+        client.say("alice", "c9", "talk to you later");
+        client.expect("ACCEPTED");
+    } // the client leaves: the loopback channel has nobody to deliver to
+    let recorded = || env.session_text("c9").lines().next().is_some_and(|header| header.contains("undelivered") && header.contains("nobody hears this"));
+    assert!(wait_until(Duration::from_secs(10), recorded), "{}", env.session_text("c9"));
+    assert!(env.session_text("c9").contains("no client is connected"));
 }

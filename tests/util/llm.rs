@@ -52,6 +52,10 @@ struct State {
     requests: Vec<Value>,
     headers: Vec<Vec<(String, String)>>,
     calls_served: u32,
+    /// Connections accepted (for diagnosing a client that never sends).
+    connections: u32,
+    /// Why each finished connection ended.
+    dropped: Vec<String>,
 }
 
 /// The running server. Dropping it stops the server and joins its thread.
@@ -107,6 +111,16 @@ impl ScriptedLlm {
         self.state.lock().unwrap().requests.clone()
     }
 
+    /// Why each finished connection ended (diagnostics).
+    pub fn dropped(&self) -> Vec<String> {
+        self.state.lock().unwrap().dropped.clone()
+    }
+
+    /// How many connections the server has accepted.
+    pub fn connections(&self) -> u32 {
+        self.state.lock().unwrap().connections
+    }
+
     /// The request headers received so far (names lowercased), in order.
     pub fn request_headers(&self) -> Vec<Vec<(String, String)>> {
         self.state.lock().unwrap().headers.clone()
@@ -131,6 +145,7 @@ async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut st
             _ = &mut stopped => return,
             accepted = listener.accept() => {
                 if let Ok((socket, _)) = accepted {
+                    state.lock().unwrap().connections += 1;
                     // Small writes (headers, SSE chunks) must not wait for delayed ACKs.
                     let _ = socket.set_nodelay(true);
                     tokio::spawn(connection(socket, state.clone()));
@@ -150,7 +165,14 @@ struct Request {
 /// Serves requests on one connection until the client closes it or a reply cuts it.
 async fn connection(socket: TcpStream, state: Arc<Mutex<State>>) {
     let mut socket = BufReader::new(socket);
-    while let Some(request) = read_request(&mut socket).await {
+    loop {
+        let request = match read_request(&mut socket).await {
+            Ok(request) => request,
+            Err(why) => {
+                state.lock().unwrap().dropped.push(why);
+                return;
+            }
+        };
         let keep_open = respond(socket.get_mut(), request, &state).await.unwrap_or(false);
         if !keep_open {
             let _ = socket.get_mut().shutdown().await;
@@ -159,21 +181,31 @@ async fn connection(socket: TcpStream, state: Arc<Mutex<State>>) {
     }
 }
 
-async fn read_request(socket: &mut BufReader<TcpStream>) -> Option<Request> {
+/// Reads one request; `Err` says why the connection ends (a clean close between requests
+/// included).
+async fn read_request(socket: &mut BufReader<TcpStream>) -> Result<Request, String> {
     let mut line = String::new();
-    socket.read_line(&mut line).await.ok().filter(|n| *n > 0)?;
-    let path = line.split_whitespace().nth(1)?.to_owned();
+    match socket.read_line(&mut line).await {
+        Ok(0) => return Err("closed between requests".into()),
+        Ok(_) => {}
+        Err(error) => return Err(format!("request line: {error}")),
+    }
+    let path = line.split_whitespace().nth(1).ok_or_else(|| format!("bad request line {line:?}"))?.to_owned();
     let mut headers = Vec::new();
     loop {
         line.clear();
-        socket.read_line(&mut line).await.ok().filter(|n| *n > 0)?;
+        match socket.read_line(&mut line).await {
+            Ok(0) => return Err("closed in the headers".into()),
+            Ok(_) => {}
+            Err(error) => return Err(format!("headers: {error}")),
+        }
         let Some((name, value)) = line.trim_end().split_once(':') else { break };
         headers.push((name.trim().to_lowercase(), value.trim().to_owned()));
     }
     let length = headers.iter().find(|(name, _)| name == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0; length];
-    socket.read_exact(&mut body).await.ok()?;
-    Some(Request { path, headers, body })
+    socket.read_exact(&mut body).await.map_err(|e| format!("body of {length} bytes: {e}"))?;
+    Ok(Request { path, headers, body })
 }
 
 /// The system prompt of a request in either wire format ("" when there is none).

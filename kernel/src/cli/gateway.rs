@@ -47,9 +47,23 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         let agent = Arc::new(Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true));
-        oxibot_kernel::gateway::run(agent, settings, Access::open(&pairing_path())).await?;
+        oxibot_kernel::gateway::run(agent, settings, Access::open(&pairing_path()), delivery_delays()?).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Environment variable replacing the 1-2-4 s waits between delivery attempts
+/// (milliseconds, comma separated), for tests.
+pub const DELIVERY_DELAYS_VAR: &str = "OXIBOT_DELIVERY_RETRY_DELAYS_MS";
+
+fn delivery_delays() -> anyhow::Result<Option<Vec<std::time::Duration>>> {
+    let Ok(text) = std::env::var(DELIVERY_DELAYS_VAR) else { return Ok(None) };
+    let delays = text
+        .split(',')
+        .map(|part| part.trim().parse::<u64>().map(std::time::Duration::from_millis))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("{DELIVERY_DELAYS_VAR} must be comma-separated milliseconds, got {text:?}"))?;
+    Ok(Some(delays))
 }
 
 /// Approves a pairing code.

@@ -46,8 +46,9 @@ pub enum GatewayError {
 }
 
 /// Runs the gateway over `agent` (whose plugin host already runs the enabled channels) until
-/// SIGTERM or SIGINT. Must run inside an actix system.
-pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access) -> Result<(), GatewayError> {
+/// SIGTERM or SIGINT. Must run inside an actix system. `retry_delays` replaces the 1-2-4 s
+/// waits between delivery attempts.
+pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access, retry_delays: Option<Vec<Duration>>) -> Result<(), GatewayError> {
     let started = Instant::now();
     let address = format!("{}:{}", settings.host, settings.port);
     let listener = TcpListener::bind(&address).await.map_err(|source| GatewayError::Listen { address: address.clone(), source })?;
@@ -58,7 +59,7 @@ pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access) -
     let manager = Rc::new(SessionManager::new(agent.clone()));
     manager.memory().dream.do_send(StartSchedule);
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
-    let router = Router::new(manager.clone(), settings, access);
+    let router = Router::new(manager.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
     let health_agent = agent.clone();
     let source = health::HealthSource { host: Rc::new(move || health::report(&health_agent.host, started)), started };

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
+use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -18,8 +18,8 @@ use crate::agent::runner::TurnEvent;
 use crate::agent::{ChannelOrigin, SessionManager, TurnReply};
 use crate::plugin::PluginEvent;
 
-/// Waits before each delivery attempt: at once, then 1 s, 2 s, 4 s.
-const DELIVERY_DELAYS: [Duration; 4] = [Duration::ZERO, Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
+/// Waits between delivery attempts: 1 s, 2 s, 4 s.
+const DELIVERY_RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
 /// How long a channel has to acknowledge one delivery attempt.
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -38,11 +38,13 @@ pub struct Router {
     accepting: Cell<bool>,
     /// Turns and deliveries in progress.
     in_flight: Cell<usize>,
+    /// Waits between delivery attempts.
+    retry_delays: Vec<Duration>,
 }
 
 impl Router {
     /// A router over `manager`'s sessions and plugin host.
-    pub fn new(manager: Rc<SessionManager>, settings: GatewaySettings, access: Access) -> Rc<Router> {
+    pub fn new(manager: Rc<SessionManager>, settings: GatewaySettings, access: Access, retry_delays: Option<Vec<Duration>>) -> Rc<Router> {
         Rc::new(Router {
             manager,
             settings,
@@ -52,6 +54,7 @@ impl Router {
             next_id: Cell::new(1),
             accepting: Cell::new(true),
             in_flight: Cell::new(0),
+            retry_delays: retry_delays.unwrap_or_else(|| DELIVERY_RETRY_DELAYS.to_vec()),
         })
     }
 
@@ -68,11 +71,12 @@ impl Router {
                         let _ = waiter.send(if ack.ok { Ok(()) } else { Err(ack.error.unwrap_or_else(|| "delivery failed".into())) });
                     }
                 }
-                PluginEvent::Ready { plugin, features, .. } => {
+                PluginEvent::Ready { plugin, kind: PeerKind::Channel, features } => {
                     tracing::info!(channel = %plugin, "channel ready");
                     self.streaming.borrow_mut().insert(plugin, features.contains(&Feature::Streaming));
                 }
-                PluginEvent::Down { plugin, reason } => tracing::warn!(channel = %plugin, %reason, "channel down; it will be restarted"),
+                PluginEvent::Ready { .. } => {}
+                PluginEvent::Down { plugin, reason } => tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted"),
             }
         }
     }
@@ -150,6 +154,11 @@ impl Router {
         self.in_flight.set(self.in_flight.get() + 1);
         let (events, stream_id) = self.stream_to(&channel, &chat_id);
         let reply = self.manager.resume(&key, events).await;
+        match &reply {
+            Ok(TurnReply::AlreadyAnswered) => tracing::info!(session = %key, "nothing to resume"),
+            Ok(_) => tracing::info!(session = %key, "answered a message a previous run left unanswered"),
+            Err(error) => tracing::warn!(session = %key, %error, "could not answer a message a previous run left unanswered"),
+        }
         self.deliver_reply(&channel, &chat_id, reply, stream_id, metadata).await;
         self.in_flight.set(self.in_flight.get() - 1);
     }
@@ -192,7 +201,8 @@ impl Router {
     /// delivery that finally fails is logged and recorded in the session.
     async fn deliver(&self, channel: &str, chat_id: &str, content: String, stream_id: Option<u64>, metadata: Value) {
         let mut last_error = String::new();
-        for delay in DELIVERY_DELAYS {
+        let delays = std::iter::once(Duration::ZERO).chain(self.retry_delays.iter().copied());
+        for delay in delays {
             tokio::time::sleep(delay).await;
             let id = self.fresh_id();
             let (ack, ack_rx) = oneshot::channel();
