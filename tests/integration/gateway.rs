@@ -162,6 +162,15 @@ fn an_unlisted_sender_gets_a_pairing_code_and_after_approval_is_answered() {
     env.llm.push(Reply::Text("Welcome".into()));
     client.say("mallory", "dm9", "hello again");
     assert_eq!(client.expect("OUT dm9"), "OUT dm9 Welcome");
+
+    // An approved sender can approve the next one from the chat.
+    client.say("eve", "dm10", "me too");
+    let code = client.expect("OUT dm10").split_whitespace().last().unwrap().to_owned();
+    client.say("mallory", "dm9", &format!("/pairing approve {code}"));
+    assert_eq!(client.expect("OUT dm9"), "OUT dm9 Approved eve on loopback.");
+    env.llm.push(Reply::Text("Hi eve".into()));
+    client.say("eve", "dm10", "thanks");
+    assert_eq!(client.expect("OUT dm10"), "OUT dm10 Hi eve");
 }
 
 #[test]
