@@ -8,7 +8,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use oxibot_kernel::memory::consolidator::{Budget, Consolidation, Estimator, SharedSession, Summarizer};
+use oxibot_kernel::memory::consolidator::{Budget, Consolidation, SharedSession, Summarizer};
+use oxibot_kernel::memory::consolidator_actor::LedgerEstimator;
 use oxibot_kernel::memory::history::HistoryStore;
 use oxibot_kernel::memory::tokens::{exact_tokens, TokenLedger};
 use oxibot_kernel::message::{ChatMessage, Role};
@@ -73,26 +74,6 @@ fn encoding_throughput() {
     );
 }
 
-/// Counts with a ledger, as the consolidator does.
-struct Ledger<'a> {
-    ledger: &'a Mutex<TokenLedger>,
-    fixed: &'a str,
-    limit: u64,
-}
-
-impl Estimator for Ledger<'_> {
-    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64 {
-        let mut ledger = self.ledger.lock().unwrap();
-        ledger.sync(messages);
-        ledger.estimate(messages, from, self.fixed, self.limit).tokens
-    }
-    fn message(&mut self, messages: &[ChatMessage], index: usize) -> u64 {
-        let mut ledger = self.ledger.lock().unwrap();
-        ledger.sync(messages);
-        ledger.message_tokens(messages, index)
-    }
-}
-
 /// Answers at once, so only the kernel's work is timed.
 struct Instant0;
 
@@ -100,6 +81,11 @@ impl Summarizer for Instant0 {
     async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, String> {
         Ok(format!("- {} messages about the garden", messages.len()))
     }
+}
+
+/// A consolidation as the `ConsolidatorActor` builds it, with the instant summariser.
+fn consolidation<'a>(session: &'a SharedSession, store: &'a SessionStore, history: &'a HistoryStore, ledger: &'a Mutex<TokenLedger>, fixed: &'a str, budget: Budget) -> Consolidation<'a, LedgerEstimator<'a>, Instant0> {
+    Consolidation { session, store, history, estimator: LedgerEstimator { ledger, fixed, limit: budget.limit }, summarizer: Instant0, budget, timezone: None }
 }
 
 fn message(i: usize) -> ChatMessage {
@@ -140,15 +126,7 @@ fn bookkeeping(length: usize, near_budget: bool) {
                 next += 2;
             }
             let start = Instant::now();
-            let mut consolidation = Consolidation {
-                session: &shared,
-                store: &store,
-                history: &history,
-                estimator: Ledger { ledger: &ledger, fixed: &fixed, limit: budget.limit },
-                summarizer: Instant0,
-                budget,
-                timezone: None,
-            };
+            let mut consolidation = consolidation(&shared, &store, &history, &ledger, &fixed, budget);
             let report = runtime.block_on(consolidation.over_budget()).unwrap();
             samples.push(start.elapsed());
             assert_eq!(report.rounds, 0);
@@ -185,15 +163,7 @@ fn consolidation_round() {
         let ledger = Mutex::new(TokenLedger::default());
         let fixed = String::new();
         let budget = Budget { limit: 100, target: 1_500 };
-        let mut consolidation = Consolidation {
-            session: &shared,
-            store: &store,
-            history: &history,
-            estimator: Ledger { ledger: &ledger, fixed: &fixed, limit: budget.limit },
-            summarizer: Instant0,
-            budget,
-            timezone: None,
-        };
+        let mut consolidation = consolidation(&shared, &store, &history, &ledger, &fixed, budget);
         let start = Instant::now();
         let report = runtime.block_on(consolidation.over_budget()).unwrap();
         samples.push(start.elapsed());

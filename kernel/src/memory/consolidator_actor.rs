@@ -89,10 +89,13 @@ impl Handler<Consolidate> for ConsolidatorActor {
 }
 
 /// Counts with the session's ledger: byte bounds while far from the limit, exact tokens near it.
-struct LedgerEstimator<'a> {
-    ledger: &'a Mutex<TokenLedger>,
-    fixed: &'a str,
-    limit: u64,
+pub struct LedgerEstimator<'a> {
+    /// The session's ledger.
+    pub ledger: &'a Mutex<TokenLedger>,
+    /// The prompt around the messages.
+    pub fixed: &'a str,
+    /// Below this the cheap bound answers.
+    pub limit: u64,
 }
 
 impl Estimator for LedgerEstimator<'_> {
