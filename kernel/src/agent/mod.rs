@@ -204,7 +204,7 @@ impl SessionManager {
             let stopped = control.stop();
             return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
         }
-        addr.send(UserTurn { text: text.to_owned(), events, origin: None, persisted: None }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn { text: text.to_owned(), events, origin: None, persisted: None, resume: false }).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Handles one message from a chat channel: `persisted` fires once it is on disk (or
@@ -216,7 +216,7 @@ impl SessionManager {
             let stopped = control.stop();
             return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
         }
-        addr.send(UserTurn { text: text.to_owned(), events, origin: Some(origin), persisted: Some(persisted) }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn { text: text.to_owned(), events, origin: Some(origin), persisted: Some(persisted), resume: false }).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Records in session `key` that a reply could not be delivered.
@@ -229,7 +229,7 @@ impl SessionManager {
     /// ([`TurnReply::AlreadyAnswered`] when there is none).
     pub async fn resume(&self, key: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
-        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true }).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Stops the running turn of `key` (Ctrl-C in the CLI); returns whether one was running.

@@ -87,6 +87,8 @@ pub struct UserTurn {
     pub origin: Option<ChannelOrigin>,
     /// Told once the message is on disk (a channel acknowledges it to its service then).
     pub persisted: Option<tokio::sync::oneshot::Sender<()>>,
+    /// No new message: answer the session's last message if a crash left it unanswered.
+    pub resume: bool,
 }
 
 /// Note in the session's metadata (`undelivered`) that a reply never reached its chat.
@@ -182,8 +184,7 @@ impl TurnJob {
             }
             // Persisted before a crash but never answered: answer it now.
             Some(Seen::Pending) => notify(&mut turn.persisted),
-            None if turn.text.is_empty() && turn.origin.is_none() => {
-                // A resume request with nothing to resume.
+            None if turn.resume => {
                 return if self.ends_with_user_message() { self.answer(turn).await } else { Ok(TurnReply::AlreadyAnswered) };
             }
             None => {
