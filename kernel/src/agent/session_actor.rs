@@ -289,7 +289,7 @@ impl TurnJob {
 
     /// The prompt around the messages: system prompt and tool definitions.
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
-        let tools = serde_json::to_string(&self.agent.host.tools()).unwrap_or_default();
+        let tools = self.agent.host.tools_json();
         format!("{system}\n{tools}").into()
     }
 

@@ -187,6 +187,11 @@ impl PluginHost {
         self.shared.registry.specs()
     }
 
+    /// Every registered tool as one JSON array (cached until a plugin's tools change).
+    pub fn tools_json(&self) -> Arc<str> {
+        self.shared.registry.specs_json()
+    }
+
     /// The status of every plugin, in discovery order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
         self.slots.iter().map(status_of).collect()

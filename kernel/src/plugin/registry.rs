@@ -41,6 +41,9 @@ struct Loser {
 #[derive(Default)]
 pub struct ToolRegistry {
     tools: RwLock<HashMap<String, Owner>>,
+    /// Every spec as one JSON array, built on demand and dropped whenever `tools` changes
+    /// (the agent measures it each turn).
+    json: RwLock<Option<Arc<str>>>,
 }
 
 impl ToolRegistry {
@@ -51,6 +54,7 @@ impl ToolRegistry {
     /// precedence owns it, that plugin is disabled and loses all its tools.
     pub fn claim(&self, plugin: &str, index: usize, tools: &[ToolSpec], slot: &Arc<watch::Sender<SlotState>>, addr: &Addr<PluginActor>) -> Result<(), String> {
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
+        *self.json.write().unwrap_or_else(PoisonError::into_inner) = None;
         let mut losers: Vec<(String, Loser)> = Vec::new();
         for tool in tools {
             let Some(owner) = map.get(&tool.name) else { continue };
@@ -88,6 +92,21 @@ impl ToolRegistry {
         let mut specs: Vec<ToolSpec> = map.values().map(|owner| ToolSpec::clone(&owner.route.spec)).collect();
         specs.sort_by(|a, b| a.name.cmp(&b.name));
         specs
+    }
+
+    /// [`ToolRegistry::specs`] as JSON text, cached until the registry changes.
+    pub fn specs_json(&self) -> Arc<str> {
+        if let Some(json) = self.json.read().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            return json.clone();
+        }
+        // Built under the read lock, so a `claim` (which needs the write lock) cannot slip
+        // between reading the specs and caching their JSON.
+        let map = self.tools.read().unwrap_or_else(PoisonError::into_inner);
+        let mut specs: Vec<&ToolSpec> = map.values().map(|owner| &*owner.route.spec).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        let json: Arc<str> = serde_json::to_string(&specs).unwrap_or_default().into();
+        *self.json.write().unwrap_or_else(PoisonError::into_inner) = Some(json.clone());
+        json
     }
 
     /// Registered names closest to `tool`, for "did you mean" hints.
