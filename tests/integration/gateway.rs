@@ -16,32 +16,41 @@ use serde_json::{json, Value};
 
 /// A data dir whose config enables the loopback channel and points the model at the
 /// scripted LLM.
-struct GatewayEnv {
+pub(crate) struct GatewayEnv {
     home: TempDir,
     workspace: PathBuf,
-    llm: ScriptedLlm,
+    pub(crate) llm: ScriptedLlm,
     channel_port: u16,
     health_port: u16,
 }
 
 impl GatewayEnv {
+    /// The loopback channel, with `allowFrom` when given.
     fn new(allow_from: Option<Value>) -> GatewayEnv {
-        let home = TempDir::new("gateway-home");
-        let workspace = home.path().join("workspace");
-        let llm = ScriptedLlm::start();
-        let (channel_port, health_port) = (free_port(), free_port());
+        let channel_port = free_port();
         let mut loopback = json!({"enabled": true, "port": channel_port});
         if let Some(allow) = allow_from {
             loopback["allowFrom"] = allow;
         }
+        let mut env = GatewayEnv::with_channels(json!({"loopback": loopback}));
+        env.channel_port = channel_port;
+        env
+    }
+
+    /// Any `channels` section (each one needs `"enabled": true`).
+    pub(crate) fn with_channels(channels: Value) -> GatewayEnv {
+        let home = TempDir::new("gateway-home");
+        let workspace = home.path().join("workspace");
+        let llm = ScriptedLlm::start();
+        let health_port = free_port();
         let config = json!({
             "agents": {"defaults": {"workspace": workspace, "model": "test-model", "provider": "custom"}},
             "providers": {"custom": {"apiKey": "k", "apiBase": llm.base_url()}},
-            "channels": {"loopback": loopback},
+            "channels": channels,
             "gateway": {"port": health_port}
         });
         home.write("config.json", &config.to_string());
-        GatewayEnv { home, workspace, llm, channel_port, health_port }
+        GatewayEnv { home, workspace, llm, channel_port: 0, health_port }
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -50,12 +59,18 @@ impl GatewayEnv {
         command
     }
 
-    /// Starts the gateway and waits until the channel accepts connections.
+    /// Starts the gateway and waits until the loopback channel runs.
     fn start(&self) -> Gateway {
+        self.start_with("loopback")
+    }
+
+    /// Starts the gateway and waits until `channel` runs.
+    pub(crate) fn start_with(&self, channel: &str) -> Gateway {
         let log = std::fs::File::create(self.home.path().join("gateway.log")).unwrap();
         let child = self.command(&["gateway"]).stdout(Stdio::null()).stderr(log).spawn().unwrap();
         let gateway = Gateway { child };
-        assert!(wait_until(Duration::from_secs(15), || self.health().is_some_and(|h| loopback(&h)["state"] == "running")), "the gateway never became healthy");
+        let running = || self.health().is_some_and(|h| plugin(&h, channel)["state"] == "running");
+        assert!(wait_until(Duration::from_secs(15), running), "the gateway never became healthy");
         gateway
     }
 
@@ -87,10 +102,14 @@ impl GatewayEnv {
 }
 
 fn loopback(health: &Value) -> Value {
-    health["plugins"].as_array().into_iter().flatten().find(|p| p["name"] == "loopback").cloned().unwrap_or(Value::Null)
+    plugin(health, "loopback")
 }
 
-struct Gateway {
+fn plugin(health: &Value, name: &str) -> Value {
+    health["plugins"].as_array().into_iter().flatten().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null)
+}
+
+pub(crate) struct Gateway {
     child: Child,
 }
 

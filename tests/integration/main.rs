@@ -9,6 +9,8 @@
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
 //! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
+//! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service;
+//! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
@@ -20,10 +22,12 @@
 
 mod agent;
 mod agent_terminal;
+mod channel_slack;
 mod channels;
 mod cli_tools;
-mod host_calls;
 mod gateway;
+mod gateway_channels;
+mod host_calls;
 mod host_failures;
 mod memory;
 mod nanobot_compat;

@@ -1,0 +1,98 @@
+//! `oxibot-channel-slack`: the Slack channel plugin. Users' messages come in over Socket Mode
+//! (a WebSocket opened with the app token, no public URL needed); replies go out through the
+//! Web API's `chat.postMessage` with the bot token.
+//!
+//! Config (`channels.slack`, camelCase or snake_case keys):
+//!
+//! | key | default | meaning |
+//! |---|---|---|
+//! | `botToken` | required | `xoxb-…`, for `auth.test`, `chat.postMessage`, `reactions.add` |
+//! | `appToken` | required | `xapp-…` with `connections:write`, for `apps.connections.open` |
+//! | `apiBase` | `https://slack.com/api` | where the Web API lives |
+//! | `groupPolicy` | `"mention"` | in channels: `"mention"` (only messages mentioning the bot), `"open"` (all), `"allowlist"` (all in `groupAllowFrom`) |
+//! | `groupAllowFrom` | `[]` | channel ids for `"allowlist"` |
+//! | `replyInThread` | `true` | answer a channel message in its thread |
+//! | `threadSessions` | `false` | one session per thread: chat id `<channel>:<thread_ts>` |
+//! | `reactEmoji` | `"eyes"` | reaction added once the kernel has a message; `""` for none |
+//! | `dm.enabled` | `true` | take direct messages |
+//!
+//! Who may talk to the bot (`allowFrom`, pairing) is the kernel's business, not this plugin's.
+//!
+//! An inbound's id is `<channel>:<ts>`; its metadata holds `ts`, `thread_ts` (the thread to
+//! answer in), `is_group` and `team`, which the kernel copies into the reply. An envelope is
+//! acknowledged to Slack only once the kernel has persisted its message, so a message lost to a
+//! crash is delivered again by Slack.
+
+mod acks;
+mod backoff;
+mod config;
+mod envelope;
+mod error;
+mod incoming;
+mod mrkdwn;
+mod recent;
+mod replies;
+mod socket;
+mod split;
+mod submit;
+mod web;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+use tokio::sync::mpsc;
+
+use crate::acks::AckLine;
+use crate::backoff::Backoff;
+use crate::config::Config;
+use crate::error::SlackError;
+use crate::recent::{REMEMBERED, RecentMessages};
+use crate::replies::Replies;
+use crate::socket::Listener;
+use crate::submit::{Reactions, SharedRecent, Submitter};
+use crate::web::{BotIdentity, WebApi};
+
+fn main() -> ExitCode {
+    // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    ChannelPlugin::new("slack").run(serve)
+}
+
+/// Runs the channel: identifies the bot, then listens on Socket Mode and delivers replies
+/// until the kernel hangs up.
+async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
+    let config = Arc::new(Config::from_value(channel.config())?);
+    let web = WebApi::new(&config.api_base).map_err(SlackError::Setup)?;
+    let bot = identify(&web, &config.bot_token).await?;
+    eprintln!("signed in to {} as {} ({})", bot.team, bot.user, bot.user_id);
+    let recent = SharedRecent::new(RecentMessages::new(REMEMBERED));
+    let acks = AckLine::default();
+    let (submissions, queue) = mpsc::unbounded_channel();
+    let reactions = config.react_emoji.clone().map(|emoji| Reactions { web: web.clone(), token: config.bot_token.clone(), emoji });
+    let submitter = Submitter { channel: channel.clone(), recent: recent.clone(), acks: acks.clone(), reactions };
+    tokio::spawn(submitter.run(queue));
+    let listener = Listener { web: web.clone(), config: config.clone(), bot, recent, acks, submissions };
+    let replies = Replies { web, token: config.bot_token.clone(), reply_in_thread: config.reply_in_thread, posted: HashMap::new() };
+    tokio::select! {
+        refused = listener.run() => refused,
+        () = replies.serve(&channel) => Ok(()),
+    }
+}
+
+/// `auth.test` until it answers; a refused token ends the channel.
+async fn identify(web: &WebApi, bot_token: &str) -> Result<BotIdentity, SlackError> {
+    let mut backoff = Backoff::default();
+    loop {
+        match web.auth_test(bot_token).await {
+            Ok(bot) => return Ok(bot),
+            Err(error) if error.is_token_problem() => return Err(SlackError::BotToken(error)),
+            Err(error) => {
+                let wait = backoff.next_wait();
+                eprintln!("{error}; trying again in {wait:?}");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Delivering the kernel's replies with `chat.postMessage`: Markdown turned into mrkdwn, long
+//! texts posted in parts, in the thread the metadata names, then acknowledged to the kernel.
+
+use std::collections::HashMap;
+
+use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use serde_json::{Value, json};
+
+use crate::incoming::replies_go_to_thread;
+use crate::mrkdwn::to_mrkdwn;
+use crate::split::{MESSAGE_LIMIT, split_message};
+use crate::web::{WebApi, WebError};
+
+/// How many partly delivered replies are remembered (so a retry does not post parts twice).
+const PARTIAL_REMEMBERED: usize = 100;
+
+/// Where a reply goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The Slack channel id.
+    pub channel: String,
+    /// The thread to post in, if any.
+    pub thread_ts: Option<String>,
+}
+
+impl Destination {
+    /// Where `outbound` goes: the channel of its chat id, in the thread its metadata (or a
+    /// per-thread chat id `<channel>:<thread_ts>`) names when replies go to threads.
+    pub fn of(outbound: &Outbound, reply_in_thread: bool) -> Destination {
+        let (channel, chat_thread) = match outbound.chat_id.split_once(':') {
+            Some((channel, thread)) if !thread.is_empty() => (channel, Some(thread)),
+            _ => (outbound.chat_id.as_str(), None),
+        };
+        let thread_ts = metadata_thread(&outbound.metadata, reply_in_thread).or(chat_thread);
+        Destination { channel: channel.to_owned(), thread_ts: thread_ts.map(str::to_owned) }
+    }
+}
+
+/// The thread named by the metadata copied from the user's message, if the reply goes there.
+fn metadata_thread(metadata: &Value, reply_in_thread: bool) -> Option<&str> {
+    let thread_ts = metadata["thread_ts"].as_str().filter(|ts| !ts.is_empty())?;
+    let is_group = metadata["is_group"].as_bool() != Some(false);
+    match metadata["ts"].as_str() {
+        Some(ts) => replies_go_to_thread(is_group, ts, thread_ts, reply_in_thread).then_some(thread_ts),
+        None => reply_in_thread.then_some(thread_ts),
+    }
+}
+
+/// Posts replies for the bot.
+pub struct Replies {
+    /// The Web API.
+    pub web: WebApi,
+    /// The bot token.
+    pub token: String,
+    /// `replyInThread`.
+    pub reply_in_thread: bool,
+    /// Outbound id → parts already posted, for replies whose delivery failed halfway.
+    pub posted: HashMap<u64, usize>,
+}
+
+impl Replies {
+    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
+    pub async fn serve(mut self, channel: &ChannelHandle) {
+        while let Some(event) = channel.next_event().await {
+            let ChannelEvent::Outbound(outbound) = event else { continue };
+            let outcome = self.deliver(&outbound).await;
+            if let Err(reason) = &outcome {
+                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
+            }
+            let _ = channel.ack(outbound.id, outcome);
+        }
+    }
+
+    /// Posts every part of `outbound` not posted yet.
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        let parts = split_message(&to_mrkdwn(&outbound.content), MESSAGE_LIMIT);
+        if !outbound.media.is_empty() {
+            eprintln!("reply {}: {} attachment(s) not sent (files are not supported yet)", outbound.id, outbound.media.len());
+            if parts.is_empty() {
+                return Err("the slack channel cannot send files yet".to_owned());
+            }
+        }
+        let destination = Destination::of(outbound, self.reply_in_thread);
+        let already = self.posted.remove(&outbound.id).unwrap_or(0);
+        for (index, part) in parts.iter().enumerate().skip(already) {
+            if let Err(error) = self.post(&destination, part).await {
+                self.remember_partial(outbound.id, index);
+                return Err(error.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// One `chat.postMessage`.
+    async fn post(&self, destination: &Destination, text: &str) -> Result<(), WebError> {
+        let mut body = json!({"channel": destination.channel, "text": text, "mrkdwn": true});
+        if let Some(thread_ts) = &destination.thread_ts {
+            body["thread_ts"] = json!(thread_ts);
+        }
+        self.web.call("chat.postMessage", &self.token, &body).await.map(drop)
+    }
+
+    /// Notes that the first `count` parts of reply `id` are posted.
+    fn remember_partial(&mut self, id: u64, count: usize) {
+        if count == 0 {
+            return;
+        }
+        if self.posted.len() >= PARTIAL_REMEMBERED {
+            self.posted.clear();
+        }
+        self.posted.insert(id, count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbound(chat_id: &str, metadata: Value) -> Outbound {
+        Outbound { id: 1, chat_id: chat_id.into(), content: "x".into(), media: vec![], stream_id: None, metadata }
+    }
+
+    fn thread_of(chat_id: &str, metadata: Value, reply_in_thread: bool) -> Option<String> {
+        Destination::of(&outbound(chat_id, metadata), reply_in_thread).thread_ts
+    }
+
+    #[test]
+    fn a_reply_to_a_channel_message_goes_to_its_thread_when_replies_in_threads_are_on() {
+        let metadata = json!({"ts": "1.0", "thread_ts": "1.0", "is_group": true});
+        assert_eq!(thread_of("C1", metadata.clone(), true).as_deref(), Some("1.0"));
+        assert_eq!(thread_of("C1", metadata, false), None);
+    }
+
+    #[test]
+    fn a_reply_to_a_message_already_in_a_thread_stays_in_that_thread() {
+        let metadata = json!({"ts": "2.5", "thread_ts": "2.0", "is_group": true});
+        assert_eq!(thread_of("C1", metadata, false).as_deref(), Some("2.0"));
+    }
+
+    #[test]
+    fn a_reply_to_a_top_level_direct_message_is_not_threaded() {
+        assert_eq!(thread_of("D1", json!({"ts": "3.0", "thread_ts": "3.0", "is_group": false}), true), None);
+        assert_eq!(thread_of("D1", json!({"ts": "3.5", "thread_ts": "3.0", "is_group": false}), true).as_deref(), Some("3.0"));
+    }
+
+    #[test]
+    fn a_per_thread_chat_id_names_the_channel_and_the_thread() {
+        let destination = Destination::of(&outbound("C1:4.0", json!({})), true);
+        assert_eq!(destination, Destination { channel: "C1".into(), thread_ts: Some("4.0".into()) });
+        assert_eq!(Destination::of(&outbound("C1", json!({})), true), Destination { channel: "C1".into(), thread_ts: None });
+    }
+}
