@@ -11,6 +11,8 @@
 //! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
 //! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service;
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
+//! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
+//!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
@@ -22,6 +24,7 @@
 
 mod agent;
 mod agent_terminal;
+mod channel_discord;
 mod channel_slack;
 mod channels;
 mod cli_tools;

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 pub mod channels;
+pub mod fakes_discord;
 pub mod fakes_slack;
 pub mod llm;
 pub mod procs;

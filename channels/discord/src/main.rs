@@ -1,0 +1,33 @@
+//! `oxibot-channel-discord`: the Discord channel plugin. A Gateway (WebSocket) session brings
+//! users' messages in as `inbound`s; replies go out through Discord's REST API.
+//!
+//! Config (`channels.discord`, camelCase or snake_case keys): `token` (required),
+//! `gatewayUrl`, `apiBase`, `intents`, `allowChannels`, `groupPolicy` (`mention` or `open`),
+//! `mediaDir`. See [`config`] for the defaults.
+//!
+//! Access control (`allowFrom`, pairing) is the kernel's job: every message that passes the
+//! channel's own filters (not from a bot, in an allowed channel, mentioning the bot in a guild
+//! unless the group policy is `open`) is submitted.
+
+mod attachments;
+mod config;
+mod error;
+mod events;
+mod gateway;
+mod inbound;
+mod outbound;
+mod rest;
+mod service;
+mod split;
+mod typing;
+
+use std::process::ExitCode;
+
+use oxibot_plugin::ChannelPlugin;
+
+fn main() -> ExitCode {
+    // reqwest and tungstenite are built without a crypto provider; pick ring before any client
+    // exists. An error only means a provider is already installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    ChannelPlugin::new("discord").run(service::serve)
+}

@@ -1,0 +1,169 @@
+//! From the kernel's replies to Discord messages: the reply split into messages of at most
+//! 2000 characters (the first one answering the user's message), files attached to the last,
+//! each posted in turn, then the delivery acked. Parts already posted are not posted again
+//! when the kernel retries a delivery that failed halfway.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use serde_json::{Value, json};
+
+use crate::error::RestError;
+use crate::rest::Rest;
+use crate::split::{MESSAGE_LIMIT, split_message};
+use crate::typing::Typing;
+
+/// How many files Discord takes in one message.
+const FILES_PER_MESSAGE: usize = 10;
+/// How many half-delivered replies are remembered.
+const REMEMBERED: usize = 64;
+
+/// One Discord message to post.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Post {
+    /// Its text.
+    pub content: String,
+    /// The message it answers.
+    pub reply_to: Option<String>,
+    /// Files to attach.
+    pub files: Vec<PathBuf>,
+}
+
+impl Post {
+    /// The message JSON: text, reply reference, and mentions limited to users (never
+    /// `@everyone`, `@here` or roles).
+    pub fn body(&self) -> Value {
+        let mut body = json!({"content": self.content, "allowed_mentions": {"parse": ["users"], "replied_user": true}});
+        if let Some(message_id) = &self.reply_to {
+            body["message_reference"] = json!({"message_id": message_id, "fail_if_not_exists": false});
+        }
+        body
+    }
+}
+
+/// The messages a reply becomes.
+pub fn plan(outbound: &Outbound) -> Vec<Post> {
+    let reply_to = outbound.metadata.get("message_id").and_then(id_text);
+    let mut posts: Vec<Post> = split_message(&outbound.content, MESSAGE_LIMIT).into_iter().map(|content| Post { content, reply_to: None, files: Vec::new() }).collect();
+    let files: Vec<PathBuf> = outbound.media.iter().map(PathBuf::from).collect();
+    for (index, batch) in files.chunks(FILES_PER_MESSAGE).enumerate() {
+        match posts.last_mut() {
+            Some(last) if index == 0 => last.files = batch.to_vec(),
+            _ => posts.push(Post { content: String::new(), reply_to: None, files: batch.to_vec() }),
+        }
+    }
+    if let (Some(first), Some(id)) = (posts.first_mut(), reply_to) {
+        first.reply_to = Some(id);
+    }
+    posts
+}
+
+/// A message id given as a string or a number.
+fn id_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) if !text.is_empty() => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// Delivers the kernel's replies one after another.
+pub struct Outbox {
+    rest: Rest,
+    typing: Typing,
+    /// Outbound id → how many of its posts are already in Discord.
+    posted: VecDeque<(u64, usize)>,
+}
+
+impl Outbox {
+    /// An outbox posting through `rest`, ending the typing indicators in `typing`.
+    pub fn new(rest: Rest, typing: Typing) -> Outbox {
+        Outbox { rest, typing, posted: VecDeque::new() }
+    }
+
+    /// Delivers and acks every outbound until the kernel hangs up. Deltas are not expected
+    /// (the channel does not stream) and are ignored.
+    pub async fn serve(&mut self, channel: &ChannelHandle) {
+        while let Some(event) = channel.next_event().await {
+            if let ChannelEvent::Outbound(outbound) = event {
+                let outcome = self.deliver(&outbound).await;
+                self.typing.stop(&outbound.chat_id);
+                if let Err(error) = &outcome {
+                    eprintln!("discord: reply {} to {} not delivered: {error}", outbound.id, outbound.chat_id);
+                }
+                let _ = channel.ack(outbound.id, outcome.map_err(|e| e.to_string()));
+            }
+        }
+    }
+
+    /// Posts every message of a reply not posted yet.
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
+        let posts = plan(outbound);
+        let done = self.posted.iter().find(|(id, _)| *id == outbound.id).map_or(0, |(_, done)| *done);
+        for (index, post) in posts.iter().enumerate().skip(done) {
+            let body = post.body();
+            let sent = if post.files.is_empty() {
+                self.rest.create_message(&outbound.chat_id, &body).await
+            } else {
+                self.rest.create_message_with_files(&outbound.chat_id, &body, &post.files).await
+            };
+            if let Err(error) = sent {
+                self.remember(outbound.id, index);
+                return Err(error);
+            }
+            // Discord hides the indicator once the bot posts; keep it from coming back.
+            self.typing.stop(&outbound.chat_id);
+        }
+        self.posted.retain(|(id, _)| *id != outbound.id);
+        Ok(())
+    }
+
+    /// Notes that the first `done` posts of reply `id` are in Discord.
+    fn remember(&mut self, id: u64, done: usize) {
+        self.posted.retain(|(known, _)| *known != id);
+        if done == 0 {
+            return;
+        }
+        if self.posted.len() == REMEMBERED {
+            self.posted.pop_front();
+        }
+        self.posted.push_back((id, done));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbound(content: &str, media: &[&str], metadata: Value) -> Outbound {
+        Outbound { id: 1, chat_id: "c".into(), content: content.into(), media: media.iter().map(|m| m.to_string()).collect(), stream_id: None, metadata }
+    }
+
+    #[test]
+    fn only_the_first_part_answers_the_users_message() {
+        let posts = plan(&outbound(&"word ".repeat(900), &[], json!({"message_id": "55"})));
+        assert_eq!(posts.len(), 3);
+        assert_eq!(posts[0].body()["message_reference"]["message_id"], "55");
+        assert!(posts[1].body().get("message_reference").is_none());
+    }
+
+    #[test]
+    fn the_body_never_pings_everyone_or_roles() {
+        let body = plan(&outbound("@everyone hi", &[], json!({})))[0].body();
+        assert_eq!(body["allowed_mentions"]["parse"], json!(["users"]));
+        assert!(body.get("message_reference").is_none());
+    }
+
+    #[test]
+    fn files_ride_on_the_last_part_ten_at_a_time() {
+        let media: Vec<String> = (0..12).map(|i| format!("/f{i}")).collect();
+        let media: Vec<&str> = media.iter().map(String::as_str).collect();
+        let posts = plan(&outbound("see attached", &media, json!({"message_id": 9})));
+        assert_eq!(posts.len(), 2);
+        assert_eq!((posts[0].files.len(), posts[0].reply_to.as_deref()), (10, Some("9")));
+        assert_eq!((posts[1].content.as_str(), posts[1].files.len()), ("", 2));
+        let files_only = plan(&outbound("", &["/a"], json!({})));
+        assert_eq!(files_only, [Post { content: String::new(), reply_to: None, files: vec![PathBuf::from("/a")] }]);
+    }
+}
