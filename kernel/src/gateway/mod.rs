@@ -26,6 +26,8 @@ use access::Access;
 use router::Router;
 use settings::GatewaySettings;
 
+/// Longest wait for the plugins to start before answering messages left from a previous run.
+const PLUGIN_START_LIMIT: Duration = Duration::from_secs(10);
 /// Longest wait for running turns at shutdown.
 const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 
@@ -64,8 +66,10 @@ pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access, r
     let health_agent = agent.clone();
     let source = health::HealthSource { host: Rc::new(move || health::report(&health_agent.host, started)), started };
     actix::spawn(health::serve(listener, source));
-    resume_unanswered(&agent, &router, &channels);
     tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
+    // Plugins first: a resumed turn may call tools, and its reply goes to a channel.
+    agent.host.wait_settled(PLUGIN_START_LIMIT).await;
+    resume_unanswered(&agent, &router, &channels);
 
     tokio::select! {
         _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
