@@ -1,10 +1,15 @@
 //! Each real channel plugin through the real `oxibot gateway`, against a local fake of its
 //! service and the scripted LLM: a user's message produces the model's reply in that channel.
 
+use futures_util::{SinkExt, StreamExt};
+use oxibot_tests::channels::free_port;
 use oxibot_tests::fakes_discord::{direct_message as discord_dm, FakeDiscord};
 use oxibot_tests::fakes_slack::{direct_message, FakeSlack};
+use oxibot_tests::fakes_telegram::{private_text, user as telegram_user, FakeTelegram};
 use oxibot_tests::llm::Reply;
-use serde_json::json;
+use oxibot_tests::{http, TempDir};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::gateway::GatewayEnv;
 
@@ -45,4 +50,79 @@ fn a_discord_direct_message_gets_the_models_reply_in_discord() {
     assert!(post.path.ends_with("/channels/dm-7/messages"), "{}", post.path);
     assert_eq!(post.json["content"], "Hello from the model");
     assert_eq!(post.json["message_reference"]["message_id"], "111");
+}
+
+#[test]
+fn a_telegram_message_gets_the_models_reply_in_telegram() {
+    let telegram = FakeTelegram::start();
+    let media = TempDir::new("telegram-media");
+    let mut section = telegram.config(media.path());
+    section["allowFrom"] = json!(["42"]);
+    let env = GatewayEnv::with_channels(json!({"telegram": section}));
+    let _gateway = env.start_with("telegram");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    telegram.push_message(private_text(5, &telegram_user(42, "Ada", "ada"), "hi there"));
+    // The reply streams: sent with the first delta, then edited into the final text.
+    let final_text = block_on(telegram.wait_for("editMessageText", |body| body["text"] == "Hello from <b>the model</b>"));
+    assert_eq!((final_text["chat_id"].as_i64(), final_text["parse_mode"].as_str()), (Some(42), Some("HTML")));
+    let first = &telegram.calls_of("sendMessage")[0];
+    assert_eq!(first["chat_id"], 42);
+}
+
+#[test]
+fn a_websocket_client_gets_the_reply_streamed_then_whole() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let _gateway = env.start_with("websocket");
+    env.llm.push(Reply::Text("Hello from the model".into()));
+    block_on(async {
+        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id=room1")).await.unwrap();
+        socket.send(WsMessage::text(json!({"type": "message", "text": "hi there"}).to_string())).await.unwrap();
+        let mut kinds = Vec::new();
+        loop {
+            let frame = socket.next().await.unwrap().unwrap();
+            let WsMessage::Text(text) = frame else { continue };
+            let frame: Value = serde_json::from_str(&text).unwrap();
+            kinds.push(frame["type"].as_str().unwrap().to_owned());
+            if frame["type"] == "message" {
+                assert_eq!(frame["text"], "Hello from the model");
+                break;
+            }
+        }
+        assert!(kinds.contains(&"accepted".to_owned()) && kinds.contains(&"delta".to_owned()), "{kinds:?}");
+    });
+}
+
+#[test]
+fn the_api_channel_answers_a_standard_openai_request_whole_and_streamed() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let _gateway = env.start_with("api");
+    env.llm.push(Reply::Text("Hello from the model".into()));
+    env.llm.push(Reply::Text("Streamed hello".into()));
+    block_on(async {
+        let models = http::get(port, "/v1/models", &[]).await.json().await;
+        assert_eq!(models["object"], "list");
+        let body = json!({"model": "oxibot", "messages": [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}], "temperature": 0.2, "session_id": "s1"});
+        let reply = http::post_json(port, "/v1/chat/completions", &[], &body).await.json().await;
+        assert_eq!(reply["object"], "chat.completion");
+        assert_eq!(reply["choices"][0]["message"]["content"], "Hello from the model");
+
+        let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "again"}], "stream": true, "session_id": "s1"});
+        let mut stream = http::post_json(port, "/v1/chat/completions", &[], &body).await;
+        let mut text = String::new();
+        let mut done = false;
+        while let Some(event) = stream.next_event().await {
+            if event == "[DONE]" {
+                done = true;
+                break;
+            }
+            let chunk: Value = serde_json::from_str(&event).unwrap();
+            text.push_str(chunk["choices"][0]["delta"]["content"].as_str().unwrap_or_default());
+        }
+        assert!(done, "the stream ends with [DONE]");
+        assert_eq!(text, "Streamed hello");
+    });
+    let session = env.session_file("api_s1.jsonl");
+    assert!(session.contains("\"hi\"") && session.contains("\"again\""), "one session keeps both turns: {session}");
 }

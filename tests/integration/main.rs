@@ -13,6 +13,9 @@
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
+//! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
+//! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, streams, order, keys;
+//! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
@@ -24,8 +27,11 @@
 
 mod agent;
 mod agent_terminal;
+mod channel_api;
 mod channel_discord;
 mod channel_slack;
+mod channel_telegram;
+mod channel_websocket;
 mod channels;
 mod cli_tools;
 mod gateway;

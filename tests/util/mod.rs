@@ -4,6 +4,8 @@
 pub mod channels;
 pub mod fakes_discord;
 pub mod fakes_slack;
+pub mod fakes_telegram;
+pub mod http;
 pub mod llm;
 pub mod procs;
 

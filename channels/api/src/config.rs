@@ -1,0 +1,135 @@
+//! The `channels.api` config section: where to listen, the API key, the model name to report,
+//! how long a request may wait, and the rule that a server reachable from other machines must
+//! have a key.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default address: only this machine can connect.
+const DEFAULT_HOST: &str = "127.0.0.1";
+/// Default port, next to the WebSocket channel's 18790.
+const DEFAULT_PORT: u16 = 18791;
+/// Default model name reported to clients.
+const DEFAULT_MODEL: &str = "oxibot";
+/// Default time a request may wait for its reply.
+const DEFAULT_TIMEOUT_SECS: u64 = 300;
+
+/// The channel's settings, read from camelCase or snake_case keys; unknown keys (such as the
+/// gateway's `enabled` or `allowFrom`) are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// The address to listen on.
+    pub host: String,
+    /// The TCP port to listen on.
+    pub port: u16,
+    /// The key clients present as `Authorization: Bearer`; none when absent or empty.
+    #[serde(alias = "api_key", deserialize_with = "non_empty")]
+    pub api_key: Option<String>,
+    /// The model name reported in `/v1/models` and in every completion.
+    pub model: String,
+    /// How long a request waits for its reply before it is answered with 504.
+    #[serde(alias = "timeout_secs")]
+    pub timeout_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { host: DEFAULT_HOST.to_owned(), port: DEFAULT_PORT, api_key: None, model: DEFAULT_MODEL.to_owned(), timeout_secs: DEFAULT_TIMEOUT_SECS }
+    }
+}
+
+/// Why the config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The section does not have the expected shape.
+    #[error("invalid api config: {0}")]
+    Shape(#[from] serde_json::Error),
+    /// Listening beyond this machine without a key would let anyone use the agent.
+    #[error("refusing to listen on {host} without an API key: set channels.api.apiKey, or listen on 127.0.0.1")]
+    ExposedWithoutKey {
+        /// The configured host.
+        host: String,
+    },
+    /// A zero timeout would answer every request with 504.
+    #[error("invalid api config: timeoutSecs must be at least 1")]
+    ZeroTimeout,
+}
+
+impl Config {
+    /// Reads and checks the config section.
+    pub fn from_json(section: &serde_json::Value) -> Result<Config, ConfigError> {
+        let config: Config = serde_json::from_value(section.clone())?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Refuses settings that are unsafe or unusable.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.api_key.is_none() && !is_loopback_host(&self.host) {
+            return Err(ConfigError::ExposedWithoutKey { host: self.host.clone() });
+        }
+        if self.timeout_secs == 0 {
+            return Err(ConfigError::ZeroTimeout);
+        }
+        Ok(())
+    }
+
+    /// How long a request waits for its reply.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs)
+    }
+}
+
+/// Whether `host` only accepts connections from this machine.
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(address) => address.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+/// Reads an optional string, treating `""` as absent.
+fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    let value: Option<String> = Option::deserialize(deserializer)?;
+    Ok(value.filter(|text| !text.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_empty_section_gives_the_defaults() {
+        let config = Config::from_json(&json!({})).unwrap();
+        assert_eq!(config, Config { host: "127.0.0.1".into(), port: 18791, api_key: None, model: "oxibot".into(), timeout_secs: 300 });
+    }
+
+    #[test]
+    fn camel_case_and_snake_case_keys_are_both_read() {
+        let camel = Config::from_json(&json!({"host": "0.0.0.0", "port": 8000, "apiKey": "k", "model": "m", "timeoutSecs": 5, "enabled": true})).unwrap();
+        let snake = Config::from_json(&json!({"host": "0.0.0.0", "port": 8000, "api_key": "k", "model": "m", "timeout_secs": 5})).unwrap();
+        assert_eq!(camel, snake);
+        assert_eq!(camel.api_key.as_deref(), Some("k"));
+        assert_eq!(camel.timeout(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_non_loopback_host_without_a_key_is_refused_with_a_clear_message() {
+        let error = Config::from_json(&json!({"host": "0.0.0.0"})).unwrap_err();
+        assert_eq!(error.to_string(), "refusing to listen on 0.0.0.0 without an API key: set channels.api.apiKey, or listen on 127.0.0.1");
+        assert!(Config::from_json(&json!({"host": "192.168.1.5", "apiKey": ""})).is_err());
+        assert!(Config::from_json(&json!({"host": "localhost"})).is_ok());
+        assert!(Config::from_json(&json!({"host": "::1"})).is_ok());
+    }
+
+    #[test]
+    fn a_zero_timeout_is_refused() {
+        assert!(matches!(Config::from_json(&json!({"timeoutSecs": 0})), Err(ConfigError::ZeroTimeout)));
+    }
+}

@@ -1,0 +1,82 @@
+//! `oxibot-channel-api`: a channel plugin serving an OpenAI-compatible HTTP API, so any OpenAI
+//! client can talk to the agent.
+//!
+//! Config (`channels.api`): `host` (default `127.0.0.1`), `port` (default `18791`), `apiKey`,
+//! `model` (the name reported, default `oxibot`) and `timeoutSecs` (default 300). With a key
+//! set, requests need `Authorization: Bearer <apiKey>` (401 otherwise; `/health` stays open).
+//! Listening on a non-loopback host without a key is refused at startup.
+//!
+//! Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (whole or
+//! `stream: true`). A request's session is its `session_id`, else the `X-Session-Id` header,
+//! else its `user`, else `default`; it becomes the inbound message's `chat_id`. Only the last
+//! user message is sent: the kernel keeps each session's history. Inbound messages carry
+//! `sender_id` `api` and metadata `is_group` (false), `request_id` (the inbound id) and
+//! `stream`. A reply goes to the request whose `request_id` its metadata names, else to the
+//! session's oldest waiting request. An outbound message marked `_progress` in its metadata
+//! (a progress note, not a reply) is acked and not shown.
+
+mod body;
+mod completions;
+mod config;
+mod delivery;
+mod ids;
+mod openai;
+mod request;
+mod responses;
+mod server;
+mod stream;
+mod waiters;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin, Outbound};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+use crate::config::{Config, ConfigError};
+use crate::delivery::DeliveryGuard;
+use crate::server::{accept_clients, App};
+use crate::waiters::Waiters;
+
+/// Why the channel stopped.
+#[derive(Debug, thiserror::Error)]
+enum ApiError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {host}:{port}: {source}")]
+    Bind { host: String, port: u16, source: std::io::Error },
+}
+
+fn main() -> ExitCode {
+    ChannelPlugin::new("api").streaming().run(serve)
+}
+
+async fn serve(channel: ChannelHandle) -> Result<(), ApiError> {
+    let config = Config::from_json(channel.config())?;
+    let bind = |source| ApiError::Bind { host: config.host.clone(), port: config.port, source };
+    let listener = TcpListener::bind((config.host.as_str(), config.port)).await.map_err(bind)?;
+    eprintln!("api: serving the OpenAI-compatible API on http://{}:{}/v1", config.host, config.port);
+    let waiters = Arc::new(Waiters::default());
+    let app = Arc::new(App { channel: channel.clone(), waiters: waiters.clone(), config, started: openai::unix_now() });
+    tokio::spawn(accept_clients(listener, app));
+    while let Some(event) = channel.next_event().await {
+        match event {
+            ChannelEvent::Delta(delta) => {
+                waiters.deliver_delta(delta);
+            }
+            ChannelEvent::Outbound(outbound) => deliver_outbound(&channel, &waiters, outbound),
+        }
+    }
+    Ok(())
+}
+
+/// Hands a reply to its waiting request; a progress note is acked and dropped.
+fn deliver_outbound(channel: &ChannelHandle, waiters: &Waiters, outbound: Outbound) {
+    let guard = DeliveryGuard::for_outbound(channel.clone(), outbound.id);
+    if outbound.metadata.get("_progress").and_then(Value::as_bool) == Some(true) {
+        guard.delivered();
+        return;
+    }
+    waiters.deliver_final(outbound, guard);
+}

@@ -1,0 +1,61 @@
+//! The channel service: reads the config, learns who the bot is, then polls Telegram and
+//! delivers the kernel's replies side by side until the kernel hangs up.
+
+use std::time::Duration;
+
+use oxibot_plugin::ChannelHandle;
+
+use crate::api::BotApi;
+use crate::config::Config;
+use crate::deliver::Deliverer;
+use crate::error::TelegramError;
+use crate::inbound::Bot;
+use crate::poll::Poller;
+use crate::target::LastMessages;
+use crate::typing::Typing;
+
+/// The longest wait between two `getMe` attempts while Telegram cannot be reached.
+const MAX_IDENTIFY_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs the Telegram channel on `channel`.
+pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
+    let config = Config::from_value(channel.config())?;
+    let api = BotApi::new(&config)?;
+    let bot = identify(&api).await?;
+    eprintln!("polling Telegram as @{} (media in {})", bot.username, config.media_dir.display());
+    let typing = Typing::new(api.clone());
+    let last_messages = LastMessages::default();
+    let deliverer = Deliverer::new(api.clone(), typing.clone(), last_messages.clone(), config.reply_to_message);
+    let poller = Poller {
+        api,
+        channel: channel.clone(),
+        bot,
+        group_policy: config.group_policy,
+        media_dir: config.media_dir,
+        poll_timeout: config.poll_timeout,
+        accept_timeout: config.accept_timeout,
+        typing,
+        last_messages,
+    };
+    tokio::select! {
+        polled = poller.run() => polled,
+        () = deliverer.run(&channel) => Ok(()),
+    }
+}
+
+/// The bot's id and username from `getMe`, retried while Telegram cannot be reached; a refused
+/// token ends the channel.
+async fn identify(api: &BotApi) -> Result<Bot, TelegramError> {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        match api.get_me().await {
+            Ok(me) => return Ok(Bot { id: me.id, username: me.username.unwrap_or_default() }),
+            Err(error) if error.code() == Some(401) || error.code() == Some(404) => return Err(TelegramError::Unauthorized),
+            Err(error) => {
+                eprintln!("{error}; asking again in {}s", backoff.as_secs());
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_IDENTIFY_BACKOFF);
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The `channels.websocket` config section: where to listen, which path, which token, and the
+//! rule that a server reachable from other machines must have a token.
+
+use std::net::IpAddr;
+
+use serde::Deserialize;
+
+/// Default address: only this machine can connect.
+const DEFAULT_HOST: &str = "127.0.0.1";
+/// Default port (the gateway's health endpoint has 18790, the api channel 18791).
+const DEFAULT_PORT: u16 = 18792;
+/// Default path of the WebSocket endpoint.
+const DEFAULT_PATH: &str = "/ws";
+
+/// The channel's settings, read from camelCase or snake_case keys; unknown keys (such as the
+/// gateway's `enabled` or `allowFrom`) are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// The address to listen on.
+    pub host: String,
+    /// The TCP port to listen on.
+    pub port: u16,
+    /// The secret clients present as `?token=` or `Authorization: Bearer`; none when absent
+    /// or empty.
+    #[serde(deserialize_with = "non_empty")]
+    pub token: Option<String>,
+    /// The HTTP path the WebSocket upgrade is served on.
+    pub path: String,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { host: DEFAULT_HOST.to_owned(), port: DEFAULT_PORT, token: None, path: DEFAULT_PATH.to_owned() }
+    }
+}
+
+/// Why the config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The section does not have the expected shape.
+    #[error("invalid websocket config: {0}")]
+    Shape(#[from] serde_json::Error),
+    /// Listening beyond this machine without a token would let anyone talk to the agent.
+    #[error("refusing to listen on {host} without a token: set channels.websocket.token, or listen on 127.0.0.1")]
+    ExposedWithoutToken {
+        /// The configured host.
+        host: String,
+    },
+    /// The path is not an absolute URL path.
+    #[error("invalid websocket path {0:?}: it must start with '/'")]
+    Path(String),
+}
+
+impl Config {
+    /// Reads and checks the config section.
+    pub fn from_json(section: &serde_json::Value) -> Result<Config, ConfigError> {
+        let config: Config = serde_json::from_value(section.clone())?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Refuses settings that are unsafe or unusable.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if !self.path.starts_with('/') {
+            return Err(ConfigError::Path(self.path.clone()));
+        }
+        if self.token.is_none() && !is_loopback_host(&self.host) {
+            return Err(ConfigError::ExposedWithoutToken { host: self.host.clone() });
+        }
+        Ok(())
+    }
+}
+
+/// Whether `host` only accepts connections from this machine.
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(address) => address.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+/// Reads an optional string, treating `""` as absent.
+fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    let value: Option<String> = Option::deserialize(deserializer)?;
+    Ok(value.filter(|text| !text.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_empty_section_gives_the_defaults() {
+        let config = Config::from_json(&json!({})).unwrap();
+        assert_eq!(config, Config { host: "127.0.0.1".into(), port: 18792, token: None, path: "/ws".into() });
+    }
+
+    #[test]
+    fn keys_are_read_and_unknown_keys_are_ignored() {
+        let config = Config::from_json(&json!({"host": "0.0.0.0", "port": 9000, "token": "s3cret", "path": "/chat", "allowFrom": ["*"]})).unwrap();
+        assert_eq!(config, Config { host: "0.0.0.0".into(), port: 9000, token: Some("s3cret".into()), path: "/chat".into() });
+    }
+
+    #[test]
+    fn a_non_loopback_host_without_a_token_is_refused() {
+        let error = Config::from_json(&json!({"host": "0.0.0.0"})).unwrap_err();
+        assert!(error.to_string().contains("without a token"), "{error}");
+        assert!(Config::from_json(&json!({"host": "0.0.0.0", "token": ""})).is_err());
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised_in_every_spelling() {
+        for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["0.0.0.0", "::", "192.168.1.2", "example.com"] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn a_path_must_start_with_a_slash() {
+        assert!(matches!(Config::from_json(&json!({"path": "ws"})), Err(ConfigError::Path(_))));
+    }
+}

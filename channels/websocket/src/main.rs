@@ -1,0 +1,90 @@
+//! `oxibot-channel-websocket`: a channel plugin serving a WebSocket endpoint, so a browser page
+//! or a script can chat with the agent.
+//!
+//! Config (`channels.websocket`): `host` (default `127.0.0.1`), `port` (default `18792`),
+//! `path` (default `/ws`) and `token`. With a token set, clients present it as `?token=` or
+//! `Authorization: Bearer`; a client without it gets an `error` frame and a close with code
+//! 1008. Listening on a non-loopback host without a token is refused at startup.
+//!
+//! A client joins a chat with `?chat_id=` (default: a fresh chat per connection) and may name
+//! itself with `?client_id=` (default: a fresh id); both are announced in the first frame,
+//! `{"type":"ready","chat_id":…}`. Every client of a chat receives its replies. The frames are
+//! listed in [`frames`]. Inbound messages carry `sender_id` = the client id and metadata
+//! `is_group` (false), `client_id` and `message_id` (the client's id for the message, or null).
+//! An outbound message for a chat with no connected client is acked with an error.
+
+mod admission;
+mod config;
+mod connection;
+mod frames;
+mod ids;
+mod rooms;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::config::{Config, ConfigError};
+use crate::connection::{serve_connection, Server};
+use crate::frames::ServerFrame;
+use crate::rooms::Rooms;
+
+/// Why the channel stopped.
+#[derive(Debug, thiserror::Error)]
+enum WebSocketError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {host}:{port}: {source}")]
+    Bind { host: String, port: u16, source: std::io::Error },
+}
+
+fn main() -> ExitCode {
+    ChannelPlugin::new("websocket").streaming().run(serve)
+}
+
+async fn serve(channel: ChannelHandle) -> Result<(), WebSocketError> {
+    let config = Config::from_json(channel.config())?;
+    let bind = |source| WebSocketError::Bind { host: config.host.clone(), port: config.port, source };
+    let listener = TcpListener::bind((config.host.as_str(), config.port)).await.map_err(bind)?;
+    eprintln!("websocket: listening on ws://{}:{}{}", config.host, config.port, config.path);
+    let server = Arc::new(Server { channel: channel.clone(), rooms: Rooms::default(), config });
+    tokio::spawn(accept_clients(listener, server.clone()));
+    while let Some(event) = channel.next_event().await {
+        deliver(&channel, &server.rooms, event);
+    }
+    Ok(())
+}
+
+async fn accept_clients(listener: TcpListener, server: Arc<Server>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(serve_connection(stream, server.clone()));
+            }
+            // Running out of file descriptors is passing; keep accepting.
+            Err(error) => {
+                eprintln!("websocket: accept failed: {error}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Sends one kernel event to the clients of its chat; acks an outbound message.
+fn deliver(channel: &ChannelHandle, rooms: &Rooms, event: ChannelEvent) {
+    match event {
+        ChannelEvent::Outbound(outbound) => {
+            let frame = ServerFrame::Message { text: &outbound.content, stream_id: outbound.stream_id };
+            let reached = rooms.broadcast(&outbound.chat_id, &Message::text(frame.to_json()));
+            let outcome = if reached > 0 { Ok(()) } else { Err(format!("no client is connected to chat {}", outbound.chat_id)) };
+            let _ = channel.ack(outbound.id, outcome);
+        }
+        ChannelEvent::Delta(delta) => {
+            let frame = ServerFrame::Delta { text: &delta.text, stream_id: delta.stream_id };
+            rooms.broadcast(&delta.chat_id, &Message::text(frame.to_json()));
+        }
+    }
+}

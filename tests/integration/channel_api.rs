@@ -1,0 +1,245 @@
+//! The OpenAI-compatible API channel through the real plugin host, driven by a plain HTTP
+//! client: health and models, whole and streamed completions answered from the kernel's
+//! messages, per-session order, the API key, timeouts, and refusing to start unprotected.
+
+use oxibot_kernel::plugin::{channel_spec, PluginEvent, PluginHost, PluginSpec};
+use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
+use oxibot_tests::channels::{event_where, free_port};
+use oxibot_tests::http::{get, post_json, HttpResponse};
+use oxibot_tests::{bin_dir, start_host};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::channel_websocket::failure_reason;
+
+const COMPLETIONS: &str = "/v1/chat/completions";
+
+fn api_spec(config: Value) -> PluginSpec {
+    channel_spec(&bin_dir(), "api", &config).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
+}
+
+/// A host running the API channel on a free port (plus `extra` config), once it is ready.
+async fn api_host(extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>, u16) {
+    let port = free_port();
+    let mut config = json!({"port": port});
+    config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let host = start_host(vec![api_spec(config)]).await;
+    let mut events = host.subscribe();
+    let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "api")).await;
+    let PluginEvent::Ready { features, .. } = ready else { unreachable!() };
+    assert!(features.contains(&Feature::Streaming), "{features:?}");
+    (host, events, port)
+}
+
+fn chat_body(session: &str, text: &str, stream: bool) -> Value {
+    json!({"model": "oxibot", "session_id": session, "stream": stream, "messages": [{"role": "user", "content": text}]})
+}
+
+async fn next_inbound(events: &mut UnboundedReceiver<PluginEvent>) -> Inbound {
+    match event_where(events, |e| matches!(e, PluginEvent::Inbound { .. })).await {
+        PluginEvent::Inbound { plugin, inbound } => {
+            assert_eq!(plugin, "api");
+            inbound
+        }
+        _ => unreachable!(),
+    }
+}
+
+async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryAck {
+    match event_where(events, |e| matches!(e, PluginEvent::Delivery { .. })).await {
+        PluginEvent::Delivery { ack, .. } => ack,
+        _ => unreachable!(),
+    }
+}
+
+/// Accepts `inbound` and answers it with `content`, copying its metadata like the kernel does
+/// when `copy_metadata` is set.
+fn answer(host: &PluginHost, inbound: &Inbound, id: u64, content: &str, stream_id: Option<u64>, copy_metadata: bool) {
+    host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
+    let metadata = if copy_metadata { inbound.metadata.clone() } else { json!({}) };
+    let reply = Outbound { id, chat_id: inbound.chat_id.clone(), content: content.into(), media: vec![], stream_id, metadata };
+    host.send("api", Message::Outbound(reply)).unwrap();
+}
+
+/// Posts a completion request in a task, so the test can play the kernel meanwhile.
+fn post_in_background(port: u16, headers: Vec<(&'static str, &'static str)>, body: Value) -> tokio::task::JoinHandle<HttpResponse> {
+    tokio::spawn(async move { post_json(port, COMPLETIONS, &headers, &body).await })
+}
+
+#[actix_rt::test]
+async fn health_and_models_answer_as_soon_as_the_plugin_is_up() {
+    let (host, _events, port) = api_host(json!({"model": "my-agent"})).await;
+    let health = get(port, "/health", &[]).await;
+    assert_eq!(health.status, 200);
+    assert_eq!(health.json().await, json!({"status": "ok"}));
+    let models = get(port, "/v1/models", &[]).await;
+    assert_eq!(models.status, 200);
+    let models = models.json().await;
+    assert_eq!(models["object"], "list");
+    assert_eq!(models["data"][0]["id"], "my-agent");
+    assert_eq!(models["data"][0]["object"], "model");
+    assert_eq!(models["data"][0]["owned_by"], "oxibot");
+    assert!(models["data"][0]["created"].as_u64().unwrap() > 0);
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_completion_becomes_an_inbound_for_its_session_and_the_reply_comes_back_in_openai_shape() {
+    let (host, mut events, port) = api_host(json!({})).await;
+    let request = post_in_background(port, vec![], chat_body("s-1", "What is 2+2?", false));
+    let inbound = next_inbound(&mut events).await;
+    assert_eq!((inbound.channel.as_str(), inbound.chat_id.as_str(), inbound.sender_id.as_str()), ("api", "s-1", "api"));
+    assert_eq!(inbound.content, "What is 2+2?");
+    assert_eq!(inbound.metadata["is_group"], false);
+    assert_eq!(inbound.metadata["request_id"], inbound.id.as_str());
+    answer(&host, &inbound, 11, "4", None, true);
+    let response = request.await.unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    let completion = response.json().await;
+    assert!(completion["id"].as_str().unwrap().starts_with("chatcmpl-"), "{completion}");
+    assert_eq!(completion["object"], "chat.completion");
+    assert_eq!(completion["model"], "oxibot");
+    assert_eq!(completion["choices"][0], json!({"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}));
+    assert_eq!(completion["usage"]["total_tokens"], 0);
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_standard_openai_client_body_is_accepted_and_only_the_last_user_message_is_sent() {
+    let (host, mut events, port) = api_host(json!({})).await;
+    let body = json!({
+        "model": "gpt-4o-mini", "temperature": 0.7, "max_tokens": 512, "top_p": 1, "n": 1, "stream": false,
+        "presence_penalty": 0, "frequency_penalty": 0, "stop": null, "user": "user-42",
+        "messages": [
+            {"role": "system", "content": "You are helpful."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": [{"type": "text", "text": "Tell me a joke"}]}
+        ]
+    });
+    let request = post_in_background(port, vec![("X-Session-Id", "from-header")], body);
+    let inbound = next_inbound(&mut events).await;
+    assert_eq!(inbound.content, "Tell me a joke");
+    assert_eq!(inbound.chat_id, "from-header", "the header wins over `user`");
+    answer(&host, &inbound, 1, "Knock knock.", None, false);
+    assert_eq!(request.await.unwrap().json().await["choices"][0]["message"]["content"], "Knock knock.");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_streamed_completion_turns_deltas_into_chunks_adds_the_missing_end_and_finishes_with_done() {
+    let (host, mut events, port) = api_host(json!({})).await;
+    let request = post_in_background(port, vec![], chat_body("s-stream", "Say hello", true));
+    let inbound = next_inbound(&mut events).await;
+    host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
+    host.send("api", Message::Delta(Delta { stream_id: 5, chat_id: "s-stream".into(), text: "Hel".into() })).unwrap();
+    let mut response = request.await.unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let role: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
+    assert_eq!(role["object"], "chat.completion.chunk");
+    assert_eq!(role["choices"][0]["delta"], json!({"role": "assistant"}));
+    let first: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
+    assert_eq!(first["choices"][0]["delta"], json!({"content": "Hel"}));
+    assert_eq!(first["id"], role["id"]);
+    host.send("api", Message::Delta(Delta { stream_id: 5, chat_id: "s-stream".into(), text: "lo".into() })).unwrap();
+    let second: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
+    assert_eq!(second["choices"][0]["delta"], json!({"content": "lo"}));
+    let reply = Outbound { id: 21, chat_id: "s-stream".into(), content: "Hello, world".into(), media: vec![], stream_id: Some(5), metadata: json!({}) };
+    host.send("api", Message::Outbound(reply)).unwrap();
+    let rest: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
+    assert_eq!(rest["choices"][0]["delta"], json!({"content": ", world"}));
+    let stop: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
+    assert_eq!(stop["choices"][0]["finish_reason"], "stop");
+    assert_eq!(response.next_event().await.as_deref(), Some("[DONE]"));
+    assert_eq!(response.next_event().await, None);
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 21, ok: true, error: None });
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_streamed_reply_without_deltas_arrives_as_one_chunk() {
+    let (host, mut events, port) = api_host(json!({})).await;
+    let request = post_in_background(port, vec![], chat_body("s", "hi", true));
+    let inbound = next_inbound(&mut events).await;
+    answer(&host, &inbound, 3, "All at once", None, true);
+    let text = request.await.unwrap().text().await;
+    let data: Vec<&str> = text.split("\n\n").filter_map(|event| event.strip_prefix("data: ")).collect();
+    assert_eq!(data.len(), 4, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(data[1]).unwrap()["choices"][0]["delta"]["content"], "All at once");
+    assert_eq!(data[3], "[DONE]");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn two_requests_in_one_session_are_answered_in_order() {
+    let (host, mut events, port) = api_host(json!({})).await;
+    let first = post_in_background(port, vec![], chat_body("shared", "first", false));
+    let first_inbound = next_inbound(&mut events).await;
+    let second = post_in_background(port, vec![], chat_body("shared", "second", false));
+    let second_inbound = next_inbound(&mut events).await;
+    assert_eq!((first_inbound.content.as_str(), second_inbound.content.as_str()), ("first", "second"));
+    // The kernel copies no metadata here: the replies are matched by order alone.
+    answer(&host, &first_inbound, 1, "reply to first", None, false);
+    answer(&host, &second_inbound, 2, "reply to second", None, false);
+    assert_eq!(first.await.unwrap().json().await["choices"][0]["message"]["content"], "reply to first");
+    assert_eq!(second.await.unwrap().json().await["choices"][0]["message"]["content"], "reply to second");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn with_an_api_key_set_requests_without_it_get_401_and_requests_with_it_are_served() {
+    let (host, mut events, port) = api_host(json!({"apiKey": "sk-local"})).await;
+    for headers in [vec![], vec![("Authorization", "Bearer wrong")]] {
+        let refused = get(port, "/v1/models", &headers).await;
+        assert_eq!(refused.status, 401);
+        assert_eq!(refused.json().await["error"]["code"], "invalid_api_key");
+    }
+    let refused = post_json(port, COMPLETIONS, &[], &chat_body("s", "hi", false)).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(get(port, "/v1/models", &[("Authorization", "Bearer sk-local")]).await.status, 200);
+    let request = post_in_background(port, vec![("Authorization", "Bearer sk-local")], chat_body("s", "hi", false));
+    let inbound = next_inbound(&mut events).await;
+    answer(&host, &inbound, 1, "hello", None, true);
+    assert_eq!(request.await.unwrap().status, 200);
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_request_without_a_user_message_gets_a_400_in_openai_shape() {
+    let (host, _events, port) = api_host(json!({})).await;
+    let body = json!({"model": "oxibot", "messages": [{"role": "system", "content": "Be brief."}]});
+    let response = post_json(port, COMPLETIONS, &[], &body).await;
+    assert_eq!(response.status, 400);
+    let error = response.json().await;
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert_eq!(error["error"]["param"], "messages");
+    let not_json = oxibot_tests::http::request(port, "POST", COMPLETIONS, &[], Some("{oops")).await;
+    assert_eq!(not_json.status, 400);
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_reply_slower_than_the_timeout_gets_a_504_and_the_late_reply_is_acked_with_an_error() {
+    let (host, mut events, port) = api_host(json!({"timeoutSecs": 1})).await;
+    let request = post_in_background(port, vec![], chat_body("slow", "take your time", false));
+    let inbound = next_inbound(&mut events).await;
+    host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
+    let response = request.await.unwrap();
+    assert_eq!(response.status, 504);
+    assert_eq!(response.json().await["error"]["code"], "timeout");
+    answer(&host, &inbound, 8, "too late", None, true);
+    let ack = next_delivery(&mut events).await;
+    assert_eq!((ack.id, ack.ok), (8, false));
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_api_channel_on_a_public_host_without_a_key_refuses_to_start() {
+    let host = start_host(vec![api_spec(json!({"host": "0.0.0.0", "port": free_port()}))]).await;
+    let reason = failure_reason(&host).await;
+    assert!(reason.contains("refusing to listen on 0.0.0.0 without an API key"), "{reason}");
+    host.shutdown().await;
+}
