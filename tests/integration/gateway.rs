@@ -69,9 +69,14 @@ impl GatewayEnv {
         let log = std::fs::File::create(self.home.path().join("gateway.log")).unwrap();
         let child = self.command(&["gateway"]).stdout(Stdio::null()).stderr(log).spawn().unwrap();
         let gateway = Gateway { child };
-        let running = || self.health().is_some_and(|h| plugin(&h, channel)["state"] == "running");
-        assert!(wait_until(Duration::from_secs(15), running), "the gateway never became healthy");
+        self.wait_running(channel);
         gateway
+    }
+
+    /// Waits until the health endpoint reports `plugin` running.
+    pub(crate) fn wait_running(&self, plugin_name: &str) {
+        let running = || self.health().is_some_and(|h| plugin(&h, plugin_name)["state"] == "running");
+        assert!(wait_until(Duration::from_secs(15), running), "{plugin_name} never ran");
     }
 
     fn client(&self) -> Client {
@@ -116,6 +121,21 @@ fn plugin(health: &Value, name: &str) -> Value {
 
 pub(crate) struct Gateway {
     child: Child,
+}
+
+impl Gateway {
+    /// Sends SIGTERM and waits (at most 10 s) for the exit status.
+    pub(crate) fn terminate_and_wait(&mut self) -> std::process::ExitStatus {
+        rustix::process::kill_process(rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(), rustix::process::Signal::TERM).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the gateway did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Gateway {
@@ -263,15 +283,7 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
     assert!(kinds.contains(&("loopback".into(), "channel".into())) && kinds.contains(&("fs".into(), "tool".into())), "{kinds:?}");
     let plugin_pid = loopback(&health)["pid"].as_u64().unwrap() as u32;
 
-    rustix::process::kill_process(rustix::process::Pid::from_raw(gateway.child.id() as i32).unwrap(), rustix::process::Signal::TERM).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = gateway.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the gateway did not exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = gateway.terminate_and_wait();
     assert!(status.success(), "exit status {status:?}");
     assert!(wait_until(Duration::from_secs(5), || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
 }

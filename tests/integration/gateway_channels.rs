@@ -126,3 +126,56 @@ fn the_api_channel_answers_a_standard_openai_request_whole_and_streamed() {
     let session = env.session_file("api_s1.jsonl");
     assert!(session.contains("\"hi\"") && session.contains("\"again\""), "one session keeps both turns: {session}");
 }
+
+#[test]
+fn one_gateway_with_all_five_channels_answers_in_each_and_stops_cleanly_on_sigterm() {
+    let (telegram, discord, slack) = (FakeTelegram::start(), FakeDiscord::start(), FakeSlack::start());
+    let media = TempDir::new("all-media");
+    let (ws_port, api_port) = (free_port(), free_port());
+    let env = GatewayEnv::with_channels(json!({
+        "telegram": telegram.config(media.path()),
+        "discord": discord.config(json!({"enabled": true, "allowFrom": "*"})),
+        "slack": slack.config(json!({"enabled": true, "allowFrom": "*"})),
+        "websocket": {"enabled": true, "port": ws_port, "allowFrom": "*"},
+        "api": {"enabled": true, "port": api_port, "allowFrom": "*"}
+    }));
+    let mut gateway = env.start_with("telegram");
+    for channel in ["discord", "slack", "websocket", "api"] {
+        env.wait_running(channel);
+    }
+    let reply = |n: usize| Reply::Text(format!("answer {n}"));
+    block_on(async {
+        env.llm.push(reply(1));
+        telegram.push_message(private_text(5, &telegram_user(42, "Ada", "ada"), "from telegram"));
+        telegram.wait_for("editMessageText", |b| b["text"] == "answer 1").await;
+
+        env.llm.push(reply(2));
+        discord.wait_until("identified", |d| !d.identifies().is_empty()).await;
+        discord.message_create(discord_dm("111", "dm-7", "42", "alice", "from discord"));
+        discord.wait_until("posted", |d| d.posts().iter().any(|p| p.json["content"] == "answer 2")).await;
+
+        env.llm.push(reply(3));
+        slack.wait_connections(1).await;
+        slack.deliver("env-1", direct_message("D1", "U42", "from slack", "1700000000.000100"), 0).await;
+        slack.wait_calls("chat.postMessage", 1).await;
+
+        env.llm.push(reply(4));
+        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}/ws?chat_id=room")).await.unwrap();
+        socket.send(WsMessage::text(json!({"type": "message", "text": "from websocket"}).to_string())).await.unwrap();
+        loop {
+            let Some(Ok(WsMessage::Text(text))) = socket.next().await else { panic!("the websocket closed") };
+            let frame: Value = serde_json::from_str(&text).unwrap();
+            if frame["type"] == "message" {
+                assert_eq!(frame["text"], "answer 4");
+                break;
+            }
+        }
+
+        env.llm.push(reply(5));
+        let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "from api"}]});
+        let answer = http::post_json(api_port, "/v1/chat/completions", &[], &body).await.json().await;
+        assert_eq!(answer["choices"][0]["message"]["content"], "answer 5");
+    });
+    assert_eq!(slack.calls("chat.postMessage")[0].body["text"], "answer 3");
+    assert!(gateway.terminate_and_wait().success(), "SIGTERM ends the gateway with status 0");
+}
