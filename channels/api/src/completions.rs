@@ -1,6 +1,7 @@
 //! `POST /v1/chat/completions`: submit the request's last user message to the session, wait
 //! for the reply, and answer with a completion or a stream of chunks.
 
+use oxibot_plugin::serving::fresh_id;
 use std::future::poll_fn;
 use std::pin::Pin;
 
@@ -16,7 +17,7 @@ use crate::request::ChatRequest;
 use crate::responses::{guarded_json_response, ApiFailure};
 use crate::server::App;
 use crate::waiters::Reply;
-use crate::{ids, stream};
+use crate::{stream};
 
 /// Largest request body read (messages with inline images can be large).
 const MAX_BODY_BYTES: usize = 8 << 20;
@@ -29,11 +30,11 @@ pub async fn chat_completions(app: &App, request: Request<Incoming>) -> Result<R
     let body = read_body(request.into_body()).await?;
     let chat = ChatRequest::parse(&body, session_header.as_deref())?;
     let deadline = Instant::now() + app.config.timeout();
-    let request_id = ids::fresh("api");
+    let request_id = fresh_id("api");
     // Registered before submitting, so a reply cannot arrive before anyone waits for it.
     let (ticket, replies) = app.waiters.register(&chat.session_id, &request_id);
     submit(app, &chat, &request_id, deadline).await?;
-    let completion = CompletionId { id: ids::fresh("chatcmpl"), created: unix_now(), model: app.config.model.clone() };
+    let completion = CompletionId { id: fresh_id("chatcmpl"), created: unix_now(), model: app.config.model.clone() };
     if chat.stream {
         stream::respond(completion, ticket, replies, deadline, app.config.timeout_secs).await
     } else {

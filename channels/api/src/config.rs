@@ -2,7 +2,7 @@
 //! how long a request may wait, and the rule that a server reachable from other machines must
 //! have a key.
 
-use std::net::IpAddr;
+use oxibot_plugin::serving::is_loopback_host;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -83,14 +83,6 @@ impl Config {
     }
 }
 
-/// Whether `host` only accepts connections from this machine.
-pub fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    match bare.parse::<IpAddr>() {
-        Ok(address) => address.is_loopback(),
-        Err(_) => bare.eq_ignore_ascii_case("localhost"),
-    }
-}
 
 /// Reads an optional string, treating `""` as absent.
 fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {

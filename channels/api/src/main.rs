@@ -19,7 +19,6 @@ mod body;
 mod completions;
 mod config;
 mod delivery;
-mod ids;
 mod openai;
 mod request;
 mod responses;

@@ -1,7 +1,7 @@
 //! The `channels.websocket` config section: where to listen, which path, which token, and the
 //! rule that a server reachable from other machines must have a token.
 
-use std::net::IpAddr;
+use oxibot_plugin::serving::is_loopback_host;
 
 use serde::Deserialize;
 
@@ -72,14 +72,6 @@ impl Config {
     }
 }
 
-/// Whether `host` only accepts connections from this machine.
-pub fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    match bare.parse::<IpAddr>() {
-        Ok(address) => address.is_loopback(),
-        Err(_) => bare.eq_ignore_ascii_case("localhost"),
-    }
-}
 
 /// Reads an optional string, treating `""` as absent.
 fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {

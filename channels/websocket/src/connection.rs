@@ -1,6 +1,7 @@
 //! One client connection: the upgrade, the `ready` frame, reading the client's frames, and
 //! submitting its messages to the kernel one at a time, in order.
 
+use oxibot_plugin::serving::fresh_id;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,6 @@ use tokio_tungstenite::WebSocketStream;
 use crate::admission::{admit, Admission, Refusal};
 use crate::config::Config;
 use crate::frames::{parse_client_frame, ClientFrame, FrameError, ServerFrame};
-use crate::ids;
 use crate::rooms::{FrameQueue, Rooms};
 
 /// Largest message a client may send (a chat message, not a file transfer).
@@ -62,7 +62,7 @@ pub async fn serve_connection(stream: TcpStream, server: Arc<Server>) {
         refuse_unauthorised(sink, frames).await;
         return;
     }
-    let peer = Peer { chat_id: admission.chat_id.unwrap_or_else(|| ids::fresh("chat")), client_id: admission.client_id.unwrap_or_else(|| ids::fresh("client")) };
+    let peer = Peer { chat_id: admission.chat_id.unwrap_or_else(|| fresh_id("chat")), client_id: admission.client_id.unwrap_or_else(|| fresh_id("client")) };
     let (queue, outgoing) = mpsc::unbounded_channel();
     tokio::spawn(write_frames(sink, outgoing));
     send(&queue, &ServerFrame::Ready { chat_id: &peer.chat_id });
@@ -149,7 +149,7 @@ async fn submit_in_order(channel: ChannelHandle, peer: Peer, mut pending: mpsc::
         let inbound_id = match &message.client_message_id {
             // Stable for a client that sends a message again, e.g. after reconnecting.
             Some(id) => format!("{}/{}/{id}", peer.chat_id, peer.client_id),
-            None => ids::fresh("ws"),
+            None => fresh_id("ws"),
         };
         let mut inbound = channel.inbound(inbound_id.clone(), peer.client_id.clone(), peer.chat_id.clone(), message.text);
         inbound.metadata = json!({"is_group": false, "client_id": peer.client_id, "message_id": message.client_message_id});

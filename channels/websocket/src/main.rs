@@ -17,7 +17,6 @@ mod admission;
 mod config;
 mod connection;
 mod frames;
-mod ids;
 mod rooms;
 
 use std::process::ExitCode;

@@ -33,6 +33,7 @@
 //! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
 
 pub mod channel;
+pub mod serving;
 mod launch;
 mod link;
 mod serve;
