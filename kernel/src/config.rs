@@ -99,7 +99,7 @@ pub struct AgentDefaults {
 impl Default for AgentDefaults {
     fn default() -> Self {
         AgentDefaults {
-            workspace: "~/.oxibot/workspace".to_owned(),
+            workspace: default_workspace(),
             model: "anthropic/claude-opus-4-5".to_owned(),
             provider: "auto".to_owned(),
             max_tokens: 8192,
@@ -111,6 +111,15 @@ impl Default for AgentDefaults {
             dream: Value::Null,
             extra: Map::new(),
         }
+    }
+}
+
+/// `~/.oxibot/workspace`, or `$OXIBOT_HOME/workspace` when the data dir is moved.
+fn default_workspace() -> String {
+    if std::env::var_os(paths::HOME_VAR).is_some_and(|home| !home.is_empty()) {
+        paths::data_dir().join("workspace").display().to_string()
+    } else {
+        "~/.oxibot/workspace".to_owned()
     }
 }
 

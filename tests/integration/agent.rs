@@ -265,20 +265,21 @@ pub(crate) fn assert_provider_valid(messages: &Value) {
 }
 
 #[test]
-fn onboard_writes_config_and_workspace_without_overwriting() {
+fn onboard_writes_config_and_a_workspace_inside_the_data_dir_without_overwriting() {
     let home = TempDir::new("onboard");
     let run = || Command::new(bin("oxibot")).arg("onboard").env("OXIBOT_HOME", home.path()).env("HOME", home.path()).output().unwrap();
     let out = run();
     assert!(out.status.success(), "{}", stderr(&out));
     let config: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join("config.json")).unwrap()).unwrap();
     assert_eq!(config["agents"]["defaults"]["provider"], "auto");
-    let soul = home.path().join(".oxibot/workspace/SOUL.md");
+    let workspace = home.path().join("workspace");
+    assert_eq!(config["agents"]["defaults"]["workspace"], workspace.display().to_string(), "OXIBOT_HOME moves the workspace too");
+    let soul = workspace.join("SOUL.md");
     assert!(soul.exists(), "templates written to the configured workspace: {}", stdout(&out));
     std::fs::write(&soul, "my own soul").unwrap();
     assert!(run().status.success());
     assert_eq!(std::fs::read_to_string(&soul).unwrap(), "my own soul");
 }
-
 
 #[actix_rt::test]
 async fn stop_ends_a_running_turn_and_the_session_stays_valid() {

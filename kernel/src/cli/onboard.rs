@@ -32,9 +32,10 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn write_default_config(path: &Path) -> anyhow::Result<()> {
+    let defaults = oxibot_kernel::config::AgentDefaults::default();
     let config = json!({
         "agents": {"defaults": {
-            "workspace": "~/.oxibot/workspace",
+            "workspace": defaults.workspace,
             "model": "anthropic/claude-opus-4-5",
             "provider": "auto",
             "maxTokens": 8192,
