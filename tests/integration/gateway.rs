@@ -253,6 +253,8 @@ fn a_kernel_killed_right_after_a_message_arrives_answers_it_after_restart() {
     client.say("alice", "c1", "remember the milk");
     client.expect("ACCEPTED");
     assert!(env.session_text("c1").contains("remember the milk"));
+    // Kill only once the model call is out, so the slow reply is the one the dead kernel took.
+    assert!(wait_until(Duration::from_secs(10), || !env.llm.requests().is_empty()), "the model was never called");
     let channel_pid = loopback(&env.health().unwrap())["pid"].as_u64().unwrap() as u32;
     sigkill(gateway.child.id());
     gateway.child.wait().unwrap();
