@@ -1,5 +1,6 @@
-//! The oxibot kernel: configuration, the plugin host, and (in later parts) the session,
-//! runner and memory actors. The `oxibot` binary in `main.rs` is a thin shell over it.
+//! The oxibot kernel: configuration, the plugin host, LLM providers, the session and runner
+//! actors, memory (consolidation, Dream, git) and the gateway. The `oxibot` binary in
+//! `main.rs` is a thin shell over it.
 
 pub mod agent;
 pub mod config;

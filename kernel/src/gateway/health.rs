@@ -12,8 +12,8 @@ use crate::plugin::PluginHost;
 
 /// What the endpoint reports from.
 pub struct HealthSource {
-    /// The plugin host (tools and channels).
-    pub host: Rc<dyn Fn() -> Value>,
+    /// Builds the current report (see [`report`]).
+    pub report: Rc<dyn Fn() -> Value>,
     /// When the gateway started.
     pub started: Instant,
 }
@@ -55,7 +55,7 @@ async fn answer(mut socket: TcpStream, source: &HealthSource) -> std::io::Result
     let request = String::from_utf8_lossy(&buffer[..read]);
     let path = request.split_whitespace().nth(1).unwrap_or("");
     let (status, body) = if request.starts_with("GET ") && (path == "/health" || path == "/health/") {
-        let mut report = (source.host)();
+        let mut report = (source.report)();
         report["uptime_secs"] = json!(source.started.elapsed().as_secs());
         ("200 OK", report.to_string())
     } else {

@@ -64,7 +64,7 @@ pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access, r
     let router = Router::new(manager.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
     let health_agent = agent.clone();
-    let source = health::HealthSource { host: Rc::new(move || health::report(&health_agent.host, started)), started };
+    let source = health::HealthSource { report: Rc::new(move || health::report(&health_agent.host, started)), started };
     actix::spawn(health::serve(listener, source));
     tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
     // Plugins first: a resumed turn may call tools, and its reply goes to a channel.
