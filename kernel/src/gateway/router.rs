@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::access::{Access, Decision};
-use super::settings::GatewaySettings;
+use super::settings::{AllowFrom, GatewaySettings};
 use crate::agent::runner::TurnEvent;
 use crate::agent::{ChannelOrigin, SessionManager, TurnReply};
 use crate::plugin::PluginEvent;
@@ -101,7 +101,10 @@ impl Router {
         };
         let username = inbound.metadata.get("username").and_then(Value::as_str);
         let is_group = inbound.metadata.get("is_group").and_then(Value::as_bool).unwrap_or(false);
-        self.access.refresh();
+        if settings.allow_from == AllowFrom::Pairing {
+            // `oxibot pairing approve` may have run in another process since.
+            self.access.refresh();
+        }
         match self.access.decide(&channel, &settings.allow_from, &inbound.sender_id, username, &inbound.chat_id, is_group) {
             Decision::Allow => {}
             Decision::Deny => {
