@@ -19,10 +19,12 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as Frame;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::background::BackgroundServer;
 
 /// The bot's user id in READY.
 pub const BOT_ID: &str = "100000000000000001";
@@ -114,8 +116,8 @@ pub struct FakeDiscord {
     gateway: SocketAddr,
     rest: SocketAddr,
     state: Arc<Mutex<State>>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// The servers' thread; stops when dropped.
+    _server: BackgroundServer,
 }
 
 impl FakeDiscord {
@@ -127,24 +129,13 @@ impl FakeDiscord {
         rest.set_nonblocking(true).unwrap();
         let (gateway_addr, rest_addr) = (gateway.local_addr().unwrap(), rest.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State::default()));
-        let (shutdown, stopped) = oneshot::channel();
         let server_state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("fake-discord".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                runtime.block_on(async move {
-                    let gateway = TcpListener::from_std(gateway).unwrap();
-                    let rest = TcpListener::from_std(rest).unwrap();
-                    tokio::select! {
-                        _ = stopped => {}
-                        () = accept_gateway(gateway, gateway_addr, server_state.clone()) => {}
-                        () = accept_rest(rest, server_state) => {}
-                    }
-                });
-            })
-            .unwrap();
-        FakeDiscord { gateway: gateway_addr, rest: rest_addr, state, shutdown: Some(shutdown), thread: Some(thread) }
+        let server = BackgroundServer::start("fake-discord", move || async move {
+            let gateway = TcpListener::from_std(gateway).unwrap();
+            let rest = TcpListener::from_std(rest).unwrap();
+            tokio::join!(accept_gateway(gateway, gateway_addr, server_state.clone()), accept_rest(rest, server_state));
+        });
+        FakeDiscord { gateway: gateway_addr, rest: rest_addr, state, _server: server }
     }
 
     /// The Gateway URL to configure.
@@ -252,17 +243,6 @@ impl FakeDiscord {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap()
-    }
-}
-
-impl Drop for FakeDiscord {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

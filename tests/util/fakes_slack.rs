@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use crate::background::BackgroundServer;
 use crate::channels::WAIT;
 
 /// The bot's user id `auth.test` reports.
@@ -70,8 +71,8 @@ struct State {
 pub struct FakeSlack {
     http: SocketAddr,
     state: Arc<Mutex<State>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// The servers' thread; stops when dropped.
+    _server: BackgroundServer,
 }
 
 impl FakeSlack {
@@ -83,24 +84,13 @@ impl FakeSlack {
         ws.set_nonblocking(true).unwrap();
         let (http_addr, ws_addr) = (http.local_addr().unwrap(), ws.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State::default()));
-        let (shutdown, stopped) = tokio::sync::oneshot::channel();
         let server_state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("fake-slack".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                runtime.block_on(async move {
-                    let http = TcpListener::from_std(http).unwrap();
-                    let ws = TcpListener::from_std(ws).unwrap();
-                    tokio::select! {
-                        _ = stopped => {}
-                        () = serve_api(http, ws_addr, server_state.clone()) => {}
-                        () = serve_sockets(ws, server_state) => {}
-                    }
-                });
-            })
-            .unwrap();
-        FakeSlack { http: http_addr, state, shutdown: Some(shutdown), thread: Some(thread) }
+        let server = BackgroundServer::start("fake-slack", move || async move {
+            let http = TcpListener::from_std(http).unwrap();
+            let ws = TcpListener::from_std(ws).unwrap();
+            tokio::join!(serve_api(http, ws_addr, server_state.clone()), serve_sockets(ws, server_state));
+        });
+        FakeSlack { http: http_addr, state, _server: server }
     }
 
     /// The `apiBase` to configure.
@@ -183,17 +173,6 @@ impl FakeSlack {
             }
             assert!(tokio::time::Instant::now() < deadline, "fake slack: no {what} within {WAIT:?}");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    }
-}
-
-impl Drop for FakeSlack {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
         }
     }
 }

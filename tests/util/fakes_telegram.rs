@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+use crate::background::BackgroundServer;
 use crate::channels::WAIT;
 
 /// The bot token the fake accepts.
@@ -70,8 +71,8 @@ struct State {
 pub struct FakeTelegram {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// The server thread; stops when dropped.
+    _server: BackgroundServer,
 }
 
 impl FakeTelegram {
@@ -81,16 +82,9 @@ impl FakeTelegram {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State { next_update_id: FIRST_UPDATE_ID, next_message_id: 500, ..State::default() }));
-        let (shutdown, stopped) = tokio::sync::oneshot::channel();
         let server_state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("fake-telegram".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                runtime.block_on(serve(listener, server_state, stopped));
-            })
-            .unwrap();
-        FakeTelegram { addr, state, shutdown: Some(shutdown), thread: Some(thread) }
+        let server = BackgroundServer::start("fake-telegram", move || serve(listener, server_state));
+        FakeTelegram { addr, state, _server: server }
     }
 
     /// The `apiBase` to configure: `http://127.0.0.1:PORT`.
@@ -147,17 +141,6 @@ impl FakeTelegram {
     }
 }
 
-impl Drop for FakeTelegram {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// A user who writes to the bot.
 pub fn user(id: i64, first_name: &str, username: &str) -> Value {
     json!({"id": id, "is_bot": false, "first_name": first_name, "username": username})
@@ -173,17 +156,12 @@ pub fn group_text(message_id: i64, chat_id: i64, from: &Value, text: &str) -> Va
     json!({"message_id": message_id, "date": 1_700_000_000, "from": from, "chat": {"id": chat_id, "type": "supergroup", "title": "Team"}, "text": text})
 }
 
-async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut stopped: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>) {
     let listener = TcpListener::from_std(listener).unwrap();
     loop {
-        tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => {
-                if let Ok((socket, _)) = accepted {
-                    let _ = socket.set_nodelay(true);
-                    tokio::spawn(connection(socket, state.clone()));
-                }
-            }
+        if let Ok((socket, _)) = listener.accept().await {
+            let _ = socket.set_nodelay(true);
+            tokio::spawn(connection(socket, state.clone()));
         }
     }
 }

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::background::BackgroundServer;
+
 /// Input tokens every reply reports (cached ones included).
 pub const PROMPT_TOKENS: u64 = 12;
 /// Output tokens every reply reports.
@@ -62,8 +64,8 @@ struct State {
 pub struct ScriptedLlm {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// The server thread; stops when dropped.
+    _server: BackgroundServer,
 }
 
 impl ScriptedLlm {
@@ -73,16 +75,9 @@ impl ScriptedLlm {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
-        let (shutdown, stopped) = tokio::sync::oneshot::channel();
         let server_state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("scripted-llm".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                runtime.block_on(serve(listener, server_state, stopped));
-            })
-            .unwrap();
-        ScriptedLlm { addr, state, shutdown: Some(shutdown), thread: Some(thread) }
+        let server = BackgroundServer::start("scripted-llm", move || serve(listener, server_state));
+        ScriptedLlm { addr, state, _server: server }
     }
 
     /// The API base to configure: `http://127.0.0.1:PORT/v1`.
@@ -127,30 +122,14 @@ impl ScriptedLlm {
     }
 }
 
-impl Drop for ScriptedLlm {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut stopped: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>) {
     let listener = TcpListener::from_std(listener).unwrap();
     loop {
-        tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => {
-                if let Ok((socket, _)) = accepted {
-                    state.lock().unwrap().connections += 1;
-                    // Small writes (headers, SSE chunks) must not wait for delayed ACKs.
-                    let _ = socket.set_nodelay(true);
-                    tokio::spawn(connection(socket, state.clone()));
-                }
-            }
+        if let Ok((socket, _)) = listener.accept().await {
+            state.lock().unwrap().connections += 1;
+            // Small writes (headers, SSE chunks) must not wait for delayed ACKs.
+            let _ = socket.set_nodelay(true);
+            tokio::spawn(connection(socket, state.clone()));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: built binaries, temp dirs, in-process hosts.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+pub mod background;
 pub mod channels;
 pub mod fakes_discord;
 pub mod fakes_slack;

@@ -2,9 +2,10 @@
 //! how long a request may wait, and the rule that a server reachable from other machines must
 //! have a key.
 
-use oxibot_plugin::serving::is_loopback_host;
 use std::time::Duration;
 
+use oxibot_plugin::serving::is_loopback_host;
+use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 
 /// Default address: only this machine can connect.
@@ -81,13 +82,6 @@ impl Config {
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_secs)
     }
-}
-
-
-/// Reads an optional string, treating `""` as absent.
-fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    let value: Option<String> = Option::deserialize(deserializer)?;
-    Ok(value.filter(|text| !text.is_empty()))
 }
 
 #[cfg(test)]

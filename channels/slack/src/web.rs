@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde_json::{Value, json};
@@ -188,18 +189,6 @@ fn outcome(answer: &Value) -> Result<(), String> {
 fn retry_after(header: Option<&HeaderValue>) -> Option<Duration> {
     let seconds: u64 = header?.to_str().ok()?.trim().parse().ok()?;
     Some(Duration::from_secs(seconds))
-}
-
-/// An error with its causes, `outer: inner: …`.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::util::error_chain;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -215,18 +216,6 @@ async fn decode<T: DeserializeOwned>(method: &str, response: reqwest::Response) 
 fn network(method: &str, error: reqwest::Error) -> ApiError {
     let reason = if error.is_timeout() { "timed out".to_owned() } else { error_chain(&error.without_url()) };
     ApiError::Network { method: method.into(), reason }
-}
-
-/// An error and its sources, `a: b: c`.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn file_error(method: &str, path: &Path, error: &std::io::Error) -> ApiError {

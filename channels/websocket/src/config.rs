@@ -2,7 +2,7 @@
 //! rule that a server reachable from other machines must have a token.
 
 use oxibot_plugin::serving::is_loopback_host;
-
+use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 
 /// Default address: only this machine can connect.
@@ -70,13 +70,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-
-/// Reads an optional string, treating `""` as absent.
-fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    let value: Option<String> = Option::deserialize(deserializer)?;
-    Ok(value.filter(|text| !text.is_empty()))
 }
 
 #[cfg(test)]

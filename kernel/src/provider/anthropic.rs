@@ -8,7 +8,7 @@ use super::anthropic_stream::EventReader;
 use super::error::{ProviderError, shorten};
 use super::registry::Resolution;
 use super::transport::{Transport, is_event_stream};
-use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty};
+use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream};
 use crate::message::ToolCall;
 
 /// The API version every request declares.
@@ -52,10 +52,7 @@ impl Anthropic {
         let json = self.transport.read_json(response).await?;
         let mut reply = parse_message(&json, &self.provider)?;
         if stream {
-            let mut collector = Collector::new(Some(on_event));
-            collector.reasoning(reply.reasoning_content.as_deref().unwrap_or_default());
-            collector.text(reply.content.as_deref().unwrap_or_default());
-            reply.content = collector.take_text();
+            replay_as_stream(&mut reply, on_event);
         }
         Ok(reply)
     }

@@ -7,7 +7,7 @@ use super::error::{ProviderError, shorten};
 use super::openai_stream::ChunkReader;
 use super::registry::Resolution;
 use super::transport::{Transport, is_event_stream};
-use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, text_of};
+use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream, text_of};
 use crate::message::{ChatMessage, Role, ToolCall};
 
 /// A client for one OpenAI-compatible endpoint.
@@ -48,11 +48,7 @@ impl OpenAiCompatible {
         let json = self.transport.read_json(response).await?;
         let mut reply = parse_response(&json, &self.provider)?;
         if stream {
-            // The server answered in one piece; the consumer still gets the pieces.
-            let mut collector = Collector::new(Some(on_event));
-            collector.reasoning(reply.reasoning_content.as_deref().unwrap_or_default());
-            collector.text(reply.content.as_deref().unwrap_or_default());
-            reply.content = collector.take_text();
+            replay_as_stream(&mut reply, on_event);
         }
         Ok(reply)
     }

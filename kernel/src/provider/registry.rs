@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use crate::config::{Config, ProviderConfig};
 
 use super::error::ProviderError;
+use super::types::non_empty;
 
 /// The HTTP API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,7 +286,7 @@ impl Resolver<'_> {
 
     fn build(&self, spec: &ProviderSpec) -> Result<Resolution, ProviderError> {
         let entry = self.entry(spec);
-        let Some(api_base) = self.configured_base(spec).or_else(|| non_empty(spec.default_api_base)) else {
+        let Some(api_base) = self.configured_base(spec).or_else(|| non_empty(spec.default_api_base.to_owned())) else {
             return Err(ProviderError::NotConfigured(format!("provider {} needs an endpoint: set providers.{}.apiBase in config.json", spec.name, config_key(spec.name))));
         };
         Ok(Resolution {
@@ -343,10 +344,6 @@ fn key_hint(spec: &ProviderSpec) -> String {
 fn default_port(url: &str) -> Option<&str> {
     let authority = url.split("://").nth(1)?.split('/').next()?;
     authority.rsplit_once(':').map(|(_, port)| port)
-}
-
-fn non_empty(text: &str) -> Option<String> {
-    if text.is_empty() { None } else { Some(text.to_owned()) }
 }
 
 /// The model id `provider` (a registry name or a user-named endpoint) gets for `model`.

@@ -111,6 +111,15 @@ impl<'a> Collector<'a> {
     }
 }
 
+/// A reply the server sent in one piece although streaming was asked for: the consumer still
+/// gets its reasoning and text as stream events.
+pub(crate) fn replay_as_stream(reply: &mut ChatResponse, on_event: &mut (dyn FnMut(StreamEvent) + Send)) {
+    let mut collector = Collector::new(Some(on_event));
+    collector.reasoning(reply.reasoning_content.as_deref().unwrap_or_default());
+    collector.text(reply.content.as_deref().unwrap_or_default());
+    reply.content = collector.take_text();
+}
+
 /// `Some(text)` unless it is empty.
 pub(crate) fn non_empty(text: String) -> Option<String> {
     if text.is_empty() { None } else { Some(text) }

@@ -34,6 +34,7 @@
 
 pub mod channel;
 pub mod serving;
+pub mod util;
 mod launch;
 mod link;
 mod serve;
