@@ -209,7 +209,8 @@ impl Config {
         let invalid = |key: String, message: String| ConfigError::Invalid { path: path.to_path_buf(), key, message };
         let mut raw: Value = {
             let mut deserializer = serde_json::Deserializer::from_str(text);
-            serde_path_to_error::deserialize(&mut deserializer).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?
+            serde_path_to_error::deserialize(&mut deserializer)
+                .map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?
         };
         expand_env(&mut raw, &mut String::new()).map_err(|(key, message)| invalid(key, message))?;
         serde_path_to_error::deserialize(raw).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))
@@ -229,7 +230,9 @@ impl Config {
 /// Replaces `${VAR}` in every string of `value`; on a missing variable, returns the key path.
 fn expand_env(value: &mut Value, key: &mut String) -> Result<(), (String, String)> {
     match value {
-        Value::String(text) if text.contains("${") => *text = expand_text(text).map_err(|var| (key.clone(), format!("environment variable {var} is not set")))?,
+        Value::String(text) if text.contains("${") => {
+            *text = expand_text(text).map_err(|var| (key.clone(), format!("environment variable {var} is not set")))?
+        }
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 let len = key.len();
@@ -296,9 +299,14 @@ mod tests {
     fn env_references_expand_and_missing_ones_name_the_key() {
         // PATH is set in every test environment.
         let path_value = std::env::var("PATH").unwrap();
-        let config = Config::parse(r#"{"providers": {"openai": {"apiKey": "k-${PATH}-x"}}}"#, Path::new("c.json")).unwrap();
+        let config =
+            Config::parse(r#"{"providers": {"openai": {"apiKey": "k-${PATH}-x"}}}"#, Path::new("c.json")).unwrap();
         assert_eq!(config.providers["openai"].api_key.as_deref(), Some(format!("k-{path_value}-x").as_str()));
-        let err = Config::parse(r#"{"providers": {"openai": {"apiKey": "${OXIBOT_SURELY_UNSET_VAR}"}}}"#, Path::new("c.json")).unwrap_err();
+        let err = Config::parse(
+            r#"{"providers": {"openai": {"apiKey": "${OXIBOT_SURELY_UNSET_VAR}"}}}"#,
+            Path::new("c.json"),
+        )
+        .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("providers.openai.apiKey") && text.contains("OXIBOT_SURELY_UNSET_VAR"), "{text}");
     }
@@ -307,7 +315,10 @@ mod tests {
     fn agent_defaults_take_nanobot_keys_in_either_case() {
         let config = Config::parse(r#"{"agents": {"defaults": {"model": "gpt-4.1", "provider": "openai", "maxTokens": 100, "context_window_tokens": 2000, "maxToolIterations": 3}}}"#, Path::new("c.json")).unwrap();
         let d = &config.agents.defaults;
-        assert_eq!((d.model.as_str(), d.provider.as_str(), d.max_tokens, d.context_window_tokens, d.max_tool_iterations), ("gpt-4.1", "openai", 100, 2000, 3));
+        assert_eq!(
+            (d.model.as_str(), d.provider.as_str(), d.max_tokens, d.context_window_tokens, d.max_tool_iterations),
+            ("gpt-4.1", "openai", 100, 2000, 3)
+        );
     }
 
     #[test]

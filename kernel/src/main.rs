@@ -29,6 +29,7 @@ fn main() -> ExitCode {
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors; info with `--logs`).
 fn init_logging(verbose: bool) {
     let fallback = if verbose { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
 }

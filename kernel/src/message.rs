@@ -47,7 +47,11 @@ pub struct FunctionCall {
 impl ToolCall {
     /// A function call with the given id, name and raw argument text.
     pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> ToolCall {
-        ToolCall { id: id.into(), kind: function_kind(), function: FunctionCall { name: name.into(), arguments: arguments.into() } }
+        ToolCall {
+            id: id.into(),
+            kind: function_kind(),
+            function: FunctionCall { name: name.into(), arguments: arguments.into() },
+        }
     }
 }
 
@@ -111,7 +115,9 @@ impl ChatMessage {
     pub fn text_content(&self) -> String {
         match &self.content {
             Value::String(text) => text.clone(),
-            Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"),
+            Value::Array(parts) => {
+                parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+            }
             _ => String::new(),
         }
     }

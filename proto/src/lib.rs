@@ -130,12 +130,12 @@ mod messages;
 mod tests;
 
 pub use codec::{
-    body_len, decode_body, encode, encode_into, read_message, DecodeError, EncodeError,
-    FrameDecoder, DEFAULT_MAX_FRAME_LEN, HEADER_LEN,
+    DEFAULT_MAX_FRAME_LEN, DecodeError, EncodeError, FrameDecoder, HEADER_LEN, body_len, decode_body, encode,
+    encode_into, read_message,
 };
 pub use messages::{
-    Call, CallContext, Cancel, DeliveryAck, Delta, Feature, Goodbye, Hello, Inbound,
-    InboundAccepted, Log, Manifest, Message, Outbound, PeerKind, Ping, ToolResult, ToolSpec,
+    Call, CallContext, Cancel, DeliveryAck, Delta, Feature, Goodbye, Hello, Inbound, InboundAccepted, Log, Manifest,
+    Message, Outbound, PeerKind, Ping, ToolResult, ToolSpec,
 };
 
 /// Environment variable through which the kernel passes the socket path to a plugin.

@@ -193,7 +193,8 @@ fn unknown_fields_and_features_are_tolerated() {
         "features": ["cancel", "time-travel"], "token": "t", "colour": "blue"
     }))
     .unwrap();
-    let Some(Message::Hello(hello)) = read_message(&mut frame_of(&body).as_slice(), DEFAULT_MAX_FRAME_LEN).unwrap() else {
+    let Some(Message::Hello(hello)) = read_message(&mut frame_of(&body).as_slice(), DEFAULT_MAX_FRAME_LEN).unwrap()
+    else {
         panic!("not a hello");
     };
     assert_eq!(hello.kind, PeerKind::Other("gizmo".into()));
@@ -203,7 +204,8 @@ fn unknown_fields_and_features_are_tolerated() {
 #[test]
 fn optional_fields_may_be_absent() {
     let body = rmp_serde::to_vec_named(&json!({"type": "call", "id": 1, "tool": "t", "arguments": {}})).unwrap();
-    let Some(Message::Call(call)) = read_message(&mut frame_of(&body).as_slice(), DEFAULT_MAX_FRAME_LEN).unwrap() else {
+    let Some(Message::Call(call)) = read_message(&mut frame_of(&body).as_slice(), DEFAULT_MAX_FRAME_LEN).unwrap()
+    else {
         panic!("not a call");
     };
     assert!(call.context.restrict_to_workspace, "restriction must default to on");

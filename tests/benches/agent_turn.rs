@@ -20,7 +20,7 @@ use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::provider::{ChatRequest, Provider};
 use oxibot_kernel::session::SessionStore;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
-use oxibot_tests::{bin, TempDir};
+use oxibot_tests::{TempDir, bin};
 use serde_json::json;
 
 const TURNS: usize = 400;
@@ -67,7 +67,12 @@ fn seed_long_session(workspace: &Path, key: &str, count: usize) {
     let store = SessionStore::new(workspace);
     let mut session = store.load(key).unwrap().session;
     let messages: Vec<ChatMessage> = (0..count)
-        .map(|i| ChatMessage::text(if i % 2 == 0 { Role::User } else { Role::Assistant }, format!("message number {i} with some ordinary text in it")))
+        .map(|i| {
+            ChatMessage::text(
+                if i % 2 == 0 { Role::User } else { Role::Assistant },
+                format!("message number {i} with some ordinary text in it"),
+            )
+        })
         .collect();
     store.append(&mut session, messages).unwrap();
     session.last_consolidated = count - 10;
@@ -143,7 +148,12 @@ fn ms(d: Duration) -> f64 {
 fn report(label: &str, runs: &[Duration]) {
     let mut sorted = runs.to_vec();
     sorted.sort();
-    println!("{label}\n    p50 {:.3} ms (min {:.3}, max {:.3})\n", ms(median(runs)), ms(sorted[0]), ms(sorted[sorted.len() - 1]));
+    println!(
+        "{label}\n    p50 {:.3} ms (min {:.3}, max {:.3})\n",
+        ms(median(runs)),
+        ms(sorted[0]),
+        ms(sorted[sorted.len() - 1])
+    );
 }
 
 fn report_overhead(label: &str, runs: &[(Duration, Duration)], llm_p50: Duration, model_calls: u32) {
@@ -220,5 +230,10 @@ fn idle_rss(home: &TempDir) {
 
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::wait_until;
-use oxibot_tests::{bin, TempDir};
-use serde_json::{json, Value};
+use oxibot_tests::{TempDir, bin};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -47,15 +47,30 @@ fn main() {
 }
 
 fn start(home: &TempDir, health_port: u16) -> Child {
-    let child = Command::new(bin("oxibot")).arg("gateway").env("OXIBOT_HOME", home.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let ready = || health(health_port).is_some_and(|h| h["plugins"].as_array().is_some_and(|p| p.iter().filter(|p| p["kind"] == "channel").all(|p| p["state"] == "running")));
+    let child = Command::new(bin("oxibot"))
+        .arg("gateway")
+        .env("OXIBOT_HOME", home.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = || {
+        health(health_port).is_some_and(|h| {
+            h["plugins"]
+                .as_array()
+                .is_some_and(|p| p.iter().filter(|p| p["kind"] == "channel").all(|p| p["state"] == "running"))
+        })
+    };
     assert!(wait_until(Duration::from_secs(20), ready), "the gateway did not start");
     std::thread::sleep(Duration::from_millis(300));
     child
 }
 
 fn stop(child: &mut Child) {
-    let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(child.id() as i32).unwrap(), rustix::process::Signal::TERM);
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     let _ = child.wait();
 }
 
@@ -85,8 +100,12 @@ async fn load(port: u16) -> (Vec<Duration>, Duration) {
 
 /// One non-streaming chat completion over a fresh HTTP/1.1 connection; returns the body.
 async fn complete(port: u16, session: &str, text: &str) -> String {
-    let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": text}], "session_id": session}).to_string();
-    let request = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+    let body =
+        json!({"model": "oxibot", "messages": [{"role": "user", "content": text}], "session_id": session}).to_string();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
     let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = Vec::new();
@@ -118,7 +137,12 @@ fn stack_rss(health_port: u16) -> Vec<(String, u64)> {
 
 fn rss_of(pid: u64) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(0)
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn mb(kb: u64) -> f64 {
@@ -164,6 +188,11 @@ fn idle(llm: &ScriptedLlm) {
     let rss = stack_rss(health_port);
     let total: u64 = rss.iter().map(|(_, kb)| kb).sum();
     let parts: Vec<String> = rss.iter().map(|(name, kb)| format!("{name} {:.1}", mb(*kb))).collect();
-    println!("idle gateway (websocket + api channels, fs + shell tools) after 2 s\n    kernel {:.1} MB; whole stack {:.1} MB ({} MB)\n", mb(rss[0].1), mb(total), parts.join(", "));
+    println!(
+        "idle gateway (websocket + api channels, fs + shell tools) after 2 s\n    kernel {:.1} MB; whole stack {:.1} MB ({} MB)\n",
+        mb(rss[0].1),
+        mb(total),
+        parts.join(", ")
+    );
     stop(&mut gateway);
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use oxibot_kernel::memory::consolidator::{Budget, Consolidation, SharedSession, Summarizer};
 use oxibot_kernel::memory::consolidator_actor::LedgerEstimator;
 use oxibot_kernel::memory::history::HistoryStore;
-use oxibot_kernel::memory::tokens::{exact_tokens, TokenLedger};
+use oxibot_kernel::memory::tokens::{TokenLedger, exact_tokens};
 use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::session::SessionStore;
 use oxibot_tests::TempDir;
@@ -31,7 +31,12 @@ fn main() {
 
 fn rss_kb() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(0)
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn tokenizer_load() {
@@ -84,12 +89,30 @@ impl Summarizer for Instant0 {
 }
 
 /// A consolidation as the `ConsolidatorActor` builds it, with the instant summariser.
-fn consolidation<'a>(session: &'a SharedSession, store: &'a SessionStore, history: &'a HistoryStore, ledger: &'a Mutex<TokenLedger>, fixed: &'a str, budget: Budget) -> Consolidation<'a, LedgerEstimator<'a>, Instant0> {
-    Consolidation { session, store, history, estimator: LedgerEstimator { ledger, fixed, limit: budget.limit }, summarizer: Instant0, budget, timezone: None }
+fn consolidation<'a>(
+    session: &'a SharedSession,
+    store: &'a SessionStore,
+    history: &'a HistoryStore,
+    ledger: &'a Mutex<TokenLedger>,
+    fixed: &'a str,
+    budget: Budget,
+) -> Consolidation<'a, LedgerEstimator<'a>, Instant0> {
+    Consolidation {
+        session,
+        store,
+        history,
+        estimator: LedgerEstimator { ledger, fixed, limit: budget.limit },
+        summarizer: Instant0,
+        budget,
+        timezone: None,
+    }
 }
 
 fn message(i: usize) -> ChatMessage {
-    ChatMessage::text(if i % 2 == 0 { Role::User } else { Role::Assistant }, format!("message number {i}: the tomatoes go by the south wall, the basil beside them"))
+    ChatMessage::text(
+        if i % 2 == 0 { Role::User } else { Role::Assistant },
+        format!("message number {i}: the tomatoes go by the south wall, the basil beside them"),
+    )
 }
 
 /// A session of `length` messages, all but the last 20 consolidated, saved to disk.
@@ -111,7 +134,11 @@ fn bookkeeping(length: usize, near_budget: bool) {
     let ledger = Mutex::new(TokenLedger::default());
     let fixed = "system prompt ".repeat(500);
     // Near the budget the bound is over the limit, so the estimate counts exactly (cached).
-    let budget = if near_budget { Budget { limit: 2_000, target: 1_000_000 } } else { Budget { limit: 1_000_000, target: 500_000 } };
+    let budget = if near_budget {
+        Budget { limit: 2_000, target: 1_000_000 }
+    } else {
+        Budget { limit: 1_000_000, target: 500_000 }
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let mut p50s = Vec::new();
     let mut p99s = Vec::new();
@@ -135,7 +162,8 @@ fn bookkeeping(length: usize, near_budget: bool) {
         p50s.push(samples[samples.len() / 2]);
         p99s.push(samples[samples.len() * 99 / 100]);
     }
-    let label = if near_budget { "near its budget (exact counts, cached)" } else { "far from its budget (byte bounds only)" };
+    let label =
+        if near_budget { "near its budget (exact counts, cached)" } else { "far from its budget (byte bounds only)" };
     println!(
         "per-turn memory bookkeeping, session of {length} messages {label}\n    p50 {:.1} µs (min {:.1}, max {:.1}), p99 {:.1} µs\n",
         us(median(&p50s)),

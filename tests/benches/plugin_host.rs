@@ -49,16 +49,23 @@ fn main() {
 /// The protocol's own share of a round trip: encode and decode a call and its result.
 fn codec_only() {
     use oxibot_proto::{Call, CallContext, Message, ToolResult};
-    let call = Message::Call(Call { id: 1, tool: "noop".into(), arguments: json!({}), context: CallContext { workspace: "/tmp".into(), ..CallContext::default() } });
+    let call = Message::Call(Call {
+        id: 1,
+        tool: "noop".into(),
+        arguments: json!({}),
+        context: CallContext { workspace: "/tmp".into(), ..CallContext::default() },
+    });
     let result = Message::Result(ToolResult { id: 1, content: String::new(), is_error: false });
     let mut rates = Vec::new();
     for _ in 0..RUNS {
         let start = Instant::now();
         for _ in 0..CALLS_PER_RUN {
             let frame = oxibot_proto::encode(&call).unwrap();
-            let decoded = oxibot_proto::read_message(&mut frame.as_slice(), oxibot_proto::DEFAULT_MAX_FRAME_LEN).unwrap();
+            let decoded =
+                oxibot_proto::read_message(&mut frame.as_slice(), oxibot_proto::DEFAULT_MAX_FRAME_LEN).unwrap();
             let frame = oxibot_proto::encode(&result).unwrap();
-            let answer = oxibot_proto::read_message(&mut frame.as_slice(), oxibot_proto::DEFAULT_MAX_FRAME_LEN).unwrap();
+            let answer =
+                oxibot_proto::read_message(&mut frame.as_slice(), oxibot_proto::DEFAULT_MAX_FRAME_LEN).unwrap();
             std::hint::black_box((decoded, answer));
         }
         rates.push(micros(start.elapsed()) / CALLS_PER_RUN as f64);
@@ -69,7 +76,7 @@ fn codec_only() {
 /// The floor: the same stress plugin driven by a blocking client with no host, no actors and
 /// no async runtime, so the difference to `round_trip` is what the kernel host adds.
 fn bare_round_trip() {
-    use oxibot_proto::{read_message, Call, CallContext, Hello, Message, PeerKind, DEFAULT_MAX_FRAME_LEN};
+    use oxibot_proto::{Call, CallContext, DEFAULT_MAX_FRAME_LEN, Hello, Message, PeerKind, read_message};
     use std::io::Write;
     use std::os::unix::net::UnixListener;
 
@@ -85,7 +92,9 @@ fn bare_round_trip() {
     let (mut stream, _) = listener.accept().unwrap();
     let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
     assert!(matches!(read_message(&mut reader, DEFAULT_MAX_FRAME_LEN).unwrap(), Some(Message::Hello(_))));
-    stream.write_all(&oxibot_proto::encode(&Message::Hello(Hello::new("kernel", PeerKind::Kernel, "t"))).unwrap()).unwrap();
+    stream
+        .write_all(&oxibot_proto::encode(&Message::Hello(Hello::new("kernel", PeerKind::Kernel, "t"))).unwrap())
+        .unwrap();
     assert!(matches!(read_message(&mut reader, DEFAULT_MAX_FRAME_LEN).unwrap(), Some(Message::Manifest(_))));
     let context = CallContext { workspace: "/tmp".into(), ..CallContext::default() };
     let mut one_call = |id: u64| {

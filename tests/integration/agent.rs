@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::{sigkill, wait_until};
-use oxibot_tests::{bin, stderr, stdout, TempDir};
-use serde_json::{json, Value};
+use oxibot_tests::{TempDir, bin, stderr, stdout};
+use serde_json::{Value, json};
 
 /// A data dir whose config points the `custom` provider at the scripted LLM.
 pub(crate) struct AgentEnv {
@@ -27,7 +27,8 @@ impl AgentEnv {
         let home = TempDir::new("agent-home");
         let workspace = home.path().join("workspace");
         let llm = ScriptedLlm::start();
-        let mut defaults = json!({"workspace": workspace, "model": "test-model", "provider": "custom", "maxToolIterations": 5});
+        let mut defaults =
+            json!({"workspace": workspace, "model": "test-model", "provider": "custom", "maxToolIterations": 5});
         for (key, value) in extra.as_object().into_iter().flatten() {
             defaults[key] = value.clone();
         }
@@ -41,7 +42,11 @@ impl AgentEnv {
 
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(bin("oxibot"));
-        command.args(args).env("OXIBOT_HOME", self.home.path()).env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80").env_remove("RUST_LOG");
+        command
+            .args(args)
+            .env("OXIBOT_HOME", self.home.path())
+            .env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80")
+            .env_remove("RUST_LOG");
         command
     }
 
@@ -51,7 +56,9 @@ impl AgentEnv {
 
     pub(crate) fn session_lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.workspace.join("sessions/cli_direct.jsonl")).unwrap();
-        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}"))).collect()
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}")))
+            .collect()
     }
 
     pub(crate) fn write(&self, relative: &str, content: &str) {
@@ -99,7 +106,8 @@ fn a_tool_turn_runs_read_file_through_the_fs_plugin_and_stores_the_whole_exchang
     assert_eq!(lines[3]["tool_call_id"], lines[2]["tool_calls"][0]["id"]);
     assert!(lines[3]["content"].as_str().unwrap().contains("marmalade"));
     let second = &env.llm.requests()[1];
-    let tool_message = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("tool result sent back");
+    let tool_message =
+        second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").expect("tool result sent back");
     assert!(tool_message["content"].as_str().unwrap().contains("1| the secret word is marmalade"));
 }
 
@@ -108,7 +116,10 @@ fn parallel_tool_calls_in_one_step_all_get_results_in_order() {
     let env = AgentEnv::new();
     env.write("a.txt", "alpha\n");
     env.write("b.txt", "beta\n");
-    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "a.txt"}"#.into()), ("read_file".into(), r#"{"path": "b.txt"}"#.into())]));
+    env.llm.push(Reply::ToolCalls(vec![
+        ("read_file".into(), r#"{"path": "a.txt"}"#.into()),
+        ("read_file".into(), r#"{"path": "b.txt"}"#.into()),
+    ]));
     env.llm.push(Reply::Text("done".into()));
     let out = env.agent("read both");
     assert!(out.status.success(), "stderr: {}", stderr(&out));
@@ -144,7 +155,11 @@ fn an_unknown_tool_gets_a_did_you_mean_result() {
 #[test]
 fn rate_limits_and_server_errors_are_retried_until_an_answer_arrives() {
     let env = AgentEnv::new();
-    env.llm.push(Reply::Status { code: 429, retry_after: Some(0), body: r#"{"error": {"message": "slow down"}}"#.into() });
+    env.llm.push(Reply::Status {
+        code: 429,
+        retry_after: Some(0),
+        body: r#"{"error": {"message": "slow down"}}"#.into(),
+    });
     env.llm.push(Reply::Status { code: 500, retry_after: None, body: "oops".into() });
     env.llm.push(Reply::Text("finally".into()));
     let out = env.agent("hi");
@@ -168,7 +183,11 @@ fn a_stream_cut_mid_way_is_retried() {
 #[test]
 fn an_auth_failure_is_not_retried_and_reaches_the_user_clearly() {
     let env = AgentEnv::new();
-    env.llm.push(Reply::Status { code: 401, retry_after: None, body: r#"{"error": {"message": "invalid api key"}}"#.into() });
+    env.llm.push(Reply::Status {
+        code: 401,
+        retry_after: None,
+        body: r#"{"error": {"message": "invalid api key"}}"#.into(),
+    });
     let out = env.agent("hi");
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).to_lowercase().contains("api key"), "{}", stderr(&out));
@@ -225,7 +244,12 @@ fn hitting_the_iteration_cap_ends_the_turn_with_a_message_saying_so() {
 fn a_kernel_killed_mid_turn_keeps_the_message_and_the_next_start_sends_a_valid_history() {
     let env = AgentEnv::new();
     env.llm.push(Reply::ToolCalls(vec![("exec".into(), r#"{"command": "sleep 30"}"#.into())]));
-    let mut kernel = env.command(&["agent", "-m", "please run the long job"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut kernel = env
+        .command(&["agent", "-m", "please run the long job"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let session = env.workspace.join("sessions/cli_direct.jsonl");
     let tool_call_stored = || std::fs::read_to_string(&session).is_ok_and(|t| t.contains("tool_calls"));
     assert!(wait_until(Duration::from_secs(15), tool_call_stored), "the tool call never reached the session file");
@@ -239,7 +263,8 @@ fn a_kernel_killed_mid_turn_keeps_the_message_and_the_next_start_sends_a_valid_h
     assert_eq!(lines[1]["content"], "please run the long job", "the first message survived the kill");
     let request = env.llm.requests().last().unwrap().clone();
     assert_provider_valid(&request["messages"]);
-    let sent: Vec<&str> = request["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    let sent: Vec<&str> =
+        request["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(sent.iter().any(|c| c.contains("please run the long job")));
 }
 
@@ -251,7 +276,10 @@ pub(crate) fn assert_provider_valid(messages: &Value) {
         match message["role"].as_str().unwrap() {
             "assistant" => {
                 assert!(open.is_empty(), "unanswered tool calls {open:?} before an assistant message");
-                open = message["tool_calls"].as_array().map(|c| c.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect()).unwrap_or_default();
+                open = message["tool_calls"]
+                    .as_array()
+                    .map(|c| c.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect())
+                    .unwrap_or_default();
             }
             "tool" => {
                 let id = message["tool_call_id"].as_str().unwrap();
@@ -267,13 +295,25 @@ pub(crate) fn assert_provider_valid(messages: &Value) {
 #[test]
 fn onboard_writes_config_and_a_workspace_inside_the_data_dir_without_overwriting() {
     let home = TempDir::new("onboard");
-    let run = || Command::new(bin("oxibot")).arg("onboard").env("OXIBOT_HOME", home.path()).env("HOME", home.path()).output().unwrap();
+    let run = || {
+        Command::new(bin("oxibot"))
+            .arg("onboard")
+            .env("OXIBOT_HOME", home.path())
+            .env("HOME", home.path())
+            .output()
+            .unwrap()
+    };
     let out = run();
     assert!(out.status.success(), "{}", stderr(&out));
-    let config: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join("config.json")).unwrap()).unwrap();
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("config.json")).unwrap()).unwrap();
     assert_eq!(config["agents"]["defaults"]["provider"], "auto");
     let workspace = home.path().join("workspace");
-    assert_eq!(config["agents"]["defaults"]["workspace"], workspace.display().to_string(), "OXIBOT_HOME moves the workspace too");
+    assert_eq!(
+        config["agents"]["defaults"]["workspace"],
+        workspace.display().to_string(),
+        "OXIBOT_HOME moves the workspace too"
+    );
     let soul = workspace.join("SOUL.md");
     assert!(soul.exists(), "templates written to the configured workspace: {}", stdout(&out));
     std::fs::write(&soul, "my own soul").unwrap();

@@ -12,7 +12,7 @@ use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::wait_until;
 use oxibot_tests::{bin, stderr, stdout};
 
-use super::agent::{roles, AgentEnv};
+use super::agent::{AgentEnv, roles};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -21,7 +21,8 @@ fn interactive_agent_answers_each_piped_line_and_stops_at_exit() {
     let env = AgentEnv::new();
     env.llm.push(Reply::Text("one **two**".into()));
     env.llm.push(Reply::Text("three".into()));
-    let mut child = env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(b"first\n\n   \nsecond\nexit\nnever sent\n").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "stderr: {}", stderr(&out));
@@ -34,7 +35,8 @@ fn interactive_agent_answers_each_piped_line_and_stops_at_exit() {
 fn the_end_of_piped_input_ends_the_conversation() {
     let env = AgentEnv::new();
     env.llm.push(Reply::Text("only answer".into()));
-    let mut child = env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(b"just this\n").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "stderr: {}", stderr(&out));
@@ -82,7 +84,9 @@ fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
     });
     // Ctrl-C at the prompt only clears the line.
     terminal.send("half a line\x03");
-    terminal.wait_for("a fresh prompt after Ctrl-C", |out| out.split_once("half a line").is_some_and(|(_, after)| after.contains("you ›")));
+    terminal.wait_for("a fresh prompt after Ctrl-C", |out| {
+        out.split_once("half a line").is_some_and(|(_, after)| after.contains("you ›"))
+    });
     terminal.send("next question\r");
     terminal.wait_for("the next answer", |out| out.contains("fresh answer"));
     terminal.send("\x04");
@@ -118,7 +122,8 @@ struct Terminal {
 impl Terminal {
     /// Starts `oxibot ARGS` as `env` would; `None` (the test is skipped) without `script`.
     fn start(env: &AgentEnv, args: &[&str]) -> Option<Terminal> {
-        let Some(script) = ["/usr/bin/script", "/bin/script"].into_iter().map(PathBuf::from).find(|p| p.exists()) else {
+        let Some(script) = ["/usr/bin/script", "/bin/script"].into_iter().map(PathBuf::from).find(|p| p.exists())
+        else {
             eprintln!("skipped: util-linux `script` is not installed");
             return None;
         };

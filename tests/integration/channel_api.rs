@@ -2,12 +2,12 @@
 //! client: health and models, whole and streamed completions answered from the kernel's
 //! messages, per-session order, the API key, timeouts, and refusing to start unprotected.
 
-use oxibot_kernel::plugin::{channel_spec, PluginEvent, PluginHost, PluginSpec};
+use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
 use oxibot_tests::channels::{event_where, free_port};
-use oxibot_tests::http::{get, post_json, HttpResponse};
+use oxibot_tests::http::{HttpResponse, get, post_json};
 use oxibot_tests::{bin_dir, start_host};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::channel_websocket::failure_reason;
@@ -15,7 +15,8 @@ use crate::channel_websocket::failure_reason;
 const COMPLETIONS: &str = "/v1/chat/completions";
 
 fn api_spec(config: Value) -> PluginSpec {
-    channel_spec(&bin_dir(), "api", &config).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
+    channel_spec(&bin_dir(), "api", &config)
+        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 
 /// A host running the API channel on a free port (plus `extra` config), once it is ready.
@@ -57,12 +58,17 @@ async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryA
 fn answer(host: &PluginHost, inbound: &Inbound, id: u64, content: &str, stream_id: Option<u64>, copy_metadata: bool) {
     host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
     let metadata = if copy_metadata { inbound.metadata.clone() } else { json!({}) };
-    let reply = Outbound { id, chat_id: inbound.chat_id.clone(), content: content.into(), media: vec![], stream_id, metadata };
+    let reply =
+        Outbound { id, chat_id: inbound.chat_id.clone(), content: content.into(), media: vec![], stream_id, metadata };
     host.send("api", Message::Outbound(reply)).unwrap();
 }
 
 /// Posts a completion request in a task, so the test can play the kernel meanwhile.
-fn post_in_background(port: u16, headers: Vec<(&'static str, &'static str)>, body: Value) -> tokio::task::JoinHandle<HttpResponse> {
+fn post_in_background(
+    port: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    body: Value,
+) -> tokio::task::JoinHandle<HttpResponse> {
     tokio::spawn(async move { post_json(port, COMPLETIONS, &headers, &body).await })
 }
 
@@ -100,7 +106,10 @@ async fn a_completion_becomes_an_inbound_for_its_session_and_the_reply_comes_bac
     assert!(completion["id"].as_str().unwrap().starts_with("chatcmpl-"), "{completion}");
     assert_eq!(completion["object"], "chat.completion");
     assert_eq!(completion["model"], "oxibot");
-    assert_eq!(completion["choices"][0], json!({"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}));
+    assert_eq!(
+        completion["choices"][0],
+        json!({"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"})
+    );
     assert_eq!(completion["usage"]["total_tokens"], 0);
     assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
     host.shutdown().await;
@@ -147,7 +156,14 @@ async fn a_streamed_completion_turns_deltas_into_chunks_adds_the_missing_end_and
     host.send("api", Message::Delta(Delta { stream_id: 5, chat_id: "s-stream".into(), text: "lo".into() })).unwrap();
     let second: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
     assert_eq!(second["choices"][0]["delta"], json!({"content": "lo"}));
-    let reply = Outbound { id: 21, chat_id: "s-stream".into(), content: "Hello, world".into(), media: vec![], stream_id: Some(5), metadata: json!({}) };
+    let reply = Outbound {
+        id: 21,
+        chat_id: "s-stream".into(),
+        content: "Hello, world".into(),
+        media: vec![],
+        stream_id: Some(5),
+        metadata: json!({}),
+    };
     host.send("api", Message::Outbound(reply)).unwrap();
     let rest: Value = serde_json::from_str(&response.next_event().await.unwrap()).unwrap();
     assert_eq!(rest["choices"][0]["delta"], json!({"content": ", world"}));

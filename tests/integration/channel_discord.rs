@@ -7,17 +7,21 @@ use std::time::Duration;
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use oxibot_tests::channels::event_where;
-use oxibot_tests::fakes_discord::{BOT_ID, FakeDiscord, HEARTBEAT_MS, SESSION_ID, TOKEN, direct_message, guild_message};
+use oxibot_tests::fakes_discord::{
+    BOT_ID, FakeDiscord, HEARTBEAT_MS, SESSION_ID, TOKEN, direct_message, guild_message,
+};
 use oxibot_tests::{TempDir, bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The host running the Discord channel against `fake`, once the channel has identified.
 async fn discord_host(fake: &FakeDiscord, extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), "discord", &fake.config(extra)).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
+    let spec = channel_spec(&bin_dir(), "discord", &fake.config(extra))
+        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
     let host = start_host(vec![spec]).await;
     let mut events = host.subscribe();
-    let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "discord")).await;
+    let ready =
+        event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "discord")).await;
     assert!(matches!(ready, PluginEvent::Ready { kind: PeerKind::Channel, .. }), "{ready:?}");
     fake.wait_until("the channel identified", |f| f.identifies().len() == 1).await;
     (host, events)
@@ -47,7 +51,14 @@ fn accept(host: &PluginHost, inbound: &Inbound) {
 }
 
 fn reply(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
-    Message::Outbound(Outbound { id, chat_id: chat_id.into(), content: content.into(), media: vec![], stream_id: None, metadata })
+    Message::Outbound(Outbound {
+        id,
+        chat_id: chat_id.into(),
+        content: content.into(),
+        media: vec![],
+        stream_id: None,
+        metadata,
+    })
 }
 
 /// A line of code `width` characters long.
@@ -66,7 +77,10 @@ async fn a_direct_message_arrives_as_an_inbound_with_its_ids_and_metadata_and_sh
     fake.message_create(direct_message("111", "dm-7", "42", "alice", "hello there"));
     let inbound = next_inbound(&mut events).await;
     assert_eq!((inbound.id.as_str(), inbound.channel.as_str()), ("111", "discord"));
-    assert_eq!((inbound.sender_id.as_str(), inbound.chat_id.as_str(), inbound.content.as_str()), ("42", "dm-7", "hello there"));
+    assert_eq!(
+        (inbound.sender_id.as_str(), inbound.chat_id.as_str(), inbound.content.as_str()),
+        ("42", "dm-7", "hello there")
+    );
     assert!(inbound.media.is_empty());
     assert_eq!(inbound.metadata, json!({"message_id": "111", "is_group": false, "username": "alice"}));
     assert!(fake.typing().is_empty(), "typing before the kernel accepted the message");
@@ -84,8 +98,14 @@ async fn a_guild_message_without_a_mention_is_ignored_and_one_with_a_mention_is_
     fake.message_create(guild_message("201", "g1", "c1", "42", "just chatting", false));
     fake.message_create(guild_message("202", "g1", "c1", "42", &format!("<@{BOT_ID}> what is the weather?"), true));
     let inbound = next_inbound(&mut events).await;
-    assert_eq!((inbound.id.as_str(), inbound.content.as_str(), inbound.chat_id.as_str()), ("202", "what is the weather?", "c1"));
-    assert_eq!(inbound.metadata, json!({"message_id": "202", "guild_id": "g1", "is_group": true, "username": "user42"}));
+    assert_eq!(
+        (inbound.id.as_str(), inbound.content.as_str(), inbound.chat_id.as_str()),
+        ("202", "what is the weather?", "c1")
+    );
+    assert_eq!(
+        inbound.metadata,
+        json!({"message_id": "202", "guild_id": "g1", "is_group": true, "username": "user42"})
+    );
     host.shutdown().await;
 }
 
@@ -186,7 +206,11 @@ async fn a_reply_of_4500_characters_becomes_three_posts_with_balanced_fences_the
         assert_eq!(post.header("authorization"), Some(format!("Bot {TOKEN}").as_str()));
         let text = post.json["content"].as_str().unwrap();
         assert!(text.chars().count() <= 2000, "{} characters", text.chars().count());
-        assert_eq!(text.lines().filter(|l| l.trim_start().starts_with("```")).count() % 2, 0, "unbalanced fences:\n{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.trim_start().starts_with("```")).count() % 2,
+            0,
+            "unbalanced fences:\n{text}"
+        );
         assert_eq!(post.json["allowed_mentions"]["parse"], json!(["users"]), "{}", post.json);
     }
     assert_eq!(posts[0].json["message_reference"]["message_id"], "111");
@@ -248,13 +272,28 @@ async fn a_reply_with_a_file_is_uploaded_as_multipart_with_its_text() {
     let files = TempDir::new("discord-upload");
     let file = files.write("report.txt", "the report body");
     let (host, mut events) = discord_host(&fake, json!({})).await;
-    let outbound = Outbound { id: 34, chat_id: "dm-7".into(), content: "here you go".into(), media: vec![file.display().to_string()], stream_id: None, metadata: json!({}) };
+    let outbound = Outbound {
+        id: 34,
+        chat_id: "dm-7".into(),
+        content: "here you go".into(),
+        media: vec![file.display().to_string()],
+        stream_id: None,
+        metadata: json!({}),
+    };
     host.send("discord", Message::Outbound(outbound)).unwrap();
     assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 34, ok: true, error: None });
     let post = &fake.posts()[0];
     assert!(post.header("content-type").unwrap().starts_with("multipart/form-data; boundary="));
-    assert!(post.raw.contains("name=\"payload_json\"") && post.raw.contains("\"content\":\"here you go\""), "{}", post.raw);
-    assert!(post.raw.contains("name=\"files[0]\"; filename=\"report.txt\"") && post.raw.contains("the report body"), "{}", post.raw);
+    assert!(
+        post.raw.contains("name=\"payload_json\"") && post.raw.contains("\"content\":\"here you go\""),
+        "{}",
+        post.raw
+    );
+    assert!(
+        post.raw.contains("name=\"files[0]\"; filename=\"report.txt\"") && post.raw.contains("the report body"),
+        "{}",
+        post.raw
+    );
     host.shutdown().await;
 }
 

@@ -8,8 +8,10 @@ use std::time::Duration;
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use oxibot_tests::channels::event_where;
+use oxibot_tests::fakes_slack::{
+    APP_TOKEN, BOT_TOKEN, FakeSlack, PostReply, app_mention, channel_message, direct_message,
+};
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::fakes_slack::{APP_TOKEN, BOT_TOKEN, FakeSlack, PostReply, app_mention, channel_message, direct_message};
 use oxibot_tests::{bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -17,7 +19,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// Starts the host with the Slack channel configured for `slack`, and waits until the channel
 /// holds a Socket Mode connection.
 async fn slack_host(slack: &FakeSlack, extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), "slack", &slack.config(extra)).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
+    let spec = channel_spec(&bin_dir(), "slack", &slack.config(extra))
+        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
     let host = start_host(vec![spec]).await;
     let mut events = host.subscribe();
     let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "slack")).await;
@@ -50,7 +53,14 @@ fn accept(host: &PluginHost, inbound: &Inbound) {
 }
 
 fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
-    Message::Outbound(Outbound { id, chat_id: chat_id.into(), content: content.into(), media: vec![], stream_id: None, metadata })
+    Message::Outbound(Outbound {
+        id,
+        chat_id: chat_id.into(),
+        content: content.into(),
+        media: vec![],
+        stream_id: None,
+        metadata,
+    })
 }
 
 #[actix_rt::test]
@@ -60,9 +70,15 @@ async fn a_direct_message_arrives_as_an_inbound_and_its_envelope_is_acked_only_a
     slack.deliver("env-dm-1", direct_message("D1", "U42", "hello there", "1700000000.000100"), 0).await;
     let inbound = next_inbound(&mut events).await;
     assert_eq!(inbound.id, "D1:1700000000.000100");
-    assert_eq!((inbound.channel.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str()), ("slack", "U42", "D1"));
+    assert_eq!(
+        (inbound.channel.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str()),
+        ("slack", "U42", "D1")
+    );
     assert_eq!(inbound.content, "hello there");
-    assert_eq!(inbound.metadata, json!({"ts": "1700000000.000100", "thread_ts": "1700000000.000100", "is_group": false, "team": "T1"}));
+    assert_eq!(
+        inbound.metadata,
+        json!({"ts": "1700000000.000100", "thread_ts": "1700000000.000100", "is_group": false, "team": "T1"})
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(slack.acks().is_empty(), "acked before the kernel accepted: {:?}", slack.acks());
     accept(&host, &inbound);
@@ -74,7 +90,8 @@ async fn a_direct_message_arrives_as_an_inbound_and_its_envelope_is_acked_only_a
 }
 
 #[actix_rt::test]
-async fn a_channel_message_without_a_mention_is_acked_at_once_and_ignored_while_an_app_mention_is_submitted_without_the_mention() {
+async fn a_channel_message_without_a_mention_is_acked_at_once_and_ignored_while_an_app_mention_is_submitted_without_the_mention()
+ {
     let slack = FakeSlack::start();
     let (host, mut events) = slack_host(&slack, json!({})).await;
     slack.deliver("env-chatter", channel_message("C7", "U42", "just chatting", "1700000001.000100"), 0).await;
@@ -144,7 +161,11 @@ async fn an_outbound_reaches_chat_post_message_as_mrkdwn_in_the_thread_and_is_ac
     let slack = FakeSlack::start();
     let (host, mut events) = slack_host(&slack, json!({})).await;
     let metadata = json!({"ts": "1700000007.000200", "thread_ts": "1700000007.000100", "is_group": true, "team": "T1"});
-    host.send("slack", outbound(11, "C7", "## Result\n**Done**: see [the log](https://x.io/log?a=1&b=2) & *relax*", metadata)).unwrap();
+    host.send(
+        "slack",
+        outbound(11, "C7", "## Result\n**Done**: see [the log](https://x.io/log?a=1&b=2) & *relax*", metadata),
+    )
+    .unwrap();
     assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
     let posts = slack.calls("chat.postMessage");
     assert_eq!(posts.len(), 1);
@@ -160,7 +181,8 @@ async fn an_outbound_reaches_chat_post_message_as_mrkdwn_in_the_thread_and_is_ac
 async fn a_reply_to_a_top_level_direct_message_is_posted_outside_any_thread() {
     let slack = FakeSlack::start();
     let (host, mut events) = slack_host(&slack, json!({})).await;
-    let metadata = json!({"ts": "1700000008.000100", "thread_ts": "1700000008.000100", "is_group": false, "team": "T1"});
+    let metadata =
+        json!({"ts": "1700000008.000100", "thread_ts": "1700000008.000100", "is_group": false, "team": "T1"});
     host.send("slack", outbound(12, "D1", "hi", metadata)).unwrap();
     assert!(next_delivery(&mut events).await.ok);
     assert_eq!(slack.calls("chat.postMessage")[0].body, json!({"channel": "D1", "text": "hi", "mrkdwn": true}));
@@ -257,7 +279,10 @@ async fn a_refused_bot_token_fails_the_channel_with_a_reason_that_names_the_key(
     });
     assert!(failed.await.is_ok(), "{:?}", host.statuses()[0].state);
     let reason = host.statuses()[0].reason.clone().unwrap();
-    assert!(reason.contains("slack refused the bot token (channels.slack.botToken)") && reason.contains("invalid_auth"), "{reason}");
+    assert!(
+        reason.contains("slack refused the bot token (channels.slack.botToken)") && reason.contains("invalid_auth"),
+        "{reason}"
+    );
     assert!(slack.calls("apps.connections.open").is_empty());
     host.shutdown().await;
 }

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use oxibot_kernel::plugin::{channel_spec, PluginEvent, PluginHost};
+use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
 use oxibot_tests::channels::event_where;
-use oxibot_tests::fakes_telegram::{group_text, private_text, user, FakeTelegram, BOT_USERNAME, FIRST_UPDATE_ID};
-use oxibot_tests::{bin_dir, start_host, TempDir};
-use serde_json::{json, Value};
+use oxibot_tests::fakes_telegram::{BOT_USERNAME, FIRST_UPDATE_ID, FakeTelegram, group_text, private_text, user};
+use oxibot_tests::{TempDir, bin_dir, start_host};
+use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// A running Telegram channel wired to a fake Bot API.
@@ -30,10 +30,12 @@ impl Harness {
         for (key, value) in extra.as_object().cloned().unwrap_or_default() {
             config[key] = value;
         }
-        let spec = channel_spec(&bin_dir(), "telegram", &config).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
+        let spec = channel_spec(&bin_dir(), "telegram", &config)
+            .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
         let host = start_host(vec![spec]).await;
         let mut events = host.subscribe();
-        let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "telegram")).await;
+        let ready =
+            event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "telegram")).await;
         let PluginEvent::Ready { features, .. } = ready else { unreachable!() };
         assert!(features.contains(&Feature::Streaming), "{features:?}");
         let harness = Harness { fake, host, events, media };
@@ -73,7 +75,14 @@ impl Harness {
 }
 
 fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
-    Message::Outbound(Outbound { id, chat_id: chat_id.into(), content: content.into(), media: vec![], stream_id: None, metadata })
+    Message::Outbound(Outbound {
+        id,
+        chat_id: chat_id.into(),
+        content: content.into(),
+        media: vec![],
+        stream_id: None,
+        metadata,
+    })
 }
 
 fn delta(stream_id: u64, text: &str) -> Message {
@@ -94,10 +103,16 @@ async fn a_private_text_message_arrives_as_an_inbound_with_its_sender_chat_and_m
     t.fake.push_message(private_text(5, &ada(), "hello there"));
     let inbound = t.next_inbound().await;
     assert_eq!(inbound.id, FIRST_UPDATE_ID.to_string());
-    assert_eq!((inbound.channel.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str()), ("telegram", "42", "42"));
+    assert_eq!(
+        (inbound.channel.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str()),
+        ("telegram", "42", "42")
+    );
     assert_eq!(inbound.content, "hello there");
     assert!(inbound.media.is_empty());
-    assert_eq!(inbound.metadata, json!({"message_id": 5, "is_group": false, "chat_type": "private", "user_id": 42, "first_name": "Ada", "username": "ada"}));
+    assert_eq!(
+        inbound.metadata,
+        json!({"message_id": 5, "is_group": false, "chat_type": "private", "user_id": 42, "first_name": "Ada", "username": "ada"})
+    );
     t.host.shutdown().await;
 }
 
@@ -169,7 +184,10 @@ async fn a_streamed_reply_is_one_message_edited_at_most_once_a_second_until_it_s
     assert_eq!(t.fake.calls_of("sendMessage").len(), 1);
     let edits = t.fake.calls_of("editMessageText");
     let final_edit = edits.last().unwrap();
-    assert_eq!((&final_edit["text"], &final_edit["message_id"], &final_edit["parse_mode"]), (&json!("Hello <b>world</b>"), &message_id, &json!("HTML")));
+    assert_eq!(
+        (&final_edit["text"], &final_edit["message_id"], &final_edit["parse_mode"]),
+        (&json!("Hello <b>world</b>"), &message_id, &json!("HTML"))
+    );
     t.host.shutdown().await;
 }
 
@@ -248,7 +266,11 @@ async fn the_bot_shows_typing_once_a_message_is_accepted_and_every_few_seconds_u
 #[actix_rt::test]
 async fn html_that_telegram_cannot_parse_is_sent_again_as_plain_text() {
     let mut t = Harness::start(json!({})).await;
-    t.fake.fail_next("sendMessage", 400, "Bad Request: can't parse entities: Unsupported start tag \"b\" at byte offset 0");
+    t.fake.fail_next(
+        "sendMessage",
+        400,
+        "Bad Request: can't parse entities: Unsupported start tag \"b\" at byte offset 0",
+    );
     t.send(outbound(4, "42", "**bold** & <more>", json!({})));
     assert_eq!(t.delivery().await, ok(4));
     let sent = t.fake.calls_of("sendMessage");

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use oxibot_kernel::plugin::{channel_spec, PluginEvent, PluginHost, PluginSpec};
+use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
 use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message as Wire, Outbound};
-use oxibot_tests::channels::{event_where, free_port, WAIT};
+use oxibot_tests::channels::{WAIT, event_where, free_port};
 use oxibot_tests::{bin_dir, start_host};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -21,7 +21,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 fn websocket_spec(config: Value) -> PluginSpec {
-    channel_spec(&bin_dir(), "websocket", &config).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
+    channel_spec(&bin_dir(), "websocket", &config)
+        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 
 /// A host running the WebSocket channel on a free port (plus `extra` config), once it is ready.
@@ -31,7 +32,8 @@ async fn websocket_host(extra: Value) -> (PluginHost, UnboundedReceiver<PluginEv
     config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     let host = start_host(vec![websocket_spec(config)]).await;
     let mut events = host.subscribe();
-    let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "websocket")).await;
+    let ready =
+        event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "websocket")).await;
     let PluginEvent::Ready { features, .. } = ready else { unreachable!() };
     assert!(features.contains(&Feature::Streaming), "{features:?}");
     (host, events, port)
@@ -48,7 +50,9 @@ async fn connect(port: u16, path_and_query: &str, authorization: Option<&str>) -
         }
         match tokio_tungstenite::connect_async(request).await {
             Ok((client, _)) => return client,
-            Err(error) if tokio::time::Instant::now() > deadline => panic!("cannot connect to the websocket channel: {error}"),
+            Err(error) if tokio::time::Instant::now() > deadline => {
+                panic!("cannot connect to the websocket channel: {error}")
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
@@ -96,7 +100,14 @@ async fn next_inbound(events: &mut UnboundedReceiver<PluginEvent>) -> Inbound {
 }
 
 fn outbound(id: u64, chat_id: &str, content: &str, stream_id: Option<u64>) -> Wire {
-    Wire::Outbound(Outbound { id, chat_id: chat_id.into(), content: content.into(), media: vec![], stream_id, metadata: json!({}) })
+    Wire::Outbound(Outbound {
+        id,
+        chat_id: chat_id.into(),
+        content: content.into(),
+        media: vec![],
+        stream_id,
+        metadata: json!({}),
+    })
 }
 
 async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> oxibot_proto::DeliveryAck {
@@ -139,7 +150,10 @@ async fn a_message_frame_arrives_as_an_inbound_in_the_clients_chat() {
     assert_eq!(ready_chat(&mut client).await, "team");
     send_json(&mut client, json!({"type": "message", "text": "hello there", "id": "m-1"})).await;
     let inbound = next_inbound(&mut events).await;
-    assert_eq!((inbound.channel.as_str(), inbound.chat_id.as_str(), inbound.sender_id.as_str()), ("websocket", "team", "alice"));
+    assert_eq!(
+        (inbound.channel.as_str(), inbound.chat_id.as_str(), inbound.sender_id.as_str()),
+        ("websocket", "team", "alice")
+    );
     assert_eq!(inbound.content, "hello there");
     assert_eq!(inbound.metadata["is_group"], false);
     assert_eq!(inbound.metadata["message_id"], "m-1");
@@ -191,7 +205,8 @@ async fn deltas_then_the_final_message_reach_every_client_of_the_chat_and_the_de
         ready_chat(client).await;
     }
     for text in ["Hel", "lo"] {
-        host.send("websocket", Wire::Delta(Delta { stream_id: 9, chat_id: "shared".into(), text: text.into() })).unwrap();
+        host.send("websocket", Wire::Delta(Delta { stream_id: 9, chat_id: "shared".into(), text: text.into() }))
+            .unwrap();
     }
     host.send("websocket", outbound(42, "shared", "Hello", Some(9))).unwrap();
     for client in [&mut phone, &mut laptop] {

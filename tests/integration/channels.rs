@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginError, PluginEvent, PluginHost};
-use oxibot_proto::{Call, CallContext, DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind};
-use oxibot_tests::channels::{event_where, free_port, loopback_spec, LineClient};
+use oxibot_proto::{
+    Call, CallContext, DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind,
+};
+use oxibot_tests::channels::{LineClient, event_where, free_port, loopback_spec};
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::{context, start_host, stderr, stress_spec};
 use serde_json::json;
@@ -33,7 +35,14 @@ async fn submit_line(client: &mut LineClient, events: &mut UnboundedReceiver<Plu
 }
 
 fn outbound(id: u64, chat_id: &str, content: &str) -> Message {
-    Message::Outbound(Outbound { id, chat_id: chat_id.into(), content: content.into(), media: vec![], stream_id: None, metadata: json!({}) })
+    Message::Outbound(Outbound {
+        id,
+        chat_id: chat_id.into(),
+        content: content.into(),
+        media: vec![],
+        stream_id: None,
+        metadata: json!({}),
+    })
 }
 
 fn accepted(inbound: &Inbound) -> Message {
@@ -69,12 +78,16 @@ async fn an_accepted_inbound_and_an_outbound_come_back_as_lines_and_the_delivery
     let inbound = submit_line(&mut client, &mut events, "alice:chat-1:hi").await;
     host.send("loopback", accepted(&inbound)).unwrap();
     assert_eq!(client.line().await, format!("ACCEPTED {}", inbound.id));
-    host.send("loopback", Message::Delta(Delta { stream_id: 1, chat_id: "chat-1".into(), text: "Hel".into() })).unwrap();
+    host.send("loopback", Message::Delta(Delta { stream_id: 1, chat_id: "chat-1".into(), text: "Hel".into() }))
+        .unwrap();
     host.send("loopback", outbound(42, "chat-1", "Hello\nalice")).unwrap();
     assert_eq!(client.line().await, "DELTA chat-1 Hel");
     assert_eq!(client.line().await, "OUT chat-1 Hello\\nalice");
     let delivery = event_where(&mut events, |e| matches!(e, PluginEvent::Delivery { .. })).await;
-    assert_eq!(delivery, PluginEvent::Delivery { plugin: "loopback".into(), ack: DeliveryAck { id: 42, ok: true, error: None } });
+    assert_eq!(
+        delivery,
+        PluginEvent::Delivery { plugin: "loopback".into(), ack: DeliveryAck { id: 42, ok: true, error: None } }
+    );
     host.shutdown().await;
 }
 
@@ -83,7 +96,11 @@ async fn an_outbound_with_nobody_to_receive_it_is_acked_with_an_error() {
     let port = free_port();
     let (host, mut events) = loopback_host(port).await;
     host.send("loopback", outbound(7, "chat-1", "anyone?")).unwrap();
-    let PluginEvent::Delivery { ack, .. } = event_where(&mut events, |e| matches!(e, PluginEvent::Delivery { .. })).await else { unreachable!() };
+    let PluginEvent::Delivery { ack, .. } =
+        event_where(&mut events, |e| matches!(e, PluginEvent::Delivery { .. })).await
+    else {
+        unreachable!()
+    };
     assert_eq!((ack.id, ack.ok, ack.error.as_deref()), (7, false, Some("no client is connected")));
     host.shutdown().await;
 }
@@ -119,7 +136,10 @@ async fn a_tool_plugin_in_the_same_host_still_serves_calls_and_statuses_tell_the
     let result = host.call("echo", json!({"text": "still here"}), context(&std::env::temp_dir()), None).await.unwrap();
     assert_eq!(result.content, "still here");
     let kinds: Vec<(String, PeerKind, &str)> = host.statuses().into_iter().map(|s| (s.name, s.kind, s.state)).collect();
-    assert_eq!(kinds, [("stress".to_owned(), PeerKind::Tool, "running"), ("loopback".to_owned(), PeerKind::Channel, "running")]);
+    assert_eq!(
+        kinds,
+        [("stress".to_owned(), PeerKind::Tool, "running"), ("loopback".to_owned(), PeerKind::Channel, "running")]
+    );
     assert!(host.tools().iter().all(|tool| tool.name != "loopback"), "a channel registers no tools");
     host.shutdown().await;
 }
@@ -132,7 +152,8 @@ async fn send_refuses_unknown_plugins_tool_plugins_and_messages_that_are_not_for
     assert!(matches!(error, PluginError::UnknownPlugin { .. }), "{error}");
     let error = host.send("stress", outbound(1, "c", "x")).unwrap_err();
     assert_eq!(error.to_string(), "plugin 'stress' is a tool plugin, not a channel");
-    let call = Message::Call(Call { id: 1, tool: "echo".into(), arguments: json!({}), context: CallContext::default() });
+    let call =
+        Message::Call(Call { id: 1, tool: "echo".into(), arguments: json!({}), context: CallContext::default() });
     let error = host.send("loopback", call).unwrap_err();
     assert!(matches!(error, PluginError::NotForChannel { .. }), "{error}");
     host.shutdown().await;

@@ -1,6 +1,6 @@
 //! `oxibot tools list` and `oxibot tools call`, run as a user runs them.
 
-use oxibot_tests::{bin, oxibot, stderr, stdout, TempDir};
+use oxibot_tests::{TempDir, bin, oxibot, stderr, stdout};
 
 #[test]
 fn tools_call_read_file_prints_the_file_from_the_workspace() {
@@ -35,7 +35,8 @@ fn tools_call_with_a_tool_error_exits_1_and_prints_the_error() {
 fn paths_outside_the_workspace_are_refused_by_default() {
     let home = TempDir::new("cli-home");
     let ws = TempDir::new("cli-ws");
-    let out = oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"../../etc/passwd"}"#]);
+    let out =
+        oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"../../etc/passwd"}"#]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("outside the workspace"), "{}", stderr(&out));
 }
@@ -47,7 +48,11 @@ fn workspace_flag_chooses_where_relative_paths_resolve() {
     ws.write("only-here.txt", "found me\n");
     let elsewhere = TempDir::new("cli-cwd");
     let ws_arg = ws.path().display().to_string();
-    let out = oxibot(home.path(), elsewhere.path(), &["tools", "call", "read_file", "--workspace", &ws_arg, "--args", r#"{"path":"only-here.txt"}"#]);
+    let out = oxibot(
+        home.path(),
+        elsewhere.path(),
+        &["tools", "call", "read_file", "--workspace", &ws_arg, "--args", r#"{"path":"only-here.txt"}"#],
+    );
     assert!(stdout(&out).contains("found me"), "{}", stderr(&out));
 }
 
@@ -69,7 +74,9 @@ fn tools_list_shows_each_plugin_with_state_pid_tools_and_failure_reason() {
     let out = oxibot(home.path(), ws.path(), &["tools", "list", "--workspace", &ws_arg]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} line in:\n{text}")).to_owned();
+    let line = |name: &str| {
+        text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} line in:\n{text}")).to_owned()
+    };
     assert!(line("fs ").contains("running") && line("fs ").contains("read_file, write_file"), "{text}");
     assert!(line("shell ").contains("running") && line("shell ").contains("exec"), "{text}");
     let pid: u32 = line("fs ").split_whitespace().nth(2).unwrap().parse().expect("fs line must show a pid");

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::{is_alive, sigkill, wait_until};
-use oxibot_tests::{bin, TempDir};
-use serde_json::{json, Value};
+use oxibot_tests::{TempDir, bin};
+use serde_json::{Value, json};
 
 /// A data dir whose config enables the loopback channel and points the model at the
 /// scripted LLM.
@@ -55,7 +55,11 @@ impl GatewayEnv {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(bin("oxibot"));
-        command.args(args).env("OXIBOT_HOME", self.home.path()).env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80").env_remove("RUST_LOG");
+        command
+            .args(args)
+            .env("OXIBOT_HOME", self.home.path())
+            .env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80")
+            .env_remove("RUST_LOG");
         command
     }
 
@@ -126,7 +130,11 @@ pub(crate) struct Gateway {
 impl Gateway {
     /// Sends SIGTERM and waits (at most 10 s) for the exit status.
     pub(crate) fn terminate_and_wait(&mut self) -> std::process::ExitStatus {
-        rustix::process::kill_process(rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(), rustix::process::Signal::TERM).unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(self.child.id() as i32).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -185,7 +193,8 @@ fn a_message_in_the_channel_gets_the_models_reply_in_that_channel() {
     assert_eq!(client.expect("OUT chat1"), "OUT chat1 Hello from the model");
     let session = env.session_text("chat1");
     assert!(session.contains("\"hi there\"") && session.contains("Hello from the model"), "{session}");
-    let user = env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    let user =
+        env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(user.contains("hi there") && user.contains("loopback"), "{user}");
 }
 
@@ -236,7 +245,10 @@ fn a_sigkilled_channel_plugin_comes_back_and_later_messages_flow() {
     let _gateway = env.start();
     let pid = loopback(&env.health().unwrap())["pid"].as_u64().unwrap() as u32;
     sigkill(pid);
-    let restarted = || env.health().is_some_and(|h| loopback(&h)["state"] == "running" && loopback(&h)["pid"].as_u64() != Some(u64::from(pid)));
+    let restarted = || {
+        env.health()
+            .is_some_and(|h| loopback(&h)["state"] == "running" && loopback(&h)["pid"].as_u64() != Some(u64::from(pid)))
+    };
     assert!(wait_until(Duration::from_secs(15), restarted), "the channel did not come back");
     env.llm.push(Reply::Text("still here".into()));
     let mut client = env.client();
@@ -266,9 +278,18 @@ fn a_kernel_killed_right_after_a_message_arrives_answers_it_after_restart() {
     let mut client = env.client();
     let reply = client.wait_for("OUT c1").unwrap_or_else(|e| {
         let log = std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap_or_default();
-        let ps = Command::new("ps").args(["-eo", "pid,ppid,stat,wchan:24,args"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let ps = Command::new("ps")
+            .args(["-eo", "pid,ppid,stat,wchan:24,args"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
         let ps: String = ps.lines().filter(|l| l.contains("oxibot")).collect::<Vec<_>>().join("\n");
-        panic!("{e}; requests: {}, connections: {}, dropped: {:?}\nlog:\n{log}\nprocesses:\n{ps}", env.llm.requests().len(), env.llm.connections(), env.llm.dropped())
+        panic!(
+            "{e}; requests: {}, connections: {}, dropped: {:?}\nlog:\n{log}\nprocesses:\n{ps}",
+            env.llm.requests().len(),
+            env.llm.connections(),
+            env.llm.dropped()
+        )
     });
     assert_eq!(reply, "OUT c1 Noted: milk", "the persisted message is answered after the restart");
     let session = env.session_text("c1");
@@ -281,8 +302,16 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
     let mut gateway = env.start();
     let health = env.health().unwrap();
     assert_eq!(health["status"], "ok");
-    let kinds: Vec<(String, String)> = health["plugins"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap().to_owned(), p["kind"].as_str().unwrap().to_owned())).collect();
-    assert!(kinds.contains(&("loopback".into(), "channel".into())) && kinds.contains(&("fs".into(), "tool".into())), "{kinds:?}");
+    let kinds: Vec<(String, String)> = health["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_owned(), p["kind"].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(
+        kinds.contains(&("loopback".into(), "channel".into())) && kinds.contains(&("fs".into(), "tool".into())),
+        "{kinds:?}"
+    );
     let plugin_pid = loopback(&health)["pid"].as_u64().unwrap() as u32;
 
     let status = gateway.terminate_and_wait();
@@ -299,14 +328,24 @@ fn status_shows_the_running_gateways_channels() {
     let _gateway = env.start();
     let after = env.command(&["status"]).output().unwrap();
     let text = String::from_utf8_lossy(&after.stdout).into_owned();
-    assert!(text.contains("gateway:   running") && text.lines().any(|l| l.trim_start().starts_with("loopback") && l.contains("running")), "{text}");
+    assert!(
+        text.contains("gateway:   running")
+            && text.lines().any(|l| l.trim_start().starts_with("loopback") && l.contains("running")),
+        "{text}"
+    );
     assert!(text.contains("test-model"), "{text}");
 }
 
 #[test]
 fn a_reply_that_cannot_be_delivered_is_retried_then_recorded_in_the_session() {
     let env = GatewayEnv::new(Some(json!("*")));
-    let child = env.command(&["gateway"]).env("OXIBOT_DELIVERY_RETRY_DELAYS_MS", "50,50,50").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let child = env
+        .command(&["gateway"])
+        .env("OXIBOT_DELIVERY_RETRY_DELAYS_MS", "50,50,50")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let _gateway = Gateway { child };
     assert!(wait_until(Duration::from_secs(15), || env.health().is_some_and(|h| loopback(&h)["state"] == "running")));
     env.llm.push(Reply::SlowFirstToken { delay_ms: 300, text: "nobody hears this".into() });
@@ -315,7 +354,12 @@ fn a_reply_that_cannot_be_delivered_is_retried_then_recorded_in_the_session() {
         client.say("alice", "c9", "talk to you later");
         client.expect("ACCEPTED");
     } // the client leaves: the loopback channel has nobody to deliver to
-    let recorded = || env.session_text("c9").lines().next().is_some_and(|header| header.contains("undelivered") && header.contains("nobody hears this"));
+    let recorded = || {
+        env.session_text("c9")
+            .lines()
+            .next()
+            .is_some_and(|header| header.contains("undelivered") && header.contains("nobody hears this"))
+    };
     assert!(wait_until(Duration::from_secs(10), recorded), "{}", env.session_text("c9"));
     assert!(env.session_text("c9").contains("no client is connected"));
 }

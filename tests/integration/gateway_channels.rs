@@ -3,12 +3,12 @@
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_tests::channels::free_port;
-use oxibot_tests::fakes_discord::{direct_message as discord_dm, FakeDiscord};
-use oxibot_tests::fakes_slack::{direct_message, FakeSlack};
-use oxibot_tests::fakes_telegram::{private_text, user as telegram_user, FakeTelegram};
+use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
+use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
+use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
-use oxibot_tests::{http, TempDir};
-use serde_json::{json, Value};
+use oxibot_tests::{TempDir, http};
+use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::gateway::GatewayEnv;
@@ -31,7 +31,8 @@ fn a_slack_direct_message_gets_the_models_reply_in_slack() {
         assert_eq!(posts[0].body["text"], "Hello from *the model*", "Markdown became mrkdwn");
         slack.wait_ack("env-1").await;
     });
-    let user = env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    let user =
+        env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(user.contains("hi there"), "{user}");
 }
 
@@ -63,7 +64,8 @@ fn a_telegram_message_gets_the_models_reply_in_telegram() {
     env.llm.push(Reply::Text("Hello from **the model**".into()));
     telegram.push_message(private_text(5, &telegram_user(42, "Ada", "ada"), "hi there"));
     // The reply streams: sent with the first delta, then edited into the final text.
-    let final_text = block_on(telegram.wait_for("editMessageText", |body| body["text"] == "Hello from <b>the model</b>"));
+    let final_text =
+        block_on(telegram.wait_for("editMessageText", |body| body["text"] == "Hello from <b>the model</b>"));
     assert_eq!((final_text["chat_id"].as_i64(), final_text["parse_mode"].as_str()), (Some(42), Some("HTML")));
     let first = &telegram.calls_of("sendMessage")[0];
     assert_eq!(first["chat_id"], 42);
@@ -76,7 +78,8 @@ fn a_websocket_client_gets_the_reply_streamed_then_whole() {
     let _gateway = env.start_with("websocket");
     env.llm.push(Reply::Text("Hello from the model".into()));
     block_on(async {
-        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id=room1")).await.unwrap();
+        let (mut socket, _) =
+            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id=room1")).await.unwrap();
         socket.send(WsMessage::text(json!({"type": "message", "text": "hi there"}).to_string())).await.unwrap();
         let mut kinds = Vec::new();
         loop {
@@ -160,7 +163,8 @@ fn one_gateway_with_all_five_channels_answers_in_each_and_stops_cleanly_on_sigte
         slack.wait_calls("chat.postMessage", 1).await;
 
         env.llm.push(reply(4));
-        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}/ws?chat_id=room")).await.unwrap();
+        let (mut socket, _) =
+            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}/ws?chat_id=room")).await.unwrap();
         socket.send(WsMessage::text(json!({"type": "message", "text": "from websocket"}).to_string())).await.unwrap();
         loop {
             let Some(Ok(WsMessage::Text(text))) = socket.next().await else { panic!("the websocket closed") };

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use oxibot_kernel::plugin::PluginError;
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::{context, start_host, stress_spec, tool_spec, TempDir};
+use oxibot_tests::{TempDir, context, start_host, stress_spec, tool_spec};
 use serde_json::json;
 
 #[actix_rt::test]
@@ -33,7 +33,11 @@ async fn calls_are_multiplexed_so_fast_calls_overtake_a_slow_one() {
 async fn a_caller_that_stops_waiting_makes_the_kernel_send_cancel() {
     let host = start_host(vec![stress_spec("stress", &[])]).await;
     let ws = std::env::temp_dir();
-    let abandoned = tokio::time::timeout(Duration::from_millis(200), host.call("misbehave", json!({"action": "hang"}), context(&ws), None)).await;
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(200),
+        host.call("misbehave", json!({"action": "hang"}), context(&ws), None),
+    )
+    .await;
     assert!(abandoned.is_err(), "the hanging call cannot have finished");
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The stress plugin writes "cancel <id>" to stderr; a crash shows us its stderr tail.
@@ -45,7 +49,11 @@ async fn a_caller_that_stops_waiting_makes_the_kernel_send_cancel() {
 
 #[actix_rt::test]
 async fn a_tool_name_clash_disables_the_later_plugin_with_a_clear_reason() {
-    let specs = vec![stress_spec("first", &[]), stress_spec("second", &[]), stress_spec("third", &[("OXIBOT_STRESS_PREFIX", "x_")])];
+    let specs = vec![
+        stress_spec("first", &[]),
+        stress_spec("second", &[]),
+        stress_spec("third", &[("OXIBOT_STRESS_PREFIX", "x_")]),
+    ];
     let host = start_host(specs).await;
     let statuses = host.statuses();
     assert_eq!(statuses[0].state, "running");

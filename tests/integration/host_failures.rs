@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use oxibot_kernel::plugin::{PluginError, PluginHost};
-use oxibot_tests::{context, start_host, stress_spec, TempDir};
+use oxibot_tests::{TempDir, context, start_host, stress_spec};
 use serde_json::json;
 
 async fn misbehave(host: &PluginHost, action: &str) -> Result<oxibot_proto::ToolResult, PluginError> {
@@ -15,7 +15,10 @@ async fn misbehave(host: &PluginHost, action: &str) -> Result<oxibot_proto::Tool
 
 async fn echo_works(host: &PluginHost) {
     let ws = std::env::temp_dir();
-    let result = host.call("echo", json!({"text": "still here"}), context(&ws), None).await.expect("the next call must be served by a fresh plugin");
+    let result = host
+        .call("echo", json!({"text": "still here"}), context(&ws), None)
+        .await
+        .expect("the next call must be served by a fresh plugin");
     assert_eq!(result.content, "still here");
     assert!(!result.is_error);
 }
@@ -101,7 +104,10 @@ async fn plugin_killing_itself_mid_call_fails_every_call_in_flight_at_once() {
 #[actix_rt::test]
 async fn slow_answer_within_the_timeout_is_delivered() {
     let host = start_host(vec![stress_spec("stress", &[("OXIBOT_STRESS_TIMEOUT_SECS", "5")])]).await;
-    let result = host.call("misbehave", json!({"action": "slow", "delay_ms": 300}), context(&std::env::temp_dir()), None).await.unwrap();
+    let result = host
+        .call("misbehave", json!({"action": "slow", "delay_ms": 300}), context(&std::env::temp_dir()), None)
+        .await
+        .unwrap();
     assert_eq!(result.content, "slow done");
     assert_eq!(restarts(&host), "running");
     host.shutdown().await;
@@ -111,7 +117,10 @@ async fn slow_answer_within_the_timeout_is_delivered() {
 async fn slow_answer_past_the_timeout_is_a_timeout_error() {
     let host = start_host(vec![stress_spec("stress", &[])]).await;
     let ws = std::env::temp_dir();
-    let error = host.call("misbehave", json!({"action": "slow", "delay_ms": 3000}), context(&ws), Some(Duration::from_millis(300))).await.unwrap_err();
+    let error = host
+        .call("misbehave", json!({"action": "slow", "delay_ms": 3000}), context(&ws), Some(Duration::from_millis(300)))
+        .await
+        .unwrap_err();
     assert!(matches!(error, PluginError::Timeout { .. }), "{error}");
     echo_works(&host).await;
     host.shutdown().await;
@@ -166,7 +175,8 @@ async fn plugin_that_never_says_hello_hits_the_handshake_timeout() {
     let mut config = oxibot_tests::test_host_config();
     config.handshake_timeout = Duration::from_millis(300);
     config.restart.max_restarts = 1;
-    let host = PluginHost::start(vec![stress_spec("stress", &[("OXIBOT_STRESS_STARTUP", "no_hello")])], config).unwrap();
+    let host =
+        PluginHost::start(vec![stress_spec("stress", &[("OXIBOT_STRESS_STARTUP", "no_hello")])], config).unwrap();
     host.wait_settled(Duration::from_secs(5)).await;
     let status = &host.statuses()[0];
     assert_eq!(status.state, "failed");

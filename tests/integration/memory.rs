@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use oxibot_kernel::memory::tokens::exact_tokens;
-use oxibot_tests::llm::{system_prompt, Reply};
+use oxibot_tests::llm::{Reply, system_prompt};
 use oxibot_tests::procs::{sigkill, wait_until};
 use oxibot_tests::{stderr, stdout};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::agent::AgentEnv;
 
@@ -22,7 +22,9 @@ const DREAM_PHASE2: &str = "apply a list of findings";
 
 fn history(env: &AgentEnv) -> Vec<Value> {
     let text = std::fs::read_to_string(env.workspace.join("memory/history.jsonl")).unwrap_or_default();
-    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable history line {l:?}: {e}"))).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable history line {l:?}: {e}")))
+        .collect()
 }
 
 fn read(env: &AgentEnv, relative: &str) -> String {
@@ -48,7 +50,8 @@ fn turn_requests(env: &AgentEnv) -> Vec<Value> {
 
 /// Exact tokens of a request's messages and tool definitions.
 fn prompt_tokens(request: &Value) -> usize {
-    let messages: usize = request["messages"].as_array().unwrap().iter().map(|m| exact_tokens(&m["content"].to_string()) + 4).sum();
+    let messages: usize =
+        request["messages"].as_array().unwrap().iter().map(|m| exact_tokens(&m["content"].to_string()) + 4).sum();
     messages + exact_tokens(&request["tools"].to_string())
 }
 
@@ -81,7 +84,10 @@ fn a_long_conversation_is_archived_and_every_prompt_fits_the_window() {
     assert_eq!(lines[(last_consolidated + 1) as usize]["role"], "user", "the archive ends at a user turn");
     assert_eq!(lines.len() - 1, 20, "the session file keeps every message");
     let last = turn_requests(&env).pop().unwrap();
-    assert!(system_prompt(&last).contains("# Recent History") && system_prompt(&last).contains("- fact number"), "summaries reach the prompt");
+    assert!(
+        system_prompt(&last).contains("# Recent History") && system_prompt(&last).contains("- fact number"),
+        "summaries reach the prompt"
+    );
 }
 
 #[test]
@@ -97,7 +103,10 @@ fn slash_new_archives_the_whole_conversation_before_starting_afresh() {
     assert_eq!(entries[0]["content"], "- user is called Sam");
     let summariser = requests_for(&env, SUMMARISER);
     assert!(summariser[0]["messages"][1]["content"].as_str().unwrap().contains("USER: my name is Sam"));
-    assert!(summariser[0].get("tools").is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)), "a plain call, no tools");
+    assert!(
+        summariser[0].get("tools").is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)),
+        "a plain call, no tools"
+    );
     assert_eq!(env.session_lines()[0]["last_consolidated"], 2);
 
     env.llm.push(Reply::Text("Hello again".into()));
@@ -120,7 +129,9 @@ fn a_failed_summary_is_archived_raw_and_no_message_is_lost() {
     assert_eq!(entries.len(), 1);
     let content = entries[0]["content"].as_str().unwrap();
     assert!(content.starts_with("[RAW] 2 messages"), "{content}");
-    assert!(content.contains("USER: remember the door code 4417") && content.contains("ASSISTANT: Noted, the code is 4417"));
+    assert!(
+        content.contains("USER: remember the door code 4417") && content.contains("ASSISTANT: Noted, the code is 4417")
+    );
 }
 
 /// A workspace with a hand-written USER.md and two history entries Dream has not seen.
@@ -145,7 +156,10 @@ fn edit_call(path: &str, old: &str, new: &str) -> (String, String) {
 fn dream_edits_the_memory_files_commits_and_restore_undoes_it() {
     let env = dream_env();
     env.llm.route(DREAM_PHASE1, Reply::Text("[USER] lives in Lyon".into()));
-    env.llm.route(DREAM_PHASE2, Reply::ToolCalls(vec![edit_call("USER.md", "- Name: Sam\n", "- Name: Sam\n- Lives in Lyon\n")]));
+    env.llm.route(
+        DREAM_PHASE2,
+        Reply::ToolCalls(vec![edit_call("USER.md", "- Name: Sam\n", "- Name: Sam\n- Lives in Lyon\n")]),
+    );
     env.llm.route(DREAM_PHASE2, Reply::Text("Added the location.".into()));
     let out = env.agent("/dream");
     assert!(out.status.success(), "{}", stderr(&out));
@@ -157,7 +171,8 @@ fn dream_edits_the_memory_files_commits_and_restore_undoes_it() {
     let input = phase1["messages"][1]["content"].as_str().unwrap();
     assert!(input.contains("[2026-04-03 10:00] - Sam moved to Lyon") && input.contains("## Current USER.md"));
     let phase2 = &requests_for(&env, DREAM_PHASE2)[0];
-    let offered: Vec<&str> = phase2["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let offered: Vec<&str> =
+        phase2["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(offered.len(), 3, "{offered:?}");
     assert!(["read_file", "edit_file", "write_file"].iter().all(|t| offered.contains(t)));
 
@@ -181,7 +196,10 @@ fn dream_edits_the_memory_files_commits_and_restore_undoes_it() {
 fn the_memory_command_shows_and_restores_dream_changes() {
     let env = dream_env();
     env.llm.route(DREAM_PHASE1, Reply::Text("[SOUL] answer in French".into()));
-    env.llm.route(DREAM_PHASE2, Reply::ToolCalls(vec![edit_call("SOUL.md", "Be brief.\n", "Be brief.\nAnswer in French.\n")]));
+    env.llm.route(
+        DREAM_PHASE2,
+        Reply::ToolCalls(vec![edit_call("SOUL.md", "Be brief.\n", "Be brief.\nAnswer in French.\n")]),
+    );
     env.llm.route(DREAM_PHASE2, Reply::Text("done".into()));
     assert!(env.agent("/dream").status.success());
     let log = env.command(&["memory", "log"]).output().unwrap();
@@ -217,8 +235,19 @@ fn dream_refuses_edits_outside_its_files_and_still_advances_its_cursor() {
     assert_eq!(read(&env, "AGENTS.md"), "# Agents\n");
     assert!(!env.workspace.join("notes.txt").exists() && !env.workspace.join("pwned").exists());
     let second = &requests_for(&env, DREAM_PHASE2)[1];
-    let results: Vec<String> = second["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap().to_owned()).collect();
-    assert!(results[0].contains("may only edit") && results[1].contains("may only write") && results[2].contains("not available to Dream"), "{results:?}");
+    let results: Vec<String> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        results[0].contains("may only edit")
+            && results[1].contains("may only write")
+            && results[2].contains("not available to Dream"),
+        "{results:?}"
+    );
     assert_eq!(read(&env, "memory/.dream_cursor").trim(), "2");
     assert_eq!(git(&env, &["log", "--format=%s"]).lines().count(), 1, "only the init commit");
 }
@@ -230,7 +259,10 @@ fn a_kernel_killed_while_summarising_loses_nothing_and_archives_once_after_resta
     assert!(env.agent("the spare key is under the blue pot").status.success());
     env.llm.route(SUMMARISER, Reply::SlowFirstToken { delay_ms: 20_000, text: "- never arrives".into() });
     let mut kernel = env.command(&["agent", "-m", "/new"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    assert!(wait_until(Duration::from_secs(15), || !requests_for(&env, SUMMARISER).is_empty()), "the summariser was never called");
+    assert!(
+        wait_until(Duration::from_secs(15), || !requests_for(&env, SUMMARISER).is_empty()),
+        "the summariser was never called"
+    );
     sigkill(kernel.id());
     kernel.wait().unwrap();
     assert!(history(&env).is_empty());
@@ -249,15 +281,22 @@ fn a_kernel_killed_while_summarising_loses_nothing_and_archives_once_after_resta
 fn a_kernel_killed_during_dream_leaves_loadable_files_and_the_batch_for_the_next_run() {
     let env = dream_env();
     env.llm.route(DREAM_PHASE1, Reply::SlowFirstToken { delay_ms: 20_000, text: "[SKIP]".into() });
-    let mut kernel = env.command(&["agent", "-m", "/dream"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    assert!(wait_until(Duration::from_secs(15), || !requests_for(&env, DREAM_PHASE1).is_empty()), "Dream never started");
+    let mut kernel =
+        env.command(&["agent", "-m", "/dream"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(15), || !requests_for(&env, DREAM_PHASE1).is_empty()),
+        "Dream never started"
+    );
     sigkill(kernel.id());
     kernel.wait().unwrap();
     assert_eq!(read(&env, "memory/.dream_cursor").trim(), "", "the batch is not marked processed");
     assert_eq!(history(&env).len(), 2, "history intact");
 
     env.llm.route(DREAM_PHASE1, Reply::Text("[USER] lives in Lyon".into()));
-    env.llm.route(DREAM_PHASE2, Reply::ToolCalls(vec![edit_call("USER.md", "- Name: Sam\n", "- Name: Sam\n- Lives in Lyon\n")]));
+    env.llm.route(
+        DREAM_PHASE2,
+        Reply::ToolCalls(vec![edit_call("USER.md", "- Name: Sam\n", "- Name: Sam\n- Lives in Lyon\n")]),
+    );
     env.llm.route(DREAM_PHASE2, Reply::Text("done".into()));
     let out = env.agent("/dream");
     assert!(stdout(&out).contains("made 1 change(s)"), "{}", stdout(&out));

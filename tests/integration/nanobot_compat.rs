@@ -5,8 +5,8 @@
 use std::process::Command;
 
 use oxibot_tests::llm::{Reply, ScriptedLlm};
-use oxibot_tests::{bin, stderr, stdout, TempDir};
-use serde_json::{json, Value};
+use oxibot_tests::{TempDir, bin, stderr, stdout};
+use serde_json::{Value, json};
 
 /// A config as nanobot writes and documents it, with keys oxibot does not use yet.
 fn nanobot_config(workspace: &std::path::Path, api_base: &str) -> Value {
@@ -51,8 +51,14 @@ fn nanobot_workspace(ws: &TempDir) {
     ws.write("SOUL.md", "# Soul\nI am a patient gardening companion.\n");
     ws.write("USER.md", "# User\nLives in a flat with a balcony garden.\n");
     ws.write("memory/MEMORY.md", "# Memory\n- Grows tomatoes and basil on the balcony.\n");
-    ws.write("memory/history.jsonl", "{\"cursor\": 1, \"timestamp\": \"2026-03-01 10:10\", \"content\": \"- Discussed wilting tomatoes\"}\n");
-    ws.write("skills/compost/SKILL.md", "---\nname: compost\ndescription: Keep a balcony compost bin healthy\n---\n# Compost\nTurn it weekly.\n");
+    ws.write(
+        "memory/history.jsonl",
+        "{\"cursor\": 1, \"timestamp\": \"2026-03-01 10:10\", \"content\": \"- Discussed wilting tomatoes\"}\n",
+    );
+    ws.write(
+        "skills/compost/SKILL.md",
+        "---\nname: compost\ndescription: Keep a balcony compost bin healthy\n---\n# Compost\nTurn it weekly.\n",
+    );
 }
 
 #[test]
@@ -75,10 +81,15 @@ fn an_existing_nanobot_config_and_workspace_work_unchanged() {
 
     let request = &llm.requests()[0];
     assert_eq!(request["model"], "deepseek-chat");
-    assert_eq!(llm.request_headers()[0].iter().find(|(k, _)| k.eq_ignore_ascii_case("x-team")).map(|(_, v)| v.as_str()), Some("home"));
+    assert_eq!(
+        llm.request_headers()[0].iter().find(|(k, _)| k.eq_ignore_ascii_case("x-team")).map(|(_, v)| v.as_str()),
+        Some("home")
+    );
     let messages = request["messages"].as_array().unwrap();
     let system = messages[0]["content"].as_str().unwrap();
-    for expected in ["patient gardening companion", "balcony garden", "Grows tomatoes", "compost", "Discussed wilting tomatoes"] {
+    for expected in
+        ["patient gardening companion", "balcony garden", "Grows tomatoes", "compost", "Discussed wilting tomatoes"]
+    {
         assert!(system.contains(expected), "system prompt lacks {expected:?}");
     }
     let replayed: Vec<&str> = messages.iter().filter_map(|m| m["content"].as_str()).collect();

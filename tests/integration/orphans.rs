@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use oxibot_tests::procs::{pids_with_cmdline, sigkill, wait_until};
-use oxibot_tests::{bin, TempDir};
+use oxibot_tests::{TempDir, bin};
 
 fn unique(label: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
@@ -31,11 +31,22 @@ fn plugins_die_with_a_kernel_killed_by_sigkill() {
     let config = serde_json::json!({"plugins": [{"name": "stress", "command": bin("oxibot-stress-plugin"), "args": [marker], "env": {"OXIBOT_STRESS_TIMEOUT_SECS": "600"}}]});
     home.write("config.json", &config.to_string());
     let ws_arg = ws.path().display().to_string();
-    let mut kernel = spawn_kernel(&home, &ws, &["tools", "call", "misbehave", "--workspace", &ws_arg, "--args", r#"{"action":"hang"}"#]);
-    assert!(wait_until(Duration::from_secs(10), || !pids_with_cmdline(&marker).is_empty()), "the stress plugin never started");
+    let mut kernel = spawn_kernel(
+        &home,
+        &ws,
+        &["tools", "call", "misbehave", "--workspace", &ws_arg, "--args", r#"{"action":"hang"}"#],
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !pids_with_cmdline(&marker).is_empty()),
+        "the stress plugin never started"
+    );
     sigkill(kernel.id());
     kernel.wait().unwrap();
-    assert!(wait_until(Duration::from_secs(3), || pids_with_cmdline(&marker).is_empty()), "plugin outlived the kernel: {:?}", pids_with_cmdline(&marker));
+    assert!(
+        wait_until(Duration::from_secs(3), || pids_with_cmdline(&marker).is_empty()),
+        "plugin outlived the kernel: {:?}",
+        pids_with_cmdline(&marker)
+    );
 }
 
 #[test]
@@ -48,8 +59,14 @@ fn commands_started_by_exec_die_with_a_kernel_killed_by_sigkill() {
     let args = serde_json::json!({"command": command, "timeout": 600}).to_string();
     let mut kernel = spawn_kernel(&home, &ws, &["tools", "call", "exec", "--args", &args]);
     let needle = format!("sleep {seconds}.5 ");
-    assert!(wait_until(Duration::from_secs(10), || !pids_with_cmdline(&needle).is_empty()), "the command never started");
+    assert!(
+        wait_until(Duration::from_secs(10), || !pids_with_cmdline(&needle).is_empty()),
+        "the command never started"
+    );
     sigkill(kernel.id());
     kernel.wait().unwrap();
-    assert!(wait_until(Duration::from_secs(3), || pids_with_cmdline(&needle).is_empty()), "exec's command outlived the kernel");
+    assert!(
+        wait_until(Duration::from_secs(3), || pids_with_cmdline(&needle).is_empty()),
+        "exec's command outlived the kernel"
+    );
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use oxibot_tests::{oxibot, stderr, stdout, TempDir};
+use oxibot_tests::{TempDir, oxibot, stderr, stdout};
 
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins/examples/word_count.py").canonicalize().unwrap()
@@ -18,7 +18,11 @@ fn the_python_example_plugin_is_callable_through_oxibot_tools_call() {
         "plugins": [{"name": "pywords", "command": "python3", "args": [example()]}]
     });
     home.write("config.json", &config.to_string());
-    let out = oxibot(home.path(), ws.path(), &["tools", "call", "word_count", "--args", r#"{"text":"hello brave new world\nbye"}"#]);
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "word_count", "--args", r#"{"text":"hello brave new world\nbye"}"#],
+    );
     assert!(out.status.success(), "is the msgpack package installed (pip install msgpack)? stderr: {}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "2 lines, 5 words, 25 characters");
 }

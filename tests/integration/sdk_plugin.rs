@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{Origin, PluginSpec};
-use oxibot_tests::{bin_dir, context, start_host, TempDir};
+use oxibot_tests::{TempDir, bin_dir, context, start_host};
 use serde_json::json;
 
 fn sdk_demo() -> PluginSpec {
@@ -41,7 +41,8 @@ async fn a_cancelled_call_stops_its_handler() {
     let marker = dir.path().join("marker");
     let host = start_host(vec![sdk_demo()]).await;
     let args = json!({"ms": 400, "marker": marker});
-    let abandoned = tokio::time::timeout(Duration::from_millis(100), host.call("nap", args, context(dir.path()), None)).await;
+    let abandoned =
+        tokio::time::timeout(Duration::from_millis(100), host.call("nap", args, context(dir.path()), None)).await;
     assert!(abandoned.is_err());
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(!marker.exists(), "the handler kept running after cancel");

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use oxibot_kernel::plugin::{channel_spec, PluginEvent, PluginSpec};
+use oxibot_kernel::plugin::{PluginEvent, PluginSpec, channel_spec};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::bin_dir;
@@ -18,7 +18,8 @@ pub const WAIT: Duration = Duration::from_secs(5);
 
 /// The bundled loopback channel listening on `port`, built the way the gateway builds specs.
 pub fn loopback_spec(port: u16) -> PluginSpec {
-    channel_spec(&bin_dir(), "loopback", &json!({"port": port})).unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
+    channel_spec(&bin_dir(), "loopback", &json!({"port": port}))
+        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 
 /// A local TCP port that was free a moment ago.
@@ -42,7 +43,9 @@ impl LineClient {
                     let (read, write) = stream.into_split();
                     return LineClient { lines: BufReader::new(read).lines(), write };
                 }
-                Err(error) if tokio::time::Instant::now() > deadline => panic!("cannot connect to the loopback channel on port {port}: {error}"),
+                Err(error) if tokio::time::Instant::now() > deadline => {
+                    panic!("cannot connect to the loopback channel on port {port}: {error}")
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
@@ -73,7 +76,10 @@ pub async fn next_event(events: &mut UnboundedReceiver<PluginEvent>) -> PluginEv
 }
 
 /// Skips events until one matches `wanted`, failing the test after [`WAIT`].
-pub async fn event_where(events: &mut UnboundedReceiver<PluginEvent>, wanted: impl Fn(&PluginEvent) -> bool) -> PluginEvent {
+pub async fn event_where(
+    events: &mut UnboundedReceiver<PluginEvent>,
+    wanted: impl Fn(&PluginEvent) -> bool,
+) -> PluginEvent {
     let search = async {
         loop {
             let event = next_event(events).await;

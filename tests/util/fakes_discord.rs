@@ -228,7 +228,10 @@ impl FakeDiscord {
 
     /// The channel ids of typing requests, in order.
     pub fn typing(&self) -> Vec<String> {
-        self.requests().into_iter().filter_map(|r| r.path.strip_suffix("/typing").and_then(|p| p.rsplit('/').next()).map(str::to_owned)).collect()
+        self.requests()
+            .into_iter()
+            .filter_map(|r| r.path.strip_suffix("/typing").and_then(|p| p.rsplit('/').next()).map(str::to_owned))
+            .collect()
     }
 
     /// Waits (without blocking the caller's runtime) until `done` holds, failing the test
@@ -255,7 +258,14 @@ pub fn direct_message(id: &str, channel_id: &str, author_id: &str, username: &st
 }
 
 /// A guild message's `MESSAGE_CREATE` data; `mentions_bot` lists the bot in `mentions`.
-pub fn guild_message(id: &str, guild_id: &str, channel_id: &str, author_id: &str, content: &str, mentions_bot: bool) -> Value {
+pub fn guild_message(
+    id: &str,
+    guild_id: &str,
+    channel_id: &str,
+    author_id: &str,
+    content: &str,
+    mentions_bot: bool,
+) -> Value {
     let mut message = direct_message(id, channel_id, author_id, &format!("user{author_id}"), content);
     message["guild_id"] = json!(guild_id);
     if mentions_bot {
@@ -318,7 +328,10 @@ fn answer(state: &Mutex<State>, connection: usize, addr: SocketAddr, text: &str)
         2 => {
             state.identifies.push(payload["d"].clone());
             if state.reject_identify {
-                return Some(Frame::Close(Some(CloseFrame { code: CloseCode::from(4004), reason: "Authentication failed.".into() })));
+                return Some(Frame::Close(Some(CloseFrame {
+                    code: CloseCode::from(4004),
+                    reason: "Authentication failed.".into(),
+                })));
             }
             let seq = state.next_seq();
             let user = json!({"id": BOT_ID, "username": "oxibot", "bot": true});
@@ -353,7 +366,10 @@ async fn rest_connection(socket: TcpStream, state: Arc<Mutex<State>>) {
             429 => "Too Many Requests",
             _ => "Error",
         };
-        let head = format!("HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", answer.len());
+        let head = format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            answer.len()
+        );
         let stream = socket.get_mut();
         if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(&answer).await.is_err() {
             return;
@@ -375,14 +391,21 @@ async fn read_request(socket: &mut BufReader<TcpStream>) -> Option<RawRequest> {
         let Some((name, value)) = line.trim_end().split_once(':') else { break };
         headers.push((name.trim().to_lowercase(), value.trim().to_owned()));
     }
-    let length = headers.iter().find(|(name, _)| name == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    let length =
+        headers.iter().find(|(name, _)| name == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0; length];
     socket.read_exact(&mut body).await.ok()?;
     Some((method, path, headers, body))
 }
 
 /// Records a request and picks its answer.
-fn route(state: &Mutex<State>, method: String, path: String, headers: Vec<(String, String)>, body: Vec<u8>) -> (u16, Vec<u8>) {
+fn route(
+    state: &Mutex<State>,
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+) -> (u16, Vec<u8>) {
     let mut state = state.lock().unwrap();
     let (status, answer) = if let Some(name) = path.strip_prefix("/files/") {
         match state.files.get(name) {

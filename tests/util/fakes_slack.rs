@@ -100,7 +100,8 @@ impl FakeSlack {
 
     /// A `channels.slack` section for this fake, with `extra` keys merged in.
     pub fn config(&self, extra: Value) -> Value {
-        let mut config = json!({"botToken": BOT_TOKEN, "appToken": APP_TOKEN, "apiBase": self.api_base(), "reactEmoji": ""});
+        let mut config =
+            json!({"botToken": BOT_TOKEN, "appToken": APP_TOKEN, "apiBase": self.api_base(), "reactEmoji": ""});
         if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
             config.extend(extra.clone());
         }
@@ -109,7 +110,10 @@ impl FakeSlack {
 
     /// Waits until `count` WebSocket connections have been greeted.
     pub async fn wait_connections(&self, count: usize) {
-        self.wait_for(&format!("{count} socket mode connections"), |state| (state.connections.len() >= count).then_some(())).await;
+        self.wait_for(&format!("{count} socket mode connections"), |state| {
+            (state.connections.len() >= count).then_some(())
+        })
+        .await;
     }
 
     /// Sends an Events API envelope carrying `event` on the newest connection.
@@ -143,7 +147,10 @@ impl FakeSlack {
 
     /// Waits until `envelope_id` has been acknowledged.
     pub async fn wait_ack(&self, envelope_id: &str) {
-        self.wait_for(&format!("the ack of {envelope_id}"), |state| state.acks.iter().any(|ack| ack == envelope_id).then_some(())).await;
+        self.wait_for(&format!("the ack of {envelope_id}"), |state| {
+            state.acks.iter().any(|ack| ack == envelope_id).then_some(())
+        })
+        .await;
     }
 
     /// The calls of `method` so far.
@@ -218,7 +225,10 @@ async fn api_connection(socket: TcpStream, ws_addr: SocketAddr, state: Arc<Mutex
         state.lock().unwrap().calls.push(call);
         let extra: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
         let body = body.to_string();
-        let head = format!("HTTP/1.1 {status} X\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: {}\r\n{extra}\r\n", body.len());
+        let head = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: {}\r\n{extra}\r\n",
+            body.len()
+        );
         let written = socket.get_mut().write_all(format!("{head}{body}").as_bytes()).await;
         if written.is_err() {
             return;
@@ -254,17 +264,29 @@ fn answer(call: &ApiCall, ws_addr: SocketAddr, state: &Mutex<State>) -> (u16, Ve
         return (200, vec![], json!({"ok": false, "error": "invalid_auth"}));
     }
     match call.method.as_str() {
-        "auth.test" => (200, vec![], json!({"ok": true, "url": "https://test.slack.com/", "team": "Test Team", "user": "oxibot", "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT"})),
-        "apps.connections.open" => (200, vec![], json!({"ok": true, "url": format!("ws://{ws_addr}/link/?ticket=fake")})),
+        "auth.test" => (
+            200,
+            vec![],
+            json!({"ok": true, "url": "https://test.slack.com/", "team": "Test Team", "user": "oxibot", "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT"}),
+        ),
+        "apps.connections.open" => {
+            (200, vec![], json!({"ok": true, "url": format!("ws://{ws_addr}/link/?ticket=fake")}))
+        }
         "chat.postMessage" => {
             let mut state = state.lock().unwrap();
             match state.post_replies.pop_front() {
                 Some(PostReply::Error(error)) => (200, vec![], json!({"ok": false, "error": error})),
-                Some(PostReply::RateLimited(seconds)) => (429, vec![("retry-after", seconds.to_string())], json!({"ok": false, "error": "ratelimited"})),
+                Some(PostReply::RateLimited(seconds)) => {
+                    (429, vec![("retry-after", seconds.to_string())], json!({"ok": false, "error": "ratelimited"}))
+                }
                 None => {
                     state.posts_served += 1;
                     let ts = format!("1700000100.{:06}", state.posts_served);
-                    (200, vec![], json!({"ok": true, "channel": call.body["channel"], "ts": ts, "message": {"text": call.body["text"], "ts": ts}}))
+                    (
+                        200,
+                        vec![],
+                        json!({"ok": true, "channel": call.body["channel"], "ts": ts, "message": {"text": call.body["text"], "ts": ts}}),
+                    )
                 }
             }
         }

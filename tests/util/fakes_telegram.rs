@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -81,7 +81,8 @@ impl FakeTelegram {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        let state = Arc::new(Mutex::new(State { next_update_id: FIRST_UPDATE_ID, next_message_id: 500, ..State::default() }));
+        let state =
+            Arc::new(Mutex::new(State { next_update_id: FIRST_UPDATE_ID, next_message_id: 500, ..State::default() }));
         let server_state = state.clone();
         let server = BackgroundServer::start("fake-telegram", move || serve(listener, server_state));
         FakeTelegram { addr, state, _server: server }
@@ -177,7 +178,11 @@ async fn connection(socket: TcpStream, state: Arc<Mutex<State>>) {
     let mut socket = BufReader::new(socket);
     while let Some(request) = read_request(&mut socket).await {
         let (status, content_type, body) = respond(request, &state).await;
-        let head = format!("HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n", reason(status), body.len());
+        let head = format!(
+            "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+            reason(status),
+            body.len()
+        );
         let stream = socket.get_mut();
         if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(&body).await.is_err() {
             return;
@@ -247,7 +252,11 @@ async fn respond(request: Request, state: &Mutex<State>) -> (u16, &'static str, 
 fn answer(result: Result<Value, (u16, String)>) -> (u16, &'static str, Vec<u8>) {
     match result {
         Ok(result) => (200, "application/json", json!({"ok": true, "result": result}).to_string().into_bytes()),
-        Err((code, description)) => (code, "application/json", json!({"ok": false, "error_code": code, "description": description}).to_string().into_bytes()),
+        Err((code, description)) => (
+            code,
+            "application/json",
+            json!({"ok": false, "error_code": code, "description": description}).to_string().into_bytes(),
+        ),
     }
 }
 
@@ -283,7 +292,9 @@ fn call(method: &str, params: &Value, state: &mut State) -> Result<Value, (u16, 
         "getFile" => {
             let file_id = params["file_id"].as_str().unwrap_or_default();
             let file = state.files.get(file_id).ok_or((400, "Bad Request: invalid file_id".to_owned()))?;
-            Ok(json!({"file_id": file_id, "file_unique_id": file.unique_id, "file_size": file.bytes.len(), "file_path": file.path}))
+            Ok(
+                json!({"file_id": file_id, "file_unique_id": file.unique_id, "file_size": file.bytes.len(), "file_path": file.path}),
+            )
         }
         _ => Err((404, "Not Found".into())),
     }
@@ -316,7 +327,23 @@ fn check_message(params: &Value) -> Result<(), (u16, String)> {
 
 /// The text of Telegram-style HTML, or the parse error Telegram would give.
 fn visible_html(html: &str) -> Result<String, (u16, String)> {
-    const TAGS: [&str; 15] = ["b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre", "blockquote", "tg-spoiler", "span"];
+    const TAGS: [&str; 15] = [
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "a",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-spoiler",
+        "span",
+    ];
     let bad = |why: String| (400, format!("Bad Request: can't parse entities: {why}"));
     let mut open: Vec<String> = Vec::new();
     let mut text = String::new();
@@ -361,7 +388,9 @@ fn visible_html(html: &str) -> Result<String, (u16, String)> {
 /// The request's parameters: its JSON body, or its multipart fields.
 fn parse_params(request: &Request) -> Value {
     match request.content_type.split_once("boundary=") {
-        Some((_, boundary)) if request.content_type.starts_with("multipart/form-data") => multipart_fields(&request.body, boundary),
+        Some((_, boundary)) if request.content_type.starts_with("multipart/form-data") => {
+            multipart_fields(&request.body, boundary)
+        }
         _ => serde_json::from_slice(&request.body).unwrap_or_else(|_| json!({})),
     }
 }
@@ -375,7 +404,8 @@ fn multipart_fields(body: &[u8], boundary: &str) -> Value {
         let head = String::from_utf8_lossy(&part[..head_end]);
         let content = &part[head_end + 4..];
         let content = content.strip_suffix(b"\r\n").unwrap_or(content);
-        let attribute = |key: &str| head.split(&format!("{key}=\"")).nth(1).and_then(|s| s.split('"').next()).map(str::to_owned);
+        let attribute =
+            |key: &str| head.split(&format!("{key}=\"")).nth(1).and_then(|s| s.split('"').next()).map(str::to_owned);
         let Some(name) = attribute("name") else { continue };
         let value = match attribute("filename") {
             Some(filename) => json!({"filename": filename, "size": content.len()}),

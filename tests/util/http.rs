@@ -42,7 +42,13 @@ pub async fn connect(port: u16) -> TcpStream {
 }
 
 /// Sends one request (with `Connection: close`) and reads the status line and headers.
-pub async fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> HttpResponse {
+pub async fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> HttpResponse {
     let mut stream = connect(port).await;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
     for (name, value) in headers {
@@ -69,7 +75,11 @@ pub async fn post_json(port: u16, path: &str, headers: &[(&str, &str)], body: &V
 
 async fn read_head(mut reader: BufReader<TcpStream>) -> HttpResponse {
     let status_line = timed(read_line(&mut reader)).await;
-    let status = status_line.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
     let mut headers = Vec::new();
     loop {
         let line = timed(read_line(&mut reader)).await;
@@ -154,7 +164,8 @@ impl HttpResponse {
         loop {
             if let Some(end) = self.pending_events.find("\n\n") {
                 let event: String = self.pending_events.drain(..end + 2).collect();
-                let data: Vec<&str> = event.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim_start).collect();
+                let data: Vec<&str> =
+                    event.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim_start).collect();
                 return Some(data.join("\n"));
             }
             let data = self.next_data().await?;

@@ -181,7 +181,8 @@ async fn read_request(socket: &mut BufReader<TcpStream>) -> Result<Request, Stri
         let Some((name, value)) = line.trim_end().split_once(':') else { break };
         headers.push((name.trim().to_lowercase(), value.trim().to_owned()));
     }
-    let length = headers.iter().find(|(name, _)| name == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    let length =
+        headers.iter().find(|(name, _)| name == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0; length];
     socket.read_exact(&mut body).await.map_err(|e| format!("body of {length} bytes: {e}"))?;
     Ok(Request { path, headers, body })
@@ -215,7 +216,8 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
         write_response(socket, 404, &[], br#"{"error": {"message": "no such endpoint"}}"#).await?;
         return Ok(true);
     };
-    let body: Value = serde_json::from_slice(&request.body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
+    let body: Value = serde_json::from_slice(&request.body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
     let stream = body["stream"] == true;
     let model = body["model"].as_str().unwrap_or("scripted").to_owned();
     let (reply, answer) = {
@@ -223,14 +225,20 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
         state.requests.push(body);
         state.headers.push(request.headers);
         let system = system_prompt(state.requests.last().unwrap_or(&Value::Null));
-        let routed = state.routes.iter_mut().find(|(marker, queue)| !queue.is_empty() && system.contains(marker.as_str())).and_then(|(_, q)| q.pop_front());
-        let reply = routed.or_else(|| state.replies.pop_front()).unwrap_or_else(|| Reply::Text("(no scripted reply)".into()));
+        let routed = state
+            .routes
+            .iter_mut()
+            .find(|(marker, queue)| !queue.is_empty() && system.contains(marker.as_str()))
+            .and_then(|(_, q)| q.pop_front());
+        let reply =
+            routed.or_else(|| state.replies.pop_front()).unwrap_or_else(|| Reply::Text("(no scripted reply)".into()));
         let answer = Answer::of(&reply, &mut state.calls_served);
         (reply, answer)
     };
     match reply {
         Reply::Status { code, retry_after, body } => {
-            let headers: Vec<(&str, String)> = retry_after.map(|s| ("retry-after", s.to_string())).into_iter().collect();
+            let headers: Vec<(&str, String)> =
+                retry_after.map(|s| ("retry-after", s.to_string())).into_iter().collect();
             write_response(socket, code, &headers, body.as_bytes()).await?;
             Ok(true)
         }
@@ -278,10 +286,14 @@ impl Answer {
             ..Answer::default()
         };
         match reply {
-            Reply::Text(text) | Reply::CutStream { text, .. } | Reply::SlowFirstToken { text, .. } => with_calls(text, &[]),
+            Reply::Text(text) | Reply::CutStream { text, .. } | Reply::SlowFirstToken { text, .. } => {
+                with_calls(text, &[])
+            }
             Reply::ToolCalls(calls) => with_calls("", calls),
             Reply::TextAndTools(text, calls) => with_calls(text, calls),
-            Reply::Reasoning { reasoning, text } => Answer { reasoning: reasoning.clone(), text: text.clone(), calls: Vec::new() },
+            Reply::Reasoning { reasoning, text } => {
+                Answer { reasoning: reasoning.clone(), text: text.clone(), calls: Vec::new() }
+            }
             Reply::Status { .. } | Reply::Malformed => Answer::default(),
         }
     }
@@ -316,13 +328,18 @@ fn openai_events(answer: &Answer, model: &str) -> Vec<Event> {
     let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
     let data = |value: Value, is_text: bool| Event { text: format!("data: {value}\n\n"), is_text };
     let mut out = vec![data(chunk(json!({"role": "assistant", "content": ""}), Value::Null), false)];
-    out.extend(pieces(&answer.reasoning).into_iter().map(|p| data(chunk(json!({"reasoning_content": p}), Value::Null), false)));
+    out.extend(
+        pieces(&answer.reasoning).into_iter().map(|p| data(chunk(json!({"reasoning_content": p}), Value::Null), false)),
+    );
     out.extend(pieces(&answer.text).into_iter().map(|p| data(chunk(json!({"content": p}), Value::Null), true)));
     for (index, (id, name, args)) in answer.calls.iter().enumerate() {
         let start = json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]});
         out.push(data(chunk(start, Value::Null), false));
         for part in thirds(args) {
-            out.push(data(chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": part}}]}), Value::Null), false));
+            out.push(data(
+                chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": part}}]}), Value::Null),
+                false,
+            ));
         }
     }
     let finish = if answer.calls.is_empty() { "stop" } else { "tool_calls" };
@@ -337,12 +354,19 @@ fn openai_usage() -> Value {
 }
 
 fn openai_json(answer: &Answer, model: &str) -> Value {
-    let mut message = json!({"role": "assistant", "content": if answer.text.is_empty() { Value::Null } else { json!(answer.text) }});
+    let mut message =
+        json!({"role": "assistant", "content": if answer.text.is_empty() { Value::Null } else { json!(answer.text) }});
     if !answer.reasoning.is_empty() {
         message["reasoning_content"] = json!(answer.reasoning);
     }
     if !answer.calls.is_empty() {
-        message["tool_calls"] = answer.calls.iter().map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})).collect();
+        message["tool_calls"] = answer
+            .calls
+            .iter()
+            .map(
+                |(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+            )
+            .collect();
     }
     let finish = if answer.calls.is_empty() { "stop" } else { "tool_calls" };
     json!({"id": "chatcmpl-scripted", "object": "chat.completion", "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": openai_usage()})
@@ -377,28 +401,41 @@ fn anthropic_json(answer: &Answer, model: &str) -> Value {
 }
 
 fn anthropic_events(answer: &Answer, model: &str) -> Vec<Event> {
-    let event = |value: Value, is_text: bool| Event { text: format!("event: {}\ndata: {value}\n\n", value["type"].as_str().unwrap_or_default()), is_text };
+    let event = |value: Value, is_text: bool| Event {
+        text: format!("event: {}\ndata: {value}\n\n", value["type"].as_str().unwrap_or_default()),
+        is_text,
+    };
     let mut usage = anthropic_usage();
     usage["output_tokens"] = json!(1);
-    let mut out = vec![event(json!({"type": "message_start", "message": {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "usage": usage}}), false)];
+    let mut out = vec![event(
+        json!({"type": "message_start", "message": {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null, "usage": usage}}),
+        false,
+    )];
     let mut index = 0;
     let mut block = |out: &mut Vec<Event>, start: Value, deltas: Vec<(Value, bool)>| {
         out.push(event(json!({"type": "content_block_start", "index": index, "content_block": start}), false));
-        out.extend(deltas.into_iter().map(|(delta, is_text)| event(json!({"type": "content_block_delta", "index": index, "delta": delta}), is_text)));
+        out.extend(deltas.into_iter().map(|(delta, is_text)| {
+            event(json!({"type": "content_block_delta", "index": index, "delta": delta}), is_text)
+        }));
         out.push(event(json!({"type": "content_block_stop", "index": index}), false));
         index += 1;
     };
     if !answer.reasoning.is_empty() {
-        let mut deltas: Vec<(Value, bool)> = pieces(&answer.reasoning).into_iter().map(|p| (json!({"type": "thinking_delta", "thinking": p}), false)).collect();
+        let mut deltas: Vec<(Value, bool)> = pieces(&answer.reasoning)
+            .into_iter()
+            .map(|p| (json!({"type": "thinking_delta", "thinking": p}), false))
+            .collect();
         deltas.push((json!({"type": "signature_delta", "signature": "sig-scripted"}), false));
         block(&mut out, json!({"type": "thinking", "thinking": "", "signature": ""}), deltas);
     }
     if !answer.text.is_empty() {
-        let deltas = pieces(&answer.text).into_iter().map(|p| (json!({"type": "text_delta", "text": p}), true)).collect();
+        let deltas =
+            pieces(&answer.text).into_iter().map(|p| (json!({"type": "text_delta", "text": p}), true)).collect();
         block(&mut out, json!({"type": "text", "text": ""}), deltas);
     }
     for (id, name, args) in &answer.calls {
-        let deltas = thirds(args).into_iter().map(|p| (json!({"type": "input_json_delta", "partial_json": p}), false)).collect();
+        let deltas =
+            thirds(args).into_iter().map(|p| (json!({"type": "input_json_delta", "partial_json": p}), false)).collect();
         block(&mut out, json!({"type": "tool_use", "id": id, "name": name, "input": {}}), deltas);
     }
     out.push(event(json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop(answer), "stop_sequence": null}, "usage": {"output_tokens": COMPLETION_TOKENS}}), false));
@@ -431,7 +468,14 @@ async fn send_malformed(socket: &mut TcpStream, format: Format, stream: bool) ->
 
 /// Sends events until `after_chunks` text deltas went out, or half a whole body, then
 /// reports the connection as unusable so it is closed without the end marker.
-async fn send_cut(socket: &mut TcpStream, format: Format, stream: bool, answer: &Answer, model: &str, after_chunks: usize) -> std::io::Result<bool> {
+async fn send_cut(
+    socket: &mut TcpStream,
+    format: Format,
+    stream: bool,
+    answer: &Answer,
+    model: &str,
+    after_chunks: usize,
+) -> std::io::Result<bool> {
     if stream {
         write_stream_head(socket).await?;
         send_events(socket, &events(format, answer, model), after_chunks).await?;
@@ -441,7 +485,8 @@ async fn send_cut(socket: &mut TcpStream, format: Format, stream: bool, answer: 
             Format::Anthropic => anthropic_json(answer, model),
         }
         .to_string();
-        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+        let head =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
         socket.write_all(head.as_bytes()).await?;
         socket.write_all(&body.as_bytes()[..body.len() / 2]).await?;
         socket.flush().await?;
@@ -477,8 +522,17 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
-async fn write_response(socket: &mut TcpStream, code: u16, headers: &[(&str, String)], body: &[u8]) -> std::io::Result<()> {
-    let mut head = format!("HTTP/1.1 {code} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", reason(code), body.len());
+async fn write_response(
+    socket: &mut TcpStream,
+    code: u16,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {code} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        reason(code),
+        body.len()
+    );
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }

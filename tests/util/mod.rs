@@ -81,7 +81,11 @@ pub fn test_host_config() -> HostConfig {
         launcher: Some(bin("oxibot")),
         handshake_timeout: Duration::from_secs(3),
         default_call_timeout: Duration::from_secs(10),
-        restart: RestartPolicy { backoff_base: Duration::from_millis(20), backoff_max: Duration::from_millis(200), ..RestartPolicy::default() },
+        restart: RestartPolicy {
+            backoff_base: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(200),
+            ..RestartPolicy::default()
+        },
     }
 }
 
@@ -99,7 +103,13 @@ pub fn context(workspace: &Path) -> CallContext {
 
 /// Runs the `oxibot` binary with `OXIBOT_HOME` pointing at `home`.
 pub fn oxibot(home: &Path, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(bin("oxibot")).args(args).current_dir(cwd).env("OXIBOT_HOME", home).env_remove("RUST_LOG").output().unwrap()
+    Command::new(bin("oxibot"))
+        .args(args)
+        .current_dir(cwd)
+        .env("OXIBOT_HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
 }
 
 /// stdout of a command as text.

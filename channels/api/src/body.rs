@@ -87,7 +87,9 @@ impl Body for ReplyBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            ReplyBody::Whole { bytes, .. } => SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64)),
+            ReplyBody::Whole { bytes, .. } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
+            }
             ReplyBody::Streamed(_) => SizeHint::default(),
         }
     }
@@ -99,7 +101,7 @@ mod tests {
     use std::future::poll_fn;
 
     use super::*;
-    use crate::delivery::testing::{recording, Outcomes};
+    use crate::delivery::testing::{Outcomes, recording};
 
     async fn next(body: &mut ReplyBody) -> Option<Bytes> {
         poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await.map(|frame| frame.unwrap().into_data().unwrap())

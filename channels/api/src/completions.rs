@@ -9,15 +9,15 @@ use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{Instant, timeout_at};
 
 use crate::body::ReplyBody;
-use crate::openai::{unix_now, CompletionId};
+use crate::openai::{CompletionId, unix_now};
 use crate::request::ChatRequest;
-use crate::responses::{guarded_json_response, ApiFailure};
+use crate::responses::{ApiFailure, guarded_json_response};
 use crate::server::App;
+use crate::stream;
 use crate::waiters::Reply;
-use crate::{stream};
 
 /// Largest request body read (messages with inline images can be large).
 const MAX_BODY_BYTES: usize = 8 << 20;
@@ -53,11 +53,18 @@ async fn submit(app: &App, chat: &ChatRequest, request_id: &str, deadline: Insta
 }
 
 /// Waits for the final reply and answers with a whole completion; deltas are skipped.
-async fn whole_reply(completion: CompletionId, mut replies: mpsc::UnboundedReceiver<Reply>, deadline: Instant, timeout_secs: u64) -> Result<Response<ReplyBody>, ApiFailure> {
+async fn whole_reply(
+    completion: CompletionId,
+    mut replies: mpsc::UnboundedReceiver<Reply>,
+    deadline: Instant,
+    timeout_secs: u64,
+) -> Result<Response<ReplyBody>, ApiFailure> {
     loop {
         match timeout_at(deadline, replies.recv()).await {
             Ok(Some(Reply::Delta(_))) => {}
-            Ok(Some(Reply::Final(reply))) => return Ok(guarded_json_response(&completion.completion(&reply.content), reply.guard)),
+            Ok(Some(Reply::Final(reply))) => {
+                return Ok(guarded_json_response(&completion.completion(&reply.content), reply.guard));
+            }
             Ok(None) => return Err(ApiFailure::ShuttingDown),
             Err(_) => return Err(ApiFailure::Timeout(timeout_secs)),
         }

@@ -38,7 +38,13 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Config {
-        Config { host: DEFAULT_HOST.to_owned(), port: DEFAULT_PORT, api_key: None, model: DEFAULT_MODEL.to_owned(), timeout_secs: DEFAULT_TIMEOUT_SECS }
+        Config {
+            host: DEFAULT_HOST.to_owned(),
+            port: DEFAULT_PORT,
+            api_key: None,
+            model: DEFAULT_MODEL.to_owned(),
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
+        }
     }
 }
 
@@ -93,13 +99,22 @@ mod tests {
     #[test]
     fn an_empty_section_gives_the_defaults() {
         let config = Config::from_json(&json!({})).unwrap();
-        assert_eq!(config, Config { host: "127.0.0.1".into(), port: 18791, api_key: None, model: "oxibot".into(), timeout_secs: 300 });
+        assert_eq!(
+            config,
+            Config { host: "127.0.0.1".into(), port: 18791, api_key: None, model: "oxibot".into(), timeout_secs: 300 }
+        );
     }
 
     #[test]
     fn camel_case_and_snake_case_keys_are_both_read() {
-        let camel = Config::from_json(&json!({"host": "0.0.0.0", "port": 8000, "apiKey": "k", "model": "m", "timeoutSecs": 5, "enabled": true})).unwrap();
-        let snake = Config::from_json(&json!({"host": "0.0.0.0", "port": 8000, "api_key": "k", "model": "m", "timeout_secs": 5})).unwrap();
+        let camel = Config::from_json(
+            &json!({"host": "0.0.0.0", "port": 8000, "apiKey": "k", "model": "m", "timeoutSecs": 5, "enabled": true}),
+        )
+        .unwrap();
+        let snake = Config::from_json(
+            &json!({"host": "0.0.0.0", "port": 8000, "api_key": "k", "model": "m", "timeout_secs": 5}),
+        )
+        .unwrap();
         assert_eq!(camel, snake);
         assert_eq!(camel.api_key.as_deref(), Some("k"));
         assert_eq!(camel.timeout(), Duration::from_secs(5));
@@ -108,7 +123,10 @@ mod tests {
     #[test]
     fn a_non_loopback_host_without_a_key_is_refused_with_a_clear_message() {
         let error = Config::from_json(&json!({"host": "0.0.0.0"})).unwrap_err();
-        assert_eq!(error.to_string(), "refusing to listen on 0.0.0.0 without an API key: set channels.api.apiKey, or listen on 127.0.0.1");
+        assert_eq!(
+            error.to_string(),
+            "refusing to listen on 0.0.0.0 without an API key: set channels.api.apiKey, or listen on 127.0.0.1"
+        );
         assert!(Config::from_json(&json!({"host": "192.168.1.5", "apiKey": ""})).is_err());
         assert!(Config::from_json(&json!({"host": "localhost"})).is_ok());
         assert!(Config::from_json(&json!({"host": "::1"})).is_ok());

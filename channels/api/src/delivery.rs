@@ -72,14 +72,16 @@ pub mod testing {
     /// A guard recording into `outcomes`.
     pub fn recording(outcomes: &Outcomes) -> DeliveryGuard {
         let outcomes = outcomes.clone();
-        DeliveryGuard::new(move |outcome| outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(outcome))
+        DeliveryGuard::new(move |outcome| {
+            outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(outcome)
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::testing::{recording, Outcomes};
+    use super::testing::{Outcomes, recording};
 
     #[test]
     fn a_guard_acks_once_with_the_outcome_it_was_settled_with() {

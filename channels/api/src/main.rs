@@ -35,7 +35,7 @@ use tokio::net::TcpListener;
 
 use crate::config::{Config, ConfigError};
 use crate::delivery::DeliveryGuard;
-use crate::server::{accept_clients, App};
+use crate::server::{App, accept_clients};
 use crate::waiters::Waiters;
 
 /// Why the channel stopped.

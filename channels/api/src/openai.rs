@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Seconds since the Unix epoch, as OpenAI's `created` fields.
 pub fn unix_now() -> u64 {
@@ -105,7 +105,10 @@ mod tests {
     #[test]
     fn chunks_carry_role_then_content_then_the_finish_reason() {
         assert_eq!(id().role_chunk()["choices"][0]["delta"], json!({"role": "assistant"}));
-        assert_eq!(id().content_chunk("He")["choices"][0], json!({"index": 0, "delta": {"content": "He"}, "finish_reason": null}));
+        assert_eq!(
+            id().content_chunk("He")["choices"][0],
+            json!({"index": 0, "delta": {"content": "He"}, "finish_reason": null})
+        );
         assert_eq!(id().stop_chunk()["choices"][0], json!({"index": 0, "delta": {}, "finish_reason": "stop"}));
         assert_eq!(id().stop_chunk()["object"], "chat.completion.chunk");
     }

@@ -70,9 +70,11 @@ impl ChatRequest {
     /// Reads a request body; `session_header` is the `X-Session-Id` header, if any.
     pub fn parse(body: &[u8], session_header: Option<&str>) -> Result<ChatRequest, RequestError> {
         let raw: RawRequest = serde_json::from_slice(body).map_err(|e| RequestError::Body(e.to_string()))?;
-        let session_id = raw.session_id.as_deref().or(session_header).or(raw.user.as_deref()).unwrap_or(DEFAULT_SESSION);
+        let session_id =
+            raw.session_id.as_deref().or(session_header).or(raw.user.as_deref()).unwrap_or(DEFAULT_SESSION);
         let session_id = checked_session(session_id)?;
-        let last_user = raw.messages.iter().rev().find(|message| message.role == "user").ok_or(RequestError::NoUserMessage)?;
+        let last_user =
+            raw.messages.iter().rev().find(|message| message.role == "user").ok_or(RequestError::NoUserMessage)?;
         let text = content_text(&last_user.content);
         if text.trim().is_empty() {
             return Err(RequestError::NoUserMessage);
@@ -101,7 +103,9 @@ fn content_text(content: &Value) -> String {
 fn part_text(part: &Value) -> Option<&str> {
     match part {
         Value::String(text) => Some(text),
-        Value::Object(fields) if fields.get("type").and_then(Value::as_str).is_none_or(|kind| kind == "text") => fields.get("text")?.as_str(),
+        Value::Object(fields) if fields.get("type").and_then(Value::as_str).is_none_or(|kind| kind == "text") => {
+            fields.get("text")?.as_str()
+        }
         _ => None,
     }
 }
@@ -165,7 +169,8 @@ mod tests {
         assert_eq!(parse(none, None), Err(RequestError::NoUserMessage));
         let empty = json!({"messages": [{"role": "user", "content": "  "}]});
         assert_eq!(parse(empty, None), Err(RequestError::NoUserMessage));
-        let images_only = json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]});
+        let images_only =
+            json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]});
         assert_eq!(parse(images_only, None), Err(RequestError::NoUserMessage));
         assert_eq!(parse(json!({"messages": []}), None).unwrap_err().param(), Some("messages"));
     }

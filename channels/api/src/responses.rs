@@ -1,7 +1,7 @@
 //! Building responses: JSON documents, event streams, and the OpenAI-style error for each way a
 //! request can fail.
 
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
 use oxibot_plugin::ChannelError;
 use serde_json::Value;
@@ -67,7 +67,10 @@ impl ApiFailure {
         match self {
             ApiFailure::Unauthorised => ("invalid_request_error", Some("invalid_api_key")),
             ApiFailure::NotFound(_) => ("invalid_request_error", Some("unknown_url")),
-            ApiFailure::MethodNotAllowed { .. } | ApiFailure::Request(_) | ApiFailure::TooLarge(_) | ApiFailure::Unreadable(_) => ("invalid_request_error", None),
+            ApiFailure::MethodNotAllowed { .. }
+            | ApiFailure::Request(_)
+            | ApiFailure::TooLarge(_)
+            | ApiFailure::Unreadable(_) => ("invalid_request_error", None),
             ApiFailure::Timeout(_) => ("server_error", Some("timeout")),
             ApiFailure::NotAccepted(_) | ApiFailure::ShuttingDown => ("server_error", None),
         }
@@ -139,6 +142,9 @@ mod tests {
     fn a_timeout_is_a_504_saying_how_long_it_waited() {
         let failure = ApiFailure::Timeout(300);
         assert_eq!(failure.status(), StatusCode::GATEWAY_TIMEOUT);
-        assert_eq!(failure.body(), json!({"error": {"message": "the agent did not reply within 300 seconds", "type": "server_error", "param": null, "code": "timeout"}}));
+        assert_eq!(
+            failure.body(),
+            json!({"error": {"message": "the agent did not reply within 300 seconds", "type": "server_error", "param": null, "code": "timeout"}})
+        );
     }
 }

@@ -19,7 +19,7 @@ use crate::body::ReplyBody;
 use crate::completions::chat_completions;
 use crate::config::Config;
 use crate::openai::model_list;
-use crate::responses::{json_response, ApiFailure};
+use crate::responses::{ApiFailure, json_response};
 use crate::waiters::Waiters;
 
 /// Pause after a failed accept (for example when out of file descriptors).
@@ -86,7 +86,8 @@ async fn respond(app: &App, request: Request<Incoming>) -> Result<Response<Reply
         return Err(ApiFailure::Unauthorised);
     }
     match path.as_str() {
-        "/v1/models" => only(&method, &Method::GET, &path).map(|()| json_response(StatusCode::OK, &model_list(&app.config.model, app.started))),
+        "/v1/models" => only(&method, &Method::GET, &path)
+            .map(|()| json_response(StatusCode::OK, &model_list(&app.config.model, app.started))),
         "/v1/chat/completions" => {
             only(&method, &Method::POST, &path)?;
             chat_completions(app, request).await
@@ -97,7 +98,11 @@ async fn respond(app: &App, request: Request<Incoming>) -> Result<Response<Reply
 
 /// Refuses any method but `allowed`.
 fn only(method: &Method, allowed: &Method, path: &str) -> Result<(), ApiFailure> {
-    if method == allowed { Ok(()) } else { Err(ApiFailure::MethodNotAllowed { method: method.to_string(), path: path.to_owned() }) }
+    if method == allowed {
+        Ok(())
+    } else {
+        Err(ApiFailure::MethodNotAllowed { method: method.to_string(), path: path.to_owned() })
+    }
 }
 
 /// Whether the request carries the configured API key (always true without one).

@@ -5,19 +5,25 @@
 //! is still answered with 504. From then on a task feeds the body; the request's place in its
 //! session's queue lasts as long as that task.
 
-use hyper::body::Bytes;
 use hyper::Response;
+use hyper::body::Bytes;
 use tokio::sync::mpsc;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{Instant, timeout_at};
 
 use crate::body::{Piece, PieceSender, ReplyBody};
 use crate::delivery::DeliveryGuard;
-use crate::openai::{self, missing_suffix, CompletionId, SSE_DONE};
-use crate::responses::{event_stream_response, ApiFailure};
+use crate::openai::{self, CompletionId, SSE_DONE, missing_suffix};
+use crate::responses::{ApiFailure, event_stream_response};
 use crate::waiters::{FinalReply, Reply, Ticket};
 
 /// Waits for the reply to begin, then answers with an event stream that a task keeps feeding.
-pub async fn respond(completion: CompletionId, ticket: Ticket, mut replies: mpsc::UnboundedReceiver<Reply>, deadline: Instant, timeout_secs: u64) -> Result<Response<ReplyBody>, ApiFailure> {
+pub async fn respond(
+    completion: CompletionId,
+    ticket: Ticket,
+    mut replies: mpsc::UnboundedReceiver<Reply>,
+    deadline: Instant,
+    timeout_secs: u64,
+) -> Result<Response<ReplyBody>, ApiFailure> {
     let first = match timeout_at(deadline, replies.recv()).await {
         Ok(Some(reply)) => reply,
         Ok(None) => return Err(ApiFailure::ShuttingDown),
@@ -30,7 +36,14 @@ pub async fn respond(completion: CompletionId, ticket: Ticket, mut replies: mpsc
 }
 
 /// Turns replies into events until the final one, the deadline, or the client leaving.
-async fn feed(mut writer: EventWriter, first: Reply, mut replies: mpsc::UnboundedReceiver<Reply>, ticket: Ticket, deadline: Instant, timeout_secs: u64) {
+async fn feed(
+    mut writer: EventWriter,
+    first: Reply,
+    mut replies: mpsc::UnboundedReceiver<Reply>,
+    ticket: Ticket,
+    deadline: Instant,
+    timeout_secs: u64,
+) {
     let _place_in_queue = ticket;
     if !writer.role() {
         return;
@@ -81,7 +94,10 @@ impl EventWriter {
             let chunk = self.completion.content_chunk(rest).to_string();
             self.event(&chunk, None);
         } else if !content.starts_with(&self.sent) {
-            eprintln!("api: the final reply of {} does not continue its deltas; the client keeps the streamed text", self.completion.id);
+            eprintln!(
+                "api: the final reply of {} does not continue its deltas; the client keeps the streamed text",
+                self.completion.id
+            );
         }
         self.event(&self.completion.stop_chunk().to_string(), None);
         self.raw(SSE_DONE.into(), Some(guard));
@@ -110,7 +126,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::delivery::testing::{recording, Outcomes};
+    use crate::delivery::testing::{Outcomes, recording};
     use crate::waiters::Waiters;
 
     fn completion() -> CompletionId {
@@ -150,7 +166,11 @@ mod tests {
     #[tokio::test]
     async fn deltas_become_chunks_between_the_role_and_the_stop_and_done() {
         let outcomes = Outcomes::default();
-        let replies = vec![Reply::Delta("Hel".into()), Reply::Delta("lo".into()), Reply::Final(FinalReply { content: "Hello".into(), guard: recording(&outcomes) })];
+        let replies = vec![
+            Reply::Delta("Hel".into()),
+            Reply::Delta("lo".into()),
+            Reply::Final(FinalReply { content: "Hello".into(), guard: recording(&outcomes) }),
+        ];
         let written = events(replies, &outcomes).await;
         assert_eq!(written.len(), 5, "{written:?}");
         assert_eq!(delta_of(&written[0]), serde_json::json!({"role": "assistant"}));
@@ -164,7 +184,10 @@ mod tests {
     #[tokio::test]
     async fn text_the_deltas_did_not_carry_is_sent_before_the_stop() {
         let outcomes = Outcomes::default();
-        let replies = vec![Reply::Delta("Hel".into()), Reply::Final(FinalReply { content: "Hello!".into(), guard: recording(&outcomes) })];
+        let replies = vec![
+            Reply::Delta("Hel".into()),
+            Reply::Final(FinalReply { content: "Hello!".into(), guard: recording(&outcomes) }),
+        ];
         let written = events(replies, &outcomes).await;
         assert_eq!(delta_of(&written[2])["content"], "lo!");
         assert_eq!(written.len(), 5);
@@ -173,7 +196,9 @@ mod tests {
     #[tokio::test]
     async fn a_reply_without_deltas_is_sent_as_one_chunk() {
         let outcomes = Outcomes::default();
-        let written = events(vec![Reply::Final(FinalReply { content: "Whole".into(), guard: recording(&outcomes) })], &outcomes).await;
+        let written =
+            events(vec![Reply::Final(FinalReply { content: "Whole".into(), guard: recording(&outcomes) })], &outcomes)
+                .await;
         assert_eq!(delta_of(&written[1])["content"], "Whole");
         assert_eq!(written.len(), 4);
     }

@@ -75,7 +75,10 @@ impl Waiters {
     pub fn deliver_delta(&self, delta: Delta) -> bool {
         let mut chats = self.lock();
         let Some(queue) = chats.get_mut(&delta.chat_id) else { return false };
-        let owner = queue.iter().position(|slot| slot.stream_id == Some(delta.stream_id)).or_else(|| queue.iter().position(|slot| slot.stream_id.is_none()));
+        let owner = queue
+            .iter()
+            .position(|slot| slot.stream_id == Some(delta.stream_id))
+            .or_else(|| queue.iter().position(|slot| slot.stream_id.is_none()));
         let Some(slot) = owner.and_then(|index| queue.get_mut(index)) else { return false };
         slot.stream_id = Some(delta.stream_id);
         slot.replies.send(Reply::Delta(delta.text)).is_ok()
@@ -94,7 +97,12 @@ impl Waiters {
     }
 
     /// Removes and returns the request a final reply belongs to.
-    fn claim(&self, chat_id: &str, stream_id: Option<u64>, request_id: Option<&str>) -> Option<mpsc::UnboundedSender<Reply>> {
+    fn claim(
+        &self,
+        chat_id: &str,
+        stream_id: Option<u64>,
+        request_id: Option<&str>,
+    ) -> Option<mpsc::UnboundedSender<Reply>> {
         let mut chats = self.lock();
         let queue = chats.get_mut(chat_id)?;
         let index = match request_id {
@@ -151,7 +159,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::delivery::testing::{recording, Outcomes};
+    use crate::delivery::testing::{Outcomes, recording};
 
     fn outbound(chat_id: &str, content: &str, stream_id: Option<u64>, metadata: Value) -> Outbound {
         Outbound { id: 1, chat_id: chat_id.into(), content: content.into(), media: vec![], stream_id, metadata }

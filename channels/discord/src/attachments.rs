@@ -55,7 +55,8 @@ fn display_name(attachment: &Attachment) -> String {
 /// A file name that stays inside its directory: letters, digits, `.`, `-` and `_` only, and
 /// no leading dot.
 fn safe_file_name(name: &str) -> String {
-    let cleaned: String = name.chars().map(|c| if c.is_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).collect();
+    let cleaned: String =
+        name.chars().map(|c| if c.is_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' }).collect();
     let cleaned = cleaned.trim_start_matches('.');
     if cleaned.is_empty() { "file".to_owned() } else { cleaned.to_owned() }
 }

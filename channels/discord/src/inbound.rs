@@ -54,7 +54,10 @@ impl Filter {
 
 /// Whether the message mentions the bot, in its `mentions` or in its text.
 fn mentions_bot(message: &MessageCreate, bot_id: &str) -> bool {
-    !bot_id.is_empty() && (message.mentions.iter().any(|user| user.id == bot_id) || message.content.contains(&format!("<@{bot_id}>")) || message.content.contains(&format!("<@!{bot_id}>")))
+    !bot_id.is_empty()
+        && (message.mentions.iter().any(|user| user.id == bot_id)
+            || message.content.contains(&format!("<@{bot_id}>"))
+            || message.content.contains(&format!("<@!{bot_id}>")))
 }
 
 /// The text without the bot's mentions (`<@id>` and the older `<@!id>`), trimmed.
@@ -112,7 +115,8 @@ impl Pipeline {
     /// The inbound for an admitted message: its text, attachments downloaded and noted.
     async fn build(&self, message: &MessageCreate, text: String) -> Inbound {
         let files = attachments::download_all(&self.rest, &self.media_dir, &message.attachments).await;
-        let content = std::iter::once(text).chain(files.notes).filter(|part| !part.is_empty()).collect::<Vec<_>>().join("\n");
+        let content =
+            std::iter::once(text).chain(files.notes).filter(|part| !part.is_empty()).collect::<Vec<_>>().join("\n");
         let mut inbound = self.channel.inbound(&message.id, &message.author.id, &message.channel_id, content);
         inbound.media = files.paths.iter().map(|path| path.display().to_string()).collect();
         inbound.metadata = metadata(message);
@@ -173,7 +177,10 @@ mod tests {
     fn in_a_guild_only_messages_mentioning_the_bot_pass_with_the_mention_stripped() {
         let filter = filter(&[], GroupPolicy::Mention);
         assert_eq!(filter.admit(&message(Some("g"), "c", "hello all"), BOT), None);
-        assert_eq!(filter.admit(&message(Some("g"), "c", "<@999> what time is it?"), BOT).as_deref(), Some("what time is it?"));
+        assert_eq!(
+            filter.admit(&message(Some("g"), "c", "<@999> what time is it?"), BOT).as_deref(),
+            Some("what time is it?")
+        );
         assert_eq!(filter.admit(&message(Some("g"), "c", "hey <@!999> you"), BOT).as_deref(), Some("hey you"));
         let mut listed = message(Some("g"), "c", "hi there");
         listed.mentions.push(user(BOT, true));
@@ -182,7 +189,10 @@ mod tests {
 
     #[test]
     fn an_open_group_policy_admits_every_guild_message() {
-        assert_eq!(filter(&[], GroupPolicy::Open).admit(&message(Some("g"), "c", "hello all"), BOT).as_deref(), Some("hello all"));
+        assert_eq!(
+            filter(&[], GroupPolicy::Open).admit(&message(Some("g"), "c", "hello all"), BOT).as_deref(),
+            Some("hello all")
+        );
     }
 
     #[test]

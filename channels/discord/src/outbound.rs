@@ -45,7 +45,10 @@ impl Post {
 /// The messages a reply becomes.
 pub fn plan(outbound: &Outbound) -> Vec<Post> {
     let reply_to = outbound.metadata.get("message_id").and_then(id_text);
-    let mut posts: Vec<Post> = split_message(&outbound.content, MESSAGE_LIMIT).into_iter().map(|content| Post { content, reply_to: None, files: Vec::new() }).collect();
+    let mut posts: Vec<Post> = split_message(&outbound.content, MESSAGE_LIMIT)
+        .into_iter()
+        .map(|content| Post { content, reply_to: None, files: Vec::new() })
+        .collect();
     let files: Vec<PathBuf> = outbound.media.iter().map(PathBuf::from).collect();
     for (index, batch) in files.chunks(FILES_PER_MESSAGE).enumerate() {
         match posts.last_mut() {
@@ -137,7 +140,14 @@ mod tests {
     use super::*;
 
     fn outbound(content: &str, media: &[&str], metadata: Value) -> Outbound {
-        Outbound { id: 1, chat_id: "c".into(), content: content.into(), media: media.iter().map(|m| m.to_string()).collect(), stream_id: None, metadata }
+        Outbound {
+            id: 1,
+            chat_id: "c".into(),
+            content: content.into(),
+            media: media.iter().map(|m| m.to_string()).collect(),
+            stream_id: None,
+            metadata,
+        }
     }
 
     #[test]

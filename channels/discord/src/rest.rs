@@ -48,11 +48,22 @@ impl Rest {
     }
 
     /// Posts a message with files, as `multipart/form-data` with a `payload_json` part.
-    pub async fn create_message_with_files(&self, channel_id: &str, body: &Value, files: &[PathBuf]) -> Result<(), RestError> {
+    pub async fn create_message_with_files(
+        &self,
+        channel_id: &str,
+        body: &Value,
+        files: &[PathBuf],
+    ) -> Result<(), RestError> {
         let form = multipart_form(body, files).await?;
         let url = format!("{}/channels/{channel_id}/messages", self.api_base);
         let content_type = format!("multipart/form-data; boundary={}", form.boundary);
-        let request = || self.client.post(&url).header("Authorization", &self.authorization).header("Content-Type", &content_type).body(form.bytes.clone());
+        let request = || {
+            self.client
+                .post(&url)
+                .header("Authorization", &self.authorization)
+                .header("Content-Type", &content_type)
+                .body(form.bytes.clone())
+        };
         self.send(request).await.map(drop)
     }
 
@@ -67,7 +78,9 @@ impl Rest {
     pub async fn download(&self, url: &str, path: &Path) -> Result<(), RestError> {
         let response = self.send(|| self.client.get(url)).await?;
         let bytes = response.bytes().await?;
-        tokio::fs::write(path, &bytes).await.map_err(|source| RestError::File { path: path.display().to_string(), source })
+        tokio::fs::write(path, &bytes)
+            .await
+            .map_err(|source| RestError::File { path: path.display().to_string(), source })
     }
 
     /// Sends a request, waiting out rate limits and retrying server errors.
@@ -114,7 +127,8 @@ async fn status_error(response: Response) -> RestError {
 /// How long a 429 asks to wait: the body's `retry_after` (seconds, fractional), else the
 /// `Retry-After` header, else one second.
 async fn retry_after(response: Response) -> Duration {
-    let header = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
+    let header =
+        response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
     let body: Option<Value> = response.json().await.ok();
     let seconds = body.as_ref().and_then(|b| b["retry_after"].as_f64()).or(header).unwrap_or(1.0);
     Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(LONGEST_WAIT + Duration::from_secs(1))
@@ -137,12 +151,21 @@ struct Form {
 async fn multipart_form(body: &Value, files: &[PathBuf]) -> Result<Form, RestError> {
     let boundary = boundary();
     let mut bytes = Vec::new();
-    let head = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"payload_json\"\r\nContent-Type: application/json\r\n\r\n{body}\r\n");
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"payload_json\"\r\nContent-Type: application/json\r\n\r\n{body}\r\n"
+    );
     bytes.extend_from_slice(head.as_bytes());
     for (index, path) in files.iter().enumerate() {
-        let content = tokio::fs::read(path).await.map_err(|source| RestError::File { path: path.display().to_string(), source })?;
-        let name = path.file_name().map(|n| n.to_string_lossy().replace(['"', '\r', '\n'], "_")).unwrap_or_else(|| "file".to_owned());
-        let part = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"files[{index}]\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n");
+        let content = tokio::fs::read(path)
+            .await
+            .map_err(|source| RestError::File { path: path.display().to_string(), source })?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().replace(['"', '\r', '\n'], "_"))
+            .unwrap_or_else(|| "file".to_owned());
+        let part = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"files[{index}]\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        );
         bytes.extend_from_slice(part.as_bytes());
         bytes.extend_from_slice(&content);
         bytes.extend_from_slice(b"\r\n");

@@ -18,7 +18,13 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
     let rest = Rest::new(&config)?;
     let typing = Typing::default();
     let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
-    let pipeline = Pipeline { channel: channel.clone(), filter: Filter::from_config(&config), rest: rest.clone(), typing: typing.clone(), media_dir: config.media_dir() };
+    let pipeline = Pipeline {
+        channel: channel.clone(),
+        filter: Filter::from_config(&config),
+        rest: rest.clone(),
+        typing: typing.clone(),
+        media_dir: config.media_dir(),
+    };
     tokio::spawn(pipeline.run(incoming_rx));
     eprintln!("discord: connecting to {}", config.gateway_url);
     let mut outbox = Outbox::new(rest, typing);

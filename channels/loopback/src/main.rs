@@ -82,7 +82,9 @@ fn main() -> ExitCode {
 
 async fn serve(channel: ChannelHandle) -> Result<(), LoopbackError> {
     let config: Config = serde_json::from_value(channel.config().clone())?;
-    let listener = TcpListener::bind(("127.0.0.1", config.port)).await.map_err(|source| LoopbackError::Bind { port: config.port, source })?;
+    let listener = TcpListener::bind(("127.0.0.1", config.port))
+        .await
+        .map_err(|source| LoopbackError::Bind { port: config.port, source })?;
     let clients = Clients::default();
     tokio::spawn(accept_clients(listener, channel.clone(), clients.clone()));
     while let Some(event) = channel.next_event().await {
@@ -95,7 +97,8 @@ async fn serve(channel: ChannelHandle) -> Result<(), LoopbackError> {
 fn deliver(channel: &ChannelHandle, clients: &Clients, event: ChannelEvent) {
     match event {
         ChannelEvent::Outbound(outbound) => {
-            let reached = clients.broadcast(&format!("OUT {} {}\n", outbound.chat_id, outbound.content.replace('\n', "\\n")));
+            let reached =
+                clients.broadcast(&format!("OUT {} {}\n", outbound.chat_id, outbound.content.replace('\n', "\\n")));
             let outcome = if reached > 0 { Ok(()) } else { Err("no client is connected".to_owned()) };
             let _ = channel.ack(outbound.id, outcome);
         }

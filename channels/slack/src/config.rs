@@ -93,7 +93,8 @@ impl Config {
         let raw: Raw = if section.is_null() { Raw::default() } else { serde_json::from_value(section.clone())? };
         let bot_token = required(raw.bot_token, "botToken")?;
         let app_token = required(raw.app_token, "appToken")?;
-        let api_base = raw.api_base.filter(|base| !base.trim().is_empty()).unwrap_or_else(|| DEFAULT_API_BASE.to_owned());
+        let api_base =
+            raw.api_base.filter(|base| !base.trim().is_empty()).unwrap_or_else(|| DEFAULT_API_BASE.to_owned());
         Ok(Config {
             bot_token,
             app_token,

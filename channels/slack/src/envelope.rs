@@ -32,9 +32,11 @@ pub fn parse(text: &str) -> Frame {
     match (frame["type"].as_str().unwrap_or_default(), envelope_id) {
         ("hello", _) => Frame::Hello,
         ("disconnect", _) => Frame::Disconnect(frame["reason"].as_str().unwrap_or("unknown").to_owned()),
-        ("events_api", Some(envelope_id)) => {
-            Frame::Event { envelope_id, retry_attempt: frame["retry_attempt"].as_u64().unwrap_or(0), payload: frame["payload"].clone() }
-        }
+        ("events_api", Some(envelope_id)) => Frame::Event {
+            envelope_id,
+            retry_attempt: frame["retry_attempt"].as_u64().unwrap_or(0),
+            payload: frame["payload"].clone(),
+        },
         (_, Some(envelope_id)) => Frame::OtherEnvelope(envelope_id),
         _ => Frame::Unknown,
     }
@@ -52,14 +54,25 @@ mod tests {
     #[test]
     fn hello_disconnect_and_events_are_told_apart() {
         assert_eq!(parse(r#"{"type":"hello","num_connections":1}"#), Frame::Hello);
-        assert_eq!(parse(r#"{"type":"disconnect","reason":"refresh_requested"}"#), Frame::Disconnect("refresh_requested".into()));
-        let event = parse(r#"{"type":"events_api","envelope_id":"e1","retry_attempt":1,"payload":{"event":{"type":"message"}}}"#);
-        assert_eq!(event, Frame::Event { envelope_id: "e1".into(), retry_attempt: 1, payload: json!({"event": {"type": "message"}}) });
+        assert_eq!(
+            parse(r#"{"type":"disconnect","reason":"refresh_requested"}"#),
+            Frame::Disconnect("refresh_requested".into())
+        );
+        let event = parse(
+            r#"{"type":"events_api","envelope_id":"e1","retry_attempt":1,"payload":{"event":{"type":"message"}}}"#,
+        );
+        assert_eq!(
+            event,
+            Frame::Event { envelope_id: "e1".into(), retry_attempt: 1, payload: json!({"event": {"type": "message"}}) }
+        );
     }
 
     #[test]
     fn other_envelopes_are_only_acknowledged_and_garbage_is_unknown() {
-        assert_eq!(parse(r#"{"type":"slash_commands","envelope_id":"e2","payload":{}}"#), Frame::OtherEnvelope("e2".into()));
+        assert_eq!(
+            parse(r#"{"type":"slash_commands","envelope_id":"e2","payload":{}}"#),
+            Frame::OtherEnvelope("e2".into())
+        );
         assert_eq!(parse("not json"), Frame::Unknown);
         assert_eq!(parse(r#"{"type":"events_api"}"#), Frame::Unknown);
     }

@@ -192,14 +192,20 @@ mod tests {
     fn a_direct_message_is_submitted_with_its_channel_ts_and_team() {
         let event = json!({"type": "message", "channel_type": "im", "channel": "D1", "user": "U1", "text": "hi there", "ts": "1.5", "team": "T9"});
         let message = submitted(judge(&payload(event), &bot(), &config(GroupPolicy::Mention)));
-        assert_eq!((message.id.as_str(), message.sender_id.as_str(), message.chat_id.as_str(), message.content.as_str()), ("D1:1.5", "U1", "D1", "hi there"));
+        assert_eq!(
+            (message.id.as_str(), message.sender_id.as_str(), message.chat_id.as_str(), message.content.as_str()),
+            ("D1:1.5", "U1", "D1", "hi there")
+        );
         assert_eq!(message.metadata, json!({"ts": "1.5", "thread_ts": "1.5", "is_group": false, "team": "T9"}));
     }
 
     #[test]
     fn under_the_mention_policy_only_mentions_of_the_bot_pass_in_channels() {
         let plain = json!({"type": "message", "channel_type": "channel", "channel": "C1", "user": "U1", "text": "chatter", "ts": "2.0"});
-        assert_eq!(judge(&payload(plain), &bot(), &config(GroupPolicy::Mention)), Verdict::Ignore("a channel message the policy leaves out"));
+        assert_eq!(
+            judge(&payload(plain), &bot(), &config(GroupPolicy::Mention)),
+            Verdict::Ignore("a channel message the policy leaves out")
+        );
         let mention = json!({"type": "message", "channel_type": "channel", "channel": "C1", "user": "U1", "text": "<@UBOT> help", "ts": "2.1"});
         assert_eq!(submitted(judge(&payload(mention), &bot(), &config(GroupPolicy::Mention))).content, "help");
         let app_mention = json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "hey <@UBOT|oxibot> now", "ts": "2.2", "thread_ts": "2.0"});
@@ -212,8 +218,14 @@ mod tests {
     fn the_open_policy_takes_every_channel_message_and_the_allowlist_only_listed_channels() {
         let event = json!({"type": "message", "channel_type": "channel", "channel": "C1", "user": "U1", "text": "chatter", "ts": "2.0"});
         assert!(matches!(judge(&payload(event.clone()), &bot(), &config(GroupPolicy::Open)), Verdict::Submit(_)));
-        assert!(matches!(judge(&payload(event.clone()), &bot(), &config(GroupPolicy::Allowlist(vec!["C1".into()]))), Verdict::Submit(_)));
-        assert!(matches!(judge(&payload(event), &bot(), &config(GroupPolicy::Allowlist(vec!["C2".into()]))), Verdict::Ignore(_)));
+        assert!(matches!(
+            judge(&payload(event.clone()), &bot(), &config(GroupPolicy::Allowlist(vec!["C1".into()]))),
+            Verdict::Submit(_)
+        ));
+        assert!(matches!(
+            judge(&payload(event), &bot(), &config(GroupPolicy::Allowlist(vec!["C2".into()]))),
+            Verdict::Ignore(_)
+        ));
     }
 
     #[test]
@@ -236,7 +248,8 @@ mod tests {
         with_threads.thread_sessions = true;
         let top_level = json!({"type": "message", "channel_type": "channel", "channel": "C1", "user": "U1", "text": "x", "ts": "4.0"});
         assert_eq!(submitted(judge(&payload(top_level), &bot(), &with_threads)).chat_id, "C1:4.0");
-        let dm = json!({"type": "message", "channel_type": "im", "channel": "D1", "user": "U1", "text": "x", "ts": "4.1"});
+        let dm =
+            json!({"type": "message", "channel_type": "im", "channel": "D1", "user": "U1", "text": "x", "ts": "4.1"});
         assert_eq!(submitted(judge(&payload(dm), &bot(), &with_threads)).chat_id, "D1");
         let dm_thread = json!({"type": "message", "channel_type": "im", "channel": "D1", "user": "U1", "text": "x", "ts": "4.2", "thread_ts": "4.1"});
         assert_eq!(submitted(judge(&payload(dm_thread), &bot(), &with_threads)).chat_id, "D1:4.1");
@@ -246,9 +259,11 @@ mod tests {
     fn direct_messages_can_be_switched_off_and_empty_texts_are_dropped() {
         let mut no_dms = config(GroupPolicy::Mention);
         no_dms.dm_enabled = false;
-        let dm = json!({"type": "message", "channel_type": "im", "channel": "D1", "user": "U1", "text": "x", "ts": "5.0"});
+        let dm =
+            json!({"type": "message", "channel_type": "im", "channel": "D1", "user": "U1", "text": "x", "ts": "5.0"});
         assert_eq!(judge(&payload(dm), &bot(), &no_dms), Verdict::Ignore("direct messages are disabled"));
-        let only_mention = json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT>", "ts": "5.1"});
+        let only_mention =
+            json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT>", "ts": "5.1"});
         assert_eq!(judge(&payload(only_mention), &bot(), &config(GroupPolicy::Mention)), Verdict::Ignore("no text"));
     }
 

@@ -70,11 +70,17 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
     let recent = SharedRecent::new(RecentMessages::new(REMEMBERED));
     let acks = AckLine::default();
     let (submissions, queue) = mpsc::unbounded_channel();
-    let reactions = config.react_emoji.clone().map(|emoji| Reactions { web: web.clone(), token: config.bot_token.clone(), emoji });
+    let reactions =
+        config.react_emoji.clone().map(|emoji| Reactions { web: web.clone(), token: config.bot_token.clone(), emoji });
     let submitter = Submitter { channel: channel.clone(), recent: recent.clone(), acks: acks.clone(), reactions };
     tokio::spawn(submitter.run(queue));
     let listener = Listener { web: web.clone(), config: config.clone(), bot, recent, acks, submissions };
-    let replies = Replies { web, token: config.bot_token.clone(), reply_in_thread: config.reply_in_thread, posted: HashMap::new() };
+    let replies = Replies {
+        web,
+        token: config.bot_token.clone(),
+        reply_in_thread: config.reply_in_thread,
+        posted: HashMap::new(),
+    };
     tokio::select! {
         refused = listener.run() => refused,
         () = replies.serve(&channel) => Ok(()),

@@ -148,7 +148,11 @@ fn link(chars: &[char], at: usize) -> Option<(String, usize)> {
     }
     let label: String = chars[at + 1..label_end].iter().collect();
     let label = label.trim();
-    let converted = if label.is_empty() || label == url { format!("<{}>", escape(url)) } else { format!("<{}|{}>", escape(url), escape(label)) };
+    let converted = if label.is_empty() || label == url {
+        format!("<{}>", escape(url))
+    } else {
+        format!("<{}|{}>", escape(url), escape(label))
+    };
     Some((converted, target_end + 1))
 }
 
@@ -177,7 +181,8 @@ fn strong(chars: &[char], at: usize) -> Option<(String, usize)> {
     if chars.get(at + 2).is_none_or(|c| c.is_whitespace()) {
         return None;
     }
-    let mut close = (at + 3..chars.len().saturating_sub(1)).find(|&i| chars[i] == mark && chars[i + 1] == mark && !chars[i - 1].is_whitespace())?;
+    let mut close = (at + 3..chars.len().saturating_sub(1))
+        .find(|&i| chars[i] == mark && chars[i + 1] == mark && !chars[i - 1].is_whitespace())?;
     // `***both***`: the closing pair is the last two of the run, leaving `*both*` inside.
     while chars.get(close + 2) == Some(&mark) {
         close += 1;
@@ -270,7 +275,10 @@ mod tests {
 
     #[test]
     fn links_and_images_become_slack_links() {
-        assert_eq!(to_mrkdwn("see [the docs](https://example.com/a?b=1&c=2)"), "see <https://example.com/a?b=1&amp;c=2|the docs>");
+        assert_eq!(
+            to_mrkdwn("see [the docs](https://example.com/a?b=1&c=2)"),
+            "see <https://example.com/a?b=1&amp;c=2|the docs>"
+        );
         assert_eq!(to_mrkdwn("![chart](https://x.io/c.png \"title\")"), "<https://x.io/c.png|chart>");
         assert_eq!(to_mrkdwn("[https://x.io](https://x.io)"), "<https://x.io>");
         assert_eq!(to_mrkdwn("<https://x.io/a>"), "<https://x.io/a>");
@@ -296,7 +304,10 @@ mod tests {
     #[test]
     fn code_is_kept_verbatim_apart_from_escaping() {
         assert_eq!(to_mrkdwn("run `a **b** < c`"), "run `a **b** &lt; c`");
-        assert_eq!(to_mrkdwn("```rust\nlet x = **y** && z;\n```\nafter **b**"), "```\nlet x = **y** &amp;&amp; z;\n```\nafter *b*");
+        assert_eq!(
+            to_mrkdwn("```rust\nlet x = **y** && z;\n```\nafter **b**"),
+            "```\nlet x = **y** &amp;&amp; z;\n```\nafter *b*"
+        );
         assert_eq!(to_mrkdwn("```\nnever closed"), "```\nnever closed\n```");
         assert_eq!(to_mrkdwn("``code with ` tick``"), "`code with ` tick`");
     }

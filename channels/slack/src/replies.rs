@@ -75,7 +75,11 @@ impl Replies {
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
         let parts = split_message(&to_mrkdwn(&outbound.content), MESSAGE_LIMIT);
         if !outbound.media.is_empty() {
-            eprintln!("reply {}: {} attachment(s) not sent (files are not supported yet)", outbound.id, outbound.media.len());
+            eprintln!(
+                "reply {}: {} attachment(s) not sent (files are not supported yet)",
+                outbound.id,
+                outbound.media.len()
+            );
             if parts.is_empty() {
                 return Err("the slack channel cannot send files yet".to_owned());
             }
@@ -140,13 +144,19 @@ mod tests {
     #[test]
     fn a_reply_to_a_top_level_direct_message_is_not_threaded() {
         assert_eq!(thread_of("D1", json!({"ts": "3.0", "thread_ts": "3.0", "is_group": false}), true), None);
-        assert_eq!(thread_of("D1", json!({"ts": "3.5", "thread_ts": "3.0", "is_group": false}), true).as_deref(), Some("3.0"));
+        assert_eq!(
+            thread_of("D1", json!({"ts": "3.5", "thread_ts": "3.0", "is_group": false}), true).as_deref(),
+            Some("3.0")
+        );
     }
 
     #[test]
     fn a_per_thread_chat_id_names_the_channel_and_the_thread() {
         let destination = Destination::of(&outbound("C1:4.0", json!({})), true);
         assert_eq!(destination, Destination { channel: "C1".into(), thread_ts: Some("4.0".into()) });
-        assert_eq!(Destination::of(&outbound("C1", json!({})), true), Destination { channel: "C1".into(), thread_ts: None });
+        assert_eq!(
+            Destination::of(&outbound("C1", json!({})), true),
+            Destination { channel: "C1".into(), thread_ts: None }
+        );
     }
 }

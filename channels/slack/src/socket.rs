@@ -99,7 +99,8 @@ impl Listener {
     async fn connection(&self) -> Result<Ending, ConnectError> {
         let url = self.web.open_connection(&self.config.app_token).await.map_err(ConnectError::Open)?;
         let connecting = tokio_tungstenite::connect_async(url.as_str());
-        let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, connecting).await.map_err(|_| ConnectError::Timeout)??;
+        let (socket, _) =
+            tokio::time::timeout(CONNECT_TIMEOUT, connecting).await.map_err(|_| ConnectError::Timeout)??;
         let (mut sink, mut stream) = socket.split();
         let (frames, mut outgoing) = mpsc::unbounded_channel::<String>();
         self.acks.attach(frames);
@@ -144,7 +145,9 @@ impl Listener {
         match frame {
             Frame::Hello => eprintln!("socket mode connection ready"),
             Frame::Disconnect(reason) => return Some(Ending::Refresh(reason)),
-            Frame::Event { envelope_id, retry_attempt, payload } => self.on_event(&envelope_id, retry_attempt, &payload),
+            Frame::Event { envelope_id, retry_attempt, payload } => {
+                self.on_event(&envelope_id, retry_attempt, &payload)
+            }
             Frame::OtherEnvelope(envelope_id) => {
                 self.acks.ack(&envelope_id);
             }
@@ -173,7 +176,9 @@ impl Listener {
                     eprintln!("the submitter is gone; envelope {envelope_id} stays unacknowledged");
                 }
             }
-            Seen::InFlight => eprintln!("message {} arrived again while being submitted; acknowledged with the first", message.id),
+            Seen::InFlight => {
+                eprintln!("message {} arrived again while being submitted; acknowledged with the first", message.id)
+            }
             Seen::Accepted => {
                 self.acks.ack(envelope_id);
             }

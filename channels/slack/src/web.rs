@@ -20,7 +20,16 @@ const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Slack's `error` codes that mean the token is wrong: trying again cannot help.
-const TOKEN_ERRORS: &[&str] = &["invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type", "missing_scope", "no_permission"];
+const TOKEN_ERRORS: &[&str] = &[
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "not_allowed_token_type",
+    "missing_scope",
+    "no_permission",
+];
 
 /// Why a Web API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -149,17 +158,28 @@ impl WebApi {
                     eprintln!("{method}: rate limited; trying again in {retry_after:?}");
                     tokio::time::sleep(retry_after).await;
                 }
-                Attempt::Wait(retry_after) => return Err(WebError::RateLimited { method: method.to_owned(), retry_after }),
+                Attempt::Wait(retry_after) => {
+                    return Err(WebError::RateLimited { method: method.to_owned(), retry_after });
+                }
             }
         }
     }
 
     /// One POST of `method`.
     async fn attempt(&self, method: &str, token: &str, body: &Value) -> Result<Attempt, WebError> {
-        let network = |error: reqwest::Error| WebError::Network { method: method.to_owned(), reason: error_chain(&error) };
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| WebError::Api { method: method.to_owned(), error: "invalid_auth".into() })?;
+        let network =
+            |error: reqwest::Error| WebError::Network { method: method.to_owned(), reason: error_chain(&error) };
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| WebError::Api { method: method.to_owned(), error: "invalid_auth".into() })?;
         authorization.set_sensitive(true);
-        let response = self.http.post(format!("{}/{method}", self.base)).header(AUTHORIZATION, authorization).json(body).send().await.map_err(network)?;
+        let response = self
+            .http
+            .post(format!("{}/{method}", self.base))
+            .header(AUTHORIZATION, authorization)
+            .json(body)
+            .send()
+            .await
+            .map_err(network)?;
         let status = response.status();
         let retry_after = retry_after(response.headers().get(RETRY_AFTER));
         if status == StatusCode::TOO_MANY_REQUESTS {
@@ -168,7 +188,10 @@ impl WebApi {
         if !status.is_success() {
             return Err(WebError::Status { method: method.to_owned(), status: status.as_u16() });
         }
-        let answer: Value = response.json().await.map_err(|error| WebError::Malformed { method: method.to_owned(), reason: error_chain(&error) })?;
+        let answer: Value = response
+            .json()
+            .await
+            .map_err(|error| WebError::Malformed { method: method.to_owned(), reason: error_chain(&error) })?;
         match outcome(&answer) {
             Ok(()) => Ok(Attempt::Answer(answer)),
             Err(error) if error == "ratelimited" => Ok(Attempt::Wait(retry_after.unwrap_or(DEFAULT_RETRY_AFTER))),

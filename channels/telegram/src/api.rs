@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use oxibot_plugin::util::error_chain;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::config::Config;
@@ -80,7 +80,8 @@ impl BotApi {
         install_crypto_provider();
         let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
         if let Some(proxy) = &config.proxy {
-            let proxy = reqwest::Proxy::all(proxy.as_str()).map_err(|e| TelegramError::Config(format!("invalid proxy: {}", e.without_url())))?;
+            let proxy = reqwest::Proxy::all(proxy.as_str())
+                .map_err(|e| TelegramError::Config(format!("invalid proxy: {}", e.without_url())))?;
             builder = builder.proxy(proxy);
         }
         let http = builder.build().map_err(|e| TelegramError::HttpClient(e.without_url().to_string()))?;
@@ -88,7 +89,12 @@ impl BotApi {
     }
 
     /// Calls `method` with JSON `params` and decodes its `result`.
-    pub async fn call<T: DeserializeOwned>(&self, method: &str, params: &Value, timeout: Duration) -> Result<T, ApiError> {
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> Result<T, ApiError> {
         let url = format!("{}/bot{}/{method}", self.base, self.token);
         let request = self.http.post(url).json(params).timeout(timeout);
         let response = request.send().await.map_err(|e| network(method, e))?;
@@ -149,7 +155,10 @@ impl BotApi {
         let outcome = tokio::time::timeout(TRANSFER_TIMEOUT, self.fetch_to(file_path, &partial)).await;
         let result = match outcome {
             Ok(result) => result,
-            Err(_) => Err(ApiError::Network { method: "download".into(), reason: format!("took longer than {TRANSFER_TIMEOUT:?}") }),
+            Err(_) => Err(ApiError::Network {
+                method: "download".into(),
+                reason: format!("took longer than {TRANSFER_TIMEOUT:?}"),
+            }),
         };
         let result = match result {
             Ok(()) => tokio::fs::rename(&partial, dest).await.map_err(|e| file_error("download", dest, &e)),
@@ -167,7 +176,12 @@ impl BotApi {
         let status = response.status();
         if !status.is_success() {
             let description = status.canonical_reason().unwrap_or("failed").to_owned();
-            return Err(ApiError::Rejected { method: "download".into(), code: status.as_u16(), description, retry_after: None });
+            return Err(ApiError::Rejected {
+                method: "download".into(),
+                code: status.as_u16(),
+                description,
+                retry_after: None,
+            });
         }
         let mut file = tokio::fs::File::create(dest).await.map_err(|e| file_error("download", dest, &e))?;
         while let Some(chunk) = response.chunk().await.map_err(|e| network("download", e))? {
@@ -178,13 +192,24 @@ impl BotApi {
 
     /// Uploads `path` with `method` (`sendPhoto`, `sendDocument`) under the field `field`,
     /// next to the text `fields`.
-    pub async fn upload(&self, method: &str, field: &str, fields: &[(&str, String)], path: &Path) -> Result<SentMessage, ApiError> {
+    pub async fn upload(
+        &self,
+        method: &str,
+        field: &str,
+        fields: &[(&str, String)],
+        path: &Path,
+    ) -> Result<SentMessage, ApiError> {
         let bytes = tokio::fs::read(path).await.map_err(|e| file_error(method, path, &e))?;
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".to_owned());
         let form = fields.iter().fold(Form::new(), |form, (name, value)| form.text(name, value.clone()));
         let (content_type, body) = form.file(field, &file_name, bytes).encode();
         let url = format!("{}/bot{}/{method}", self.base, self.token);
-        let request = self.http.post(url).header(reqwest::header::CONTENT_TYPE, content_type).body(body).timeout(TRANSFER_TIMEOUT);
+        let request = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body)
+            .timeout(TRANSFER_TIMEOUT);
         let response = request.send().await.map_err(|e| network(method, e))?;
         decode(method, response).await
     }
@@ -198,7 +223,12 @@ async fn decode<T: DeserializeOwned>(method: &str, response: reqwest::Response) 
         Ok(envelope) => envelope,
         Err(_) if !status.is_success() => {
             let description = String::from_utf8_lossy(&body).chars().take(200).collect::<String>();
-            return Err(ApiError::Rejected { method: method.into(), code: status.as_u16(), description, retry_after: None });
+            return Err(ApiError::Rejected {
+                method: method.into(),
+                code: status.as_u16(),
+                description,
+                retry_after: None,
+            });
         }
         Err(error) => return Err(ApiError::Malformed { method: method.into(), reason: error.to_string() }),
     };
@@ -210,7 +240,8 @@ async fn decode<T: DeserializeOwned>(method: &str, response: reqwest::Response) 
             retry_after: envelope.parameters.and_then(|p| p.retry_after).map(Duration::from_secs),
         });
     }
-    serde_json::from_value(envelope.result).map_err(|e| ApiError::Malformed { method: method.into(), reason: e.to_string() })
+    serde_json::from_value(envelope.result)
+        .map_err(|e| ApiError::Malformed { method: method.into(), reason: e.to_string() })
 }
 
 fn network(method: &str, error: reqwest::Error) -> ApiError {

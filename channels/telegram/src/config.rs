@@ -72,9 +72,14 @@ struct RawConfig {
 impl Config {
     /// Reads the section; fails when it is malformed or has no token.
     pub fn from_value(section: &Value) -> Result<Config, TelegramError> {
-        let raw: RawConfig = serde_json::from_value(section.clone()).map_err(|e| TelegramError::Config(e.to_string()))?;
-        let token = raw.token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).ok_or_else(|| TelegramError::Config("`token` is missing (the bot token from @BotFather)".to_owned()))?;
-        let api_base = non_empty(raw.api_base).unwrap_or_else(|| DEFAULT_API_BASE.to_owned()).trim_end_matches('/').to_owned();
+        let raw: RawConfig =
+            serde_json::from_value(section.clone()).map_err(|e| TelegramError::Config(e.to_string()))?;
+        let token =
+            raw.token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).ok_or_else(|| {
+                TelegramError::Config("`token` is missing (the bot token from @BotFather)".to_owned())
+            })?;
+        let api_base =
+            non_empty(raw.api_base).unwrap_or_else(|| DEFAULT_API_BASE.to_owned()).trim_end_matches('/').to_owned();
         // A zero timeout would turn the long poll into a busy loop.
         let poll_timeout = raw.poll_timeout.unwrap_or(DEFAULT_POLL_TIMEOUT_SECS).clamp(1, MAX_POLL_TIMEOUT_SECS);
         let media_dir = match non_empty(raw.media_dir) {
@@ -157,7 +162,10 @@ mod tests {
     fn snake_case_keys_are_accepted_too() {
         let section = json!({"token": "t", "api_base": "http://x", "poll_timeout": 5, "media_dir": "/m", "group_policy": "mention", "accept_timeout": 2});
         let config = Config::from_value(&section).unwrap();
-        assert_eq!((config.api_base.as_str(), config.poll_timeout, config.group_policy), ("http://x", Duration::from_secs(5), GroupPolicy::Mention));
+        assert_eq!(
+            (config.api_base.as_str(), config.poll_timeout, config.group_policy),
+            ("http://x", Duration::from_secs(5), GroupPolicy::Mention)
+        );
         assert_eq!(config.media_dir, PathBuf::from("/m"));
         assert_eq!(config.accept_timeout, Duration::from_secs(2));
     }

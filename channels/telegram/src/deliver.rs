@@ -140,10 +140,16 @@ impl Deliverer {
         if let Some((reply, _)) = self.failed.remove(&outbound.id) {
             return (reply, String::new());
         }
-        let stream = outbound.stream_id.and_then(|id| self.streams.remove(&id)).filter(|s| s.reply.chat_id() == outbound.chat_id);
+        let stream = outbound
+            .stream_id
+            .and_then(|id| self.streams.remove(&id))
+            .filter(|s| s.reply.chat_id() == outbound.chat_id);
         match stream {
             Some(stream) => (stream.reply, stream.text),
-            None => (Reply::new(&outbound.chat_id, ReplyTarget::from_metadata(&outbound.metadata), self.quote), String::new()),
+            None => (
+                Reply::new(&outbound.chat_id, ReplyTarget::from_metadata(&outbound.metadata), self.quote),
+                String::new(),
+            ),
         }
     }
 

@@ -96,7 +96,10 @@ mod tests {
 
     #[test]
     fn a_400_about_entities_is_bad_html_and_other_400s_are_not() {
-        assert!(rejected(400, "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0").is_bad_html());
+        assert!(
+            rejected(400, "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0")
+                .is_bad_html()
+        );
         assert!(!rejected(400, "Bad Request: chat not found").is_bad_html());
         assert!(!rejected(500, "can't parse entities").is_bad_html());
     }

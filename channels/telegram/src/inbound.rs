@@ -2,7 +2,7 @@
 //! (with the bot's mention stripped), the attachments to fetch, and the metadata a reply needs.
 //! Group messages not addressed to the bot stop here (unless the group policy is open).
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::config::GroupPolicy;
 use crate::target::ReplyTarget;
@@ -131,7 +131,8 @@ pub fn read(message: &Message, bot: &Bot, policy: GroupPolicy) -> Result<Draft, 
 
 /// Whether a group message mentions the bot or replies to one of its messages.
 fn addressed_to(message: &Message, text: &str, bot: &Bot) -> bool {
-    let replies_to_bot = message.reply_to_message.as_ref().and_then(|m| m.from.as_ref()).is_some_and(|user| user.id == bot.id);
+    let replies_to_bot =
+        message.reply_to_message.as_ref().and_then(|m| m.from.as_ref()).is_some_and(|user| user.id == bot.id);
     replies_to_bot || !mention_spans(text, &bot.username).is_empty()
 }
 
@@ -181,13 +182,32 @@ fn attachments(message: &Message) -> Vec<Attachment> {
     let mut found = Vec::new();
     let largest = message.photo.iter().max_by_key(|p| u64::from(p.width) * u64::from(p.height));
     if let Some(photo) = largest {
-        found.push(Attachment { kind: AttachmentKind::Image, file_id: photo.file_id.clone(), unique_id: photo.file_unique_id.clone(), file_name: None });
+        found.push(Attachment {
+            kind: AttachmentKind::Image,
+            file_id: photo.file_id.clone(),
+            unique_id: photo.file_unique_id.clone(),
+            file_name: None,
+        });
     }
-    let files = [(AttachmentKind::File, &message.document), (AttachmentKind::Voice, &message.voice), (AttachmentKind::Audio, &message.audio)];
+    let files = [
+        (AttachmentKind::File, &message.document),
+        (AttachmentKind::Voice, &message.voice),
+        (AttachmentKind::Audio, &message.audio),
+    ];
     for (kind, file) in files {
         if let Some(file) = file {
-            let kind = if kind == AttachmentKind::File && file.mime_type.as_deref().is_some_and(|m| m.starts_with("image/")) { AttachmentKind::Image } else { kind };
-            found.push(Attachment { kind, file_id: file.file_id.clone(), unique_id: file.file_unique_id.clone(), file_name: file.file_name.clone() });
+            let kind =
+                if kind == AttachmentKind::File && file.mime_type.as_deref().is_some_and(|m| m.starts_with("image/")) {
+                    AttachmentKind::Image
+                } else {
+                    kind
+                };
+            found.push(Attachment {
+                kind,
+                file_id: file.file_id.clone(),
+                unique_id: file.file_unique_id.clone(),
+                file_name: file.file_name.clone(),
+            });
         }
     }
     found

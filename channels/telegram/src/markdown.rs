@@ -78,7 +78,13 @@ impl Fence {
         if width < 3 || (marker == '`' && info.contains('`')) {
             return None;
         }
-        let language = info.split_whitespace().next().unwrap_or_default().chars().filter(|c| c.is_ascii_alphanumeric() || "_+#.-".contains(*c)).collect();
+        let language = info
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || "_+#.-".contains(*c))
+            .collect();
         Some(Fence { marker, width, indent: line.len() - trimmed.len(), language })
     }
 
@@ -97,7 +103,11 @@ fn code_block(lines: &[&str], start: usize, fence: &Fence) -> (String, usize) {
         code.push(strip_indent(lines[i], fence.indent));
         i += 1;
     }
-    let class = if fence.language.is_empty() { String::new() } else { format!(" class=\"language-{}\"", escape_attr(&fence.language)) };
+    let class = if fence.language.is_empty() {
+        String::new()
+    } else {
+        format!(" class=\"language-{}\"", escape_attr(&fence.language))
+    };
     let block = format!("<pre><code{class}>{}</code></pre>", escape(&code.join("\n")));
     (block, (i + 1).min(lines.len()))
 }
@@ -145,7 +155,11 @@ fn quote_block(lines: &[&str], start: usize) -> (String, usize) {
 fn block_line(line: &str) -> String {
     if let Some(text) = heading_text(line) {
         // The heading is bold already; bold inside it would nest `<b>` in `<b>`.
-        return if text.is_empty() { String::new() } else { format!("<b>{}</b>", inline(text).replace("<b>", "").replace("</b>", "")) };
+        return if text.is_empty() {
+            String::new()
+        } else {
+            format!("<b>{}</b>", inline(text).replace("<b>", "").replace("</b>", ""))
+        };
     }
     if is_rule(line) {
         return "———".to_owned();
@@ -316,14 +330,17 @@ fn link(chars: &[char], at: usize, bracket: usize, out: &mut String) -> usize {
 
 /// Whether `url` starts with a scheme (`https:`, `mailto:`, `tg:` …).
 fn has_scheme(url: &str) -> bool {
-    url.split_once(':').is_some_and(|(scheme, _)| !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c)))
+    url.split_once(':').is_some_and(|(scheme, _)| {
+        !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+    })
 }
 
 /// An autolink `<https://…>` at `at`; returns how many characters it took (0: not one).
 fn autolink(chars: &[char], at: usize, out: &mut String) -> usize {
     let Some(end) = chars[at..].iter().position(|c| *c == '>').map(|p| at + p) else { return 0 };
     let url: String = chars[at + 1..end].iter().collect();
-    let linkable = ["http://", "https://", "mailto:"].iter().any(|p| url.starts_with(p)) && !url.contains(char::is_whitespace);
+    let linkable =
+        ["http://", "https://", "mailto:"].iter().any(|p| url.starts_with(p)) && !url.contains(char::is_whitespace);
     if !linkable {
         return 0;
     }
@@ -341,7 +358,11 @@ fn emphasis(chars: &[char], at: usize, out: &mut String) -> usize {
         '~' => 0,
         _ => run.min(3),
     };
-    let closing = if width > 0 && run == width && may_open(chars, at, width) { find_closer(chars, at + width, marker, width) } else { None };
+    let closing = if width > 0 && run == width && may_open(chars, at, width) {
+        find_closer(chars, at + width, marker, width)
+    } else {
+        None
+    };
     let Some(close) = closing else {
         out.extend(std::iter::repeat_n(marker, run));
         return run;

@@ -36,7 +36,10 @@ fn inline_code_is_escaped_and_not_formatted() {
 #[test]
 fn fenced_code_becomes_pre_code_with_its_language() {
     let markdown = "Look:\n```rust\nfn main() { println!(\"<hi>\"); }\n```\nDone";
-    assert_eq!(to_html(markdown), "Look:\n<pre><code class=\"language-rust\">fn main() { println!(\"&lt;hi&gt;\"); }</code></pre>\nDone");
+    assert_eq!(
+        to_html(markdown),
+        "Look:\n<pre><code class=\"language-rust\">fn main() { println!(\"&lt;hi&gt;\"); }</code></pre>\nDone"
+    );
     assert_eq!(to_html("~~~\n**raw**\n~~~"), "<pre><code>**raw**</code></pre>");
 }
 
@@ -52,11 +55,20 @@ fn an_indented_fence_in_a_list_loses_that_indentation_in_its_code() {
 
 #[test]
 fn links_become_anchors_and_relative_ones_show_their_target() {
-    assert_eq!(to_html("see [the docs](https://x.org/a?b=1&c=\"2\") now"), "see <a href=\"https://x.org/a?b=1&amp;c=&quot;2&quot;\">the docs</a> now");
-    assert_eq!(to_html("[**bold** link](https://x.org/wiki/A_(b))"), "<a href=\"https://x.org/wiki/A_(b)\"><b>bold</b> link</a>");
+    assert_eq!(
+        to_html("see [the docs](https://x.org/a?b=1&c=\"2\") now"),
+        "see <a href=\"https://x.org/a?b=1&amp;c=&quot;2&quot;\">the docs</a> now"
+    );
+    assert_eq!(
+        to_html("[**bold** link](https://x.org/wiki/A_(b))"),
+        "<a href=\"https://x.org/wiki/A_(b)\"><b>bold</b> link</a>"
+    );
     assert_eq!(to_html("[readme](docs/README.md)"), "readme (docs/README.md)");
     assert_eq!(to_html("![chart](https://x.org/c.png)"), "<a href=\"https://x.org/c.png\">chart</a>");
-    assert_eq!(to_html("<https://x.org> and [not a link]"), "<a href=\"https://x.org\">https://x.org</a> and [not a link]");
+    assert_eq!(
+        to_html("<https://x.org> and [not a link]"),
+        "<a href=\"https://x.org\">https://x.org</a> and [not a link]"
+    );
 }
 
 #[test]
@@ -80,9 +92,11 @@ fn blank_lines_between_paragraphs_are_kept() {
     assert_eq!(to_html("one\n\ntwo\r\nthree"), "one\n\ntwo\nthree");
 }
 
-
 #[test]
 fn a_table_becomes_a_monospaced_block_and_a_lone_bar_line_does_not() {
-    assert_eq!(to_html("| a | b<c |\n|---|:-:|\n| 1 | 2 |\nafter"), "<pre>| a | b&lt;c |\n|---|:-:|\n| 1 | 2 |</pre>\nafter");
+    assert_eq!(
+        to_html("| a | b<c |\n|---|:-:|\n| 1 | 2 |\nafter"),
+        "<pre>| a | b&lt;c |\n|---|:-:|\n| 1 | 2 |</pre>\nafter"
+    );
     assert_eq!(to_html("| just a bar"), "| just a bar");
 }

@@ -13,7 +13,10 @@ pub async fn fetch(api: &BotApi, dir: &Path, attachment: &Attachment) -> Result<
     let Some(remote) = file.file_path else {
         return Err(ApiError::Malformed { method: "getFile".into(), reason: "the file has no download path".into() });
     };
-    tokio::fs::create_dir_all(dir).await.map_err(|e| ApiError::File { method: "download".into(), reason: format!("cannot create {}: {e}", dir.display()) })?;
+    tokio::fs::create_dir_all(dir).await.map_err(|e| ApiError::File {
+        method: "download".into(),
+        reason: format!("cannot create {}: {e}", dir.display()),
+    })?;
     let dest = dir.join(local_name(attachment, &remote));
     api.download(&remote, &dest).await?;
     Ok(dest)
@@ -23,7 +26,9 @@ pub async fn fetch(api: &BotApi, dir: &Path, attachment: &Attachment) -> Result<
 /// else the kind's usual one; only safe characters.
 pub fn local_name(attachment: &Attachment, remote_path: &str) -> String {
     let stem = attachment.unique_id.as_deref().unwrap_or(&attachment.file_id);
-    let extension = extension_of(remote_path).or_else(|| attachment.file_name.as_deref().and_then(extension_of)).unwrap_or_else(|| attachment.kind.default_extension().to_owned());
+    let extension = extension_of(remote_path)
+        .or_else(|| attachment.file_name.as_deref().and_then(extension_of))
+        .unwrap_or_else(|| attachment.kind.default_extension().to_owned());
     format!("{}.{}", safe(stem), safe(&extension))
 }
 
@@ -43,17 +48,28 @@ mod tests {
     use crate::inbound::AttachmentKind;
 
     fn attachment(kind: AttachmentKind, unique_id: Option<&str>, file_name: Option<&str>) -> Attachment {
-        Attachment { kind, file_id: "AgAC/id+1".into(), unique_id: unique_id.map(Into::into), file_name: file_name.map(Into::into) }
+        Attachment {
+            kind,
+            file_id: "AgAC/id+1".into(),
+            unique_id: unique_id.map(Into::into),
+            file_name: file_name.map(Into::into),
+        }
     }
 
     #[test]
     fn a_file_is_named_by_its_unique_id_and_telegrams_extension() {
-        assert_eq!(local_name(&attachment(AttachmentKind::Image, Some("AQADx"), None), "photos/file_3.JPG"), "AQADx.jpg");
+        assert_eq!(
+            local_name(&attachment(AttachmentKind::Image, Some("AQADx"), None), "photos/file_3.JPG"),
+            "AQADx.jpg"
+        );
     }
 
     #[test]
     fn without_an_extension_the_senders_name_or_the_kind_decides() {
-        assert_eq!(local_name(&attachment(AttachmentKind::File, Some("u"), Some("report.pdf")), "documents/file_1"), "u.pdf");
+        assert_eq!(
+            local_name(&attachment(AttachmentKind::File, Some("u"), Some("report.pdf")), "documents/file_1"),
+            "u.pdf"
+        );
         assert_eq!(local_name(&attachment(AttachmentKind::Voice, Some("u"), None), "voice/file_2"), "u.ogg");
     }
 

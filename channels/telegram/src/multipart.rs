@@ -35,7 +35,9 @@ impl Form {
         let boundary = self.boundary();
         let mut body = Vec::new();
         for (name, value) in &self.fields {
-            body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"\r\n\r\n", quoted(name)).as_bytes());
+            body.extend_from_slice(
+                format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"\r\n\r\n", quoted(name)).as_bytes(),
+            );
             body.extend_from_slice(value.as_bytes());
             body.extend_from_slice(b"\r\n");
         }
@@ -87,7 +89,8 @@ mod tests {
 
     #[test]
     fn a_form_holds_its_fields_then_the_file_between_boundaries() {
-        let (content_type, body) = Form::new().text("chat_id", "42").file("document", "notes.txt", b"hello".to_vec()).encode();
+        let (content_type, body) =
+            Form::new().text("chat_id", "42").file("document", "notes.txt", b"hello".to_vec()).encode();
         let boundary = content_type.strip_prefix("multipart/form-data; boundary=").unwrap();
         let text = String::from_utf8(body).unwrap();
         let expected = format!(

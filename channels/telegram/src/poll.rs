@@ -97,7 +97,11 @@ impl Poller {
         let inbound = self.inbound(update.update_id, draft).await;
         match tokio::time::timeout(self.accept_timeout, self.channel.submit(inbound)).await {
             Err(_) => {
-                eprintln!("the kernel has not accepted update {} within {}s; fetching it again", update.update_id, self.accept_timeout.as_secs());
+                eprintln!(
+                    "the kernel has not accepted update {} within {}s; fetching it again",
+                    update.update_id,
+                    self.accept_timeout.as_secs()
+                );
                 Handled::Pending
             }
             Ok(Err(ChannelError::Closed)) => Handled::Closed,
@@ -143,7 +147,9 @@ fn wait_after(error: &ApiError, backoff: Duration) -> Result<Duration, TelegramE
     match error.code() {
         Some(401) => Err(TelegramError::Unauthorized),
         Some(409) => {
-            eprintln!("Telegram reports a conflict: another process polls this bot, or a webhook is set (delete it with deleteWebhook)");
+            eprintln!(
+                "Telegram reports a conflict: another process polls this bot, or a webhook is set (delete it with deleteWebhook)"
+            );
             Ok(backoff.max(Duration::from_secs(5)))
         }
         _ => Ok(error.retry_after().unwrap_or(backoff)),
@@ -155,7 +161,12 @@ mod tests {
     use super::*;
 
     fn rejected(code: u16, retry_after: Option<u64>) -> ApiError {
-        ApiError::Rejected { method: "getUpdates".into(), code, description: "x".into(), retry_after: retry_after.map(Duration::from_secs) }
+        ApiError::Rejected {
+            method: "getUpdates".into(),
+            code,
+            description: "x".into(),
+            retry_after: retry_after.map(Duration::from_secs),
+        }
     }
 
     #[test]

@@ -7,12 +7,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::api::{chat_id_value, BotApi};
+use crate::api::{BotApi, chat_id_value};
 use crate::error::ApiError;
 use crate::markdown::to_html;
-use crate::split::{split_html, visible_text, MESSAGE_LIMIT};
+use crate::split::{MESSAGE_LIMIT, split_html, visible_text};
 use crate::target::ReplyTarget;
 use crate::types::SentMessage;
 
@@ -91,7 +91,8 @@ impl Reply {
         while let Some(file) = files.get(self.files_sent) {
             let path = Path::new(file);
             if path.is_file() {
-                let (method, field) = if is_photo(path) { ("sendPhoto", "photo") } else { ("sendDocument", "document") };
+                let (method, field) =
+                    if is_photo(path) { ("sendPhoto", "photo") } else { ("sendDocument", "document") };
                 let mut fields = vec![("chat_id", self.chat_id.clone())];
                 if let Some(thread) = self.target.thread {
                     fields.push(("message_thread_id", thread.to_string()));
@@ -159,13 +160,15 @@ where
     let mut waits = 0;
     loop {
         match attempt().await {
-            Err(error) if effort == Effort::Final && waits < MAX_WAITS => match error.retry_after().filter(|wait| *wait <= MAX_PATIENCE) {
-                Some(wait) => {
-                    waits += 1;
-                    tokio::time::sleep(wait).await;
+            Err(error) if effort == Effort::Final && waits < MAX_WAITS => {
+                match error.retry_after().filter(|wait| *wait <= MAX_PATIENCE) {
+                    Some(wait) => {
+                        waits += 1;
+                        tokio::time::sleep(wait).await;
+                    }
+                    None => return Err(error),
                 }
-                None => return Err(error),
-            },
+            }
             other => return other,
         }
     }

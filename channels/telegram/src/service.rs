@@ -50,7 +50,9 @@ async fn identify(api: &BotApi) -> Result<Bot, TelegramError> {
     loop {
         match api.get_me().await {
             Ok(me) => return Ok(Bot { id: me.id, username: me.username.unwrap_or_default() }),
-            Err(error) if error.code() == Some(401) || error.code() == Some(404) => return Err(TelegramError::Unauthorized),
+            Err(error) if error.code() == Some(401) || error.code() == Some(404) => {
+                return Err(TelegramError::Unauthorized);
+            }
             Err(error) => {
                 eprintln!("{error}; asking again in {}s", backoff.as_secs());
                 tokio::time::sleep(backoff).await;

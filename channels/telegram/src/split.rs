@@ -94,7 +94,13 @@ fn next_cut<'a>(atoms: &[Atom<'a>], start: usize, open: &[OpenTag<'a>], limit: u
 }
 
 /// The best cut found before the limit; when there is none, at `k` (at least one atom on).
-fn choose<'a>(best: [Option<Cut<'a>>; RANKS], k: usize, length: usize, stack: Vec<OpenTag<'a>>, limit: usize) -> Cut<'a> {
+fn choose<'a>(
+    best: [Option<Cut<'a>>; RANKS],
+    k: usize,
+    length: usize,
+    stack: Vec<OpenTag<'a>>,
+    limit: usize,
+) -> Cut<'a> {
     let half = limit / 2;
     let [anywhere, space, line, paragraph] = best;
     let ranked = [paragraph, line, space];
@@ -160,7 +166,10 @@ fn atoms(html: &str) -> Vec<Atom<'_>> {
     while let Some(c) = rest.chars().next() {
         let len = match c {
             '<' => rest.find('>').map_or(1, |end| end + 1),
-            '&' => rest.find(';').filter(|end| *end <= 10 && rest[1..*end].chars().all(|x| x.is_ascii_alphanumeric() || x == '#')).map_or(1, |end| end + 1),
+            '&' => rest
+                .find(';')
+                .filter(|end| *end <= 10 && rest[1..*end].chars().all(|x| x.is_ascii_alphanumeric() || x == '#'))
+                .map_or(1, |end| end + 1),
             _ => c.len_utf8(),
         };
         let text = &rest[..len];

@@ -33,7 +33,12 @@ fn a_long_word_is_cut_where_the_limit_falls() {
 
 #[test]
 fn no_part_exceeds_the_limit_and_nothing_visible_is_lost() {
-    let html = crate::markdown::to_html(&format!("# Head\n\n{}\n```\n{}\n```\n> {}", "para *it* & <x> ".repeat(40), "let x = 1 < 2;\n".repeat(30), "quoted ".repeat(50)));
+    let html = crate::markdown::to_html(&format!(
+        "# Head\n\n{}\n```\n{}\n```\n> {}",
+        "para *it* & <x> ".repeat(40),
+        "let x = 1 < 2;\n".repeat(30),
+        "quoted ".repeat(50)
+    ));
     let parts = split_html(&html, 200);
     assert!(lengths(&parts).iter().all(|l| *l <= 200), "{:?}", lengths(&parts));
     let squash = |s: &str| s.split_whitespace().collect::<String>();

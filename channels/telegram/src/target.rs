@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Where a reply goes within its chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -60,7 +60,10 @@ mod tests {
 
     #[test]
     fn the_target_is_read_from_numbers_or_numeric_strings() {
-        assert_eq!(ReplyTarget::from_metadata(&json!({"message_id": 7, "message_thread_id": "3"})), ReplyTarget { message_id: Some(7), thread: Some(3) });
+        assert_eq!(
+            ReplyTarget::from_metadata(&json!({"message_id": 7, "message_thread_id": "3"})),
+            ReplyTarget { message_id: Some(7), thread: Some(3) }
+        );
         assert_eq!(ReplyTarget::from_metadata(&json!({})), ReplyTarget::default());
     }
 
@@ -69,7 +72,10 @@ mod tests {
         let target = ReplyTarget { message_id: Some(7), thread: Some(3) };
         let mut params = json!({});
         target.apply(&mut params, true);
-        assert_eq!(params, json!({"message_thread_id": 3, "reply_parameters": {"message_id": 7, "allow_sending_without_reply": true}}));
+        assert_eq!(
+            params,
+            json!({"message_thread_id": 3, "reply_parameters": {"message_id": 7, "allow_sending_without_reply": true}})
+        );
         let mut params = json!({});
         target.apply(&mut params, false);
         assert_eq!(params, json!({"message_thread_id": 3}));

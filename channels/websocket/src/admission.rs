@@ -29,7 +29,12 @@ pub enum Refusal {
 }
 
 /// Reads an upgrade request's path, query and `Authorization` header.
-pub fn admit(path: &str, query: Option<&str>, authorization: Option<&str>, config: &Config) -> Result<Admission, Refusal> {
+pub fn admit(
+    path: &str,
+    query: Option<&str>,
+    authorization: Option<&str>,
+    config: &Config,
+) -> Result<Admission, Refusal> {
     if path != config.path {
         return Err(Refusal::WrongPath);
     }

@@ -86,8 +86,14 @@ mod tests {
 
     #[test]
     fn keys_are_read_and_unknown_keys_are_ignored() {
-        let config = Config::from_json(&json!({"host": "0.0.0.0", "port": 9000, "token": "s3cret", "path": "/chat", "allowFrom": ["*"]})).unwrap();
-        assert_eq!(config, Config { host: "0.0.0.0".into(), port: 9000, token: Some("s3cret".into()), path: "/chat".into() });
+        let config = Config::from_json(
+            &json!({"host": "0.0.0.0", "port": 9000, "token": "s3cret", "path": "/chat", "allowFrom": ["*"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            config,
+            Config { host: "0.0.0.0".into(), port: 9000, token: Some("s3cret".into()), path: "/chat".into() }
+        );
     }
 
     #[test]

@@ -11,16 +11,16 @@ use oxibot_plugin::ChannelHandle;
 use serde_json::json;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::{header, StatusCode};
+use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::WebSocketStream;
 
-use crate::admission::{admit, Admission, Refusal};
+use crate::admission::{Admission, Refusal, admit};
 use crate::config::Config;
-use crate::frames::{parse_client_frame, ClientFrame, FrameError, ServerFrame};
+use crate::frames::{ClientFrame, FrameError, ServerFrame, parse_client_frame};
 use crate::rooms::{FrameQueue, Rooms};
 
 /// Largest message a client may send (a chat message, not a file transfer).
@@ -62,7 +62,10 @@ pub async fn serve_connection(stream: TcpStream, server: Arc<Server>) {
         refuse_unauthorised(sink, frames).await;
         return;
     }
-    let peer = Peer { chat_id: admission.chat_id.unwrap_or_else(|| fresh_id("chat")), client_id: admission.client_id.unwrap_or_else(|| fresh_id("client")) };
+    let peer = Peer {
+        chat_id: admission.chat_id.unwrap_or_else(|| fresh_id("chat")),
+        client_id: admission.client_id.unwrap_or_else(|| fresh_id("client")),
+    };
     let (queue, outgoing) = mpsc::unbounded_channel();
     tokio::spawn(write_frames(sink, outgoing));
     send(&queue, &ServerFrame::Ready { chat_id: &peer.chat_id });
@@ -89,7 +92,8 @@ async fn upgrade(stream: TcpStream, config: &Config) -> Option<(Socket, Admissio
             Err(refusal) => Err(refusal_response(&refusal)),
         }
     };
-    let settings = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE_BYTES)).max_frame_size(Some(MAX_MESSAGE_BYTES));
+    let settings =
+        WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE_BYTES)).max_frame_size(Some(MAX_MESSAGE_BYTES));
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(settings)).await {
         Ok(socket) => admission.map(|admitted| (socket, admitted)),
         Err(error) => {
@@ -144,17 +148,26 @@ async fn read_frames(mut frames: SplitStream<Socket>, queue: &FrameQueue, pendin
 
 /// Submits the connection's messages one at a time, each after the previous one was
 /// accepted, answering each with `accepted` or `error`.
-async fn submit_in_order(channel: ChannelHandle, peer: Peer, mut pending: mpsc::UnboundedReceiver<Pending>, queue: FrameQueue) {
+async fn submit_in_order(
+    channel: ChannelHandle,
+    peer: Peer,
+    mut pending: mpsc::UnboundedReceiver<Pending>,
+    queue: FrameQueue,
+) {
     while let Some(message) = pending.recv().await {
         let inbound_id = match &message.client_message_id {
             // Stable for a client that sends a message again, e.g. after reconnecting.
             Some(id) => format!("{}/{}/{id}", peer.chat_id, peer.client_id),
             None => fresh_id("ws"),
         };
-        let mut inbound = channel.inbound(inbound_id.clone(), peer.client_id.clone(), peer.chat_id.clone(), message.text);
-        inbound.metadata = json!({"is_group": false, "client_id": peer.client_id, "message_id": message.client_message_id});
+        let mut inbound =
+            channel.inbound(inbound_id.clone(), peer.client_id.clone(), peer.chat_id.clone(), message.text);
+        inbound.metadata =
+            json!({"is_group": false, "client_id": peer.client_id, "message_id": message.client_message_id});
         match channel.submit(inbound).await {
-            Ok(()) => send(&queue, &ServerFrame::Accepted { id: message.client_message_id.as_deref().unwrap_or(&inbound_id) }),
+            Ok(()) => {
+                send(&queue, &ServerFrame::Accepted { id: message.client_message_id.as_deref().unwrap_or(&inbound_id) })
+            }
             Err(error) => {
                 send(&queue, &ServerFrame::Error { error: &format!("the message was not accepted: {error}") });
                 return;

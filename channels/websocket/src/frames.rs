@@ -146,24 +146,38 @@ mod tests {
 
     #[test]
     fn a_message_frame_gives_its_text_and_optional_id() {
-        assert_eq!(parse_client_frame(r#"{"type":"message","text":"hi"}"#), Ok(ClientFrame::Message { text: "hi".into(), id: None }));
-        assert_eq!(parse_client_frame(r#"{"type":"message","text":"hi","id":"m-1"}"#), Ok(ClientFrame::Message { text: "hi".into(), id: Some("m-1".into()) }));
+        assert_eq!(
+            parse_client_frame(r#"{"type":"message","text":"hi"}"#),
+            Ok(ClientFrame::Message { text: "hi".into(), id: None })
+        );
+        assert_eq!(
+            parse_client_frame(r#"{"type":"message","text":"hi","id":"m-1"}"#),
+            Ok(ClientFrame::Message { text: "hi".into(), id: Some("m-1".into()) })
+        );
     }
 
     #[test]
     fn a_numeric_client_id_is_taken_as_text() {
-        assert_eq!(parse_client_frame(r#"{"type":"message","text":"hi","id":42}"#), Ok(ClientFrame::Message { text: "hi".into(), id: Some("42".into()) }));
+        assert_eq!(
+            parse_client_frame(r#"{"type":"message","text":"hi","id":42}"#),
+            Ok(ClientFrame::Message { text: "hi".into(), id: Some("42".into()) })
+        );
     }
 
     #[test]
     fn unknown_fields_are_ignored_and_ping_is_understood() {
-        assert_eq!(parse_client_frame(r#"{"type":"message","text":"hi","extra":true}"#).unwrap(), ClientFrame::Message { text: "hi".into(), id: None });
+        assert_eq!(
+            parse_client_frame(r#"{"type":"message","text":"hi","extra":true}"#).unwrap(),
+            ClientFrame::Message { text: "hi".into(), id: None }
+        );
         assert_eq!(parse_client_frame(r#"{"type":"ping"}"#), Ok(ClientFrame::Ping));
     }
 
     #[test]
     fn frames_that_are_not_json_or_of_an_unknown_type_or_without_text_are_refused() {
-        for bad in ["hello", "{}", r#"{"type":"shout","text":"x"}"#, r#"{"type":"message"}"#, r#"{"type":"message","text":5}"#] {
+        for bad in
+            ["hello", "{}", r#"{"type":"shout","text":"x"}"#, r#"{"type":"message"}"#, r#"{"type":"message","text":5}"#]
+        {
             let error = parse_client_frame(bad).unwrap_err();
             assert!(matches!(error, FrameError::Invalid(_)), "{bad}: {error:?}");
         }
@@ -182,9 +196,18 @@ mod tests {
     fn server_frames_serialise_with_a_type_tag() {
         assert_eq!(ServerFrame::Ready { chat_id: "c1" }.to_json(), r#"{"type":"ready","chat_id":"c1"}"#);
         assert_eq!(ServerFrame::Accepted { id: "m-1" }.to_json(), r#"{"type":"accepted","id":"m-1"}"#);
-        assert_eq!(ServerFrame::Delta { text: "He", stream_id: 3 }.to_json(), r#"{"type":"delta","text":"He","stream_id":3}"#);
-        assert_eq!(ServerFrame::Message { text: "Hello", stream_id: Some(3) }.to_json(), r#"{"type":"message","text":"Hello","stream_id":3}"#);
-        assert_eq!(ServerFrame::Message { text: "Hello", stream_id: None }.to_json(), r#"{"type":"message","text":"Hello"}"#);
+        assert_eq!(
+            ServerFrame::Delta { text: "He", stream_id: 3 }.to_json(),
+            r#"{"type":"delta","text":"He","stream_id":3}"#
+        );
+        assert_eq!(
+            ServerFrame::Message { text: "Hello", stream_id: Some(3) }.to_json(),
+            r#"{"type":"message","text":"Hello","stream_id":3}"#
+        );
+        assert_eq!(
+            ServerFrame::Message { text: "Hello", stream_id: None }.to_json(),
+            r#"{"type":"message","text":"Hello"}"#
+        );
         assert_eq!(ServerFrame::Error { error: "no" }.to_json(), r#"{"type":"error","error":"no"}"#);
         assert_eq!(ServerFrame::Pong.to_json(), r#"{"type":"pong"}"#);
     }

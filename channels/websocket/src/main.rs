@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::{Config, ConfigError};
-use crate::connection::{serve_connection, Server};
+use crate::connection::{Server, serve_connection};
 use crate::frames::ServerFrame;
 use crate::rooms::Rooms;
 
@@ -78,7 +78,8 @@ fn deliver(channel: &ChannelHandle, rooms: &Rooms, event: ChannelEvent) {
         ChannelEvent::Outbound(outbound) => {
             let frame = ServerFrame::Message { text: &outbound.content, stream_id: outbound.stream_id };
             let reached = rooms.broadcast(&outbound.chat_id, &Message::text(frame.to_json()));
-            let outcome = if reached > 0 { Ok(()) } else { Err(format!("no client is connected to chat {}", outbound.chat_id)) };
+            let outcome =
+                if reached > 0 { Ok(()) } else { Err(format!("no client is connected to chat {}", outbound.chat_id)) };
             let _ = channel.ack(outbound.id, outcome);
         }
         ChannelEvent::Delta(delta) => {

@@ -51,7 +51,8 @@ pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32
         if oldest >= current_turn {
             break;
         }
-        let next = messages[oldest + 1..].iter().position(|m| m.role == Role::User).map_or(current_turn, |i| oldest + 1 + i);
+        let next =
+            messages[oldest + 1..].iter().position(|m| m.role == Role::User).map_or(current_turn, |i| oldest + 1 + i);
         messages.drain(oldest..next);
     }
 }
@@ -64,7 +65,12 @@ mod tests {
         let call = crate::message::ToolCall::new("c", "read_file", "{}");
         let mut assistant = ChatMessage::text(Role::Assistant, "");
         assistant.tool_calls = vec![call.clone()];
-        vec![ChatMessage::text(Role::User, user), assistant, ChatMessage::tool_result(&call, tool_output), ChatMessage::text(Role::Assistant, "done")]
+        vec![
+            ChatMessage::text(Role::User, user),
+            assistant,
+            ChatMessage::tool_result(&call, tool_output),
+            ChatMessage::text(Role::Assistant, "done"),
+        ]
     }
 
     #[test]

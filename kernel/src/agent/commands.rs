@@ -3,9 +3,9 @@
 
 use super::hooks::UsageTotals;
 use super::{Agent, AgentError};
+use crate::memory::MemoryActors;
 use crate::memory::dream_actor::RunDream;
 use crate::memory::git_actor::{GetLog, RestoreCommit, ShowCommit};
-use crate::memory::MemoryActors;
 use crate::session::Session;
 
 /// A recognised slash command.
@@ -69,21 +69,32 @@ pub async fn run_memory(command: &Command, memory: &MemoryActors) -> Option<Stri
             Err(_) => "Dream is not available.".to_owned(),
         },
         Command::DreamLog(sha) => match memory.git.send(ShowCommit { sha: sha.clone() }).await {
-            Ok(Ok(diff)) => format!("{} {} ({})\n\n{}", diff.commit.short, diff.commit.message, diff.commit.time, diff.diff.trim_end()),
+            Ok(Ok(diff)) => format!(
+                "{} {} ({})\n\n{}",
+                diff.commit.short,
+                diff.commit.message,
+                diff.commit.time,
+                diff.diff.trim_end()
+            ),
             Ok(Err(error)) => format!("Cannot show the change: {error}"),
             Err(_) => "Memory versioning is not available.".to_owned(),
         },
-        Command::DreamRestore(None) => match memory.git.send(GetLog { limit: 10, only_prefix: Some("dream:".to_owned()) }).await {
-            Ok(Ok(commits)) if commits.is_empty() => "Dream has not changed the memory files yet.".to_owned(),
-            Ok(Ok(commits)) => {
-                let lines: Vec<String> = commits.iter().map(|c| format!("  {} {} {}", c.short, c.time, c.message)).collect();
-                format!("Recent Dream changes (undo one with /dream-restore <sha>):\n{}", lines.join("\n"))
+        Command::DreamRestore(None) => {
+            match memory.git.send(GetLog { limit: 10, only_prefix: Some("dream:".to_owned()) }).await {
+                Ok(Ok(commits)) if commits.is_empty() => "Dream has not changed the memory files yet.".to_owned(),
+                Ok(Ok(commits)) => {
+                    let lines: Vec<String> =
+                        commits.iter().map(|c| format!("  {} {} {}", c.short, c.time, c.message)).collect();
+                    format!("Recent Dream changes (undo one with /dream-restore <sha>):\n{}", lines.join("\n"))
+                }
+                Ok(Err(error)) => format!("Cannot list Dream changes: {error}"),
+                Err(_) => "Memory versioning is not available.".to_owned(),
             }
-            Ok(Err(error)) => format!("Cannot list Dream changes: {error}"),
-            Err(_) => "Memory versioning is not available.".to_owned(),
-        },
+        }
         Command::DreamRestore(Some(sha)) => match memory.git.send(RestoreCommit { sha: sha.clone() }).await {
-            Ok(Ok(commit)) => format!("Restored the memory files to before {sha}; recorded as {} ({}).", commit.short, commit.message),
+            Ok(Ok(commit)) => {
+                format!("Restored the memory files to before {sha}; recorded as {} ({}).", commit.short, commit.message)
+            }
             Ok(Err(error)) => format!("Cannot restore: {error}"),
             Err(_) => "Memory versioning is not available.".to_owned(),
         },
@@ -104,7 +115,9 @@ pub fn run(command: &Command, session: &mut Session, agent: &Agent, usage: Usage
             Ok("Started a new conversation.".to_owned())
         }
         Command::Status => Ok(status(session, agent, usage)),
-        Command::Dream | Command::DreamLog(_) | Command::DreamRestore(_) => Ok("This command is handled by the memory actors.".to_owned()),
+        Command::Dream | Command::DreamLog(_) | Command::DreamRestore(_) => {
+            Ok("This command is handled by the memory actors.".to_owned())
+        }
     }
 }
 

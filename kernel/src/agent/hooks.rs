@@ -2,7 +2,7 @@
 //!
 //! A hook that returns an error or panics is logged and skipped; it never breaks the turn.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::message::ToolCall;
@@ -225,7 +225,8 @@ mod tests {
     #[test]
     fn a_failing_or_panicking_hook_does_not_stop_the_others() {
         let count = Arc::new(Mutex::new(0));
-        let mut hooks = CompositeHook::new(vec![Box::new(Failing), Box::new(Counting(count.clone())), Box::new(StripThinking)]);
+        let mut hooks =
+            CompositeHook::new(vec![Box::new(Failing), Box::new(Counting(count.clone())), Box::new(StripThinking)]);
         hooks.on_stream("x");
         assert_eq!(*count.lock().unwrap(), 1);
         assert_eq!(hooks.finalize_content("<think>plan</think>answer".into()), "answer");

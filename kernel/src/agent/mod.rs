@@ -27,9 +27,9 @@ use tokio::sync::oneshot;
 
 use crate::config::Config;
 use crate::context::ContextBuilder;
+use crate::memory::MemoryActors;
 use crate::memory::history::HistoryStore;
 use crate::memory::schedule::DreamSettings;
-use crate::memory::MemoryActors;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::session::SessionStore;
@@ -198,38 +198,63 @@ impl SessionManager {
     }
 
     /// Handles one message for session `key`; progress goes to `events`.
-    pub async fn send(&self, key: &str, text: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+    pub async fn send(
+        &self,
+        key: &str,
+        text: &str,
+        events: UnboundedSender<TurnEvent>,
+    ) -> Result<TurnReply, AgentError> {
         let (addr, control) = self.session(key);
         if text.trim() == "/stop" {
             let stopped = control.stop();
             return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
         }
-        addr.send(UserTurn { text: text.to_owned(), events, origin: None, persisted: None, resume: false }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn { text: text.to_owned(), events, origin: None, persisted: None, resume: false })
+            .await
+            .map_err(|_| AgentError::Gone)?
     }
 
     /// Handles one message from a chat channel: `persisted` fires once it is on disk (or
     /// recognised as already stored); a redelivered message is answered at most once.
-    pub async fn send_from_channel(&self, key: &str, text: &str, origin: ChannelOrigin, persisted: oneshot::Sender<()>, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+    pub async fn send_from_channel(
+        &self,
+        key: &str,
+        text: &str,
+        origin: ChannelOrigin,
+        persisted: oneshot::Sender<()>,
+        events: UnboundedSender<TurnEvent>,
+    ) -> Result<TurnReply, AgentError> {
         let (addr, control) = self.session(key);
         if text.trim() == "/stop" {
             let _ = persisted.send(());
             let stopped = control.stop();
             return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
         }
-        addr.send(UserTurn { text: text.to_owned(), events, origin: Some(origin), persisted: Some(persisted), resume: false }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn {
+            text: text.to_owned(),
+            events,
+            origin: Some(origin),
+            persisted: Some(persisted),
+            resume: false,
+        })
+        .await
+        .map_err(|_| AgentError::Gone)?
     }
 
     /// Records in session `key` that a reply could not be delivered.
     pub async fn record_undelivered(&self, key: &str, content: &str, error: &str) {
         let (addr, _) = self.session(key);
-        let _ = addr.send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() }).await;
+        let _ =
+            addr.send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() }).await;
     }
 
     /// Answers the last message of `key` if a crash left it unanswered
     /// ([`TurnReply::AlreadyAnswered`] when there is none).
     pub async fn resume(&self, key: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
-        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true })
+            .await
+            .map_err(|_| AgentError::Gone)?
     }
 
     /// Stops the running turn of `key` (Ctrl-C in the CLI); returns whether one was running.

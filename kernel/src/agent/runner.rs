@@ -17,7 +17,8 @@ use crate::plugin::PluginHost;
 use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
 
 /// The answer given when the model returns nothing twice in a row.
-pub const EMPTY_REPLY_FALLBACK: &str = "I'm sorry, I couldn't come up with a reply to that. Could you rephrase or add detail?";
+pub const EMPTY_REPLY_FALLBACK: &str =
+    "I'm sorry, I couldn't come up with a reply to that. Could you rephrase or add detail?";
 
 /// Settings of a turn.
 #[derive(Debug, Clone)]
@@ -124,7 +125,11 @@ impl Turn<'_> {
             self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
             let response = self.call_model(&messages).await?;
             add_usage(&mut usage, &response.usage);
-            self.hooks.after_iteration(&StepInfo { iteration, usage: response.usage, tool_calls: response.tool_calls.len() });
+            self.hooks.after_iteration(&StepInfo {
+                iteration,
+                usage: response.usage,
+                tool_calls: response.tool_calls.len(),
+            });
             if !response.tool_calls.is_empty() {
                 self.run_tools(&mut messages, response).await?;
                 continue;
@@ -180,9 +185,19 @@ impl Turn<'_> {
         self.store(vec![assistant])?;
         self.hooks.before_execute_tools(&calls);
         for call in &calls {
-            let _ = self.events.send(TurnEvent::ToolStarted { name: call.function.name.clone(), arguments: call.function.arguments.clone() });
+            let _ = self.events.send(TurnEvent::ToolStarted {
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            });
         }
-        let results = tool_batch::execute(self.host, &calls, &self.call_context, self.spec.max_tool_result_chars, self.gate.as_deref()).await;
+        let results = tool_batch::execute(
+            self.host,
+            &calls,
+            &self.call_context,
+            self.spec.max_tool_result_chars,
+            self.gate.as_deref(),
+        )
+        .await;
         for (call, result) in calls.iter().zip(&results) {
             let is_error = result.text_content().starts_with("Error");
             let _ = self.events.send(TurnEvent::ToolFinished { name: call.function.name.clone(), is_error });

@@ -6,9 +6,9 @@ use actix::prelude::*;
 use oxibot_proto::CallContext;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
+use super::Agent;
 use super::hooks::CompositeHook;
 use super::runner::{Checkpoint, RunError, Turn, TurnEvent, TurnOutcome};
-use super::Agent;
 use crate::message::ChatMessage;
 
 /// Why a turn produced no outcome.

@@ -14,12 +14,12 @@ use super::runner::TurnEvent;
 use super::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 use super::{Agent, AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
-use crate::memory::consolidator::{catch_up, Budget};
+use crate::memory::MemoryActors;
+use crate::memory::consolidator::{Budget, catch_up};
 use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::tokens::TokenLedger;
-use crate::memory::MemoryActors;
 use crate::message::{ChatMessage, Role};
-use crate::session::{close_interrupted_turn, Session};
+use crate::session::{Session, close_interrupted_turn};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
 const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
@@ -185,7 +185,11 @@ impl TurnJob {
             // Persisted before a crash but never answered: answer it now.
             Some(Seen::Pending) => notify(&mut turn.persisted),
             None if turn.resume => {
-                return if self.ends_with_user_message() { self.answer(turn).await } else { Ok(TurnReply::AlreadyAnswered) };
+                return if self.ends_with_user_message() {
+                    self.answer(turn).await
+                } else {
+                    Ok(TurnReply::AlreadyAnswered)
+                };
             }
             None => {
                 self.close_unanswered()?;
@@ -284,7 +288,13 @@ impl TurnJob {
     }
 
     fn consolidate_request(&self, scope: Scope, fixed_prompt: Arc<str>) -> Consolidate {
-        Consolidate { key: self.key.clone(), session: self.session.clone(), ledger: self.ledger.clone(), fixed_prompt, scope }
+        Consolidate {
+            key: self.key.clone(),
+            session: self.session.clone(),
+            ledger: self.ledger.clone(),
+            fixed_prompt,
+            scope,
+        }
     }
 
     /// The prompt around the messages: system prompt and tool definitions.
@@ -315,7 +325,12 @@ impl TurnJob {
         messages.push(ChatMessage::text(Role::System, system));
         messages.extend(history.iter().cloned());
         if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
-            let runtime = ContextBuilder::runtime_context(channel, chat_id, self.agent.config.agents.defaults.timezone.as_deref(), chrono::Utc::now());
+            let runtime = ContextBuilder::runtime_context(
+                channel,
+                chat_id,
+                self.agent.config.agents.defaults.timezone.as_deref(),
+                chrono::Utc::now(),
+            );
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
         messages
@@ -332,7 +347,8 @@ impl TurnJob {
         let loaded = self.agent.store.load(&self.key).map_err(|e| AgentError::Session(e.to_string()))?;
         let mut session = loaded.session;
         self.mark_archived(&mut session)?;
-        let closing: Vec<ChatMessage> = close_interrupted_turn(&session).into_iter().filter(|m| m.role == Role::Tool).collect();
+        let closing: Vec<ChatMessage> =
+            close_interrupted_turn(&session).into_iter().filter(|m| m.role == Role::Tool).collect();
         if !closing.is_empty() {
             tracing::warn!(session = %self.key, messages = closing.len(), "closing a turn interrupted by a previous crash");
             self.agent.store.append(&mut session, closing).map_err(|e| AgentError::Session(e.to_string()))?;
@@ -365,14 +381,18 @@ impl TurnJob {
         let guard = lock(&self.session);
         let messages = &guard.as_ref()?.messages;
         let recent = &messages[messages.len().saturating_sub(REDELIVERY_WINDOW)..];
-        let at = recent.iter().rposition(|m| m.role == Role::User && m.extra.get(INBOUND_ID_KEY).and_then(serde_json::Value::as_str) == Some(inbound_id))?;
+        let at = recent.iter().rposition(|m| {
+            m.role == Role::User && m.extra.get(INBOUND_ID_KEY).and_then(serde_json::Value::as_str) == Some(inbound_id)
+        })?;
         Some(if at + 1 == recent.len() { Seen::Pending } else { Seen::Answered })
     }
 
     /// A kill between archiving a slice and saving the session leaves the history ahead of
     /// the session: catch up instead of archiving the slice again.
     fn mark_archived(&self, session: &mut Session) -> Result<(), AgentError> {
-        catch_up(session, &self.agent.history, &self.agent.store).map(|_| ()).map_err(|e| AgentError::Session(e.to_string()))
+        catch_up(session, &self.agent.history, &self.agent.store)
+            .map(|_| ())
+            .map_err(|e| AgentError::Session(e.to_string()))
     }
 
     fn append(&self, messages: Vec<ChatMessage>) -> Result<(), AgentError> {

@@ -22,7 +22,13 @@ pub trait ToolGate: Send + Sync {
 ///
 /// Consecutive read-only calls run concurrently; any other call runs alone, so writes and
 /// exclusive tools such as `exec` never overlap with anything.
-pub async fn execute(host: &PluginHost, calls: &[ToolCall], context: &CallContext, max_chars: usize, gate: Option<&dyn ToolGate>) -> Vec<ChatMessage> {
+pub async fn execute(
+    host: &PluginHost,
+    calls: &[ToolCall],
+    context: &CallContext,
+    max_chars: usize,
+    gate: Option<&dyn ToolGate>,
+) -> Vec<ChatMessage> {
     let read_only: Vec<bool> = calls.iter().map(|c| is_read_only(host, &c.function.name)).collect();
     let mut results = Vec::with_capacity(calls.len());
     let mut start = 0;
@@ -44,7 +50,13 @@ fn is_read_only(host: &PluginHost, tool: &str) -> bool {
     host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
 }
 
-async fn run_one(host: &PluginHost, call: &ToolCall, context: &CallContext, max_chars: usize, gate: Option<&dyn ToolGate>) -> ChatMessage {
+async fn run_one(
+    host: &PluginHost,
+    call: &ToolCall,
+    context: &CallContext,
+    max_chars: usize,
+    gate: Option<&dyn ToolGate>,
+) -> ChatMessage {
     let arguments = parse_arguments(&call.function.name, &call.function.arguments)
         .and_then(|arguments| gate.map_or(Ok(()), |g| g.check(&call.function.name, &arguments)).map(|()| arguments));
     let content = match arguments {
@@ -66,7 +78,9 @@ fn parse_arguments(tool: &str, text: &str) -> Result<Value, String> {
     match serde_json::from_str::<Value>(text) {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(other) => Err(format!("the arguments for {tool} must be a JSON object, got {}", kind(&other))),
-        Err(error) => Err(format!("the arguments for {tool} are not valid JSON ({error}); send one JSON object that matches the tool's parameters")),
+        Err(error) => Err(format!(
+            "the arguments for {tool} are not valid JSON ({error}); send one JSON object that matches the tool's parameters"
+        )),
     }
 }
 
@@ -84,7 +98,9 @@ fn kind(value: &Value) -> &'static str {
 fn describe(error: &PluginError) -> String {
     match error {
         PluginError::PluginClosed { plugin, cause, .. } => {
-            format!("the tool's plugin '{plugin}' crashed while running it ({cause}); it has been restarted, so the call can be retried")
+            format!(
+                "the tool's plugin '{plugin}' crashed while running it ({cause}); it has been restarted, so the call can be retried"
+            )
         }
         other => other.to_string(),
     }

@@ -32,7 +32,8 @@ pub struct AgentOptions {
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
     let style = Style::detect(options.no_markdown);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let provider = with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
+    let provider =
+        with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
@@ -66,7 +67,12 @@ pub fn with_retry_override(provider: Provider) -> anyhow::Result<Provider> {
     Ok(provider.with_retry_delays(delays))
 }
 
-async fn one_shot(manager: &SessionManager, options: &AgentOptions, style: Style, message: &str) -> anyhow::Result<ExitCode> {
+async fn one_shot(
+    manager: &SessionManager,
+    options: &AgentOptions,
+    style: Style,
+    message: &str,
+) -> anyhow::Result<ExitCode> {
     // On a terminal Ctrl-C stops the turn cleanly (the spinner is erased, the session
     // closed); elsewhere it ends the program as usual.
     let mut interrupts = if style.stderr_tty {

@@ -13,8 +13,8 @@ use oxibot_kernel::paths;
 use oxibot_kernel::plugin::channel_spec;
 use oxibot_kernel::provider::Provider;
 
-use super::kernel::{Setup, WorkspaceDefault};
 use super::CommonArgs;
+use super::kernel::{Setup, WorkspaceDefault};
 
 /// The pairing store of this data dir.
 fn pairing_path() -> PathBuf {
@@ -37,13 +37,16 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
     let bundled = exe.parent().map(PathBuf::from).unwrap_or_default();
     for channel in &settings.channels {
-        let spec = channel_spec(&bundled, &channel.name, &channel.raw).with_context(|| format!("cannot start channel {}", channel.name))?;
+        let spec = channel_spec(&bundled, &channel.name, &channel.raw)
+            .with_context(|| format!("cannot start channel {}", channel.name))?;
         setup.plugins.push(spec);
     }
     if settings.channels.is_empty() {
         eprintln!("note: no channel is enabled (set channels.<name>.enabled in the config); serving /health only");
     }
-    let provider = super::agent::with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
+    let provider = super::agent::with_retry_override(
+        Provider::from_config(&setup.config).context("cannot use the configured model")?,
+    )?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         let agent = Arc::new(Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true));

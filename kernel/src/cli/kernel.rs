@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::{discover, HostConfig, PluginHost, PluginSources, PluginSpec};
+use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, discover};
 
 use super::CommonArgs;
 
@@ -45,17 +45,21 @@ impl Setup {
             anyhow::bail!("config file {} does not exist", config_path.display());
         }
         let config = Config::load(&config_path)?;
-        DreamSettings::from_config(&config.agents.defaults.dream).map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
+        DreamSettings::from_config(&config.agents.defaults.dream)
+            .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
         let workspace = match &common.workspace {
             Some(dir) => paths::expand_tilde(dir),
             None if config_path.exists() || fallback == WorkspaceDefault::Configured => config.workspace(),
             None => std::env::current_dir().context("cannot determine the current directory")?,
         };
         if fallback == WorkspaceDefault::Configured && !workspace.exists() {
-            std::fs::create_dir_all(&workspace).with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
-            oxibot_kernel::context::write_missing_templates(&workspace).with_context(|| format!("cannot write templates into {}", workspace.display()))?;
+            std::fs::create_dir_all(&workspace)
+                .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
+            oxibot_kernel::context::write_missing_templates(&workspace)
+                .with_context(|| format!("cannot write templates into {}", workspace.display()))?;
         }
-        let workspace = std::path::absolute(&workspace).with_context(|| format!("bad workspace path {}", workspace.display()))?;
+        let workspace =
+            std::path::absolute(&workspace).with_context(|| format!("bad workspace path {}", workspace.display()))?;
         if !workspace.is_dir() {
             anyhow::bail!("workspace {} is not a directory (create it, or pass --workspace)", workspace.display());
         }

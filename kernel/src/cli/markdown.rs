@@ -158,7 +158,8 @@ fn opens_fence(line: &str) -> Option<Fence> {
 }
 
 fn closes_fence(line: &str, fence: &Fence) -> bool {
-    fence_run(line).is_some_and(|(marker, len, _, rest)| marker == fence.marker && len >= fence.len && rest.trim().is_empty())
+    fence_run(line)
+        .is_some_and(|(marker, len, _, rest)| marker == fence.marker && len >= fence.len && rest.trim().is_empty())
 }
 
 /// `---`, `***` or `___` (three or more, spaces allowed between).
@@ -185,7 +186,11 @@ fn heading(body: &str) -> Option<(usize, &str)> {
     let text = rest.trim();
     // Closing hashes (`## Title ##`) are decoration.
     let without_closing = text.trim_end_matches('#');
-    let text = if without_closing.is_empty() || without_closing.ends_with([' ', '\t']) { without_closing.trim_end() } else { text };
+    let text = if without_closing.is_empty() || without_closing.ends_with([' ', '\t']) {
+        without_closing.trim_end()
+    } else {
+        text
+    };
     Some((level, text))
 }
 
@@ -247,7 +252,11 @@ fn inline(text: &str, base: &str) -> String {
         }
         // A run of the same delimiter that opened nothing stays literal as a whole, so
         // that `***` or `__init__` is not re-read from its middle.
-        let run = if matches!(c, '*' | '_' | '`' | '~') { rest.len() - rest.trim_start_matches(c).len() } else { c.len_utf8() };
+        let run = if matches!(c, '*' | '_' | '`' | '~') {
+            rest.len() - rest.trim_start_matches(c).len()
+        } else {
+            c.len_utf8()
+        };
         out.push_str(&rest[..run]);
         i += run;
     }
@@ -378,7 +387,8 @@ fn link(rest: &str, skip: usize, base: &str) -> Option<(String, usize)> {
 fn autolink(rest: &str, base: &str) -> Option<(String, usize)> {
     let end = rest.find('>')?;
     let url = &rest[1..end];
-    let is_url = (url.starts_with("http://") || url.starts_with("https://") || url.starts_with("mailto:")) && !url.contains(char::is_whitespace);
+    let is_url = (url.starts_with("http://") || url.starts_with("https://") || url.starts_with("mailto:"))
+        && !url.contains(char::is_whitespace);
     is_url.then(|| (styled(LINK, url, base), end + 1))
 }
 
@@ -441,7 +451,8 @@ mod tests {
 
     #[test]
     fn lone_asterisks_and_underscores_inside_words_stay_literal() {
-        for text in ["2 * 3 * 4", "snake_case_name", "file__name__x is _not_ italic", "a ** b", "**unclosed", "* * *x"] {
+        for text in ["2 * 3 * 4", "snake_case_name", "file__name__x is _not_ italic", "a ** b", "**unclosed", "* * *x"]
+        {
             assert_eq!(plain(&render(text)).replace('•', "*"), text.replace("_not_", "not"), "{text}");
         }
         assert_eq!(render("snake_case_name"), "snake_case_name");
@@ -477,13 +488,19 @@ mod tests {
 
     #[test]
     fn bullets_become_dots_and_keep_their_indentation() {
-        assert_eq!(render("- one\n  * two\n    + three\n"), format!("{BULLET}•{RESET} one\n  {BULLET}•{RESET} two\n    {BULLET}•{RESET} three\n"));
+        assert_eq!(
+            render("- one\n  * two\n    + three\n"),
+            format!("{BULLET}•{RESET} one\n  {BULLET}•{RESET} two\n    {BULLET}•{RESET} three\n")
+        );
         assert_eq!(plain(&render("- [ ] todo\n- [x] done\n")), "☐ todo\n☑ done\n");
     }
 
     #[test]
     fn numbered_items_keep_their_numbers() {
-        assert_eq!(render("1. one\n  10) ten **b**\n"), format!("{BULLET}1.{RESET} one\n  {BULLET}10){RESET} ten {BOLD}b{RESET}\n"));
+        assert_eq!(
+            render("1. one\n  10) ten **b**\n"),
+            format!("{BULLET}1.{RESET} one\n  {BULLET}10){RESET} ten {BOLD}b{RESET}\n")
+        );
         assert_eq!(plain(&render("2024. was a year")), "2024. was a year");
     }
 
@@ -502,7 +519,10 @@ mod tests {
 
     #[test]
     fn links_show_their_text_underlined_and_the_address_after() {
-        assert_eq!(render("see [docs](https://d.io) now"), format!("see {LINK}docs{RESET}{DIM} (https://d.io){RESET} now"));
+        assert_eq!(
+            render("see [docs](https://d.io) now"),
+            format!("see {LINK}docs{RESET}{DIM} (https://d.io){RESET} now")
+        );
         assert_eq!(render("[https://d.io](https://d.io)"), format!("{LINK}https://d.io{RESET}"));
         assert_eq!(render("<https://d.io>"), format!("{LINK}https://d.io{RESET}"));
         assert_eq!(plain(&render("[not a link] (x)")), "[not a link] (x)");
@@ -516,17 +536,27 @@ mod tests {
 
     #[test]
     fn plain_text_passes_through_unchanged() {
-        let text = "Hello there, how are you? Prices: 3 < 4 > 2; path C:\\dir; emoji 🎉 and ünïcödé.\nSecond line.\n\nThird.";
+        let text =
+            "Hello there, how are you? Prices: 3 < 4 > 2; path C:\\dir; emoji 🎉 and ünïcödé.\nSecond line.\n\nThird.";
         assert_eq!(render(text), text);
     }
 
     #[test]
     fn the_sample_loses_only_markup_when_styles_are_stripped() {
         let out = plain(&render(SAMPLE));
-        assert!(out.starts_with("Title ✨\n\nSome bold and italic and also and code here, snake_case_name stays.\n"), "{out}");
-        assert!(out.contains("• first item with a link (https://example.com)\n  • nested — ünïcödé\n1. one\n2) two\n"), "{out}");
+        assert!(
+            out.starts_with("Title ✨\n\nSome bold and italic and also and code here, snake_case_name stays.\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("• first item with a link (https://example.com)\n  • nested — ünïcödé\n1. one\n2) two\n"),
+            "{out}"
+        );
         assert!(out.contains("  let x = *y * 2; // **not bold**\n      indented\n"), "{out}");
-        assert!(out.ends_with("After the code: gone and https://x.org and 2 * 3 * 4.\nLast line without newline 日本語"), "{out}");
+        assert!(
+            out.ends_with("After the code: gone and https://x.org and 2 * 3 * 4.\nLast line without newline 日本語"),
+            "{out}"
+        );
     }
 
     #[test]

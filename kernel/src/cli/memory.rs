@@ -3,10 +3,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use oxibot_kernel::memory::git::{GitStore, DREAM_PREFIX};
+use oxibot_kernel::memory::git::{DREAM_PREFIX, GitStore};
 
-use super::kernel::{Setup, WorkspaceDefault};
 use super::CommonArgs;
+use super::kernel::{Setup, WorkspaceDefault};
 
 /// Lists the most recent Dream commits (all commits with `all`).
 pub fn log(common: &CommonArgs, limit: usize, all: bool) -> anyhow::Result<ExitCode> {
@@ -24,7 +24,10 @@ pub fn log(common: &CommonArgs, limit: usize, all: bool) -> anyhow::Result<ExitC
 /// Prints a commit's diff (the latest Dream commit without `sha`).
 pub fn show(common: &CommonArgs, sha: Option<&str>) -> anyhow::Result<ExitCode> {
     let diff = store(common)?.show(sha)?;
-    println!("{} {} ({}, {} file(s) changed)\n", diff.commit.short, diff.commit.message, diff.commit.time, diff.files_changed);
+    println!(
+        "{} {} ({}, {} file(s) changed)\n",
+        diff.commit.short, diff.commit.message, diff.commit.time, diff.files_changed
+    );
     print!("{}", diff.diff);
     Ok(ExitCode::SUCCESS)
 }

@@ -175,7 +175,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Onboard { common } => onboard::run(&common),
         Command::Status { common } => status::run(&common),
         Command::Tools(ToolsCommand::List { common, json }) => tools::list(&common, json),
-        Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => tools::call(&common, &tool, &args, timeout),
+        Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => {
+            tools::call(&common, &tool, &args, timeout)
+        }
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
         Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),

@@ -21,9 +21,16 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     }
     let config = Config::load(&config_path)?;
     let workspace = common.workspace.clone().map(|w| paths::expand_tilde(&w)).unwrap_or_else(|| config.workspace());
-    std::fs::create_dir_all(&workspace).with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
-    let written = oxibot_kernel::context::write_missing_templates(&workspace).with_context(|| format!("cannot write templates into {}", workspace.display()))?;
-    println!("workspace: {} ({} new file{})", workspace.display(), written.len(), if written.len() == 1 { "" } else { "s" });
+    std::fs::create_dir_all(&workspace)
+        .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
+    let written = oxibot_kernel::context::write_missing_templates(&workspace)
+        .with_context(|| format!("cannot write templates into {}", workspace.display()))?;
+    println!(
+        "workspace: {} ({} new file{})",
+        workspace.display(),
+        written.len(),
+        if written.len() == 1 { "" } else { "s" }
+    );
     for file in written {
         println!("  + {}", file.strip_prefix(&workspace).unwrap_or(&file).display());
     }

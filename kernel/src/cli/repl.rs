@@ -108,7 +108,9 @@ impl LineEditor {
     fn start(history: PathBuf) -> LineEditor {
         let (ready, ready_rx) = std_mpsc::channel();
         let (lines_tx, lines) = mpsc::unbounded_channel();
-        let spawned = std::thread::Builder::new().name("line-editor".into()).spawn(move || edit_lines(&history, &ready_rx, &lines_tx));
+        let spawned = std::thread::Builder::new()
+            .name("line-editor".into())
+            .spawn(move || edit_lines(&history, &ready_rx, &lines_tx));
         if let Err(error) = spawned {
             // The receiver then reports the end of input, after this explanation.
             eprintln!("error: cannot start the line editor: {error}");

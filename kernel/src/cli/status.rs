@@ -6,8 +6,8 @@ use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
 use oxibot_proto::PeerKind;
 
-use super::kernel::{Setup, WorkspaceDefault};
 use super::CommonArgs;
+use super::kernel::{Setup, WorkspaceDefault};
 
 /// Prints the status report.
 pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
@@ -27,7 +27,9 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         .config
         .providers
         .iter()
-        .filter(|(_, p)| p.api_key.as_deref().is_some_and(|k| !k.is_empty()) || p.api_base.as_deref().is_some_and(|b| !b.is_empty()))
+        .filter(|(_, p)| {
+            p.api_key.as_deref().is_some_and(|k| !k.is_empty()) || p.api_base.as_deref().is_some_and(|b| !b.is_empty())
+        })
         .map(|(name, _)| name.as_str())
         .collect();
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
@@ -59,7 +61,11 @@ fn print_gateway(common: &CommonArgs, setup: &Setup) {
         Some(health) => {
             println!("gateway:   running (pid {}) on {address}, up {}s", health["pid"], health["uptime_secs"]);
             for plugin in health["plugins"].as_array().into_iter().flatten().filter(|p| p["kind"] == "channel") {
-                println!("  {:<12} {}", plugin["name"].as_str().unwrap_or("?"), plugin["state"].as_str().unwrap_or("?"));
+                println!(
+                    "  {:<12} {}",
+                    plugin["name"].as_str().unwrap_or("?"),
+                    plugin["state"].as_str().unwrap_or("?")
+                );
             }
         }
         None => {

@@ -253,7 +253,10 @@ mod tests {
 
     #[test]
     fn a_tool_hint_shows_the_name_and_arguments_on_one_line() {
-        assert_eq!(tool_hint("read_file", "{\n  \"path\": \"notes.md\"\n}", 80), "  ↳ read_file { \"path\": \"notes.md\" }");
+        assert_eq!(
+            tool_hint("read_file", "{\n  \"path\": \"notes.md\"\n}", 80),
+            "  ↳ read_file { \"path\": \"notes.md\" }"
+        );
         assert_eq!(tool_hint("list_dir", "", 80), "  ↳ list_dir");
     }
 

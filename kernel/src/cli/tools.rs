@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use oxibot_kernel::plugin::PluginStatus;
 use oxibot_proto::CallContext;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::kernel::Setup;
 use super::CommonArgs;
+use super::kernel::Setup;
 
 /// Starts every plugin, waits for them to settle, prints their status.
 pub fn list(common: &CommonArgs, as_json: bool) -> anyhow::Result<ExitCode> {
@@ -35,7 +35,10 @@ pub fn list(common: &CommonArgs, as_json: bool) -> anyhow::Result<ExitCode> {
 pub fn call(common: &CommonArgs, tool: &str, args: &str, timeout: Option<f64>) -> anyhow::Result<ExitCode> {
     let arguments: Value = serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
     anyhow::ensure!(arguments.is_object(), "--args must be a JSON object, e.g. '{{\"path\": \"README.md\"}}'");
-    let timeout = timeout.map(Duration::try_from_secs_f64).transpose().context("--timeout must be a positive number of seconds")?;
+    let timeout = timeout
+        .map(Duration::try_from_secs_f64)
+        .transpose()
+        .context("--timeout must be a positive number of seconds")?;
     let setup = Setup::load(common)?;
     let context = CallContext {
         session_key: Some("cli:tools".into()),
@@ -72,7 +75,10 @@ pub fn call(common: &CommonArgs, tool: &str, args: &str, timeout: Option<f64>) -
 
 fn write_table(out: &mut impl Write, statuses: &[PluginStatus]) -> std::io::Result<()> {
     if statuses.is_empty() {
-        writeln!(out, "no plugins found (looked next to the oxibot binary, in the plugins directory and in config.json)")?;
+        writeln!(
+            out,
+            "no plugins found (looked next to the oxibot binary, in the plugins directory and in config.json)"
+        )?;
         return Ok(());
     }
     let width = statuses.iter().map(|s| s.name.len()).max().unwrap_or(6).max(6);

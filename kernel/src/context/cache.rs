@@ -51,8 +51,17 @@ impl FileCache {
     /// Like [`FileCache::read`], but what is cached is the text `load` derives from the file
     /// (for example a rendering of its last lines); `variant` tells apart derivations of the
     /// same file. `load` runs only when the file changed or `variant` is new.
-    pub(crate) fn derive(&mut self, path: &Path, variant: &str, load: impl FnOnce(&Path) -> Option<String>) -> Option<Arc<str>> {
-        let key = if variant.is_empty() { path.to_path_buf() } else { PathBuf::from(format!("{}#{variant}", path.display())) };
+    pub(crate) fn derive(
+        &mut self,
+        path: &Path,
+        variant: &str,
+        load: impl FnOnce(&Path) -> Option<String>,
+    ) -> Option<Arc<str>> {
+        let key = if variant.is_empty() {
+            path.to_path_buf()
+        } else {
+            PathBuf::from(format!("{}#{variant}", path.display()))
+        };
         let Some(stamp) = stamp_of(path) else {
             self.entries.remove(&key);
             return None;

@@ -294,7 +294,10 @@ mod tests {
         assert_eq!(front.str("name"), Some("github"));
         assert_eq!(front.str("description"), Some("Use the 'gh' CLI"));
         assert_eq!(front.bool("always"), Some(false));
-        assert_eq!(front.get("metadata"), Some(&json!({"nanobot": {"requires": {"bins": ["gh"], "env": ["GITHUB_TOKEN"]}}})));
+        assert_eq!(
+            front.get("metadata"),
+            Some(&json!({"nanobot": {"requires": {"bins": ["gh"], "env": ["GITHUB_TOKEN"]}}}))
+        );
         assert_eq!(body, "# Body\n");
     }
 

@@ -103,7 +103,13 @@ mod tests {
     fn identity_names_the_workspace_files_and_platform() {
         let text = identity(Path::new("/ws"), "cli");
         assert!(text.starts_with("# oxibot\n"));
-        for needle in ["/ws/memory/MEMORY.md", "/ws/memory/history.jsonl", "/ws/SOUL.md", "/ws/skills/<name>/SKILL.md", "/ws/.oxibot/skills/"] {
+        for needle in [
+            "/ws/memory/MEMORY.md",
+            "/ws/memory/history.jsonl",
+            "/ws/SOUL.md",
+            "/ws/skills/<name>/SKILL.md",
+            "/ws/.oxibot/skills/",
+        ] {
             assert!(text.contains(needle), "missing {needle}");
         }
         assert!(text.contains(std::env::consts::ARCH));

@@ -30,17 +30,17 @@ mod runtime;
 mod skills;
 mod templates;
 #[cfg(test)]
-mod testutil;
-#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod testutil;
 
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
 pub use builtin::BUILTIN_SKILLS_DIR;
-pub use history::{MAX_ENTRIES as MAX_HISTORY_ENTRIES, MAX_ENTRY_CHARS as MAX_HISTORY_ENTRY_CHARS};
 pub use history::MAX_SECTION_CHARS as MAX_HISTORY_CHARS;
+pub use history::{MAX_ENTRIES as MAX_HISTORY_ENTRIES, MAX_ENTRY_CHARS as MAX_HISTORY_ENTRY_CHARS};
 pub use prompt::{BOOTSTRAP_FILES, DREAM_CURSOR_FILE, HISTORY_FILE, MEMORY_FILE};
 pub use runtime::{RUNTIME_CLOSE, RUNTIME_OPEN};
 pub use skills::{SkillInfo, SkillSource};
@@ -65,9 +65,8 @@ impl ContextBuilder {
     /// A builder for `workspace` (a leading `~` is expanded).
     pub fn new(workspace: PathBuf) -> ContextBuilder {
         let workspace = crate::paths::expand_tilde(&workspace);
-        let workspace = std::fs::canonicalize(&workspace)
-            .or_else(|_| std::path::absolute(&workspace))
-            .unwrap_or(workspace);
+        let workspace =
+            std::fs::canonicalize(&workspace).or_else(|_| std::path::absolute(&workspace)).unwrap_or(workspace);
         ContextBuilder { workspace, files: FileCache::default(), copy_failure_reported: false }
     }
 

@@ -31,9 +31,10 @@ pub(crate) struct SkillMeta {
 impl SkillMeta {
     /// Reads the settings from a parsed frontmatter.
     pub(crate) fn from_frontmatter(front: &Frontmatter) -> SkillMeta {
-        let inner = front.get("metadata").map(json_object).and_then(|metadata| {
-            NAMESPACES.iter().find_map(|ns| metadata.get(*ns).filter(|v| v.is_object()).cloned())
-        });
+        let inner = front
+            .get("metadata")
+            .map(json_object)
+            .and_then(|metadata| NAMESPACES.iter().find_map(|ns| metadata.get(*ns).filter(|v| v.is_object()).cloned()));
         let inner = inner.unwrap_or(Value::Null);
         let requires = inner.get("requires").cloned().or_else(|| front.get("requires").map(json_object));
         let requires = requires.unwrap_or(Value::Null);
@@ -131,7 +132,9 @@ mod tests {
     #[test]
     fn requirements_are_read_from_any_accepted_namespace() {
         for ns in ["oxibot", "nanobot", "openclaw"] {
-            let text = format!("---\nmetadata: {{\"{ns}\":{{\"requires\":{{\"bins\":[\"gh\"],\"env\":[\"T\"]}},\"always\":true}}}}\n---\n");
+            let text = format!(
+                "---\nmetadata: {{\"{ns}\":{{\"requires\":{{\"bins\":[\"gh\"],\"env\":[\"T\"]}},\"always\":true}}}}\n---\n"
+            );
             let m = meta(&text);
             assert_eq!(m.bins, ["gh"], "{ns}");
             assert_eq!(m.env, ["T"], "{ns}");
@@ -141,7 +144,9 @@ mod tests {
 
     #[test]
     fn oxibot_namespace_wins_over_nanobot() {
-        let m = meta("---\nmetadata: {\"nanobot\":{\"requires\":{\"bins\":[\"a\"]}},\"oxibot\":{\"requires\":{\"bins\":[\"b\"]}}}\n---\n");
+        let m = meta(
+            "---\nmetadata: {\"nanobot\":{\"requires\":{\"bins\":[\"a\"]}},\"oxibot\":{\"requires\":{\"bins\":[\"b\"]}}}\n---\n",
+        );
         assert_eq!(m.bins, ["b"]);
     }
 

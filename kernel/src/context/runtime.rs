@@ -119,7 +119,9 @@ mod tests {
     #[test]
     fn merge_then_strip_gives_back_the_user_text() {
         let block = runtime_context("cli", "direct", Some("Europe/Berlin"), noon_utc());
-        for text in ["hello", "", "\n\nleading blank lines", "multi\n\nparagraph\n", "mentions [/Runtime Context] inside"] {
+        for text in
+            ["hello", "", "\n\nleading blank lines", "multi\n\nparagraph\n", "mentions [/Runtime Context] inside"]
+        {
             let merged = merge_runtime(text, &block);
             assert!(merged.starts_with(RUNTIME_OPEN));
             assert_eq!(strip_runtime(&merged), text);

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::builtin::{builtin_path, BUILTINS};
+use super::builtin::{BUILTINS, builtin_path};
 use super::cache::FileCache;
 use super::frontmatter;
 use super::requires::SkillMeta;
@@ -108,11 +108,8 @@ fn workspace_skills(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
 
 /// The always-on skills in full, or `None` when there are none.
 pub(crate) fn render_loaded(skills: &[Skill]) -> Option<String> {
-    let parts: Vec<String> = skills
-        .iter()
-        .filter(|s| s.is_loaded())
-        .map(|s| format!("## Skill: {}\n\n{}", s.info.name, s.body))
-        .collect();
+    let parts: Vec<String> =
+        skills.iter().filter(|s| s.is_loaded()).map(|s| format!("## Skill: {}\n\n{}", s.info.name, s.body)).collect();
     if parts.is_empty() {
         return None;
     }

@@ -13,7 +13,10 @@ fn full_workspace(label: &str) -> TempWorkspace {
     ws.write("USER.md", "user profile\n");
     ws.write("TOOLS.md", "tool notes\n");
     ws.write("memory/MEMORY.md", "# Long-term Memory\n\n- The user's cat is called Luna.\n");
-    ws.write("memory/history.jsonl", "{\"cursor\": 1, \"timestamp\": \"2026-04-15 14:58\", \"content\": \"Talked about cats\"}\n");
+    ws.write(
+        "memory/history.jsonl",
+        "{\"cursor\": 1, \"timestamp\": \"2026-04-15 14:58\", \"content\": \"Talked about cats\"}\n",
+    );
     ws.write("skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep notes tidy.\n---\nNotes body.\n");
     ws
 }
@@ -117,7 +120,10 @@ fn unchanged_files_are_not_read_again_and_changed_ones_are() {
 #[test]
 fn a_workspace_skill_overrides_the_builtin_in_the_prompt() {
     let ws = TempWorkspace::new("prompt-override");
-    ws.write("skills/memory/SKILL.md", "---\nname: memory\ndescription: My memory rules.\nalways: true\n---\nMY MEMORY RULES\n");
+    ws.write(
+        "skills/memory/SKILL.md",
+        "---\nname: memory\ndescription: My memory rules.\nalways: true\n---\nMY MEMORY RULES\n",
+    );
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let prompt = builder.system_prompt("cli");
     assert!(prompt.contains("## Skill: memory\n\nMY MEMORY RULES"));
@@ -131,7 +137,10 @@ fn a_workspace_skill_overrides_the_builtin_in_the_prompt() {
 fn recent_history_respects_the_dream_cursor_and_the_caps() {
     let ws = TempWorkspace::new("prompt-history");
     let lines: Vec<String> = (1..=120)
-        .map(|n| serde_json::json!({"cursor": n, "timestamp": "2026-04-15 10:00", "content": format!("entry {n}")}).to_string())
+        .map(|n| {
+            serde_json::json!({"cursor": n, "timestamp": "2026-04-15 10:00", "content": format!("entry {n}")})
+                .to_string()
+        })
         .collect();
     ws.write("memory/history.jsonl", &lines.join("\n"));
     ws.write("memory/.dream_cursor", "100");

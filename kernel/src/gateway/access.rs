@@ -76,13 +76,24 @@ impl Access {
     /// The store at `path` (usually `<data dir>/pairing.json`); a missing or unreadable
     /// file starts empty.
     pub fn open(path: &Path) -> Access {
-        let state = std::fs::read_to_string(path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
+        let state =
+            std::fs::read_to_string(path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
         Access { path: path.to_path_buf(), state: Mutex::new(state) }
     }
 
     /// Whether a message from `sender_id` (or `username`) in a direct or group chat may pass.
-    pub fn decide(&self, channel: &str, allow: &AllowFrom, sender_id: &str, username: Option<&str>, chat_id: &str, is_group: bool) -> Decision {
-        let listed = |ids: &[String]| ids.iter().any(|id| id == sender_id || username.is_some_and(|u| id.trim_start_matches('@') == u));
+    pub fn decide(
+        &self,
+        channel: &str,
+        allow: &AllowFrom,
+        sender_id: &str,
+        username: Option<&str>,
+        chat_id: &str,
+        is_group: bool,
+    ) -> Decision {
+        let listed = |ids: &[String]| {
+            ids.iter().any(|id| id == sender_id || username.is_some_and(|u| id.trim_start_matches('@') == u))
+        };
         match allow {
             AllowFrom::Everyone => Decision::Allow,
             AllowFrom::Only(ids) if listed(ids) => Decision::Allow,
@@ -96,7 +107,12 @@ impl Access {
                     return Decision::Deny;
                 }
                 let code = new_code(&state);
-                let pending = PendingPairing { channel: channel.to_owned(), sender_id: sender_id.to_owned(), chat_id: chat_id.to_owned(), issued: now() };
+                let pending = PendingPairing {
+                    channel: channel.to_owned(),
+                    sender_id: sender_id.to_owned(),
+                    chat_id: chat_id.to_owned(),
+                    issued: now(),
+                };
                 state.pending.insert(code.clone(), pending);
                 self.save(&state);
                 Decision::SendCode(code)
@@ -113,7 +129,11 @@ impl Access {
         if !approved.contains(&pending.sender_id) {
             approved.push(pending.sender_id.clone());
         }
-        write_atomic(&self.path, json_bytes(&state).as_slice()).map_err(|source| PairingError::File { action: "write", path: self.path.clone(), source })?;
+        write_atomic(&self.path, json_bytes(&state).as_slice()).map_err(|source| PairingError::File {
+            action: "write",
+            path: self.path.clone(),
+            source,
+        })?;
         Ok(pending)
     }
 
@@ -164,7 +184,8 @@ fn now() -> u64 {
 /// A fresh 6-character code (no 0/O/1/I), unique among pending ones.
 fn new_code(state: &PairingFile) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    let mut seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) as u64 ^ (u64::from(std::process::id()) << 32);
+    let mut seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) as u64
+        ^ (u64::from(std::process::id()) << 32);
     loop {
         let mut code = String::with_capacity(6);
         for _ in 0..6 {
@@ -201,16 +222,30 @@ mod tests {
         let dir = TestDir::new("access-pair");
         let path = dir.path().join("pairing.json");
         let access = Access::open(&path);
-        let Decision::SendCode(code) = access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false) else { panic!("no code") };
+        let Decision::SendCode(code) = access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false) else {
+            panic!("no code")
+        };
         assert_eq!(code.len(), 6);
-        assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false), Decision::Deny, "the code is sent once");
-        assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "88", None, "g", true), Decision::Deny, "no codes in groups");
+        assert_eq!(
+            access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false),
+            Decision::Deny,
+            "the code is sent once"
+        );
+        assert_eq!(
+            access.decide("telegram", &AllowFrom::Pairing, "88", None, "g", true),
+            Decision::Deny,
+            "no codes in groups"
+        );
         // The owner approves from another process.
         let pending = Access::open(&path).approve(&code.to_lowercase()).unwrap();
         assert_eq!((pending.channel.as_str(), pending.sender_id.as_str()), ("telegram", "77"));
         access.refresh();
         assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false), Decision::Allow);
-        assert_eq!(Access::open(&path).decide("telegram", &AllowFrom::Pairing, "77", None, "77", false), Decision::Allow, "approvals persist");
+        assert_eq!(
+            Access::open(&path).decide("telegram", &AllowFrom::Pairing, "77", None, "77", false),
+            Decision::Allow,
+            "approvals persist"
+        );
         assert!(matches!(access.approve(&code), Err(PairingError::UnknownCode(_))));
     }
 }

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -61,7 +61,10 @@ async fn answer(mut socket: TcpStream, source: &HealthSource) -> std::io::Result
     } else {
         ("404 Not Found", json!({"error": "not found; try GET /health"}).to_string())
     };
-    let response = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
     socket.write_all(response.as_bytes()).await?;
     socket.shutdown().await
 }

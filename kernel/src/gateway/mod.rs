@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::{Agent, SessionManager};
 use crate::memory::dream_actor::StartSchedule;
@@ -35,7 +35,9 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     /// The health endpoint's address is taken or invalid.
-    #[error("cannot listen on {address} for the health endpoint ({source}); is another gateway running? (set gateway.port)")]
+    #[error(
+        "cannot listen on {address} for the health endpoint ({source}); is another gateway running? (set gateway.port)"
+    )]
     Listen {
         /// `host:port`.
         address: String,
@@ -50,10 +52,17 @@ pub enum GatewayError {
 /// Runs the gateway over `agent` (whose plugin host already runs the enabled channels) until
 /// SIGTERM or SIGINT. Must run inside an actix system. `retry_delays` replaces the 1-2-4 s
 /// waits between delivery attempts.
-pub async fn run(agent: Arc<Agent>, settings: GatewaySettings, access: Access, retry_delays: Option<Vec<Duration>>) -> Result<(), GatewayError> {
+pub async fn run(
+    agent: Arc<Agent>,
+    settings: GatewaySettings,
+    access: Access,
+    retry_delays: Option<Vec<Duration>>,
+) -> Result<(), GatewayError> {
     let started = Instant::now();
     let address = format!("{}:{}", settings.host, settings.port);
-    let listener = TcpListener::bind(&address).await.map_err(|source| GatewayError::Listen { address: address.clone(), source })?;
+    let listener = TcpListener::bind(&address)
+        .await
+        .map_err(|source| GatewayError::Listen { address: address.clone(), source })?;
     let mut terminate = signal(SignalKind::terminate()).map_err(GatewayError::Signals)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(GatewayError::Signals)?;
 

@@ -66,9 +66,17 @@ mod tests {
         let dir = TestDir::new("resume");
         let write = |name: &str, key: &str, last: &str| {
             let header = format!("{{\"_type\": \"metadata\", \"key\": \"{key}\"}}");
-            std::fs::write(dir.path().join(name), format!("{header}\n{{\"role\": \"user\", \"content\": \"a\"}}\n{last}\n")).unwrap();
+            std::fs::write(
+                dir.path().join(name),
+                format!("{header}\n{{\"role\": \"user\", \"content\": \"a\"}}\n{last}\n"),
+            )
+            .unwrap();
         };
-        write("telegram_1.jsonl", "telegram:1", r#"{"role": "user", "content": "b", "channel_metadata": {"message_id": 5}}"#);
+        write(
+            "telegram_1.jsonl",
+            "telegram:1",
+            r#"{"role": "user", "content": "b", "channel_metadata": {"message_id": 5}}"#,
+        );
         write("telegram_2.jsonl", "telegram:2", r#"{"role": "assistant", "content": "done"}"#);
         write("cli_direct.jsonl", "cli:direct", r#"{"role": "user", "content": "c"}"#);
         let found = unanswered(dir.path(), &["telegram"]);

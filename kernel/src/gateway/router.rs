@@ -44,7 +44,12 @@ pub struct Router {
 
 impl Router {
     /// A router over `manager`'s sessions and plugin host.
-    pub fn new(manager: Rc<SessionManager>, settings: GatewaySettings, access: Access, retry_delays: Option<Vec<Duration>>) -> Rc<Router> {
+    pub fn new(
+        manager: Rc<SessionManager>,
+        settings: GatewaySettings,
+        access: Access,
+        retry_delays: Option<Vec<Duration>>,
+    ) -> Rc<Router> {
         Rc::new(Router {
             manager,
             settings,
@@ -68,7 +73,11 @@ impl Router {
                 }
                 PluginEvent::Delivery { ack, .. } => {
                     if let Some(waiter) = self.pending.borrow_mut().remove(&ack.id) {
-                        let _ = waiter.send(if ack.ok { Ok(()) } else { Err(ack.error.unwrap_or_else(|| "delivery failed".into())) });
+                        let _ = waiter.send(if ack.ok {
+                            Ok(())
+                        } else {
+                            Err(ack.error.unwrap_or_else(|| "delivery failed".into()))
+                        });
                     }
                 }
                 PluginEvent::Ready { plugin, kind: PeerKind::Channel, features } => {
@@ -76,7 +85,9 @@ impl Router {
                     self.streaming.borrow_mut().insert(plugin, features.contains(&Feature::Streaming));
                 }
                 PluginEvent::Ready { .. } => {}
-                PluginEvent::Down { plugin, reason } => tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted"),
+                PluginEvent::Down { plugin, reason } => {
+                    tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted")
+                }
             }
         }
     }
@@ -105,7 +116,14 @@ impl Router {
             // `oxibot pairing approve` may have run in another process since.
             self.access.refresh();
         }
-        match self.access.decide(&channel, &settings.allow_from, &inbound.sender_id, username, &inbound.chat_id, is_group) {
+        match self.access.decide(
+            &channel,
+            &settings.allow_from,
+            &inbound.sender_id,
+            username,
+            &inbound.chat_id,
+            is_group,
+        ) {
             Decision::Allow => {}
             Decision::Deny => {
                 tracing::info!(%channel, sender = %inbound.sender_id, "message from a sender not allowed; dropped");
@@ -115,7 +133,9 @@ impl Router {
             Decision::SendCode(code) => {
                 tracing::info!(%channel, sender = %inbound.sender_id, %code, "pairing code sent; approve with `oxibot pairing approve {code}`");
                 self.accept(&channel, &inbound.id);
-                let text = format!("Hi! I don't know you yet. Ask my owner to approve you with:\n\n    oxibot pairing approve {code}");
+                let text = format!(
+                    "Hi! I don't know you yet. Ask my owner to approve you with:\n\n    oxibot pairing approve {code}"
+                );
                 self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
                 return;
             }
@@ -160,7 +180,9 @@ impl Router {
         match &reply {
             Ok(TurnReply::AlreadyAnswered) => tracing::info!(session = %key, "nothing to resume"),
             Ok(_) => tracing::info!(session = %key, "answered a message a previous run left unanswered"),
-            Err(error) => tracing::warn!(session = %key, %error, "could not answer a message a previous run left unanswered"),
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "could not answer a message a previous run left unanswered")
+            }
         }
         self.deliver_reply(&channel, &chat_id, reply, stream_id, metadata).await;
         self.in_flight.set(self.in_flight.get() - 1);
@@ -187,7 +209,14 @@ impl Router {
         (events, Some(stream_id))
     }
 
-    async fn deliver_reply(&self, channel: &str, chat_id: &str, reply: Result<TurnReply, crate::agent::AgentError>, stream_id: Option<u64>, metadata: Value) {
+    async fn deliver_reply(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        reply: Result<TurnReply, crate::agent::AgentError>,
+        stream_id: Option<u64>,
+        metadata: Value,
+    ) {
         let text = match reply {
             Ok(TurnReply::AlreadyAnswered) => return,
             Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => text,
@@ -210,7 +239,14 @@ impl Router {
             let id = self.fresh_id();
             let (ack, ack_rx) = oneshot::channel();
             self.pending.borrow_mut().insert(id, ack);
-            let outbound = Outbound { id, chat_id: chat_id.to_owned(), content: content.clone(), media: Vec::new(), stream_id, metadata: metadata.clone() };
+            let outbound = Outbound {
+                id,
+                chat_id: chat_id.to_owned(),
+                content: content.clone(),
+                media: Vec::new(),
+                stream_id,
+                metadata: metadata.clone(),
+            };
             if let Err(error) = self.manager.agent().host.send(channel, Message::Outbound(outbound)) {
                 self.pending.borrow_mut().remove(&id);
                 last_error = error.to_string();

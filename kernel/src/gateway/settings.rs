@@ -58,11 +58,16 @@ impl GatewaySettings {
         let host = match gateway.get("host") {
             None | Some(Value::Null) => "127.0.0.1".to_owned(),
             Some(Value::String(host)) => host.clone(),
-            Some(other) => return Err(error("gateway.host", format!("expected an address like \"127.0.0.1\", got {other}"))),
+            Some(other) => {
+                return Err(error("gateway.host", format!("expected an address like \"127.0.0.1\", got {other}")));
+            }
         };
         let port = match gateway.get("port") {
             None | Some(Value::Null) => DEFAULT_PORT,
-            Some(value) => value.as_u64().and_then(|p| u16::try_from(p).ok()).ok_or_else(|| error("gateway.port", format!("expected a port number, got {value}")))?,
+            Some(value) => value
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| error("gateway.port", format!("expected a port number, got {value}")))?,
         };
         let mut channels = Vec::new();
         if let Some(section) = config.extra.get("channels") {
@@ -90,7 +95,9 @@ fn channel(name: &str, raw: &Value) -> Result<Option<ChannelSettings>, SettingsE
     match section.get("enabled") {
         Some(Value::Bool(true)) => {}
         None | Some(Value::Bool(false)) | Some(Value::Null) => return Ok(None),
-        Some(other) => return Err(error(&format!("channels.{name}.enabled"), format!("expected true or false, got {other}"))),
+        Some(other) => {
+            return Err(error(&format!("channels.{name}.enabled"), format!("expected true or false, got {other}")));
+        }
     }
     let allow_from = allow_from(name, section)?;
     Ok(Some(ChannelSettings { name: name.to_owned(), allow_from, raw: raw.clone() }))
@@ -161,7 +168,8 @@ mod tests {
     fn bad_values_name_the_key() {
         let error = settings(json!({"gateway": {"port": "x"}})).unwrap_err().to_string();
         assert!(error.starts_with("gateway.port:"), "{error}");
-        let error = settings(json!({"channels": {"slack": {"enabled": true, "allowFrom": 5}}})).unwrap_err().to_string();
+        let error =
+            settings(json!({"channels": {"slack": {"enabled": true, "allowFrom": 5}}})).unwrap_err().to_string();
         assert!(error.starts_with("channels.slack.allowFrom:"), "{error}");
     }
 }

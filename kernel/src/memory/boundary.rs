@@ -14,7 +14,12 @@ pub const MAX_SLICE_MESSAGES: usize = 60;
 /// [`MAX_SLICE_MESSAGES`] long, so when that many messages are not enough the furthest
 /// candidate within the cap is taken. `None` when there is no candidate: the unarchived part
 /// is a single turn.
-pub fn pick_cut(messages: &[ChatMessage], start: usize, tokens_to_remove: u64, mut tokens_of: impl FnMut(usize) -> u64) -> Option<usize> {
+pub fn pick_cut(
+    messages: &[ChatMessage],
+    start: usize,
+    tokens_to_remove: u64,
+    mut tokens_of: impl FnMut(usize) -> u64,
+) -> Option<usize> {
     let last_user = messages.iter().rposition(|m| m.role == Role::User)?;
     let limit = last_user.min(start.saturating_add(MAX_SLICE_MESSAGES));
     let mut removed = 0u64;

@@ -13,7 +13,7 @@ use crate::message::ChatMessage;
 use crate::session::{Session, SessionStore};
 
 use super::boundary::{cut_for_everything, pick_cut};
-use super::history::{timestamp_now, HistoryStore, Origin};
+use super::history::{HistoryStore, Origin, timestamp_now};
 use super::prompts::{minute, raw_archive};
 
 /// Most archiving rounds in one consolidation.
@@ -140,7 +140,12 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
             self.archive_until(cut, &mut report).await?;
             report.tokens_after = self.estimate()?;
         }
-        tracing::info!(rounds = report.rounds, before = report.tokens_before, after = report.tokens_after, "consolidated");
+        tracing::info!(
+            rounds = report.rounds,
+            before = report.tokens_before,
+            after = report.tokens_after,
+            "consolidated"
+        );
         Ok(report)
     }
 
@@ -169,7 +174,8 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
 
     /// Archives `messages[last_consolidated..cut]` and marks it consolidated.
     async fn archive_until(&mut self, cut: usize, report: &mut Report) -> Result<(), ConsolidateError> {
-        let (key, slice) = self.with_session(|s| (s.key.clone(), s.messages[s.last_consolidated.min(cut)..cut].to_vec()))?;
+        let (key, slice) =
+            self.with_session(|s| (s.key.clone(), s.messages[s.last_consolidated.min(cut)..cut].to_vec()))?;
         if slice.is_empty() {
             return Ok(());
         }
@@ -185,7 +191,11 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
                 raw_archive(&slice)
             }
         };
-        let timestamp = slice.last().and_then(|m| m.timestamp.as_deref()).map(minute).unwrap_or_else(|| timestamp_now(self.timezone.as_deref()));
+        let timestamp = slice
+            .last()
+            .and_then(|m| m.timestamp.as_deref())
+            .map(minute)
+            .unwrap_or_else(|| timestamp_now(self.timezone.as_deref()));
         self.history.append(&timestamp, &content, Some(Origin { session: key, through: cut }))?;
         let mut guard = self.lock();
         let session = guard.as_mut().ok_or(ConsolidateError::NotLoaded)?;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use actix::prelude::*;
 
 use super::consolidator::{Budget, ConsolidateError, Consolidation, Estimator, Report, SharedSession, Summarizer};
-use super::prompts::{consolidation_input, CONSOLIDATE};
+use super::prompts::{CONSOLIDATE, consolidation_input};
 use super::tokens::TokenLedger;
 use crate::agent::Agent;
 use crate::message::{ChatMessage, Role};
@@ -75,7 +75,11 @@ impl Handler<Consolidate> for ConsolidatorActor {
                 session: &request.session,
                 store: &agent.store,
                 history: &agent.history,
-                estimator: LedgerEstimator { ledger: &request.ledger, fixed: &request.fixed_prompt, limit: budget.limit },
+                estimator: LedgerEstimator {
+                    ledger: &request.ledger,
+                    fixed: &request.fixed_prompt,
+                    limit: budget.limit,
+                },
                 summarizer: LlmSummarizer { agent: &agent },
                 budget,
                 timezone: defaults.timezone.clone(),
@@ -121,7 +125,10 @@ impl Summarizer for LlmSummarizer<'_> {
     async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, String> {
         let request = ChatRequest {
             model: self.agent.spec.model.clone(),
-            messages: vec![ChatMessage::text(Role::System, CONSOLIDATE), ChatMessage::text(Role::User, consolidation_input(messages))],
+            messages: vec![
+                ChatMessage::text(Role::System, CONSOLIDATE),
+                ChatMessage::text(Role::User, consolidation_input(messages)),
+            ],
             tools: Vec::new(),
             max_tokens: SUMMARY_MAX_TOKENS.min(self.agent.spec.max_tokens.max(256)),
             temperature: self.agent.spec.temperature,

@@ -48,7 +48,11 @@ fn fixture(name: &str, turns: usize) -> Fixture {
     let dir = TestDir::new(name);
     let store = SessionStore::new(dir.path());
     let mut session = store.load("cli:direct").unwrap().session;
-    let messages = (0..turns).flat_map(|i| [ChatMessage::text(Role::User, format!("q{i}")), ChatMessage::text(Role::Assistant, format!("a{i}"))]).collect();
+    let messages = (0..turns)
+        .flat_map(|i| {
+            [ChatMessage::text(Role::User, format!("q{i}")), ChatMessage::text(Role::Assistant, format!("a{i}"))]
+        })
+        .collect();
     store.append(&mut session, messages).unwrap();
     let history = HistoryStore::new(dir.path());
     Fixture { dir, store, history, session: Arc::new(Mutex::new(Some(session))), calls: AtomicUsize::new(0) }
@@ -143,7 +147,9 @@ fn a_failed_summary_is_archived_raw_and_no_message_is_lost() {
     let entry: HistoryEntry = f.history.entries().unwrap().remove(0);
     assert!(entry.content.starts_with("[RAW] 16 messages\n"), "{}", entry.content);
     for i in 0..8 {
-        assert!(entry.content.contains(&format!("USER: q{i}\n")) && entry.content.contains(&format!("ASSISTANT: a{i}")));
+        assert!(
+            entry.content.contains(&format!("USER: q{i}\n")) && entry.content.contains(&format!("ASSISTANT: a{i}"))
+        );
     }
 }
 
@@ -160,7 +166,9 @@ fn archiving_everything_leaves_nothing_unconsolidated() {
 fn a_kill_between_the_history_entry_and_the_session_save_is_repaired_without_a_duplicate() {
     let f = fixture("recover", 10);
     // The history got the slice 0..16, the session file did not learn of it.
-    f.history.append("2026-04-03 00:02", "- summary", Some(Origin { session: "cli:direct".into(), through: 16 })).unwrap();
+    f.history
+        .append("2026-04-03 00:02", "- summary", Some(Origin { session: "cli:direct".into(), through: 16 }))
+        .unwrap();
     let report = block_on(f.run(Budget { limit: 300, target: 150 }, 10, false).over_budget()).unwrap();
     assert_eq!(report.rounds, 0, "the estimate after recovery is under the limit");
     assert_eq!(f.last_consolidated(), 16);

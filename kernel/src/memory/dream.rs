@@ -13,13 +13,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use oxibot_proto::CallContext;
 use tokio::sync::mpsc;
 
-use super::gate::{DreamGate, DREAM_TOOLS};
+use super::gate::{DREAM_TOOLS, DreamGate};
 use super::history::{HistoryEntry, HistoryError};
-use super::prompts::{analysis_is_skip, dream_phase1_input, dream_phase2_input, MemoryFiles, DREAM_PHASE1, DREAM_PHASE2};
+use super::prompts::{
+    DREAM_PHASE1, DREAM_PHASE2, MemoryFiles, analysis_is_skip, dream_phase1_input, dream_phase2_input,
+};
 use super::schedule::DreamSettings;
-use crate::agent::hooks::{strip_think_blocks, CompositeHook, StripThinking};
-use crate::agent::runner::{RunSpec, Turn};
 use crate::agent::Agent;
+use crate::agent::hooks::{CompositeHook, StripThinking, strip_think_blocks};
+use crate::agent::runner::{RunSpec, Turn};
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
 
@@ -46,7 +48,12 @@ impl DreamReport {
         if self.entries == 0 {
             return "Dream: no new history to process.".to_owned();
         }
-        let mut text = format!("Dream processed {} history entr{} and made {} change(s).", self.entries, if self.entries == 1 { "y" } else { "ies" }, self.changes);
+        let mut text = format!(
+            "Dream processed {} history entr{} and made {} change(s).",
+            self.entries,
+            if self.entries == 1 { "y" } else { "ies" },
+            self.changes
+        );
         if let Some(error) = &self.phase2_error {
             text.push_str(&format!(" The editing step failed: {error}"));
         }
@@ -74,7 +81,12 @@ pub async fn run_dream(agent: &Agent, settings: &DreamSettings) -> Result<DreamR
     let since = agent.history.dream_cursor();
     let batch = agent.history.entries_after(since, settings.max_batch_size.max(1))?;
     let Some(last) = batch.last() else { return Ok(DreamReport { cursor: since, ..DreamReport::default() }) };
-    let mut report = DreamReport { entries: batch.len(), cursor: last.cursor, batch_timestamp: last.timestamp.clone(), ..DreamReport::default() };
+    let mut report = DreamReport {
+        entries: batch.len(),
+        cursor: last.cursor,
+        batch_timestamp: last.timestamp.clone(),
+        ..DreamReport::default()
+    };
     let today = super::history::timestamp_now(agent.config.agents.defaults.timezone.as_deref());
     let today = today.get(..10).unwrap_or(&today).to_owned();
     let model = settings.model.clone().unwrap_or_else(|| agent.spec.model.clone());
@@ -108,10 +120,19 @@ pub async fn run_dream(agent: &Agent, settings: &DreamSettings) -> Result<DreamR
 }
 
 /// Phase 1: the findings, as text.
-async fn analyse(agent: &Agent, model: &str, batch: &[HistoryEntry], files: &MemoryFiles, today: &str) -> Result<String, ProviderError> {
+async fn analyse(
+    agent: &Agent,
+    model: &str,
+    batch: &[HistoryEntry],
+    files: &MemoryFiles,
+    today: &str,
+) -> Result<String, ProviderError> {
     let request = ChatRequest {
         model: model.to_owned(),
-        messages: vec![ChatMessage::text(Role::System, DREAM_PHASE1), ChatMessage::text(Role::User, dream_phase1_input(batch, files, today))],
+        messages: vec![
+            ChatMessage::text(Role::System, DREAM_PHASE1),
+            ChatMessage::text(Role::User, dream_phase1_input(batch, files, today)),
+        ],
         tools: Vec::new(),
         max_tokens: agent.spec.max_tokens,
         temperature: agent.spec.temperature,
@@ -127,7 +148,12 @@ async fn apply(agent: &Agent, settings: &DreamSettings, model: &str, input: Stri
     if tools.is_empty() {
         return Err("no file tools are available (is the fs plugin installed?)".to_owned());
     }
-    let spec = RunSpec { model: model.to_owned(), max_iterations: settings.max_iterations.max(1), stream: false, ..agent.spec.clone() };
+    let spec = RunSpec {
+        model: model.to_owned(),
+        max_iterations: settings.max_iterations.max(1),
+        stream: false,
+        ..agent.spec.clone()
+    };
     let written: Arc<Mutex<Vec<ChatMessage>>> = Arc::default();
     let sink = written.clone();
     let (events, _ignored) = mpsc::unbounded_channel();
@@ -199,7 +225,11 @@ mod tests {
     #[test]
     fn the_summary_says_what_happened() {
         assert_eq!(DreamReport::default().summary(), "Dream: no new history to process.");
-        let report = DreamReport { entries: 1, changes: 2, phase2_error: Some("HTTP 500".into()), ..DreamReport::default() };
-        assert_eq!(report.summary(), "Dream processed 1 history entry and made 2 change(s). The editing step failed: HTTP 500");
+        let report =
+            DreamReport { entries: 1, changes: 2, phase2_error: Some("HTTP 500".into()), ..DreamReport::default() };
+        assert_eq!(
+            report.summary(),
+            "Dream processed 1 history entry and made 2 change(s). The editing step failed: HTTP 500"
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::dream::{run_dream, DreamError, DreamReport};
+use super::dream::{DreamError, DreamReport, run_dream};
 use super::git_actor::{CommitMemory, GitActor, InitRepo};
 use super::schedule::DreamSettings;
 use crate::agent::Agent;
@@ -33,7 +33,15 @@ impl DreamActor {
             return;
         }
         let now = chrono::Utc::now();
-        let timezone = self.agent.config.agents.defaults.timezone.as_deref().and_then(|tz| tz.parse().ok()).unwrap_or(chrono_tz::UTC);
+        let timezone = self
+            .agent
+            .config
+            .agents
+            .defaults
+            .timezone
+            .as_deref()
+            .and_then(|tz| tz.parse().ok())
+            .unwrap_or(chrono_tz::UTC);
         let Some(next) = self.settings.schedule.next_after(now, timezone) else {
             tracing::warn!("the Dream schedule has no next run; Dream runs only on /dream");
             return;

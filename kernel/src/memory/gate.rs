@@ -43,9 +43,15 @@ impl ToolGate for DreamGate {
         match tool {
             "read_file" if relative.is_some() => Ok(()),
             "read_file" => Err(format!("Dream may only read files inside the workspace, not {path}")),
-            "edit_file" if relative.as_deref().is_some_and(|r| MEMORY_FILES.iter().any(|m| Path::new(m) == r)) => Ok(()),
+            "edit_file" if relative.as_deref().is_some_and(|r| MEMORY_FILES.iter().any(|m| Path::new(m) == r)) => {
+                Ok(())
+            }
             "edit_file" => Err(format!("Dream may only edit {}, not {path}", MEMORY_FILES.join(", "))),
-            "write_file" if relative.as_deref().is_some_and(|r| r.starts_with("skills") && r.components().count() > 1) => Ok(()),
+            "write_file"
+                if relative.as_deref().is_some_and(|r| r.starts_with("skills") && r.components().count() > 1) =>
+            {
+                Ok(())
+            }
             "write_file" => Err(format!("Dream may only write new skills under skills/, not {path}")),
             _ => Err(format!("Dream may not use {tool}")),
         }
@@ -87,7 +93,14 @@ mod tests {
 
     #[test]
     fn other_files_may_not_be_edited_even_through_dot_dot() {
-        for path in ["AGENTS.md", "memory/history.jsonl", "../ws/notes.md", "/etc/passwd", "skills/x/SKILL.md", "memory/../../ws2/SOUL.md"] {
+        for path in [
+            "AGENTS.md",
+            "memory/history.jsonl",
+            "../ws/notes.md",
+            "/etc/passwd",
+            "skills/x/SKILL.md",
+            "memory/../../ws2/SOUL.md",
+        ] {
             let error = check("edit_file", path).unwrap_err();
             assert!(error.contains("may only edit"), "{path}: {error}");
         }

@@ -149,9 +149,7 @@ pub struct GitStore {
 impl GitStore {
     /// A store for `workspace`; nothing is read or written until a method is called.
     pub fn new(workspace: &Path) -> GitStore {
-        GitStore {
-            workspace: workspace.to_path_buf(),
-        }
+        GitStore { workspace: workspace.to_path_buf() }
     }
 
     /// The workspace directory whose memory files are versioned.
@@ -200,11 +198,7 @@ impl GitStore {
             None => latest_dream(&repo)?,
         };
         let (files_changed, diff) = patch_text(&repo, &commit)?;
-        Ok(CommitDiff {
-            commit: commit_info(&commit),
-            files_changed,
-            diff,
-        })
+        Ok(CommitDiff { commit: commit_info(&commit), files_changed, diff })
     }
 
     /// Puts the tracked files back to their content in the PARENT of commit `sha`
@@ -217,10 +211,8 @@ impl GitStore {
         if commit.parent_count() == 0 {
             return Err(GitError::NoParent { sha: short });
         }
-        let parent_tree = commit
-            .parent(0)
-            .and_then(|parent| parent.tree())
-            .ctx("read the parent commit", repo.path())?;
+        let parent_tree =
+            commit.parent(0).and_then(|parent| parent.tree()).ctx("read the parent commit", repo.path())?;
         for rel in TRACKED_FILES {
             self.restore_file(&repo, &parent_tree, rel)?;
         }
@@ -238,12 +230,8 @@ impl GitStore {
         if fs::symlink_metadata(&git_dir).is_err() {
             return Err(GitError::NotInitialized { path: git_dir });
         }
-        let repo = Repository::open_ext(
-            &self.workspace,
-            RepositoryOpenFlags::NO_SEARCH,
-            std::iter::empty::<&OsStr>(),
-        )
-        .ctx("open the repository", &git_dir)?;
+        let repo = Repository::open_ext(&self.workspace, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&OsStr>())
+            .ctx("open the repository", &git_dir)?;
         if repo.is_bare() || !is_managed(&repo) {
             return Err(GitError::ForeignRepository { path: git_dir });
         }
@@ -294,11 +282,7 @@ trait Context<T> {
 
 impl<T> Context<T> for Result<T, git2::Error> {
     fn ctx(self, action: &'static str, path: &Path) -> Result<T, GitError> {
-        self.map_err(|error| GitError::Git {
-            action,
-            path: path.to_path_buf(),
-            error,
-        })
+        self.map_err(|error| GitError::Git { action, path: path.to_path_buf(), error })
     }
 }
 
@@ -308,11 +292,7 @@ trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn io_ctx(self, action: &'static str, path: &Path) -> Result<T, GitError> {
-        self.map_err(|error| GitError::Io {
-            action,
-            path: path.to_path_buf(),
-            error,
-        })
+        self.map_err(|error| GitError::Io { action, path: path.to_path_buf(), error })
     }
 }
 
@@ -366,9 +346,7 @@ fn commit_tracked(repo: &Repository, workspace: &Path, message: &str) -> Result<
     let tree = repo.find_tree(tree_id).ctx("read the staged tree", repo.path())?;
     let signature = signature(repo)?;
     let parents: Vec<&Commit<'_>> = parent.iter().collect();
-    let id = repo
-        .commit(Some("HEAD"), &signature, &signature, message, &tree, &parents)
-        .ctx("commit", repo.path())?;
+    let id = repo.commit(Some("HEAD"), &signature, &signature, message, &tree, &parents).ctx("commit", repo.path())?;
     let commit = repo.find_commit(id).ctx("read the new commit", repo.path())?;
     Ok(Some(commit_info(&commit)))
 }
@@ -379,11 +357,7 @@ fn stage_tracked(repo: &Repository, workspace: &Path) -> Result<Oid, GitError> {
     let mut index = repo.index().ctx("read the index", repo.path())?;
     for rel in TRACKED_FILES.iter().chain([&GITIGNORE]) {
         let path = Path::new(rel);
-        let staged = if workspace.join(path).is_file() {
-            index.add_path(path)
-        } else {
-            index.remove_path(path)
-        };
+        let staged = if workspace.join(path).is_file() { index.add_path(path) } else { index.remove_path(path) };
         staged.ctx("stage", &workspace.join(path))?;
     }
     index.write().ctx("write the index", repo.path())?;
@@ -401,25 +375,14 @@ fn head_commit(repo: &Repository) -> Result<Option<Commit<'_>>, GitError> {
 
 /// The configured user, or `oxibot <oxibot@localhost>` when there is none.
 fn signature(repo: &Repository) -> Result<Signature<'static>, GitError> {
-    repo.signature()
-        .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
-        .ctx("make a signature", repo.path())
+    repo.signature().or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL)).ctx("make a signature", repo.path())
 }
 
 fn commit_info(commit: &Commit<'_>) -> CommitInfo {
     let sha = commit.id().to_string();
     let short = sha.chars().take(7).collect();
-    let message = String::from_utf8_lossy(commit.message_bytes())
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    CommitInfo {
-        sha,
-        short,
-        message,
-        time: local_time(commit.time()),
-    }
+    let message = String::from_utf8_lossy(commit.message_bytes()).lines().next().unwrap_or_default().to_string();
+    CommitInfo { sha, short, message, time: local_time(commit.time()) }
 }
 
 fn local_time(time: git2::Time) -> String {
@@ -436,8 +399,7 @@ fn history<'r>(repo: &'r Repository, limit: usize, prefix: Option<&str>) -> Resu
         return Ok(found);
     }
     let mut walk = repo.revwalk().ctx("walk the history", repo.path())?;
-    walk.set_sorting(Sort::TOPOLOGICAL)
-        .ctx("walk the history", repo.path())?;
+    walk.set_sorting(Sort::TOPOLOGICAL).ctx("walk the history", repo.path())?;
     walk.push_head().ctx("walk the history", repo.path())?;
     for id in walk {
         let id = id.ctx("walk the history", repo.path())?;
@@ -453,10 +415,7 @@ fn history<'r>(repo: &'r Repository, limit: usize, prefix: Option<&str>) -> Resu
 }
 
 fn latest_dream(repo: &Repository) -> Result<Commit<'_>, GitError> {
-    history(repo, 1, Some(DREAM_PREFIX))?
-        .into_iter()
-        .next()
-        .ok_or(GitError::NoDreamCommit)
+    history(repo, 1, Some(DREAM_PREFIX))?.into_iter().next().ok_or(GitError::NoDreamCommit)
 }
 
 /// Looks a commit up by its full id or an abbreviation of at least 4 hex digits.
@@ -468,11 +427,7 @@ fn find_commit<'r>(repo: &'r Repository, sha: &str) -> Result<Commit<'r>, GitErr
     repo.find_commit_by_prefix(sha).map_err(|error| match error.code() {
         ErrorCode::Ambiguous => GitError::AmbiguousCommit { sha: sha.to_string() },
         ErrorCode::NotFound => GitError::UnknownCommit { sha: sha.to_string() },
-        _ => GitError::Git {
-            action: "look up a commit",
-            path: repo.path().to_path_buf(),
-            error,
-        },
+        _ => GitError::Git { action: "look up a commit", path: repo.path().to_path_buf(), error },
     })
 }
 
@@ -481,16 +436,9 @@ fn patch_text(repo: &Repository, commit: &Commit<'_>) -> Result<(usize, String),
     let tree = commit.tree().ctx("read a commit's tree", repo.path())?;
     let parent_tree = match commit.parent_count() {
         0 => None,
-        _ => Some(
-            commit
-                .parent(0)
-                .and_then(|parent| parent.tree())
-                .ctx("read the parent commit", repo.path())?,
-        ),
+        _ => Some(commit.parent(0).and_then(|parent| parent.tree()).ctx("read the parent commit", repo.path())?),
     };
-    let diff = repo
-        .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
-        .ctx("diff", repo.path())?;
+    let diff = repo.diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None).ctx("diff", repo.path())?;
     let mut text = String::new();
     diff.print(DiffFormat::Patch, |_, _, line| {
         push_diff_line(&mut text, &line);
@@ -515,9 +463,7 @@ fn blob_at(repo: &Repository, tree: &Tree<'_>, rel: &str) -> Result<Option<Vec<u
         Err(error) if error.code() == ErrorCode::NotFound => return Ok(None),
         Err(error) => return Err(error).ctx("read a tree entry", Path::new(rel)),
     };
-    let blob = repo
-        .find_blob(entry.id())
-        .ctx("read a file's content", Path::new(rel))?;
+    let blob = repo.find_blob(entry.id()).ctx("read a file's content", Path::new(rel))?;
     Ok(Some(blob.content().to_vec()))
 }
 
@@ -597,11 +543,7 @@ pub(crate) mod test_support {
             .env_remove("GIT_INDEX_FILE")
             .output()
             .expect("run git");
-        assert!(
-            output.status.success(),
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert!(output.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 }
@@ -627,9 +569,7 @@ mod tests {
         let dir = TempDir::new("init");
         dir.write("SOUL.md", "# Soul\n");
         let outcome = GitStore::new(&dir.0).init().expect("init");
-        let InitOutcome::Created { commit: Some(commit) } = outcome else {
-            panic!("{outcome:?}")
-        };
+        let InitOutcome::Created { commit: Some(commit) } = outcome else { panic!("{outcome:?}") };
         assert_eq!(commit.message, "init: memory files");
         assert_eq!(commit.short.len(), 7);
         assert_eq!(commit.time.len(), "2026-01-02 03:04".len());
@@ -649,20 +589,14 @@ mod tests {
         dir.write("skills/a/SKILL.md", "a");
         assert_eq!(git(&dir.0, &["status", "--porcelain", "--untracked-files=all"]), "");
         dir.write("memory/MEMORY.md", "new fact\n");
-        assert_eq!(
-            git(&dir.0, &["status", "--porcelain", "--untracked-files=all"]),
-            " M memory/MEMORY.md\n"
-        );
+        assert_eq!(git(&dir.0, &["status", "--porcelain", "--untracked-files=all"]), " M memory/MEMORY.md\n");
     }
 
     #[test]
     fn commit_returns_the_commit_when_files_changed_and_none_otherwise() {
         let (dir, store) = initialised("commit");
         dir.write("USER.md", "# User\nlikes tea\n");
-        let commit = store
-            .commit("memory: user likes tea")
-            .expect("commit")
-            .expect("a commit");
+        let commit = store.commit("memory: user likes tea").expect("commit").expect("a commit");
         assert_eq!(commit.message, "memory: user likes tea");
         assert_eq!(commit.sha, git(&dir.0, &["rev-parse", "HEAD"]).trim());
         assert!(git(&dir.0, &["log", "--oneline"]).starts_with(&format!("{} memory: user likes tea\n", commit.short)));
@@ -686,22 +620,9 @@ mod tests {
             dir.write("memory/MEMORY.md", &format!("fact {i}\n"));
             store.commit(message).expect("commit");
         }
-        let all: Vec<String> = store
-            .log(10, None)
-            .expect("log")
-            .into_iter()
-            .map(|c| c.message)
-            .collect();
-        assert_eq!(
-            all,
-            ["dream: second", "memory: edit", "dream: first", "init: memory files"]
-        );
-        let dreams: Vec<String> = store
-            .log(10, Some("dream:"))
-            .expect("log")
-            .into_iter()
-            .map(|c| c.message)
-            .collect();
+        let all: Vec<String> = store.log(10, None).expect("log").into_iter().map(|c| c.message).collect();
+        assert_eq!(all, ["dream: second", "memory: edit", "dream: first", "init: memory files"]);
+        let dreams: Vec<String> = store.log(10, Some("dream:")).expect("log").into_iter().map(|c| c.message).collect();
         assert_eq!(dreams, ["dream: second", "dream: first"]);
         assert_eq!(store.log(1, Some("dream:")).expect("log").len(), 1);
         assert!(store.log(0, None).expect("log").is_empty());
@@ -712,27 +633,14 @@ mod tests {
         let (dir, store) = initialised("show");
         assert!(matches!(store.show(None), Err(GitError::NoDreamCommit)));
         dir.write("memory/MEMORY.md", "new fact\n");
-        let dream = store
-            .commit("dream: rewrite memory")
-            .expect("commit")
-            .expect("a commit");
+        let dream = store.commit("dream: rewrite memory").expect("commit").expect("a commit");
         dir.write("USER.md", "# User\nchanged later\n");
         store.commit("memory: later").expect("commit");
         let shown = store.show(None).expect("show");
         assert_eq!(shown.commit, dream);
         assert_eq!(shown.files_changed, 1);
-        assert!(
-            shown.diff.contains("diff --git a/memory/MEMORY.md b/memory/MEMORY.md"),
-            "{}",
-            shown.diff
-        );
-        assert!(
-            shown
-                .diff
-                .contains("--- a/memory/MEMORY.md\n+++ b/memory/MEMORY.md\n@@"),
-            "{}",
-            shown.diff
-        );
+        assert!(shown.diff.contains("diff --git a/memory/MEMORY.md b/memory/MEMORY.md"), "{}", shown.diff);
+        assert!(shown.diff.contains("--- a/memory/MEMORY.md\n+++ b/memory/MEMORY.md\n@@"), "{}", shown.diff);
         assert!(shown.diff.contains("\n-old fact\n+new fact\n"), "{}", shown.diff);
     }
 
@@ -745,10 +653,7 @@ mod tests {
         assert_eq!(shown.files_changed, 4);
         assert!(shown.diff.contains("+old fact\n"), "{}", shown.diff);
         let unknown = store.show(Some("0000000")).expect_err("unknown");
-        assert!(
-            matches!(&unknown, GitError::UnknownCommit { sha } if sha == "0000000"),
-            "{unknown:?}"
-        );
+        assert!(matches!(&unknown, GitError::UnknownCommit { sha } if sha == "0000000"), "{unknown:?}");
         assert!(unknown.to_string().contains("0000000"));
         assert!(matches!(store.show(Some("abc")), Err(GitError::InvalidSha { .. })));
         assert!(matches!(store.show(Some("not-hex")), Err(GitError::InvalidSha { .. })));
@@ -765,28 +670,15 @@ mod tests {
         let later = store.commit("memory: new user").expect("commit").expect("a commit");
         let restored = store.restore(&later.short).expect("restore");
         assert_eq!(restored.message, format!("restore: files as before {}", later.short));
-        assert!(
-            !dir.0.join("USER.md").exists(),
-            "USER.md did not exist before {}",
-            later.short
-        );
+        assert!(!dir.0.join("USER.md").exists(), "USER.md did not exist before {}", later.short);
         assert_eq!(dir.read("memory/MEMORY.md"), "rewritten by a dream\n");
         let restored = store.restore(&dream.sha).expect("restore");
         assert_eq!(dir.read("memory/MEMORY.md"), "old fact\n");
         assert_eq!(dir.read("USER.md"), "# User\n");
         let log = git(&dir.0, &["log", "--oneline"]);
-        assert!(
-            log.starts_with(&format!(
-                "{} restore: files as before {}\n",
-                restored.short, dream.short
-            )),
-            "{log}"
-        );
+        assert!(log.starts_with(&format!("{} restore: files as before {}\n", restored.short, dream.short)), "{log}");
         assert_eq!(git(&dir.0, &["status", "--porcelain"]), "");
-        assert!(matches!(
-            store.restore(&dream.sha),
-            Err(GitError::AlreadyRestored { .. })
-        ));
+        assert!(matches!(store.restore(&dream.sha), Err(GitError::AlreadyRestored { .. })));
     }
 
     #[test]
@@ -813,27 +705,15 @@ mod tests {
         std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
         std::fs::write(workspace.join("memory/MEMORY.md"), "fact\n").expect("write");
         let store = GitStore::new(&workspace);
-        assert!(matches!(
-            store.init().expect("init"),
-            InitOutcome::Created { commit: Some(_) }
-        ));
+        assert!(matches!(store.init().expect("init"), InitOutcome::Created { commit: Some(_) }));
         std::fs::write(workspace.join("memory/MEMORY.md"), "fact 2\n").expect("write");
         assert!(store.commit("memory: edit").expect("commit").is_some());
 
         assert_eq!(std::fs::read(outer.0.join(".git/index")).expect("index"), index_before);
-        assert_eq!(
-            std::fs::read(outer.0.join(".git/config")).expect("config"),
-            config_before
-        );
+        assert_eq!(std::fs::read(outer.0.join(".git/config")).expect("config"), config_before);
         assert_eq!(git(&outer.0, &["rev-parse", "HEAD"]), head_before);
-        assert_eq!(
-            git(&outer.0, &["status", "--porcelain"]),
-            format!("{status_before}?? workspace/\n")
-        );
-        assert_eq!(
-            git(&workspace, &["log", "--format=%s"]),
-            "memory: edit\ninit: memory files\n"
-        );
+        assert_eq!(git(&outer.0, &["status", "--porcelain"]), format!("{status_before}?? workspace/\n"));
+        assert_eq!(git(&workspace, &["log", "--format=%s"]), "memory: edit\ninit: memory files\n");
     }
 
     #[test]
@@ -848,10 +728,7 @@ mod tests {
         let index_before = std::fs::read(dir.0.join(".git/index")).expect("index");
         let store = GitStore::new(&dir.0);
         assert!(matches!(store.init(), Err(GitError::ForeignRepository { path }) if path == dir.0.join(".git")));
-        assert!(matches!(
-            store.commit("dream: x"),
-            Err(GitError::ForeignRepository { .. })
-        ));
+        assert!(matches!(store.commit("dream: x"), Err(GitError::ForeignRepository { .. })));
         assert!(matches!(store.log(5, None), Err(GitError::ForeignRepository { .. })));
         assert_eq!(git(&dir.0, &["rev-parse", "HEAD"]), head_before);
         assert_eq!(std::fs::read(dir.0.join(".git/index")).expect("index"), index_before);
@@ -862,10 +739,7 @@ mod tests {
     #[test]
     fn operations_before_init_say_the_repository_is_missing() {
         let dir = TempDir::new("missing");
-        assert!(matches!(
-            GitStore::new(&dir.0).log(5, None),
-            Err(GitError::NotInitialized { .. })
-        ));
+        assert!(matches!(GitStore::new(&dir.0).log(5, None), Err(GitError::NotInitialized { .. })));
     }
 
     #[test]
@@ -874,15 +748,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().skip(1).collect();
         assert_eq!(
             lines,
-            [
-                "/*",
-                "!/.gitignore",
-                "!/SOUL.md",
-                "!/USER.md",
-                "!/memory/",
-                "/memory/*",
-                "!/memory/MEMORY.md"
-            ]
+            ["/*", "!/.gitignore", "!/SOUL.md", "!/USER.md", "!/memory/", "/memory/*", "!/memory/MEMORY.md"]
         );
     }
 }

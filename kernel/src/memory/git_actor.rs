@@ -158,42 +158,15 @@ mod tests {
             assert!(matches!(init, InitOutcome::Created { commit: Some(_) }));
             std::fs::write(workspace.join("memory/MEMORY.md"), "new fact\n").expect("write");
             let message = "dream: new fact".to_string();
-            let dream = addr
-                .send(CommitMemory { message })
-                .await
-                .expect("mailbox")
-                .expect("commit");
+            let dream = addr.send(CommitMemory { message }).await.expect("mailbox").expect("commit");
             let dream = dream.expect("a commit");
-            let log = addr
-                .send(GetLog {
-                    limit: 5,
-                    only_prefix: Some("dream:".into()),
-                })
-                .await
-                .expect("mailbox");
+            let log = addr.send(GetLog { limit: 5, only_prefix: Some("dream:".into()) }).await.expect("mailbox");
             assert_eq!(log.expect("log"), std::slice::from_ref(&dream));
-            let shown = addr
-                .send(ShowCommit { sha: None })
-                .await
-                .expect("mailbox")
-                .expect("show");
+            let shown = addr.send(ShowCommit { sha: None }).await.expect("mailbox").expect("show");
             assert!(shown.diff.contains("-old fact\n+new fact\n"), "{}", shown.diff);
-            let restored = addr
-                .send(RestoreCommit {
-                    sha: dream.short.clone(),
-                })
-                .await
-                .expect("mailbox");
-            assert_eq!(
-                restored.expect("restore").message,
-                format!("restore: files as before {}", dream.short)
-            );
-            let unknown = addr
-                .send(ShowCommit {
-                    sha: Some("ffffff".into()),
-                })
-                .await
-                .expect("mailbox");
+            let restored = addr.send(RestoreCommit { sha: dream.short.clone() }).await.expect("mailbox");
+            assert_eq!(restored.expect("restore").message, format!("restore: files as before {}", dream.short));
+            let unknown = addr.send(ShowCommit { sha: Some("ffffff".into()) }).await.expect("mailbox");
             assert!(matches!(unknown, Err(GitError::UnknownCommit { .. })));
         });
         assert_eq!(dir.read("memory/MEMORY.md"), "old fact\n");
@@ -209,12 +182,7 @@ mod tests {
             let addr = GitActor::start(workspace);
             let init = addr.send(InitRepo).await.expect("mailbox");
             assert!(matches!(init, Err(GitError::ForeignRepository { .. })));
-            let commit = addr
-                .send(CommitMemory {
-                    message: "dream: x".into(),
-                })
-                .await
-                .expect("mailbox");
+            let commit = addr.send(CommitMemory { message: "dream: x".into() }).await.expect("mailbox");
             assert!(matches!(commit, Err(GitError::Disabled)));
         });
         assert_eq!(git(&dir.0, &["status", "--porcelain"]), "");
@@ -224,13 +192,7 @@ mod tests {
     fn an_actor_without_a_store_answers_disabled() {
         actix::System::new().block_on(async {
             let addr = SyncArbiter::start(1, || GitActor::new(None));
-            let log = addr
-                .send(GetLog {
-                    limit: 1,
-                    only_prefix: None,
-                })
-                .await
-                .expect("mailbox");
+            let log = addr.send(GetLog { limit: 1, only_prefix: None }).await.expect("mailbox");
             assert!(matches!(log, Err(GitError::Disabled)));
         });
     }

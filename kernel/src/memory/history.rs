@@ -17,7 +17,7 @@ use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::fsutil::write_atomic;
 
@@ -132,16 +132,30 @@ impl HistoryStore {
         let mut guard = self.lock();
         let cached = self.cached(&mut guard)?;
         let (session, through) = origin.map_or((None, None), |o| (Some(o.session), Some(o.through)));
-        let entry = HistoryEntry { cursor: cached.next_cursor, timestamp: timestamp.to_owned(), content: content.to_owned(), session, through };
+        let entry = HistoryEntry {
+            cursor: cached.next_cursor,
+            timestamp: timestamp.to_owned(),
+            content: content.to_owned(),
+            session,
+            through,
+        };
         let path = self.path();
-        append_line(&path, entry.to_line().as_bytes()).map_err(|source| HistoryError { action: "append to", path, source })?;
+        append_line(&path, entry.to_line().as_bytes()).map_err(|source| HistoryError {
+            action: "append to",
+            path,
+            source,
+        })?;
         cached.next_cursor += 1;
         if let (Some(session), Some(through)) = (&entry.session, entry.through) {
             let highest = cached.archived.entry(session.clone()).or_default();
             *highest = (*highest).max(through);
         }
         let cursor_path = self.workspace.join(CURSOR_FILE);
-        write_atomic(&cursor_path, entry.cursor.to_string().as_bytes()).map_err(|source| HistoryError { action: "write", path: cursor_path, source })?;
+        write_atomic(&cursor_path, entry.cursor.to_string().as_bytes()).map_err(|source| HistoryError {
+            action: "write",
+            path: cursor_path,
+            source,
+        })?;
         Ok(entry.cursor)
     }
 
@@ -173,7 +187,11 @@ impl HistoryStore {
     /// Records that Dream processed everything up to `cursor`.
     pub fn set_dream_cursor(&self, cursor: u64) -> Result<(), HistoryError> {
         let path = self.workspace.join(DREAM_CURSOR_FILE);
-        write_atomic(&path, cursor.to_string().as_bytes()).map_err(|source| HistoryError { action: "write", path, source })
+        write_atomic(&path, cursor.to_string().as_bytes()).map_err(|source| HistoryError {
+            action: "write",
+            path,
+            source,
+        })
     }
 
     /// When the archive holds more than [`COMPACT_ABOVE`] entries, drops those Dream has
@@ -185,7 +203,11 @@ impl HistoryStore {
             return Ok(0);
         }
         let since = self.dream_cursor();
-        let kept: Vec<&str> = text.lines().filter(|line| HistoryEntry::parse(line).is_none_or(|e| e.cursor > since)).filter(|l| !l.trim().is_empty()).collect();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|line| HistoryEntry::parse(line).is_none_or(|e| e.cursor > since))
+            .filter(|l| !l.trim().is_empty())
+            .collect();
         let dropped = text.lines().filter(|l| !l.trim().is_empty()).count() - kept.len();
         if dropped == 0 {
             return Ok(0);
@@ -224,7 +246,11 @@ impl HistoryStore {
             }
             **guard = Some(Cached { next_cursor: last.max(recorded) + 1, archived });
         }
-        guard.as_mut().ok_or_else(|| HistoryError { action: "load", path: self.path(), source: io::Error::other("state missing") })
+        guard.as_mut().ok_or_else(|| HistoryError {
+            action: "load",
+            path: self.path(),
+            source: io::Error::other("state missing"),
+        })
     }
 
     fn read_history(&self) -> Result<String, HistoryError> {
@@ -360,8 +386,12 @@ mod tests {
         assert_eq!(store.append("2026-04-03 00:02", "- likes tea", origin("cli:direct", 4)).unwrap(), 1);
         assert_eq!(store.append("2026-04-03 00:05", "- moved to Lyon", None).unwrap(), 2);
         assert_eq!(fs::read_to_string(dir.path().join(CURSOR_FILE)).unwrap(), "2");
-        let lines: Vec<Value> = fs::read_to_string(store.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert_eq!(lines[0], json!({"cursor": 1, "timestamp": "2026-04-03 00:02", "content": "- likes tea", "session": "cli:direct", "through": 4}));
+        let lines: Vec<Value> =
+            fs::read_to_string(store.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(
+            lines[0],
+            json!({"cursor": 1, "timestamp": "2026-04-03 00:02", "content": "- likes tea", "session": "cli:direct", "through": 4})
+        );
         assert_eq!(lines[1], json!({"cursor": 2, "timestamp": "2026-04-03 00:05", "content": "- moved to Lyon"}));
     }
 
@@ -418,7 +448,8 @@ mod tests {
     fn compaction_past_a_thousand_entries_drops_only_what_dream_processed() {
         let dir = TestDir::new("history-compact");
         let store = HistoryStore::new(dir.path());
-        let lines: String = (1..=1005).map(|n| format!("{{\"cursor\": {n}, \"timestamp\": \"t\", \"content\": \"e{n}\"}}\n")).collect();
+        let lines: String =
+            (1..=1005).map(|n| format!("{{\"cursor\": {n}, \"timestamp\": \"t\", \"content\": \"e{n}\"}}\n")).collect();
         fs::create_dir_all(dir.path().join("memory")).unwrap();
         fs::write(store.path(), lines).unwrap();
         store.set_dream_cursor(1000).unwrap();
@@ -434,10 +465,13 @@ mod tests {
         let dir = TestDir::new("history-tail");
         let store = HistoryStore::new(dir.path());
         let filler = "y".repeat(300);
-        let lines: String = (1..=2000).map(|n| format!("{{\"cursor\": {n}, \"timestamp\": \"t\", \"content\": \"{filler} {n}\"}}\n")).collect();
+        let lines: String = (1..=2000)
+            .map(|n| format!("{{\"cursor\": {n}, \"timestamp\": \"t\", \"content\": \"{filler} {n}\"}}\n"))
+            .collect();
         fs::create_dir_all(dir.path().join("memory")).unwrap();
         fs::write(store.path(), lines).unwrap();
-        let cursors = |since, max| read_tail(&store.path(), since, max).unwrap().iter().map(|e| e.cursor).collect::<Vec<_>>();
+        let cursors =
+            |since, max| read_tail(&store.path(), since, max).unwrap().iter().map(|e| e.cursor).collect::<Vec<_>>();
         assert_eq!(cursors(0, 3), [1998, 1999, 2000]);
         assert_eq!(cursors(1995, 50), [1996, 1997, 1998, 1999, 2000]);
         assert_eq!(cursors(0, 500), (1501..=2000).collect::<Vec<_>>(), "across many 64 KiB blocks");
@@ -447,7 +481,8 @@ mod tests {
 
     #[test]
     fn nanobot_entries_with_string_cursors_and_no_origin_load() {
-        let entry = HistoryEntry::parse(r#"{"cursor": "7", "timestamp": "2026-04-03 00:02", "content": "- x"}"#).unwrap();
+        let entry =
+            HistoryEntry::parse(r#"{"cursor": "7", "timestamp": "2026-04-03 00:02", "content": "- x"}"#).unwrap();
         assert_eq!((entry.cursor, entry.session, entry.through), (7, None, None));
         assert_eq!(HistoryEntry::parse("not json"), None);
     }

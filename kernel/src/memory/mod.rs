@@ -3,16 +3,16 @@
 //! Dream that folds the archive into SOUL.md, USER.md and MEMORY.md, and the git repository
 //! that versions those files.
 
-pub mod history;
 pub mod boundary;
 pub mod consolidator;
-pub mod gate;
-pub mod prompts;
 pub mod consolidator_actor;
 pub mod dream;
 pub mod dream_actor;
+pub mod gate;
 pub mod git;
 pub mod git_actor;
+pub mod history;
+pub mod prompts;
 pub mod schedule;
 pub mod tokens;
 

@@ -91,7 +91,11 @@ pub fn dream_phase1_input(batch: &[HistoryEntry], files: &MemoryFiles, today: &s
 
 /// The user message of Dream's editing run.
 pub fn dream_phase2_input(analysis: &str, files: &MemoryFiles, today: &str, skills: &[String]) -> String {
-    let skills = if skills.is_empty() { "(none)".to_owned() } else { skills.iter().map(|s| format!("- {s}")).collect::<Vec<_>>().join("\n") };
+    let skills = if skills.is_empty() {
+        "(none)".to_owned()
+    } else {
+        skills.iter().map(|s| format!("- {s}")).collect::<Vec<_>>().join("\n")
+    };
     format!("## Analysis Result\n{analysis}\n\n{}\n\n## Existing Skills\n{skills}", files.render(today))
 }
 

@@ -89,26 +89,43 @@ impl DreamSettings {
         };
         let get = |camel: &str, snake: &str| map.get(camel).or_else(|| map.get(snake)).filter(|v| !v.is_null());
         if let Some(hours) = get("intervalH", "interval_h") {
-            let hours = hours.as_f64().filter(|h| *h > 0.0).ok_or_else(|| invalid("intervalH", format!("expected a positive number of hours, got {hours}")))?;
+            let hours = hours
+                .as_f64()
+                .filter(|h| *h > 0.0)
+                .ok_or_else(|| invalid("intervalH", format!("expected a positive number of hours, got {hours}")))?;
             settings.schedule = DreamSchedule::Every(Duration::from_secs_f64(hours * 3600.0));
         }
         if let Some(expression) = get("cron", "cron") {
-            let text = expression.as_str().ok_or_else(|| invalid("cron", format!("expected a cron expression like \"{DEFAULT_CRON}\", got {expression}")))?;
+            let text = expression.as_str().ok_or_else(|| {
+                invalid("cron", format!("expected a cron expression like \"{DEFAULT_CRON}\", got {expression}"))
+            })?;
             settings.schedule = parse_cron(text)?;
         }
         if let Some(model) = get("model", "model") {
-            settings.model = Some(model.as_str().ok_or_else(|| invalid("model", format!("expected a model name, got {model}")))?.to_owned());
+            settings.model = Some(
+                model
+                    .as_str()
+                    .ok_or_else(|| invalid("model", format!("expected a model name, got {model}")))?
+                    .to_owned(),
+            );
         }
         if let Some(size) = get("maxBatchSize", "max_batch_size") {
-            let size = size.as_u64().filter(|n| *n > 0).ok_or_else(|| invalid("maxBatchSize", format!("expected a positive whole number, got {size}")))?;
+            let size = size
+                .as_u64()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid("maxBatchSize", format!("expected a positive whole number, got {size}")))?;
             settings.max_batch_size = usize::try_from(size).unwrap_or(usize::MAX);
         }
         if let Some(iterations) = get("maxIterations", "max_iterations") {
-            let n = iterations.as_u64().filter(|n| *n > 0).ok_or_else(|| invalid("maxIterations", format!("expected a positive whole number, got {iterations}")))?;
+            let n = iterations.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                invalid("maxIterations", format!("expected a positive whole number, got {iterations}"))
+            })?;
             settings.max_iterations = u32::try_from(n).unwrap_or(u32::MAX);
         }
         if let Some(enabled) = get("enabled", "enabled") {
-            settings.enabled = enabled.as_bool().ok_or_else(|| invalid("enabled", format!("expected true or false, got {enabled}")))?;
+            settings.enabled = enabled
+                .as_bool()
+                .ok_or_else(|| invalid("enabled", format!("expected true or false, got {enabled}")))?;
         }
         Ok(settings)
     }
@@ -117,7 +134,14 @@ impl DreamSettings {
 /// Parses a standard 5-field cron expression (or a 6-field one with seconds first, or a
 /// `@daily`-style macro) into a schedule with standard semantics.
 pub fn parse_cron(expression: &str) -> Result<DreamSchedule, ScheduleError> {
-    let bad = |why: String| invalid("cron", format!("{why} in {expression:?}; expected 5 fields like \"{DEFAULT_CRON}\" (minute hour day-of-month month day-of-week)"));
+    let bad = |why: String| {
+        invalid(
+            "cron",
+            format!(
+                "{why} in {expression:?}; expected 5 fields like \"{DEFAULT_CRON}\" (minute hour day-of-month month day-of-week)"
+            ),
+        )
+    };
     let text = expression.trim();
     if text.starts_with('@') {
         return cron::Schedule::from_str(text).map(|s| DreamSchedule::Cron(vec![s])).map_err(|e| bad(e.to_string()));
@@ -139,7 +163,10 @@ pub fn parse_cron(expression: &str) -> Result<DreamSchedule, ScheduleError> {
     };
     let schedules = variants
         .into_iter()
-        .map(|(day, weekday)| cron::Schedule::from_str(&format!("{seconds} {minute} {hour} {day} {month} {weekday}")).map_err(|e| bad(e.to_string())))
+        .map(|(day, weekday)| {
+            cron::Schedule::from_str(&format!("{seconds} {minute} {hour} {day} {month} {weekday}"))
+                .map_err(|e| bad(e.to_string()))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(DreamSchedule::Cron(schedules))
 }
@@ -149,7 +176,9 @@ fn weekday_set(field: &str) -> Result<[bool; 7], String> {
     let mut days = [false; 7];
     for part in field.split(',') {
         let (range, step) = match part.split_once('/') {
-            Some((range, step)) => (range, step.parse::<usize>().ok().filter(|s| *s > 0).ok_or_else(|| format!("bad step {step:?}"))?),
+            Some((range, step)) => {
+                (range, step.parse::<usize>().ok().filter(|s| *s > 0).ok_or_else(|| format!("bad step {step:?}"))?)
+            }
             None => (part, 1),
         };
         let (first, last) = match range {
@@ -269,22 +298,37 @@ mod tests {
     #[test]
     fn an_interval_in_hours_counts_from_now() {
         let settings = DreamSettings::from_config(&json!({"intervalH": 3})).unwrap();
-        assert_eq!(settings.schedule.next_after(thursday(), chrono_tz::UTC).unwrap(), thursday() + chrono::Duration::hours(3));
+        assert_eq!(
+            settings.schedule.next_after(thursday(), chrono_tz::UTC).unwrap(),
+            thursday() + chrono::Duration::hours(3)
+        );
     }
 
     #[test]
     fn defaults_apply_when_nothing_is_configured() {
         let settings = DreamSettings::from_config(&Value::Null).unwrap();
-        assert_eq!((settings.max_batch_size, settings.max_iterations, settings.enabled, settings.model), (20, 10, true, None));
+        assert_eq!(
+            (settings.max_batch_size, settings.max_iterations, settings.enabled, settings.model),
+            (20, 10, true, None)
+        );
         assert_eq!(settings.schedule.next_after(thursday(), chrono_tz::UTC).unwrap().hour(), 12);
     }
 
     #[test]
     fn nanobot_keys_in_either_case_are_read() {
-        let camel = DreamSettings::from_config(&json!({"cron": "0 3 * * *", "model": "cheap", "maxBatchSize": 5, "maxIterations": 4})).unwrap();
-        let snake = DreamSettings::from_config(&json!({"cron": "0 3 * * *", "model": "cheap", "max_batch_size": 5, "max_iterations": 4})).unwrap();
+        let camel = DreamSettings::from_config(
+            &json!({"cron": "0 3 * * *", "model": "cheap", "maxBatchSize": 5, "maxIterations": 4}),
+        )
+        .unwrap();
+        let snake = DreamSettings::from_config(
+            &json!({"cron": "0 3 * * *", "model": "cheap", "max_batch_size": 5, "max_iterations": 4}),
+        )
+        .unwrap();
         for settings in [camel, snake] {
-            assert_eq!((settings.model.as_deref(), settings.max_batch_size, settings.max_iterations), (Some("cheap"), 5, 4));
+            assert_eq!(
+                (settings.model.as_deref(), settings.max_batch_size, settings.max_iterations),
+                (Some("cheap"), 5, 4)
+            );
         }
     }
 
@@ -295,7 +339,10 @@ mod tests {
         let error = DreamSettings::from_config(&json!({"cron": "0 0 * * 9"})).unwrap_err().to_string();
         assert!(error.contains("day of week 9"), "{error}");
         let error = DreamSettings::from_config(&json!({"maxBatchSize": "many"})).unwrap_err().to_string();
-        assert!(error.starts_with("agents.defaults.dream.maxBatchSize:") && error.contains("positive whole number"), "{error}");
+        assert!(
+            error.starts_with("agents.defaults.dream.maxBatchSize:") && error.contains("positive whole number"),
+            "{error}"
+        );
         let error = DreamSettings::from_config(&json!({"intervalH": -1})).unwrap_err().to_string();
         assert!(error.contains("intervalH"), "{error}");
     }

@@ -22,7 +22,9 @@ static TOKENIZER_LOADED: AtomicBool = AtomicBool::new(false);
 /// fail on some pathological input, the byte bound stands in: it never under-counts.
 pub fn exact_tokens(text: &str) -> usize {
     TOKENIZER_LOADED.store(true, Ordering::Relaxed);
-    let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()));
+    let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
+    }));
     count.unwrap_or_else(|_| upper_bound(text))
 }
 
@@ -189,7 +191,14 @@ mod tests {
     }
 
     fn conversation(n: usize) -> Vec<ChatMessage> {
-        (0..n).map(|i| ChatMessage::text(if i % 2 == 0 { Role::User } else { Role::Assistant }, format!("message {i} about the garden"))).collect()
+        (0..n)
+            .map(|i| {
+                ChatMessage::text(
+                    if i % 2 == 0 { Role::User } else { Role::Assistant },
+                    format!("message {i} about the garden"),
+                )
+            })
+            .collect()
     }
 
     #[test]
@@ -215,7 +224,9 @@ mod tests {
         let again = ledger.estimate(&messages, 0, "system", 1);
         assert_eq!(again, first);
         assert_eq!(ledger.exact_counts(), 21, "nothing counted twice");
-        let expected: u64 = messages.iter().map(|m| exact_tokens(&m.text_content()) as u64 + MESSAGE_OVERHEAD).sum::<u64>() + exact_tokens("system") as u64;
+        let expected: u64 =
+            messages.iter().map(|m| exact_tokens(&m.text_content()) as u64 + MESSAGE_OVERHEAD).sum::<u64>()
+                + exact_tokens("system") as u64;
         assert_eq!(first.tokens, expected);
     }
 
@@ -264,6 +275,9 @@ mod tests {
         let mut ledger = TokenLedger::default();
         ledger.sync(std::slice::from_ref(&message));
         let estimate = ledger.estimate(std::slice::from_ref(&message), 0, "", u64::MAX);
-        assert_eq!(estimate.tokens, ("read_file".len() + r#"{"path": "a.md"}"#.len() + "thinking it over".len()) as u64 + MESSAGE_OVERHEAD);
+        assert_eq!(
+            estimate.tokens,
+            ("read_file".len() + r#"{"path": "a.md"}"#.len() + "thinking it over".len()) as u64 + MESSAGE_OVERHEAD
+        );
     }
 }

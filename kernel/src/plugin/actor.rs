@@ -123,7 +123,13 @@ pub struct PluginActor {
 impl PluginActor {
     /// A supervisor for `spec`; start it with `Supervisor::start`. `kind` is updated from each
     /// instance's `hello`.
-    pub fn new(spec: PluginSpec, index: usize, shared: Arc<HostShared>, state: Arc<watch::Sender<SlotState>>, kind: Arc<Mutex<PeerKind>>) -> PluginActor {
+    pub fn new(
+        spec: PluginSpec,
+        index: usize,
+        shared: Arc<HostShared>,
+        state: Arc<watch::Sender<SlotState>>,
+        kind: Arc<Mutex<PeerKind>>,
+    ) -> PluginActor {
         PluginActor {
             spec: Arc::new(spec),
             index,
@@ -181,7 +187,10 @@ impl PluginActor {
                 ctx.stop();
             }
             Verdict::GiveUp { restarts } => {
-                let reason = format!("restarted {restarts} times within {}s; last failure: {reason}", self.shared.config.restart.window.as_secs());
+                let reason = format!(
+                    "restarted {restarts} times within {}s; last failure: {reason}",
+                    self.shared.config.restart.window.as_secs()
+                );
                 tracing::error!(plugin = %self.spec.name, %reason, "plugin failed; not restarting it");
                 self.finish(SlotState::Failed { reason }, ctx);
             }
@@ -283,7 +292,13 @@ impl Instance {
         let channel_events = (kind == PeerKind::Channel).then(|| self.shared.events.clone());
         let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader, channel_events);
         tracing::info!(plugin = %self.spec.name, pid, kind = %String::from(kind.clone()), tools = tools.len(), "plugin ready");
-        self.state.send_replace(SlotState::Ready { conn: conn.clone(), pid, tools, kind: kind.clone(), features: features.clone() });
+        self.state.send_replace(SlotState::Ready {
+            conn: conn.clone(),
+            pid,
+            tools,
+            kind: kind.clone(),
+            features: features.clone(),
+        });
         // The reader task runs on this single-threaded arbiter and cannot run before this
         // future yields, so `Ready` precedes the instance's first inbound event.
         self.shared.events.emit(PluginEvent::Ready { plugin: self.spec.name.clone(), kind, features });
@@ -292,7 +307,9 @@ impl Instance {
         let status = settle_process(&mut process, &cause, &conn).await;
         let ran_for = started.elapsed();
         let cause = prefer_goodbye(cause, stop_reader(reader).await);
-        self.shared.events.emit(PluginEvent::Down { plugin: self.spec.name.clone(), reason: format!("{cause}; {status}") });
+        self.shared
+            .events
+            .emit(PluginEvent::Down { plugin: self.spec.name.clone(), reason: format!("{cause}; {status}") });
         if cause == CloseCause::Shutdown {
             conn.fail_all(PluginError::ShuttingDown);
             return InstanceEnd::Stopped;
@@ -326,7 +343,11 @@ impl Instance {
 
 /// Waits for the first sign that the instance is over. Returns the cause and the reader
 /// task if it is still running.
-async fn watch_instance(mut tasks: ConnectionTasks, process: &mut PluginProcess, stop: oneshot::Receiver<()>) -> (CloseCause, Option<JoinHandle<CloseCause>>) {
+async fn watch_instance(
+    mut tasks: ConnectionTasks,
+    process: &mut PluginProcess,
+    stop: oneshot::Receiver<()>,
+) -> (CloseCause, Option<JoinHandle<CloseCause>>) {
     let cause = tokio::select! {
         cause = &mut tasks.reader => {
             return (cause.unwrap_or_else(|e| CloseCause::Violation(format!("reader task failed: {e}"))), None);

@@ -108,7 +108,12 @@ impl Connection {
     ///
     /// `channel_events` is set for a channel plugin: its `inbound` and `delivery_ack`
     /// messages become [`PluginEvent`]s there.
-    pub fn start(plugin: &str, stream: Arc<Stream>, reader: FrameReader, channel_events: Option<Arc<EventBus>>) -> (Connection, ConnectionTasks) {
+    pub fn start(
+        plugin: &str,
+        stream: Arc<Stream>,
+        reader: FrameReader,
+        channel_events: Option<Arc<EventBus>>,
+    ) -> (Connection, ConnectionTasks) {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let (trouble_tx, trouble) = mpsc::unbounded_channel();
         tokio::spawn(wire::write_frames(stream, queue));
@@ -132,7 +137,8 @@ impl Connection {
     pub async fn call(&self, tool: &str, arguments: Value, context: CallContext, timeout: Duration) -> Reply {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let call = Message::Call(Call { id, tool: tool.to_owned(), arguments, context });
-        let frame = wire::frame(&call).map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
+        let frame = wire::frame(&call)
+            .map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
         let (tx, rx) = oneshot::channel();
         {
             let mut state = self.inner.lock();
@@ -184,9 +190,13 @@ impl Connection {
     /// going down, or the message does not fit in a frame.
     pub fn try_send(&self, message: &Message) -> Result<(), PluginError> {
         if self.is_closing() {
-            return Err(self.inner.lock().closed.clone().unwrap_or_else(|| PluginError::NotRunning { plugin: self.inner.plugin.clone(), state: "restarting".into() }));
+            return Err(self.inner.lock().closed.clone().unwrap_or_else(|| PluginError::NotRunning {
+                plugin: self.inner.plugin.clone(),
+                state: "restarting".into(),
+            }));
         }
-        let frame = wire::frame(message).map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
+        let frame = wire::frame(message)
+            .map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
         self.inner.outgoing.send(frame).map_err(|_| self.closed_error())
     }
 
@@ -261,7 +271,9 @@ async fn route_messages(mut reader: FrameReader, inner: &Inner) -> CloseCause {
                 inner.closing.store(true, Ordering::Release);
                 goodbye = Some(bye.reason);
             }
-            Ok(Some(Message::Inbound(inbound))) => inner.channel_event(|plugin| PluginEvent::Inbound { plugin, inbound }),
+            Ok(Some(Message::Inbound(inbound))) => {
+                inner.channel_event(|plugin| PluginEvent::Inbound { plugin, inbound })
+            }
             Ok(Some(Message::DeliveryAck(ack))) => inner.channel_event(|plugin| PluginEvent::Delivery { plugin, ack }),
             Ok(Some(other)) => tracing::trace!(plugin = %inner.plugin, ?other, "ignoring message"),
             Ok(None) => return CloseCause::Closed { goodbye },

@@ -8,8 +8,8 @@ use oxibot_proto::ENV_CHANNEL_CONFIG;
 use serde_json::Value;
 
 use super::error::ChannelSpecError;
-use super::spec::{Origin, PluginSpec};
 pub use super::spec::{CHANNEL_PREFIX, TOOL_PREFIX};
+use super::spec::{Origin, PluginSpec};
 
 /// Where to look for plugins.
 #[derive(Debug, Clone, Default)]
@@ -148,7 +148,8 @@ mod tests {
         touch(&bundled.join("oxibot-tool-fs"), 0o755);
         touch(&user.join("oxibot-tool-fs"), 0o755);
         touch(&user.join("weather.py"), 0o755);
-        let found = discover(&PluginSources { bundled_dir: Some(bundled), plugin_dir: Some(user.clone()), configured: vec![] });
+        let found =
+            discover(&PluginSources { bundled_dir: Some(bundled), plugin_dir: Some(user.clone()), configured: vec![] });
         assert_eq!(found.len(), 2);
         let fs = found.iter().find(|s| s.name == "fs").unwrap();
         assert_eq!(fs.command, user.join("oxibot-tool-fs"));

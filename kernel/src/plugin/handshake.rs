@@ -5,13 +5,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
+use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
-use oxibot_proto::{Goodbye, Hello, Manifest, Message, PeerKind, PROTOCOL_NAME, PROTOCOL_VERSION};
+use oxibot_proto::{Goodbye, Hello, Manifest, Message, PROTOCOL_NAME, PROTOCOL_VERSION, PeerKind};
 use tokio::io::AsyncWriteExt;
 
 use super::error::StartError;
-use super::process::{describe_status, PluginProcess};
+use super::process::{PluginProcess, describe_status};
 use super::wire::{self, FrameReader};
 
 /// A plugin connection that passed the handshake.
@@ -36,7 +36,13 @@ pub fn listen(path: &Path) -> Result<Listener, StartError> {
 
 /// Accepts the plugin's connection and runs the handshake, giving up after `limit` or as
 /// soon as the process exits.
-pub async fn accept(listener: Listener, socket: &Path, process: &mut PluginProcess, token: &str, limit: Duration) -> Result<Handshaken, StartError> {
+pub async fn accept(
+    listener: Listener,
+    socket: &Path,
+    process: &mut PluginProcess,
+    token: &str,
+    limit: Duration,
+) -> Result<Handshaken, StartError> {
     let outcome = {
         let handshake = tokio::time::timeout(limit, handshake(&listener, token));
         tokio::select! {
@@ -95,13 +101,19 @@ fn check_hello(hello: &Hello, token: &str) -> Result<(), String> {
         return Err(format!("unknown protocol '{}' (expected '{PROTOCOL_NAME}')", hello.protocol));
     }
     if hello.version != PROTOCOL_VERSION {
-        return Err(format!("protocol version {} is not supported (the kernel speaks version {PROTOCOL_VERSION})", hello.version));
+        return Err(format!(
+            "protocol version {} is not supported (the kernel speaks version {PROTOCOL_VERSION})",
+            hello.version
+        ));
     }
     if !constant_time_eq(hello.token.as_bytes(), token.as_bytes()) {
         return Err("wrong token (the plugin must present the OXIBOT_PLUGIN_TOKEN it was started with)".to_owned());
     }
     if !matches!(hello.kind, PeerKind::Tool | PeerKind::Channel) {
-        return Err(format!("plugin kind '{}' is not supported (expected 'tool' or 'channel')", String::from(hello.kind.clone())));
+        return Err(format!(
+            "plugin kind '{}' is not supported (expected 'tool' or 'channel')",
+            String::from(hello.kind.clone())
+        ));
     }
     Ok(())
 }
@@ -154,7 +166,14 @@ mod tests {
     fn a_channel_may_send_an_empty_manifest_but_not_offer_tools() {
         let channel = hello(PeerKind::Channel);
         assert_eq!(check_manifest(&channel, &Manifest::default()), Ok(()));
-        let tool = ToolSpec { name: "t".into(), description: String::new(), parameters: serde_json::json!({}), read_only: false, exclusive: false, timeout_secs: None };
+        let tool = ToolSpec {
+            name: "t".into(),
+            description: String::new(),
+            parameters: serde_json::json!({}),
+            read_only: false,
+            exclusive: false,
+            timeout_secs: None,
+        };
         let manifest = Manifest { tools: vec![tool] };
         assert!(check_manifest(&channel, &manifest).unwrap_err().contains("cannot offer tools"));
         assert_eq!(check_manifest(&hello(PeerKind::Tool), &manifest), Ok(()));

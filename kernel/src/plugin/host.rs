@@ -105,7 +105,8 @@ impl PluginHost {
     /// plugin to the thread that spawned it.
     pub fn start(specs: Vec<PluginSpec>, config: HostConfig) -> std::io::Result<PluginHost> {
         let events = Arc::new(EventBus::default());
-        let shared = Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default(), events });
+        let shared =
+            Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default(), events });
         let slots = specs
             .into_iter()
             .enumerate()
@@ -135,14 +136,25 @@ impl PluginHost {
     /// message and tries again after the channel's next `Ready` event. Queued is not delivered:
     /// an `Outbound` is delivered when its `Delivery` event says so.
     pub fn send(&self, plugin: &str, message: Message) -> Result<(), PluginError> {
-        let slot = self.slots.iter().find(|slot| slot.name == plugin).ok_or_else(|| PluginError::UnknownPlugin { plugin: plugin.to_owned() })?;
+        let slot = self
+            .slots
+            .iter()
+            .find(|slot| slot.name == plugin)
+            .ok_or_else(|| PluginError::UnknownPlugin { plugin: plugin.to_owned() })?;
         if !matches!(message, Message::Outbound(_) | Message::Delta(_) | Message::InboundAccepted(_)) {
-            return Err(PluginError::NotForChannel { plugin: plugin.to_owned(), message: super::wire::type_name(&message).to_owned() });
+            return Err(PluginError::NotForChannel {
+                plugin: plugin.to_owned(),
+                message: super::wire::type_name(&message).to_owned(),
+            });
         }
         let conn = match &*slot.state.borrow() {
             SlotState::Ready { kind: PeerKind::Channel, conn, .. } => conn.clone(),
-            SlotState::Ready { kind, .. } => return Err(PluginError::NotAChannel { plugin: plugin.to_owned(), kind: String::from(kind.clone()) }),
-            other => return Err(PluginError::NotRunning { plugin: plugin.to_owned(), state: other.label().to_owned() }),
+            SlotState::Ready { kind, .. } => {
+                return Err(PluginError::NotAChannel { plugin: plugin.to_owned(), kind: String::from(kind.clone()) });
+            }
+            other => {
+                return Err(PluginError::NotRunning { plugin: plugin.to_owned(), state: other.label().to_owned() });
+            }
         };
         conn.try_send(&message)
     }
@@ -150,7 +162,13 @@ impl PluginHost {
     /// Calls `tool`, waiting for its plugin to be ready if it is (re)starting.
     ///
     /// `timeout` overrides the tool's own timeout; it bounds the wait plus the call.
-    pub async fn call(&self, tool: &str, arguments: Value, context: CallContext, timeout: Option<Duration>) -> Result<ToolResult, PluginError> {
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        context: CallContext,
+        timeout: Option<Duration>,
+    ) -> Result<ToolResult, PluginError> {
         let route = match self.shared.registry.route(tool) {
             Some(route) => route,
             None => {
@@ -158,7 +176,9 @@ impl PluginHost {
                 self.shared.registry.route(tool).ok_or_else(|| self.unknown_tool(tool))?
             }
         };
-        let timeout = timeout.or(route.spec.timeout_secs.map(Duration::from_secs)).unwrap_or(self.shared.config.default_call_timeout);
+        let timeout = timeout
+            .or(route.spec.timeout_secs.map(Duration::from_secs))
+            .unwrap_or(self.shared.config.default_call_timeout);
         let started = Instant::now();
         let mut slot = route.slot;
         // A read-only call that meets a dying instance is safe to run again on its
@@ -227,7 +247,11 @@ impl PluginHost {
             Some(name) => format!(" (did you mean '{name}'?)"),
             None => {
                 let names: Vec<String> = self.tools().into_iter().map(|t| t.name).collect();
-                if names.is_empty() { " (no tools are available)".to_owned() } else { format!(" (available: {})", names.join(", ")) }
+                if names.is_empty() {
+                    " (no tools are available)".to_owned()
+                } else {
+                    format!(" (available: {})", names.join(", "))
+                }
             }
         };
         PluginError::UnknownTool { tool: tool.to_owned(), hint }
@@ -235,7 +259,12 @@ impl PluginHost {
 }
 
 /// Waits for a ready instance whose connection is not already going down.
-async fn ready_connection(plugin: &str, slot: &mut watch::Receiver<SlotState>, timeout: Duration, started: Instant) -> Result<Connection, PluginError> {
+async fn ready_connection(
+    plugin: &str,
+    slot: &mut watch::Receiver<SlotState>,
+    timeout: Duration,
+    started: Instant,
+) -> Result<Connection, PluginError> {
     // The common case, without timers: the plugin is up and healthy.
     if let SlotState::Ready { conn, .. } = &*slot.borrow_and_update() {
         if !conn.is_closing() {
@@ -250,13 +279,21 @@ async fn ready_connection(plugin: &str, slot: &mut watch::Receiver<SlotState>, t
         }
         // The instance is going down; wait for the actor to publish what comes next.
         if tokio::time::timeout(remaining, slot.changed()).await.is_err() {
-            return Err(PluginError::NotReady { plugin: plugin.to_owned(), state: "restarting".into(), waited: timeout });
+            return Err(PluginError::NotReady {
+                plugin: plugin.to_owned(),
+                state: "restarting".into(),
+                waited: timeout,
+            });
         }
     }
 }
 
 /// Waits for the plugin to be ready and returns its connection.
-async fn wait_ready(plugin: &str, slot: &mut watch::Receiver<SlotState>, limit: Duration) -> Result<Connection, PluginError> {
+async fn wait_ready(
+    plugin: &str,
+    slot: &mut watch::Receiver<SlotState>,
+    limit: Duration,
+) -> Result<Connection, PluginError> {
     let wait = slot.wait_for(|s| matches!(s, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped));
     let timed_out = tokio::time::timeout(limit, wait).await.is_err();
     let state = slot.borrow().clone();
@@ -264,7 +301,9 @@ async fn wait_ready(plugin: &str, slot: &mut watch::Receiver<SlotState>, limit: 
         SlotState::Ready { conn, .. } => Ok(conn),
         SlotState::Failed { reason } => Err(PluginError::Failed { plugin: plugin.to_owned(), reason }),
         SlotState::Stopped => Err(PluginError::ShuttingDown),
-        other if timed_out => Err(PluginError::NotReady { plugin: plugin.to_owned(), state: other.label().to_owned(), waited: limit }),
+        other if timed_out => {
+            Err(PluginError::NotReady { plugin: plugin.to_owned(), state: other.label().to_owned(), waited: limit })
+        }
         _ => Err(PluginError::ShuttingDown),
     }
 }

@@ -22,7 +22,7 @@ pub mod spec;
 pub mod wire;
 
 pub use actor::SlotState;
-pub use discover::{channel_spec, discover, PluginSources};
+pub use discover::{PluginSources, channel_spec, discover};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;
 pub use host::{HostConfig, PluginHost, PluginStatus};

@@ -52,7 +52,14 @@ impl ToolRegistry {
     /// If another plugin of higher precedence (lower `index`) already owns one of the names,
     /// nothing is registered and the clash is returned as a message. If a plugin of lower
     /// precedence owns it, that plugin is disabled and loses all its tools.
-    pub fn claim(&self, plugin: &str, index: usize, tools: &[ToolSpec], slot: &Arc<watch::Sender<SlotState>>, addr: &Addr<PluginActor>) -> Result<(), String> {
+    pub fn claim(
+        &self,
+        plugin: &str,
+        index: usize,
+        tools: &[ToolSpec],
+        slot: &Arc<watch::Sender<SlotState>>,
+        addr: &Addr<PluginActor>,
+    ) -> Result<(), String> {
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
         *self.json.write().unwrap_or_else(PoisonError::into_inner) = None;
         let mut losers: Vec<(String, Loser)> = Vec::new();
@@ -62,10 +69,19 @@ impl ToolRegistry {
                 continue;
             }
             if owner.index < index {
-                return Err(format!("tool '{}' is already provided by plugin '{}'; rename or remove one of them", tool.name, owner.route.plugin));
+                return Err(format!(
+                    "tool '{}' is already provided by plugin '{}'; rename or remove one of them",
+                    tool.name, owner.route.plugin
+                ));
             }
-            let reason = format!("tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them", tool.name);
-            losers.push((owner.route.plugin.clone(), Loser { addr: owner.addr.clone(), state: owner.state.clone(), reason }));
+            let reason = format!(
+                "tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them",
+                tool.name
+            );
+            losers.push((
+                owner.route.plugin.clone(),
+                Loser { addr: owner.addr.clone(), state: owner.state.clone(), reason },
+            ));
         }
         for (name, loser) in losers {
             map.retain(|_, owner| owner.route.plugin != name);
@@ -112,7 +128,11 @@ impl ToolRegistry {
     /// Registered names closest to `tool`, for "did you mean" hints.
     pub fn suggest(&self, tool: &str) -> Option<String> {
         let map = self.tools.read().unwrap_or_else(PoisonError::into_inner);
-        map.keys().map(|name| (edit_distance(name, tool), name)).filter(|(d, _)| *d <= 3).min().map(|(_, name)| name.clone())
+        map.keys()
+            .map(|name| (edit_distance(name, tool), name))
+            .filter(|(d, _)| *d <= 3)
+            .min()
+            .map(|(_, name)| name.clone())
     }
 }
 

@@ -64,7 +64,10 @@ impl PluginSpec {
 
     /// The command line as one string, for messages.
     pub fn command_line(&self) -> String {
-        std::iter::once(self.command.display().to_string()).chain(self.args.iter().cloned()).collect::<Vec<_>>().join(" ")
+        std::iter::once(self.command.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 

@@ -8,7 +8,9 @@ use super::anthropic_stream::EventReader;
 use super::error::{ProviderError, shorten};
 use super::registry::Resolution;
 use super::transport::{Transport, is_event_stream};
-use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream};
+use super::types::{
+    ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream,
+};
 use crate::message::ToolCall;
 
 /// The API version every request declares.
@@ -41,7 +43,13 @@ impl Anthropic {
     }
 
     /// One attempt: sends the request and reads the reply, streaming pieces to `on_event`.
-    pub(crate) async fn send(&self, request: &ChatRequest, model: &str, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
+    pub(crate) async fn send(
+        &self,
+        request: &ChatRequest,
+        model: &str,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ProviderError> {
         let body = request_body(request, model, stream);
         let response = self.transport.post(&self.url, &body).await?;
         if stream && is_event_stream(&response) {
@@ -96,7 +104,8 @@ pub(crate) fn request_body(request: &ChatRequest, model: &str, stream: bool) -> 
 
 /// A tool definition in Anthropic's shape.
 fn tool_definition(tool: &oxibot_proto::ToolSpec) -> Value {
-    let schema = if tool.parameters.is_object() { tool.parameters.clone() } else { json!({"type": "object", "properties": {}}) };
+    let schema =
+        if tool.parameters.is_object() { tool.parameters.clone() } else { json!({"type": "object", "properties": {}}) };
     let mut definition = json!({"name": tool.name, "input_schema": schema});
     if !tool.description.is_empty() {
         definition["description"] = json!(tool.description);
@@ -125,13 +134,21 @@ pub(crate) fn parse_message(json: &Value, provider: &str) -> Result<ChatResponse
         return Err(ProviderError::from_error_object(&json["error"], provider));
     }
     let Some(blocks) = json["content"].as_array() else {
-        return Err(ProviderError::Malformed(format!("reply has no content blocks: {}", shorten(&json.to_string(), 200))));
+        return Err(ProviderError::Malformed(format!(
+            "reply has no content blocks: {}",
+            shorten(&json.to_string(), 200)
+        )));
     };
-    let (mut text, mut reasoning, mut tool_calls, mut thinking_blocks) = (String::new(), String::new(), Vec::new(), Vec::new());
+    let (mut text, mut reasoning, mut tool_calls, mut thinking_blocks) =
+        (String::new(), String::new(), Vec::new(), Vec::new());
     for block in blocks {
         match block["type"].as_str() {
             Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
-            Some("tool_use") => tool_calls.push(ToolCall::new(block["id"].as_str().unwrap_or_default(), block["name"].as_str().unwrap_or_default(), block["input"].to_string())),
+            Some("tool_use") => tool_calls.push(ToolCall::new(
+                block["id"].as_str().unwrap_or_default(),
+                block["name"].as_str().unwrap_or_default(),
+                block["input"].to_string(),
+            )),
             Some("thinking") => {
                 reasoning.push_str(block["thinking"].as_str().unwrap_or_default());
                 thinking_blocks.push(block.clone());
@@ -187,7 +204,11 @@ impl AnthropicUsage {
 
 impl From<AnthropicUsage> for Usage {
     fn from(u: AnthropicUsage) -> Usage {
-        Usage { prompt_tokens: u.input + u.cache_creation + u.cache_read, completion_tokens: u.output, cached_tokens: u.cache_read }
+        Usage {
+            prompt_tokens: u.input + u.cache_creation + u.cache_read,
+            completion_tokens: u.output,
+            cached_tokens: u.cache_read,
+        }
     }
 }
 

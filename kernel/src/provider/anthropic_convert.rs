@@ -37,7 +37,12 @@ pub(crate) fn convert(history: &[ChatMessage]) -> Converted {
 fn text_blocks(content: &Value) -> Vec<Value> {
     match content {
         Value::String(text) if !text.is_empty() => vec![json!({"type": "text", "text": text})],
-        Value::Array(parts) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).filter(|t| !t.is_empty()).map(|t| json!({"type": "text", "text": t})).collect(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .filter(|t| !t.is_empty())
+            .map(|t| json!({"type": "text", "text": t}))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -73,7 +78,9 @@ fn image_block(url: &str) -> Option<Value> {
     }
     let inline = url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,"));
     Some(match inline {
-        Some((media_type, data)) => json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}),
+        Some((media_type, data)) => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
         None => json!({"type": "image", "source": {"type": "url", "url": url}}),
     })
 }
@@ -95,7 +102,10 @@ fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {
         _ => {}
     }
     for call in &message.tool_calls {
-        let input = serde_json::from_str::<Value>(&call.function.arguments).ok().filter(Value::is_object).unwrap_or_else(|| json!({}));
+        let input = serde_json::from_str::<Value>(&call.function.arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
         blocks.push(json!({"type": "tool_use", "id": tool_id(&call.id), "name": call.function.name, "input": input}));
     }
     if blocks.is_empty() {
@@ -142,7 +152,9 @@ fn alternate(messages: Vec<Value>) -> Vec<Value> {
     let mut merged: Vec<Value> = Vec::with_capacity(messages.len());
     for mut message in messages {
         match merged.last_mut() {
-            Some(last) if last["role"] == message["role"] => append_blocks(last, into_blocks(message["content"].take())),
+            Some(last) if last["role"] == message["role"] => {
+                append_blocks(last, into_blocks(message["content"].take()))
+            }
             _ => merged.push(message),
         }
     }
@@ -172,7 +184,8 @@ pub(crate) fn tool_id(id: &str) -> String {
     if !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
         return id.to_owned();
     }
-    let cleaned: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(48).collect();
+    let cleaned: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(48).collect();
     let hash = id.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
     let prefix = cleaned.trim_matches('_');
     format!("{}_{hash:08x}", if prefix.is_empty() { "toolu" } else { prefix })
@@ -193,7 +206,9 @@ pub(crate) fn mark_cache_points(system: &mut [Value], messages: &mut [Value], to
         let turn = &mut messages[count - 2];
         let mut blocks = into_blocks(turn["content"].take());
         // Thinking blocks cannot carry a cache marker.
-        if let Some(last) = blocks.last_mut().filter(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"))) {
+        if let Some(last) =
+            blocks.last_mut().filter(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+        {
             last["cache_control"] = marker;
         }
         turn["content"] = Value::Array(blocks);

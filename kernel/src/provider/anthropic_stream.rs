@@ -41,7 +41,13 @@ pub(crate) struct EventReader<'a> {
 impl<'a> EventReader<'a> {
     /// A reader at the start of a message.
     pub(crate) fn new(collector: Collector<'a>, provider: &str) -> EventReader<'a> {
-        EventReader { collector, blocks: BTreeMap::new(), stop_reason: None, usage: AnthropicUsage::default(), provider: provider.to_owned() }
+        EventReader {
+            collector,
+            blocks: BTreeMap::new(),
+            stop_reason: None,
+            usage: AnthropicUsage::default(),
+            provider: provider.to_owned(),
+        }
     }
 
     /// Takes one event's data; returns `true` at `message_stop`.
@@ -78,7 +84,11 @@ impl<'a> EventReader<'a> {
             }
             Some("tool_use") => {
                 // The input is normally `{}` here and arrives as JSON deltas.
-                let input = block.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())).map(Value::to_string).unwrap_or_default();
+                let input = block
+                    .get("input")
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                    .map(Value::to_string)
+                    .unwrap_or_default();
                 Block::ToolUse { id: text("id"), name: text("name"), input }
             }
             Some("thinking") => {
@@ -116,8 +126,12 @@ impl<'a> EventReader<'a> {
             match block {
                 Block::Text => {}
                 Block::ToolUse { id, name, input } => tool_calls.push(ToolCall::new(id, name, input)),
-                Block::Thinking { thinking, signature } => thinking_blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": signature})),
-                Block::Other(block) => thinking_blocks.extend(matches!(block["type"].as_str(), Some("redacted_thinking")).then_some(block)),
+                Block::Thinking { thinking, signature } => {
+                    thinking_blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}))
+                }
+                Block::Other(block) => {
+                    thinking_blocks.extend(matches!(block["type"].as_str(), Some("redacted_thinking")).then_some(block))
+                }
             }
         }
         finish_tool_calls(&mut tool_calls);

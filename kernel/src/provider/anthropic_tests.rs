@@ -7,11 +7,21 @@ use crate::message::{ChatMessage, Role};
 use crate::provider::anthropic_convert::tool_id;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
-    ChatRequest { model: "claude-test".into(), messages, tools: Vec::new(), max_tokens: 1000, temperature: Some(0.1), reasoning_effort: None }
+    ChatRequest {
+        model: "claude-test".into(),
+        messages,
+        tools: Vec::new(),
+        max_tokens: 1000,
+        temperature: Some(0.1),
+        reasoning_effort: None,
+    }
 }
 
 fn tool(name: &str) -> oxibot_proto::ToolSpec {
-    serde_json::from_value(json!({"name": name, "description": "does things", "parameters": {"type": "object", "properties": {}}})).unwrap()
+    serde_json::from_value(
+        json!({"name": name, "description": "does things", "parameters": {"type": "object", "properties": {}}}),
+    )
+    .unwrap()
 }
 
 /// A history with one round of two parallel tool calls.
@@ -19,14 +29,24 @@ fn tool_round() -> Vec<ChatMessage> {
     let (a, b) = (ToolCall::new("call_1", "read_file", r#"{"path":"a"}"#), ToolCall::new("call.2", "glob", "not json"));
     let mut assistant = ChatMessage::text(Role::Assistant, "checking");
     assistant.tool_calls = vec![a.clone(), b.clone()];
-    assistant.thinking_blocks = Some(json!([{"type": "thinking", "thinking": "plan", "signature": "sig"}, {"type": "unknown"}]));
-    vec![ChatMessage::text(Role::System, "you are terse"), ChatMessage::text(Role::User, "look"), assistant, ChatMessage::tool_result(&a, "A"), ChatMessage::tool_result(&b, "B")]
+    assistant.thinking_blocks =
+        Some(json!([{"type": "thinking", "thinking": "plan", "signature": "sig"}, {"type": "unknown"}]));
+    vec![
+        ChatMessage::text(Role::System, "you are terse"),
+        ChatMessage::text(Role::User, "look"),
+        assistant,
+        ChatMessage::tool_result(&a, "A"),
+        ChatMessage::tool_result(&b, "B"),
+    ]
 }
 
 #[test]
 fn the_system_prompt_is_top_level_and_tool_results_share_one_user_turn() {
     let body = request_body(&request(tool_round()), "claude-test", false);
-    assert_eq!(body["system"], json!([{"type": "text", "text": "you are terse", "cache_control": {"type": "ephemeral"}}]));
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": "you are terse", "cache_control": {"type": "ephemeral"}}])
+    );
     let messages = body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3);
     assert_eq!(messages[0], json!({"role": "user", "content": "look"}));
@@ -54,9 +74,15 @@ fn tools_are_defined_with_input_schemas_and_the_last_is_cached() {
     let mut req = request(vec![ChatMessage::text(Role::User, "hi")]);
     req.tools = vec![tool("a"), tool("b")];
     let body = request_body(&req, "claude-test", true);
-    assert_eq!(body["tools"][0], json!({"name": "a", "description": "does things", "input_schema": {"type": "object", "properties": {}}}));
+    assert_eq!(
+        body["tools"][0],
+        json!({"name": "a", "description": "does things", "input_schema": {"type": "object", "properties": {}}})
+    );
     assert_eq!(body["tools"][1]["cache_control"], json!({"type": "ephemeral"}));
-    assert_eq!((body["tool_choice"].clone(), body["stream"].clone(), body["temperature"].clone()), (json!({"type": "auto"}), json!(true), json!(0.1)));
+    assert_eq!(
+        (body["tool_choice"].clone(), body["stream"].clone(), body["temperature"].clone()),
+        (json!({"type": "auto"}), json!(true), json!(0.1))
+    );
 }
 
 #[test]
@@ -94,7 +120,10 @@ fn images_become_image_blocks() {
     let mut user = ChatMessage::text(Role::User, "");
     user.content = json!([{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]);
     let body = request_body(&request(vec![user]), "claude-test", false);
-    assert_eq!(body["messages"][0]["content"][1], json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}));
+    assert_eq!(
+        body["messages"][0]["content"][1],
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}})
+    );
 }
 
 #[test]
@@ -123,7 +152,8 @@ fn a_whole_message_is_read_with_thinking_tool_use_and_cache_counts() {
 fn read_events(events: &[serde_json::Value]) -> (Result<ChatResponse, ProviderError>, Vec<StreamEvent>) {
     let mut seen = Vec::new();
     let mut on_event = |e: StreamEvent| seen.push(e);
-    let mut reader = crate::provider::anthropic_stream::EventReader::new(Collector::new(Some(&mut on_event)), "anthropic");
+    let mut reader =
+        crate::provider::anthropic_stream::EventReader::new(Collector::new(Some(&mut on_event)), "anthropic");
     let mut done = false;
     for event in events {
         match reader.on_event(&event.to_string()) {
@@ -163,7 +193,10 @@ fn a_streamed_message_assembles_thinking_text_and_tool_input() {
 #[test]
 fn a_stream_error_event_and_a_missing_message_stop_are_errors() {
     let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
-    assert_eq!(read_events(&[overloaded]).0.unwrap_err(), ProviderError::Server { status: 529, message: "Overloaded".into() });
+    assert_eq!(
+        read_events(&[overloaded]).0.unwrap_err(),
+        ProviderError::Server { status: 529, message: "Overloaded".into() }
+    );
     let partial = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "par"}});
     assert!(matches!(read_events(&[partial]).0, Err(ProviderError::StreamCut(_))));
 }

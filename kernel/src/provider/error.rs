@@ -74,13 +74,22 @@ impl ProviderError {
             | ProviderError::Network(_)
             | ProviderError::Malformed(_)
             | ProviderError::StreamCut(_) => true,
-            ProviderError::Auth { .. } | ProviderError::Quota { .. } | ProviderError::Rejected { .. } | ProviderError::NotConfigured(_) => false,
+            ProviderError::Auth { .. }
+            | ProviderError::Quota { .. }
+            | ProviderError::Rejected { .. }
+            | ProviderError::NotConfigured(_) => false,
         }
     }
 
     /// Sorts an HTTP error response into a variant. `key_hint` says where the API key comes
     /// from (for 401/403), `retry_after` is the parsed `Retry-After` header.
-    pub(crate) fn from_status(status: u16, body: &str, retry_after: Option<Duration>, provider: &str, key_hint: &str) -> ProviderError {
+    pub(crate) fn from_status(
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        provider: &str,
+        key_hint: &str,
+    ) -> ProviderError {
         let message = error_message(body, status);
         let provider = provider.to_owned();
         match status {
@@ -96,14 +105,20 @@ impl ProviderError {
     /// Sorts an error reported inside a 200 response (an OpenAI `{"error": …}` chunk or an
     /// Anthropic `error` event) by its `type`/`code`.
     pub(crate) fn from_error_object(error: &serde_json::Value, provider: &str) -> ProviderError {
-        let kind = error.get("type").or_else(|| error.get("code")).and_then(serde_json::Value::as_str).unwrap_or_default();
-        let message = error.get("message").and_then(serde_json::Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
+        let kind =
+            error.get("type").or_else(|| error.get("code")).and_then(serde_json::Value::as_str).unwrap_or_default();
+        let message =
+            error.get("message").and_then(serde_json::Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
         let provider = provider.to_owned();
         match kind {
             "rate_limit_error" | "rate_limit_exceeded" => ProviderError::RateLimited { retry_after: None, message },
-            "authentication_error" | "permission_error" | "invalid_api_key" => ProviderError::Auth { provider, message },
+            "authentication_error" | "permission_error" | "invalid_api_key" => {
+                ProviderError::Auth { provider, message }
+            }
             kind if QUOTA_MARKERS.contains(&kind) => ProviderError::Quota { provider, message },
-            "invalid_request_error" | "not_found_error" | "request_too_large" => ProviderError::Rejected { status: 400, message },
+            "invalid_request_error" | "not_found_error" | "request_too_large" => {
+                ProviderError::Rejected { status: 400, message }
+            }
             "overloaded_error" => ProviderError::Server { status: 529, message },
             _ => ProviderError::Server { status: 500, message },
         }
@@ -157,12 +172,24 @@ mod tests {
     fn statuses_are_sorted_into_variants_with_the_providers_message() {
         let body = r#"{"error": {"message": "invalid x-api-key", "type": "authentication_error"}}"#;
         let auth = ProviderError::from_status(401, body, None, "anthropic", "providers.anthropic.apiKey");
-        assert_eq!(auth.to_string(), "anthropic refused the credentials: invalid x-api-key (401); check providers.anthropic.apiKey");
+        assert_eq!(
+            auth.to_string(),
+            "anthropic refused the credentials: invalid x-api-key (401); check providers.anthropic.apiKey"
+        );
         assert!(!auth.is_retryable());
-        let quota = ProviderError::from_status(429, r#"{"error":{"code":"insufficient_quota","message":"no money"}}"#, None, "openai", "");
+        let quota = ProviderError::from_status(
+            429,
+            r#"{"error":{"code":"insufficient_quota","message":"no money"}}"#,
+            None,
+            "openai",
+            "",
+        );
         assert!(matches!(quota, ProviderError::Quota { .. }));
         let limited = ProviderError::from_status(429, "slow down", Some(Duration::from_secs(2)), "openai", "");
-        assert_eq!(limited, ProviderError::RateLimited { retry_after: Some(Duration::from_secs(2)), message: "slow down".into() });
+        assert_eq!(
+            limited,
+            ProviderError::RateLimited { retry_after: Some(Duration::from_secs(2)), message: "slow down".into() }
+        );
         assert!(ProviderError::from_status(503, "", None, "openai", "").is_retryable());
         assert!(!ProviderError::from_status(400, "bad", None, "openai", "").is_retryable());
     }

@@ -79,7 +79,13 @@ impl Provider {
             Wire::OpenAiCompatible => Client::OpenAiCompatible(openai::OpenAiCompatible::new(resolution)?),
             Wire::Anthropic => Client::Anthropic(anthropic::Anthropic::new(resolution)?),
         };
-        Ok(Provider { name: resolution.name.clone(), model: model.to_owned(), wire_model: resolution.wire_model.clone(), client, retry: RetryPolicy::default() })
+        Ok(Provider {
+            name: resolution.name.clone(),
+            model: model.to_owned(),
+            wire_model: resolution.wire_model.clone(),
+            client,
+            retry: RetryPolicy::default(),
+        })
     }
 
     /// Registry name, e.g. `custom`, `anthropic`.
@@ -120,8 +126,17 @@ impl Provider {
     /// Sends `request` and returns the whole reply. With `stream`, text and reasoning reach
     /// `on_event` as they arrive. Failed attempts are retried per the retry policy; when a
     /// retry follows partial output, `on_event` first gets `StreamEvent::Restart`.
-    pub async fn chat(&self, request: &ChatRequest, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
-        let model = if request.model.is_empty() || request.model == self.model { self.wire_model.clone() } else { registry::wire_model_for(&self.name, &request.model) };
+    pub async fn chat(
+        &self,
+        request: &ChatRequest,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ProviderError> {
+        let model = if request.model.is_empty() || request.model == self.model {
+            self.wire_model.clone()
+        } else {
+            registry::wire_model_for(&self.name, &request.model)
+        };
         let mut retry = 0;
         loop {
             let mut streamed = false;
@@ -147,7 +162,13 @@ impl Provider {
     }
 
     /// One request, no retries.
-    async fn attempt(&self, request: &ChatRequest, model: &str, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
+    async fn attempt(
+        &self,
+        request: &ChatRequest,
+        model: &str,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ProviderError> {
         match &self.client {
             Client::OpenAiCompatible(client) => client.send(request, model, stream, on_event).await,
             Client::Anthropic(client) => client.send(request, model, stream, on_event).await,
@@ -165,9 +186,19 @@ mod tests {
     fn a_chat_future_can_move_between_threads() {
         let mut config = Config::default();
         config.agents.defaults.model = "local-model".into();
-        config.providers.insert("custom".into(), crate::config::ProviderConfig { api_base: Some("http://127.0.0.1:9/v1".into()), ..Default::default() });
+        config.providers.insert(
+            "custom".into(),
+            crate::config::ProviderConfig { api_base: Some("http://127.0.0.1:9/v1".into()), ..Default::default() },
+        );
         let provider = Provider::from_config(&config).unwrap();
-        let request = ChatRequest { model: "local-model".into(), messages: Vec::new(), tools: Vec::new(), max_tokens: 1, temperature: None, reasoning_effort: None };
+        let request = ChatRequest {
+            model: "local-model".into(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            max_tokens: 1,
+            temperature: None,
+            reasoning_effort: None,
+        };
         let mut on_event = |_: StreamEvent| {};
         let future = provider.chat(&request, true, &mut on_event);
         assert_send(&future);

@@ -7,7 +7,9 @@ use super::error::{ProviderError, shorten};
 use super::openai_stream::ChunkReader;
 use super::registry::Resolution;
 use super::transport::{Transport, is_event_stream};
-use super::types::{ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream, text_of};
+use super::types::{
+    ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream, text_of,
+};
 use crate::message::{ChatMessage, Role, ToolCall};
 
 /// A client for one OpenAI-compatible endpoint.
@@ -24,7 +26,8 @@ pub(crate) struct OpenAiCompatible {
 impl OpenAiCompatible {
     /// A client for the resolved provider.
     pub(crate) fn new(resolution: &Resolution) -> Result<OpenAiCompatible, ProviderError> {
-        let mut headers: Vec<(String, String)> = resolution.api_key.iter().map(|key| ("authorization".to_owned(), format!("Bearer {key}"))).collect();
+        let mut headers: Vec<(String, String)> =
+            resolution.api_key.iter().map(|key| ("authorization".to_owned(), format!("Bearer {key}"))).collect();
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
         let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
         let url = format!("{}/chat/completions", resolution.api_base.trim_end_matches('/'));
@@ -37,7 +40,13 @@ impl OpenAiCompatible {
     }
 
     /// One attempt: sends the request and reads the reply, streaming pieces to `on_event`.
-    pub(crate) async fn send(&self, request: &ChatRequest, model: &str, stream: bool, on_event: &mut (dyn FnMut(StreamEvent) + Send)) -> Result<ChatResponse, ProviderError> {
+    pub(crate) async fn send(
+        &self,
+        request: &ChatRequest,
+        model: &str,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ProviderError> {
         let body = request_body(request, model, stream, &self.provider);
         let response = self.transport.post(&self.url, &body).await?;
         if stream && is_event_stream(&response) {
@@ -90,7 +99,8 @@ fn slug(model: &str) -> String {
 /// Whether the model is an OpenAI reasoning model (`o1`, `o3-mini`, `o4-mini`, `gpt-5…`).
 fn is_reasoning_model(model: &str) -> bool {
     let slug = slug(model);
-    slug.contains("gpt-5") || ["o1", "o3", "o4"].iter().any(|family| slug == *family || slug.starts_with(&format!("{family}-")))
+    slug.contains("gpt-5")
+        || ["o1", "o3", "o4"].iter().any(|family| slug == *family || slug.starts_with(&format!("{family}-")))
 }
 
 /// OpenAI's newer models take `max_completion_tokens` and reject `max_tokens`.
@@ -109,11 +119,19 @@ pub(crate) fn wire_message(message: &ChatMessage) -> Value {
     let mut out = Map::new();
     out.insert("role".into(), json!(role_name(message.role)));
     let calls_tools = message.role == Role::Assistant && !message.tool_calls.is_empty();
-    let blank = if calls_tools || message.role == Role::Assistant && message.content.is_null() { Value::Null } else { json!("(empty)") };
+    let blank = if calls_tools || message.role == Role::Assistant && message.content.is_null() {
+        Value::Null
+    } else {
+        json!("(empty)")
+    };
     let content = match &message.content {
         Value::String(text) if text.is_empty() => blank,
         Value::Array(parts) => {
-            let kept: Vec<Value> = parts.iter().filter(|p| !(p.get("type").and_then(Value::as_str) == Some("text") && text_of(&p["text"]).is_empty())).cloned().collect();
+            let kept: Vec<Value> = parts
+                .iter()
+                .filter(|p| !(p.get("type").and_then(Value::as_str) == Some("text") && text_of(&p["text"]).is_empty()))
+                .cloned()
+                .collect();
             if kept.is_empty() { blank } else { Value::Array(kept) }
         }
         Value::Null => blank,
@@ -154,7 +172,8 @@ pub(crate) fn parse_response(json: &Value, provider: &str) -> Result<ChatRespons
         return Err(ProviderError::Malformed(format!("reply has no choices: {}", shorten(&json.to_string(), 200))));
     };
     let message = &choice["message"];
-    let reasoning = message.get("reasoning_content").or_else(|| message.get("reasoning")).map(text_of).unwrap_or_default();
+    let reasoning =
+        message.get("reasoning_content").or_else(|| message.get("reasoning")).map(text_of).unwrap_or_default();
     let mut tool_calls: Vec<ToolCall> = message["tool_calls"].as_array().into_iter().flatten().map(tool_call).collect();
     finish_tool_calls(&mut tool_calls);
     Ok(ChatResponse {
@@ -181,8 +200,16 @@ fn tool_call(value: &Value) -> ToolCall {
 /// `usage`, with cached tokens from wherever the provider puts them.
 pub(crate) fn parse_usage(usage: &Value) -> Usage {
     let number = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
-    let cached = [&["prompt_tokens_details", "cached_tokens"][..], &["cached_tokens"], &["prompt_cache_hit_tokens"]].iter().map(|path| number(path)).find(|n| *n > 0).unwrap_or(0);
-    Usage { prompt_tokens: number(&["prompt_tokens"]), completion_tokens: number(&["completion_tokens"]), cached_tokens: cached }
+    let cached = [&["prompt_tokens_details", "cached_tokens"][..], &["cached_tokens"], &["prompt_cache_hit_tokens"]]
+        .iter()
+        .map(|path| number(path))
+        .find(|n| *n > 0)
+        .unwrap_or(0);
+    Usage {
+        prompt_tokens: number(&["prompt_tokens"]),
+        completion_tokens: number(&["completion_tokens"]),
+        cached_tokens: cached,
+    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,13 @@ pub(crate) struct ChunkReader<'a> {
 impl<'a> ChunkReader<'a> {
     /// A reader at the start of a reply.
     pub(crate) fn new(collector: Collector<'a>, provider: &str) -> ChunkReader<'a> {
-        ChunkReader { collector, calls: BTreeMap::new(), finish_reason: None, usage: Usage::default(), provider: provider.to_owned() }
+        ChunkReader {
+            collector,
+            calls: BTreeMap::new(),
+            finish_reason: None,
+            usage: Usage::default(),
+            provider: provider.to_owned(),
+        }
     }
 
     /// Takes one event's data; returns `true` at `[DONE]`.

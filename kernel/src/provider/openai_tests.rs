@@ -6,7 +6,14 @@ use super::*;
 use crate::provider::openai_stream::ChunkReader;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
-    ChatRequest { model: "gpt-4.1".into(), messages, tools: Vec::new(), max_tokens: 100, temperature: Some(0.2), reasoning_effort: None }
+    ChatRequest {
+        model: "gpt-4.1".into(),
+        messages,
+        tools: Vec::new(),
+        max_tokens: 100,
+        temperature: Some(0.2),
+        reasoning_effort: None,
+    }
 }
 
 fn tool(name: &str) -> oxibot_proto::ToolSpec {
@@ -22,7 +29,12 @@ fn messages_go_out_without_local_fields_and_with_reasoning_replayed() {
     assistant.thinking_blocks = Some(json!([{"type": "thinking", "thinking": "x", "signature": "s"}]));
     assistant.timestamp = Some("2026-01-01T00:00:00".into());
     assistant.extra.insert("custom".into(), json!(1));
-    let messages = vec![ChatMessage::text(Role::System, "be brief"), ChatMessage::text(Role::User, "read a"), assistant, ChatMessage::tool_result(&call, "")];
+    let messages = vec![
+        ChatMessage::text(Role::System, "be brief"),
+        ChatMessage::text(Role::User, "read a"),
+        assistant,
+        ChatMessage::tool_result(&call, ""),
+    ];
     let body = request_body(&request(messages), "gpt-4.1", false, "custom");
     assert_eq!(
         body["messages"],
@@ -41,7 +53,10 @@ fn the_body_carries_tools_limits_and_stream_options() {
     let mut req = request(vec![ChatMessage::text(Role::User, "hi")]);
     req.tools = vec![tool("read_file")];
     let body = request_body(&req, "my-model", true, "custom");
-    assert_eq!(body["tools"], json!([{"type": "function", "function": {"name": "read_file", "description": "reads", "parameters": {"type": "object"}}}]));
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "function", "function": {"name": "read_file", "description": "reads", "parameters": {"type": "object"}}}])
+    );
     assert_eq!(body["tool_choice"], "auto");
     assert_eq!((body["max_tokens"].clone(), body["temperature"].clone()), (json!(100), json!(0.2)));
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
@@ -52,11 +67,17 @@ fn the_body_carries_tools_limits_and_stream_options() {
 fn reasoning_models_get_max_completion_tokens_and_no_temperature() {
     let mut req = request(vec![ChatMessage::text(Role::User, "hi")]);
     let body = request_body(&req, "o3-mini", false, "custom");
-    assert_eq!((body.get("max_tokens"), body["max_completion_tokens"].clone(), body.get("temperature")), (None, json!(100), None));
+    assert_eq!(
+        (body.get("max_tokens"), body["max_completion_tokens"].clone(), body.get("temperature")),
+        (None, json!(100), None)
+    );
     req.reasoning_effort = Some("High".into());
     let body = request_body(&req, "deepseek-reasoner", false, "deepseek");
     assert_eq!((body["reasoning_effort"].clone(), body.get("temperature")), (json!("high"), None));
-    assert!(request_body(&req, "gpt-4.1", false, "openai").get("max_tokens").is_none(), "openai itself takes max_completion_tokens");
+    assert!(
+        request_body(&req, "gpt-4.1", false, "openai").get("max_tokens").is_none(),
+        "openai itself takes max_completion_tokens"
+    );
 }
 
 #[test]
@@ -77,9 +98,14 @@ fn a_whole_reply_is_read_with_tool_calls_reasoning_and_cached_tokens() {
 
 #[test]
 fn a_reply_without_choices_or_with_an_error_object_is_an_error() {
-    assert!(matches!(parse_response(&json!({"id": "x"}), "custom"), Err(ProviderError::Malformed(m)) if m.starts_with("reply has no choices")));
+    assert!(
+        matches!(parse_response(&json!({"id": "x"}), "custom"), Err(ProviderError::Malformed(m)) if m.starts_with("reply has no choices"))
+    );
     let error = json!({"error": {"message": "overloaded", "type": "server_error"}});
-    assert_eq!(parse_response(&error, "custom").unwrap_err(), ProviderError::Server { status: 500, message: "overloaded".into() });
+    assert_eq!(
+        parse_response(&error, "custom").unwrap_err(),
+        ProviderError::Server { status: 500, message: "overloaded".into() }
+    );
 }
 
 fn read_stream(chunks: &[serde_json::Value], done: bool) -> (Result<ChatResponse, ProviderError>, Vec<StreamEvent>) {
@@ -102,16 +128,28 @@ fn streamed_tool_calls_are_assembled_by_index() {
     let chunks = [
         delta(json!({"role": "assistant", "reasoning_content": "plan"})),
         delta(json!({"content": "on it"})),
-        delta(json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}}]})),
-        delta(json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "glob", "arguments": "{\"pat"}}]})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}),
+        ),
+        delta(
+            json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function", "function": {"name": "glob", "arguments": "{\"pat"}}]}),
+        ),
         delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\": "}}]})),
-        delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"a\"}"}}, {"index": 1, "function": {"arguments": "tern\":\"*\"}"}}]})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"a\"}"}}, {"index": 1, "function": {"arguments": "tern\":\"*\"}"}}]}),
+        ),
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
         json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 1}}}),
     ];
     let (reply, events) = read_stream(&chunks, true);
     let reply = reply.unwrap();
-    assert_eq!(reply.tool_calls, vec![ToolCall::new("call_a", "read_file", "{\"path\": \"a\"}"), ToolCall::new("call_b", "glob", "{\"pattern\":\"*\"}")]);
+    assert_eq!(
+        reply.tool_calls,
+        vec![
+            ToolCall::new("call_a", "read_file", "{\"path\": \"a\"}"),
+            ToolCall::new("call_b", "glob", "{\"pattern\":\"*\"}")
+        ]
+    );
     assert_eq!((reply.content.as_deref(), reply.reasoning_content.as_deref()), (Some("on it"), Some("plan")));
     assert_eq!(reply.usage, Usage { prompt_tokens: 3, completion_tokens: 4, cached_tokens: 1 });
     assert_eq!(events, vec![StreamEvent::Reasoning("plan".into()), StreamEvent::Text("on it".into())]);
@@ -129,5 +167,8 @@ fn a_stream_without_done_is_cut_unless_it_finished() {
 fn a_chunk_that_is_not_json_names_the_problem() {
     let mut reader = ChunkReader::new(Collector::new(None), "custom");
     let error = reader.on_event("{not json").unwrap_err();
-    assert!(error.to_string().starts_with("unreadable response from the provider: stream chunk is not valid json"), "{error}");
+    assert!(
+        error.to_string().starts_with("unreadable response from the provider: stream chunk is not valid json"),
+        "{error}"
+    );
 }

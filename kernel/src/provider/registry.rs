@@ -56,8 +56,24 @@ pub struct ProviderSpec {
     pub strip_all_prefixes: bool,
 }
 
-const fn spec(name: &'static str, wire: Wire, kind: Kind, keywords: &'static [&'static str], env_keys: &'static [&'static str], default_api_base: &'static str) -> ProviderSpec {
-    ProviderSpec { name, wire, kind, keywords, model_families: &[], env_keys, default_api_base, strip_all_prefixes: false }
+const fn spec(
+    name: &'static str,
+    wire: Wire,
+    kind: Kind,
+    keywords: &'static [&'static str],
+    env_keys: &'static [&'static str],
+    default_api_base: &'static str,
+) -> ProviderSpec {
+    ProviderSpec {
+        name,
+        wire,
+        kind,
+        keywords,
+        model_families: &[],
+        env_keys,
+        default_api_base,
+        strip_all_prefixes: false,
+    }
 }
 
 use Kind::{Custom, Gateway, Local, Standard};
@@ -67,23 +83,106 @@ use Wire::{Anthropic, OpenAiCompatible};
 /// the standard providers, then local servers.
 pub static PROVIDERS: &[ProviderSpec] = &[
     spec("custom", OpenAiCompatible, Custom, &[], &[], ""),
-    spec("openrouter", OpenAiCompatible, Gateway, &["openrouter"], &["OPENROUTER_API_KEY"], "https://openrouter.ai/api/v1"),
-    ProviderSpec { strip_all_prefixes: true, ..spec("aihubmix", OpenAiCompatible, Gateway, &["aihubmix"], &["OPENAI_API_KEY"], "https://aihubmix.com/v1") },
-    spec("siliconflow", OpenAiCompatible, Gateway, &["siliconflow"], &["OPENAI_API_KEY"], "https://api.siliconflow.cn/v1"),
-    spec("volcengine", OpenAiCompatible, Gateway, &["volcengine", "volces"], &["OPENAI_API_KEY"], "https://ark.cn-beijing.volces.com/api/v3"),
-    spec("anthropic", Anthropic, Standard, &["anthropic", "claude"], &["ANTHROPIC_API_KEY"], "https://api.anthropic.com"),
-    ProviderSpec { model_families: &["o1", "o3", "o4"], ..spec("openai", OpenAiCompatible, Standard, &["openai", "gpt"], &["OPENAI_API_KEY"], "https://api.openai.com/v1") },
+    spec(
+        "openrouter",
+        OpenAiCompatible,
+        Gateway,
+        &["openrouter"],
+        &["OPENROUTER_API_KEY"],
+        "https://openrouter.ai/api/v1",
+    ),
+    ProviderSpec {
+        strip_all_prefixes: true,
+        ..spec("aihubmix", OpenAiCompatible, Gateway, &["aihubmix"], &["OPENAI_API_KEY"], "https://aihubmix.com/v1")
+    },
+    spec(
+        "siliconflow",
+        OpenAiCompatible,
+        Gateway,
+        &["siliconflow"],
+        &["OPENAI_API_KEY"],
+        "https://api.siliconflow.cn/v1",
+    ),
+    spec(
+        "volcengine",
+        OpenAiCompatible,
+        Gateway,
+        &["volcengine", "volces"],
+        &["OPENAI_API_KEY"],
+        "https://ark.cn-beijing.volces.com/api/v3",
+    ),
+    spec(
+        "anthropic",
+        Anthropic,
+        Standard,
+        &["anthropic", "claude"],
+        &["ANTHROPIC_API_KEY"],
+        "https://api.anthropic.com",
+    ),
+    ProviderSpec {
+        model_families: &["o1", "o3", "o4"],
+        ..spec(
+            "openai",
+            OpenAiCompatible,
+            Standard,
+            &["openai", "gpt"],
+            &["OPENAI_API_KEY"],
+            "https://api.openai.com/v1",
+        )
+    },
     spec("deepseek", OpenAiCompatible, Standard, &["deepseek"], &["DEEPSEEK_API_KEY"], "https://api.deepseek.com"),
-    spec("gemini", OpenAiCompatible, Standard, &["gemini", "gemma"], &["GEMINI_API_KEY"], "https://generativelanguage.googleapis.com/v1beta/openai"),
-    spec("zhipu", OpenAiCompatible, Standard, &["zhipu", "glm", "zai"], &["ZHIPUAI_API_KEY", "ZAI_API_KEY"], "https://open.bigmodel.cn/api/paas/v4"),
-    spec("dashscope", OpenAiCompatible, Standard, &["qwen", "dashscope"], &["DASHSCOPE_API_KEY"], "https://dashscope.aliyuncs.com/compatible-mode/v1"),
-    spec("moonshot", OpenAiCompatible, Standard, &["moonshot", "kimi"], &["MOONSHOT_API_KEY"], "https://api.moonshot.ai/v1"),
+    spec(
+        "gemini",
+        OpenAiCompatible,
+        Standard,
+        &["gemini", "gemma"],
+        &["GEMINI_API_KEY"],
+        "https://generativelanguage.googleapis.com/v1beta/openai",
+    ),
+    spec(
+        "zhipu",
+        OpenAiCompatible,
+        Standard,
+        &["zhipu", "glm", "zai"],
+        &["ZHIPUAI_API_KEY", "ZAI_API_KEY"],
+        "https://open.bigmodel.cn/api/paas/v4",
+    ),
+    spec(
+        "dashscope",
+        OpenAiCompatible,
+        Standard,
+        &["qwen", "dashscope"],
+        &["DASHSCOPE_API_KEY"],
+        "https://dashscope.aliyuncs.com/compatible-mode/v1",
+    ),
+    spec(
+        "moonshot",
+        OpenAiCompatible,
+        Standard,
+        &["moonshot", "kimi"],
+        &["MOONSHOT_API_KEY"],
+        "https://api.moonshot.ai/v1",
+    ),
     spec("minimax", OpenAiCompatible, Standard, &["minimax"], &["MINIMAX_API_KEY"], "https://api.minimax.io/v1"),
-    spec("mistral", OpenAiCompatible, Standard, &["mistral", "magistral", "ministral", "codestral", "devstral", "mixtral"], &["MISTRAL_API_KEY"], "https://api.mistral.ai/v1"),
+    spec(
+        "mistral",
+        OpenAiCompatible,
+        Standard,
+        &["mistral", "magistral", "ministral", "codestral", "devstral", "mixtral"],
+        &["MISTRAL_API_KEY"],
+        "https://api.mistral.ai/v1",
+    ),
     spec("groq", OpenAiCompatible, Standard, &["groq"], &["GROQ_API_KEY"], "https://api.groq.com/openai/v1"),
     spec("vllm", OpenAiCompatible, Local, &["vllm"], &["HOSTED_VLLM_API_KEY"], ""),
     spec("ollama", OpenAiCompatible, Local, &["ollama"], &["OLLAMA_API_KEY"], "http://localhost:11434/v1"),
-    spec("lm_studio", OpenAiCompatible, Local, &["lm-studio", "lmstudio", "lm_studio"], &["LM_STUDIO_API_KEY"], "http://localhost:1234/v1"),
+    spec(
+        "lm_studio",
+        OpenAiCompatible,
+        Local,
+        &["lm-studio", "lmstudio", "lm_studio"],
+        &["LM_STUDIO_API_KEY"],
+        "http://localhost:1234/v1",
+    ),
 ];
 
 /// The provider chosen for a model, with everything needed to call it.
@@ -123,7 +222,11 @@ pub fn resolve(config: &Config, model: &str) -> Result<Resolution, ProviderError
 }
 
 /// `resolve` with the environment given as a lookup function (tests pass a fixed one).
-pub fn resolve_with_env(config: &Config, model: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Resolution, ProviderError> {
+pub fn resolve_with_env(
+    config: &Config,
+    model: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Resolution, ProviderError> {
     let resolver = Resolver { config, model, env };
     resolver.run()
 }
@@ -198,7 +301,9 @@ impl Resolver<'_> {
         for spec in PROVIDERS.iter().filter(|spec| self.matches_keyword(spec)) {
             // A local server matches by keyword only when configured, and never takes a model
             // whose prefix names another provider.
-            if spec.kind == Local && (self.configured_base(spec).is_none() || prefixed.is_some_and(|p| p.name != spec.name)) {
+            if spec.kind == Local
+                && (self.configured_base(spec).is_none() || prefixed.is_some_and(|p| p.name != spec.name))
+            {
                 continue;
             }
             if self.usable(spec) {
@@ -230,7 +335,10 @@ impl Resolver<'_> {
     /// port first), then any provider with a key in the config, then user-named endpoints.
     fn fallback(&self, may_use_local: bool) -> Option<Result<Resolution, ProviderError>> {
         if may_use_local {
-            let endpoints: Vec<&ProviderSpec> = PROVIDERS.iter().filter(|s| matches!(s.kind, Local | Custom) && self.configured_base(s).is_some()).collect();
+            let endpoints: Vec<&ProviderSpec> = PROVIDERS
+                .iter()
+                .filter(|s| matches!(s.kind, Local | Custom) && self.configured_base(s).is_some())
+                .collect();
             let by_port = endpoints.iter().find(|s| {
                 let base = self.configured_base(s).unwrap_or_default();
                 default_port(s.default_api_base).is_some_and(|port| base.contains(&format!(":{port}")))
@@ -242,7 +350,11 @@ impl Resolver<'_> {
         if let Some(spec) = PROVIDERS.iter().find(|s| s.kind != Local && self.config_key_of(s).is_some()) {
             return Some(self.build(spec));
         }
-        let user = self.config.providers.iter().find(|(key, entry)| find_spec(key).is_none() && set(entry.api_base.as_ref()).is_some());
+        let user = self
+            .config
+            .providers
+            .iter()
+            .find(|(key, entry)| find_spec(key).is_none() && set(entry.api_base.as_ref()).is_some());
         user.map(|(key, entry)| self.user_endpoint(key, entry))
     }
 
@@ -251,12 +363,19 @@ impl Resolver<'_> {
         let snake = lower.replace('-', "_");
         let slug = lower.rsplit('/').next().unwrap_or_default();
         spec.keywords.iter().any(|k| lower.contains(k) || snake.contains(&k.replace('-', "_")))
-            || spec.model_families.iter().any(|f| slug == *f || slug.strip_prefix(f).is_some_and(|rest| rest.starts_with('-')))
+            || spec
+                .model_families
+                .iter()
+                .any(|f| slug == *f || slug.strip_prefix(f).is_some_and(|rest| rest.starts_with('-')))
     }
 
     /// The config entry of a registry provider, under any spelling of its name.
     fn entry(&self, spec: &ProviderSpec) -> Option<&ProviderConfig> {
-        self.config.providers.iter().find(|(key, _)| find_spec(key).is_some_and(|found| found.name == spec.name)).map(|(_, entry)| entry)
+        self.config
+            .providers
+            .iter()
+            .find(|(key, _)| find_spec(key).is_some_and(|found| found.name == spec.name))
+            .map(|(_, entry)| entry)
     }
 
     /// A `providers` entry whose name is not in the registry (an endpoint the user named).
@@ -273,7 +392,8 @@ impl Resolver<'_> {
     }
 
     fn api_key(&self, spec: &ProviderSpec) -> Option<String> {
-        self.config_key_of(spec).or_else(|| spec.env_keys.iter().find_map(|var| (self.env)(var).filter(|v| !v.trim().is_empty())))
+        self.config_key_of(spec)
+            .or_else(|| spec.env_keys.iter().find_map(|var| (self.env)(var).filter(|v| !v.trim().is_empty())))
     }
 
     /// Whether the provider can be called: keyless ones need a base URL, others a key.
@@ -287,7 +407,11 @@ impl Resolver<'_> {
     fn build(&self, spec: &ProviderSpec) -> Result<Resolution, ProviderError> {
         let entry = self.entry(spec);
         let Some(api_base) = self.configured_base(spec).or_else(|| non_empty(spec.default_api_base.to_owned())) else {
-            return Err(ProviderError::NotConfigured(format!("provider {} needs an endpoint: set providers.{}.apiBase in config.json", spec.name, config_key(spec.name))));
+            return Err(ProviderError::NotConfigured(format!(
+                "provider {} needs an endpoint: set providers.{}.apiBase in config.json",
+                spec.name,
+                config_key(spec.name)
+            )));
         };
         Ok(Resolution {
             name: spec.name.to_owned(),
@@ -303,7 +427,9 @@ impl Resolver<'_> {
     /// An OpenAI-compatible endpoint under a name of the user's choosing.
     fn user_endpoint(&self, key: &str, entry: &ProviderConfig) -> Result<Resolution, ProviderError> {
         let Some(api_base) = set(entry.api_base.as_ref()) else {
-            return Err(ProviderError::NotConfigured(format!("provider {key} is not in the registry, so it needs an endpoint: set providers.{key}.apiBase in config.json")));
+            return Err(ProviderError::NotConfigured(format!(
+                "provider {key} is not in the registry, so it needs an endpoint: set providers.{key}.apiBase in config.json"
+            )));
         };
         Ok(Resolution {
             name: key.to_owned(),
@@ -319,7 +445,11 @@ impl Resolver<'_> {
     fn not_configured(&self, wanted: Option<&ProviderSpec>) -> ProviderError {
         let message = match wanted {
             Some(spec) if matches!(spec.kind, Local | Custom) => {
-                format!("provider {} needs an endpoint: set providers.{}.apiBase in config.json", spec.name, config_key(spec.name))
+                format!(
+                    "provider {} needs an endpoint: set providers.{}.apiBase in config.json",
+                    spec.name,
+                    config_key(spec.name)
+                )
             }
             Some(spec) => format!("no api key for {} (model `{}`): set {}", spec.name, self.model, key_hint(spec)),
             None => format!(

@@ -31,7 +31,9 @@ impl RetryPolicy {
         }
         let base = *self.delays.get(retry)?;
         match error {
-            ProviderError::RateLimited { retry_after: Some(asked), .. } => Some(base.max((*asked).min(MAX_RETRY_AFTER))),
+            ProviderError::RateLimited { retry_after: Some(asked), .. } => {
+                Some(base.max((*asked).min(MAX_RETRY_AFTER)))
+            }
             _ => Some(base),
         }
     }
@@ -58,7 +60,8 @@ mod tests {
         assert_eq!(policy.delay_before(0, &server), Some(Duration::from_secs(1)));
         assert_eq!(policy.delay_before(2, &server), Some(Duration::from_secs(4)));
         assert_eq!(policy.delay_before(3, &server), None);
-        let limited = |secs| ProviderError::RateLimited { retry_after: Some(Duration::from_secs(secs)), message: String::new() };
+        let limited =
+            |secs| ProviderError::RateLimited { retry_after: Some(Duration::from_secs(secs)), message: String::new() };
         assert_eq!(policy.delay_before(0, &limited(3)), Some(Duration::from_secs(3)));
         assert_eq!(policy.delay_before(2, &limited(3)), Some(Duration::from_secs(4)));
         assert_eq!(policy.delay_before(0, &limited(3600)), Some(MAX_RETRY_AFTER));

@@ -57,7 +57,8 @@ impl SseDecoder {
 
     fn end_line(&mut self, events: &mut Vec<SseEvent>) -> Result<(), String> {
         let bytes = std::mem::take(&mut self.pending);
-        let line = String::from_utf8(bytes).map_err(|e| format!("stream line is not utf-8: {:?}", String::from_utf8_lossy(e.as_bytes())))?;
+        let line = String::from_utf8(bytes)
+            .map_err(|e| format!("stream line is not utf-8: {:?}", String::from_utf8_lossy(e.as_bytes())))?;
         if line.is_empty() {
             if !self.data.is_empty() {
                 events.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data).join("\n") });
@@ -90,7 +91,9 @@ mod tests {
 
     #[test]
     fn events_come_out_whole_however_the_bytes_are_cut() {
-        let input = "event: message_start\r\ndata: {\"a\":\"é\"}\r\n\r\n: keep-alive\n\ndata: one\ndata: two\n\ndata: [DONE]".as_bytes();
+        let input =
+            "event: message_start\r\ndata: {\"a\":\"é\"}\r\n\r\n: keep-alive\n\ndata: one\ndata: two\n\ndata: [DONE]"
+                .as_bytes();
         for piece in [1, 2, 3, 7, input.len()] {
             let events = decode_in_pieces(input, piece);
             assert_eq!(

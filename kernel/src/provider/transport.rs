@@ -39,7 +39,11 @@ impl std::fmt::Debug for Transport {
 
 impl Transport {
     /// A client for `provider` sending `headers` (name, value) with every request.
-    pub(crate) fn new(provider: &str, key_hint: &str, headers: &[(String, String)]) -> Result<Transport, ProviderError> {
+    pub(crate) fn new(
+        provider: &str,
+        key_hint: &str,
+        headers: &[(String, String)],
+    ) -> Result<Transport, ProviderError> {
         super::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -47,19 +51,30 @@ impl Transport {
             .map_err(|e| ProviderError::Network(format!("cannot set up the http client: {}", error_chain(&e))))?;
         let mut map = HeaderMap::new();
         for (name, value) in headers {
-            let bad = |what: &str| ProviderError::NotConfigured(format!("header `{name}` for provider {provider} has an invalid {what}"));
+            let bad = |what: &str| {
+                ProviderError::NotConfigured(format!("header `{name}` for provider {provider} has an invalid {what}"))
+            };
             let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
             let mut value = HeaderValue::from_str(value).map_err(|_| bad("value"))?;
             value.set_sensitive(header == reqwest::header::AUTHORIZATION || name.eq_ignore_ascii_case("x-api-key"));
             map.insert(header, value);
         }
-        Ok(Transport { http, headers: map, provider: provider.to_owned(), key_hint: key_hint.to_owned(), idle: IDLE_TIMEOUT })
+        Ok(Transport {
+            http,
+            headers: map,
+            provider: provider.to_owned(),
+            key_hint: key_hint.to_owned(),
+            idle: IDLE_TIMEOUT,
+        })
     }
 
     /// POSTs `body` as JSON to `url`; a non-2xx status becomes the matching error.
     pub(crate) async fn post(&self, url: &str, body: &Value) -> Result<reqwest::Response, ProviderError> {
         let request = self.http.post(url).headers(self.headers.clone()).json(body);
-        let response = tokio::time::timeout(self.idle, request.send()).await.map_err(|_| ProviderError::Timeout)?.map_err(|e| from_reqwest(&e))?;
+        let response = tokio::time::timeout(self.idle, request.send())
+            .await
+            .map_err(|_| ProviderError::Timeout)?
+            .map_err(|e| from_reqwest(&e))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -98,7 +113,11 @@ impl Transport {
 
     /// Feeds the body to `on_event` one SSE event at a time until it returns `true` (the
     /// format's end marker) or the body ends; returns whether the end marker was seen.
-    pub(crate) async fn read_sse(&self, mut response: reqwest::Response, mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError>) -> Result<bool, ProviderError> {
+    pub(crate) async fn read_sse(
+        &self,
+        mut response: reqwest::Response,
+        mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError>,
+    ) -> Result<bool, ProviderError> {
         let mut decoder = SseDecoder::new();
         while let Some(chunk) = self.next_chunk(&mut response).await? {
             for event in decoder.feed(&chunk).map_err(ProviderError::Malformed)? {
@@ -116,7 +135,11 @@ impl Transport {
 
 /// Whether a response is an event stream (some servers answer `stream: true` with plain JSON).
 pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
-    response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 /// Parses JSON, or says what `what` held instead.

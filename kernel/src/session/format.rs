@@ -301,10 +301,11 @@ mod tests {
         let mut session = Session::new("cli:direct");
         session.header_extra.insert("zz_custom".into(), json!(1));
         let text = String::from_utf8(header_json(&session).unwrap()).unwrap();
-        let positions: Vec<usize> = ["_type", "key", "created_at", "updated_at", "metadata", "last_consolidated", "zz_custom"]
-            .iter()
-            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
-            .collect();
+        let positions: Vec<usize> =
+            ["_type", "key", "created_at", "updated_at", "metadata", "last_consolidated", "zz_custom"]
+                .iter()
+                .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+                .collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
     }
 

@@ -40,8 +40,8 @@ use serde_json::{Map, Value};
 
 use crate::message::ChatMessage;
 
-pub use format::{now_timestamp, HEADER_WIDTH, IN_PLACE_LIMIT};
-pub use repair::{close_interrupted_turn, Repair, INTERRUPTED_REPLY, INTERRUPTED_TOOL_RESULT};
+pub use format::{HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
+pub use repair::{INTERRUPTED_REPLY, INTERRUPTED_TOOL_RESULT, Repair, close_interrupted_turn};
 pub use store::SessionStore;
 
 /// One conversation: its messages and the metadata line of its file.

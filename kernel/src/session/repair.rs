@@ -135,7 +135,11 @@ mod tests {
     #[test]
     fn all_results_present_needs_nothing_even_without_a_final_answer() {
         let call = ToolCall::new("call_1", "read_file", "{}");
-        let session = session_of(vec![ChatMessage::text(Role::User, "read a"), calling(&[("call_1", "read_file")]), ChatMessage::tool_result(&call, "x")]);
+        let session = session_of(vec![
+            ChatMessage::text(Role::User, "read a"),
+            calling(&[("call_1", "read_file")]),
+            ChatMessage::tool_result(&call, "x"),
+        ]);
         assert!(close_interrupted_turn(&session).is_empty());
     }
 }

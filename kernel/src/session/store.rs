@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing::warn;
 
-use super::format::{self, now_timestamp, HEADER_WIDTH, IN_PLACE_LIMIT};
+use super::format::{self, HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
 use super::{DiskState, LoadedSession, Repair, Session, SessionError};
 use crate::message::ChatMessage;
 
@@ -56,8 +56,11 @@ impl SessionStore {
             }
             Err(source) => return Err(SessionError::Read { path, source }),
         };
-        let decoded = format::decode(&bytes)
-            .map_err(|damaged| SessionError::Corrupt { path: path.clone(), line: damaged.line, source: damaged.error })?;
+        let decoded = format::decode(&bytes).map_err(|damaged| SessionError::Corrupt {
+            path: path.clone(),
+            line: damaged.line,
+            source: damaged.error,
+        })?;
         let repaired = if let Some(torn) = decoded.torn {
             warn!(path = %path.display(), line = torn.line, bytes = torn.bytes, "dropping torn last line of session file");
             let file = open_for_write(&path)?;
@@ -156,11 +159,7 @@ impl SessionStore {
     pub fn save_metadata(&self, session: &mut Session) -> Result<(), SessionError> {
         let path = self.path_for(&session.key);
         session.updated_at = now_timestamp();
-        if self.overwrite_header(session, &path)? {
-            Ok(())
-        } else {
-            self.write_whole(session, &path)
-        }
+        if self.overwrite_header(session, &path)? { Ok(()) } else { self.write_whole(session, &path) }
     }
 
     /// Writes the whole file from `session` (after `/new`, or any change to past messages),
@@ -256,7 +255,7 @@ fn encode_error(path: &Path, source: serde_json::Error) -> SessionError {
 mod tests {
     use std::os::unix::fs::MetadataExt;
 
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::message::{Role, ToolCall};
@@ -339,7 +338,8 @@ mod tests {
         let mut result = ChatMessage::tool_result(&call, "a\nb");
         result.extra.insert("latency_ms".into(), json!(42));
         let mut picture = user("look");
-        picture.content = json!([{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:x"}}]);
+        picture.content =
+            json!([{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:x"}}]);
         picture.timestamp = Some("2026-01-02T03:04:05.123456".into());
         store.append(&mut session, vec![picture, asking, result]).unwrap();
         session.metadata.insert("pending_user_turn".into(), json!(true));
@@ -604,7 +604,11 @@ mod tests {
         let store = store_in(&dir);
         let path = store.path_for("cli:direct");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, "{\"_type\": \"metadata\", \"last_consolidated\": 9}\n{\"role\": \"user\", \"content\": \"a\"}\n").unwrap();
+        fs::write(
+            &path,
+            "{\"_type\": \"metadata\", \"last_consolidated\": 9}\n{\"role\": \"user\", \"content\": \"a\"}\n",
+        )
+        .unwrap();
         assert_eq!(store.load("cli:direct").unwrap().session.last_consolidated, 1);
     }
 

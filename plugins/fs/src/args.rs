@@ -12,7 +12,11 @@ pub fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => number_to_count(&n).map(Some).map_err(D::Error::custom),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => s.trim().parse::<usize>().map(Some).map_err(|_| D::Error::custom(format!("expected a whole number, got \"{s}\""))),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse::<usize>()
+            .map(Some)
+            .map_err(|_| D::Error::custom(format!("expected a whole number, got \"{s}\""))),
         Some(other) => Err(D::Error::custom(format!("expected a whole number, got {other}"))),
     }
 }

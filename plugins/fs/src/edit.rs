@@ -4,12 +4,12 @@
 use std::io::Read as _;
 use std::path::Path;
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::closest::{not_found_message, similarity};
-use crate::matching::{find, reindent, Found, Span};
+use crate::matching::{Found, Span, find, reindent};
 use crate::plural;
 use crate::read::open_regular_file;
 use crate::text::looks_binary;
@@ -71,7 +71,11 @@ pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
 
 /// Refuses zero counts and combinations of choices that contradict each other.
 fn check_choices(args: &Args) -> Result<(), ToolError> {
-    for (name, value) in [("occurrence", args.occurrence), ("line_hint", args.line_hint), ("expected_replacements", args.expected_replacements)] {
+    for (name, value) in [
+        ("occurrence", args.occurrence),
+        ("line_hint", args.line_hint),
+        ("expected_replacements", args.expected_replacements),
+    ] {
         if value == Some(0) {
             return Err(ToolError::new(format!("{name} counts from 1; 0 is not valid")));
         }
@@ -151,7 +155,9 @@ fn load(path: &Path, shown: &str) -> Result<String, ToolError> {
         return Err(ToolError::new(format!("{shown} is a binary file; edit_file only changes text files")));
     }
     String::from_utf8(bytes).map_err(|_| {
-        ToolError::new(format!("{shown} is not valid UTF-8 text, so editing it could damage it; use write_file to replace it whole"))
+        ToolError::new(format!(
+            "{shown} is not valid UTF-8 text, so editing it could damage it; use write_file to replace it whole"
+        ))
     })
 }
 
@@ -170,7 +176,11 @@ fn missing_file_message(path: &Path, shown: &str) -> String {
         .filter(|(score, _)| *score >= 0.5)
         .collect();
     close.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let names: Vec<String> = close.into_iter().take(3).map(|(_, name)| Path::new(shown).with_file_name(name).display().to_string()).collect();
+    let names: Vec<String> = close
+        .into_iter()
+        .take(3)
+        .map(|(_, name)| Path::new(shown).with_file_name(name).display().to_string())
+        .collect();
     if names.is_empty() {
         format!("file not found: {shown}; to create a file, use write_file (or edit_file with an empty old_text)")
     } else {
@@ -185,7 +195,11 @@ fn choose(matches: &[Span], args: &Args) -> Result<Vec<Span>, ToolError> {
         matches.to_vec()
     } else if let Some(n) = args.occurrence {
         let span = matches.get(n - 1).ok_or_else(|| {
-            ToolError::new(format!("occurrence {n} does not exist: old_text matches {} ({})", plural(count, "place"), lines_of(matches)))
+            ToolError::new(format!(
+                "occurrence {n} does not exist: old_text matches {} ({})",
+                plural(count, "place"),
+                lines_of(matches)
+            ))
         })?;
         vec![span.clone()]
     } else if let Some(line) = args.line_hint {
@@ -265,7 +279,7 @@ fn summary(shown: &str, chosen: &[Span], found: Found) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
 
     async fn edit(ws: &Workspace, args: Value) -> ToolOutput {
         handle(ws.ctx(), args).await
@@ -285,7 +299,10 @@ mod tests {
         let ws = Workspace::new("edit");
         ws.write("a.md", "x = 1\ny = 1\n");
         let err = edit(&ws, json!({"path": "a.md", "old_text": "= 1", "new_text": "= 2"})).await.unwrap_err();
-        assert!(err.message().starts_with("old_text matches 2 places (line 1, line 2); include more surrounding lines"), "{err}");
+        assert!(
+            err.message().starts_with("old_text matches 2 places (line 1, line 2); include more surrounding lines"),
+            "{err}"
+        );
         assert!(err.message().contains("replace_all"), "{err}");
         assert_eq!(ws.read("a.md"), "x = 1\ny = 1\n", "a refused edit changes nothing");
     }
@@ -294,7 +311,9 @@ mod tests {
     async fn replace_all_changes_every_match() {
         let ws = Workspace::new("edit");
         ws.write("a.md", "x = 1\ny = 1\n");
-        let out = edit(&ws, json!({"path": "a.md", "old_text": "= 1", "new_text": "= 2", "replace_all": true})).await.unwrap();
+        let out = edit(&ws, json!({"path": "a.md", "old_text": "= 1", "new_text": "= 2", "replace_all": true}))
+            .await
+            .unwrap();
         assert_eq!(out, "edited a.md: replaced 2 matches (line 1, line 2)");
         assert_eq!(ws.read("a.md"), "x = 2\ny = 2\n");
     }
@@ -307,9 +326,11 @@ mod tests {
         assert_eq!(ws.read("a.txt"), "v\nsecond\nv\n");
         edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "third", "line_hint": 3})).await.unwrap();
         assert_eq!(ws.read("a.txt"), "v\nsecond\nthird\n");
-        let err = edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "x", "occurrence": 4})).await.unwrap_err();
+        let err =
+            edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "x", "occurrence": 4})).await.unwrap_err();
         assert!(err.message().contains("occurrence 4 does not exist"), "{err}");
-        let err = edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "x", "line_hint": 2})).await.unwrap_err();
+        let err =
+            edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "x", "line_hint": 2})).await.unwrap_err();
         assert!(err.message().contains("no match of old_text includes line 2"), "{err}");
     }
 
@@ -317,7 +338,12 @@ mod tests {
     async fn expected_replacements_guards_the_edit() {
         let ws = Workspace::new("edit");
         ws.write("a.txt", "v v v");
-        let err = edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "w", "replace_all": true, "expected_replacements": 2})).await.unwrap_err();
+        let err = edit(
+            &ws,
+            json!({"path": "a.txt", "old_text": "v", "new_text": "w", "replace_all": true, "expected_replacements": 2}),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.message(), "expected_replacements is 2 but this edit would make 3; nothing was changed");
         assert_eq!(ws.read("a.txt"), "v v v");
     }
@@ -326,9 +352,13 @@ mod tests {
     async fn contradictory_choices_are_refused() {
         let ws = Workspace::new("edit");
         ws.write("a.txt", "v v");
-        let err = edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "w", "replace_all": true, "occurrence": 1})).await.unwrap_err();
+        let err =
+            edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "w", "replace_all": true, "occurrence": 1}))
+                .await
+                .unwrap_err();
         assert!(err.message().contains("cannot be combined"), "{err}");
-        let err = edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "w", "occurrence": 0})).await.unwrap_err();
+        let err =
+            edit(&ws, json!({"path": "a.txt", "old_text": "v", "new_text": "w", "occurrence": 0})).await.unwrap_err();
         assert!(err.message().contains("counts from 1"), "{err}");
     }
 
@@ -348,7 +378,12 @@ mod tests {
     async fn indentation_differences_still_match_and_keep_the_files_indentation() {
         let ws = Workspace::new("edit");
         ws.write("a.py", "class A:\n    def f(self):\n        return 1\n");
-        let out = edit(&ws, json!({"path": "a.py", "old_text": "def f(self):\n    return 1", "new_text": "def f(self):\n    return 2"})).await.unwrap();
+        let out = edit(
+            &ws,
+            json!({"path": "a.py", "old_text": "def f(self):\n    return 1", "new_text": "def f(self):\n    return 2"}),
+        )
+        .await
+        .unwrap();
         assert!(out.contains("ignoring indentation"), "{out}");
         assert_eq!(ws.read("a.py"), "class A:\n    def f(self):\n        return 2\n");
     }
@@ -401,8 +436,20 @@ mod tests {
         let ws = Workspace::new("edit");
         std::fs::write(ws.path().join("b.bin"), b"ab\0cd").unwrap();
         std::fs::write(ws.path().join("l1.txt"), b"caf\xe9 au lait").unwrap();
-        assert!(edit(&ws, json!({"path": "b.bin", "old_text": "ab", "new_text": "x"})).await.unwrap_err().message().contains("binary"));
-        assert!(edit(&ws, json!({"path": "l1.txt", "old_text": "au", "new_text": "x"})).await.unwrap_err().message().contains("not valid UTF-8"));
+        assert!(
+            edit(&ws, json!({"path": "b.bin", "old_text": "ab", "new_text": "x"}))
+                .await
+                .unwrap_err()
+                .message()
+                .contains("binary")
+        );
+        assert!(
+            edit(&ws, json!({"path": "l1.txt", "old_text": "au", "new_text": "x"}))
+                .await
+                .unwrap_err()
+                .message()
+                .contains("not valid UTF-8")
+        );
     }
 
     #[tokio::test]
@@ -411,7 +458,8 @@ mod tests {
         let outside = outside_dir("edit");
         outside.write("target.txt", "original");
         std::os::unix::fs::symlink(outside.path().join("target.txt"), ws.path().join("link.txt")).unwrap();
-        let err = edit(&ws, json!({"path": "link.txt", "old_text": "original", "new_text": "changed"})).await.unwrap_err();
+        let err =
+            edit(&ws, json!({"path": "link.txt", "old_text": "original", "new_text": "changed"})).await.unwrap_err();
         assert!(err.message().contains("outside the workspace"), "{err}");
         assert_eq!(outside.read("target.txt"), "original");
     }

@@ -4,13 +4,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::page::Page;
 use crate::pattern::Glob;
-use crate::walk::{Walk, MAX_VISITS};
+use crate::walk::{MAX_VISITS, Walk};
 
 /// The arguments of `glob`.
 #[derive(Deserialize)]
@@ -116,7 +116,8 @@ impl Search<'_> {
         let report = walk.run(self.base, |entry| {
             let relative = entry.path.strip_prefix(self.base).unwrap_or(&entry.path);
             if self.kinds.wants(entry.is_dir) && self.glob.matches(relative) {
-                let modified = std::fs::metadata(&entry.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+                let modified =
+                    std::fs::metadata(&entry.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
                 let mut shown = crate::display_path(self.root, &entry.path);
                 if entry.is_dir {
                     shown.push('/');
@@ -142,7 +143,7 @@ fn render(found: &[String], page: &Page, pattern: &str, shown: &str, cut_short: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
     use std::time::Duration;
 
     fn set_modified(path: &Path, seconds_ago: u64) {
@@ -198,8 +199,20 @@ mod tests {
         let ws = Workspace::new("glob");
         assert_eq!(handle(ws.ctx(), json!({"pattern": "*.zig"})).await.unwrap(), "no paths match '*.zig' in .");
         assert!(handle(ws.ctx(), json!({"pattern": "{a,b"})).await.unwrap_err().message().contains("invalid glob"));
-        assert!(handle(ws.ctx(), json!({"pattern": "*", "entry_type": "links"})).await.unwrap_err().message().contains("entry_type"));
-        assert!(handle(ws.ctx(), json!({"pattern": "*", "path": "missing"})).await.unwrap_err().message().contains("does not exist"));
+        assert!(
+            handle(ws.ctx(), json!({"pattern": "*", "entry_type": "links"}))
+                .await
+                .unwrap_err()
+                .message()
+                .contains("entry_type")
+        );
+        assert!(
+            handle(ws.ctx(), json!({"pattern": "*", "path": "missing"}))
+                .await
+                .unwrap_err()
+                .message()
+                .contains("does not exist")
+        );
     }
 
     #[tokio::test]
@@ -209,6 +222,12 @@ mod tests {
         outside.write("secret.rs", "");
         std::os::unix::fs::symlink(outside.path().join("secret.rs"), ws.path().join("linked.rs")).unwrap();
         assert_eq!(handle(ws.ctx(), json!({"pattern": "*.rs"})).await.unwrap(), "no paths match '*.rs' in .");
-        assert!(handle(ws.ctx(), json!({"pattern": "*.rs", "path": ".."})).await.unwrap_err().message().contains("outside the workspace"));
+        assert!(
+            handle(ws.ctx(), json!({"pattern": "*.rs", "path": ".."}))
+                .await
+                .unwrap_err()
+                .message()
+                .contains("outside the workspace")
+        );
     }
 }

@@ -6,15 +6,15 @@ use std::io::Read as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::page::{Page, MAX_OUTPUT_CHARS};
-use crate::pattern::{has_extension, type_extensions, Glob};
+use crate::page::{MAX_OUTPUT_CHARS, Page};
+use crate::pattern::{Glob, has_extension, type_extensions};
 use crate::text::{looks_binary, shorten};
-use crate::walk::{Walk, MAX_VISITS};
+use crate::walk::{MAX_VISITS, Walk};
 
 /// Files larger than this are skipped when searching a directory.
 const MAX_FILE_BYTES: u64 = 2_000_000;
@@ -72,9 +72,9 @@ impl Mode {
             None | Some("files_with_matches") => Ok(Mode::Files),
             Some("content") => Ok(Mode::Content),
             Some("count") => Ok(Mode::Count),
-            Some(other) => Err(ToolError::new(format!(
-                "output_mode '{other}' is not one of files_with_matches, content, count"
-            ))),
+            Some(other) => {
+                Err(ToolError::new(format!("output_mode '{other}' is not one of files_with_matches, content, count")))
+            }
         }
     }
 }
@@ -165,7 +165,8 @@ struct Filters {
 impl Filters {
     fn accepts(&self, relative: &Path) -> bool {
         let name = relative.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-        self.glob.as_ref().is_none_or(|g| g.matches(relative)) && self.extensions.as_ref().is_none_or(|e| has_extension(&name, e))
+        self.glob.as_ref().is_none_or(|g| g.matches(relative))
+            && self.extensions.as_ref().is_none_or(|e| has_extension(&name, e))
     }
 }
 
@@ -301,7 +302,12 @@ impl Search<'_> {
         let mut out = self.page.render(&items);
         if self.mode == Mode::Count {
             let total: usize = tally.files.iter().map(|f| f.lines).sum();
-            let _ = write!(out, "\n\n({} in {})", crate::plural(total, "matching line"), crate::plural(files.len(), "file"));
+            let _ = write!(
+                out,
+                "\n\n({} in {})",
+                crate::plural(total, "matching line"),
+                crate::plural(files.len(), "file")
+            );
         }
         out
     }
@@ -310,11 +316,14 @@ impl Search<'_> {
     fn render_content(&self, tally: &Tally) -> Option<String> {
         let offset = self.page.offset;
         if tally.blocks.is_empty() {
-            return (tally.matches_seen > 0).then(|| format!("(offset {offset} is past the last of the {} matches)", tally.matches_seen));
+            return (tally.matches_seen > 0)
+                .then(|| format!("(offset {offset} is past the last of the {} matches)", tally.matches_seen));
         }
         let (first, last) = (offset + 1, offset + tally.blocks.len());
         let note = match tally.stopped {
-            Some(Stop::PageFull) => Some(format!("(matches {first}-{last} shown; there are more: call again with offset={last})")),
+            Some(Stop::PageFull) => {
+                Some(format!("(matches {first}-{last} shown; there are more: call again with offset={last})"))
+            }
             Some(Stop::SizeCap) => Some(format!(
                 "(matches {first}-{last} shown; output cut at {MAX_OUTPUT_CHARS} characters: call again with offset={last}, or narrow the search)"
             )),
@@ -336,7 +345,11 @@ fn notes(tally: &Tally) -> Vec<String> {
         notes.push(format!("(skipped {})", crate::plural(tally.skipped_binary, "binary file")));
     }
     if tally.skipped_large > 0 {
-        notes.push(format!("(skipped {} over {} MB)", crate::plural(tally.skipped_large, "file"), MAX_FILE_BYTES / 1_000_000));
+        notes.push(format!(
+            "(skipped {} over {} MB)",
+            crate::plural(tally.skipped_large, "file"),
+            MAX_FILE_BYTES / 1_000_000
+        ));
     }
     if tally.cut_short {
         notes.push(format!("(the search stopped after {MAX_VISITS} entries; search a narrower path)"));
@@ -374,7 +387,7 @@ fn split_lines(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
     use std::time::Duration;
 
     fn workspace() -> Workspace {
@@ -414,16 +427,30 @@ mod tests {
     #[tokio::test]
     async fn content_mode_shows_numbered_lines_with_context() {
         let ws = workspace();
-        let out = handle(ws.ctx(), json!({"pattern": "println", "output_mode": "content", "context_before": 1, "context_after": 1})).await.unwrap();
-        assert_eq!(out, "src/a.rs:2\n  1| fn main() {\n> 2|     println!(\"Hello\");\n  3| }\n\n(skipped 1 binary file)");
+        let out = handle(
+            ws.ctx(),
+            json!({"pattern": "println", "output_mode": "content", "context_before": 1, "context_after": 1}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            "src/a.rs:2\n  1| fn main() {\n> 2|     println!(\"Hello\");\n  3| }\n\n(skipped 1 binary file)"
+        );
     }
 
     #[tokio::test]
     async fn glob_type_count_mode_and_fixed_strings_work_together() {
         let ws = workspace();
-        let out = handle(ws.ctx(), json!({"pattern": "print(", "fixed_strings": true, "type": "python", "output_mode": "count"})).await.unwrap();
+        let out = handle(
+            ws.ctx(),
+            json!({"pattern": "print(", "fixed_strings": true, "type": "python", "output_mode": "count"}),
+        )
+        .await
+        .unwrap();
         assert_eq!(out, "src/b.py: 1\n\n(1 matching line in 1 file)");
-        let out = handle(ws.ctx(), json!({"pattern": "print", "glob": "src/*.py", "output_mode": "count"})).await.unwrap();
+        let out =
+            handle(ws.ctx(), json!({"pattern": "print", "glob": "src/*.py", "output_mode": "count"})).await.unwrap();
         assert_eq!(out, "src/b.py: 1\n\n(1 matching line in 1 file)");
     }
 
@@ -431,7 +458,8 @@ mod tests {
     async fn content_results_are_capped_by_head_limit_and_paged_by_offset() {
         let ws = Workspace::new("grep");
         ws.write("many.txt", &"match\n".repeat(50));
-        let out = handle(ws.ctx(), json!({"pattern": "match", "output_mode": "content", "head_limit": 5})).await.unwrap();
+        let out =
+            handle(ws.ctx(), json!({"pattern": "match", "output_mode": "content", "head_limit": 5})).await.unwrap();
         assert_eq!(out.matches("> ").count(), 5);
         assert!(out.ends_with("(matches 1-5 shown; there are more: call again with offset=5)"), "{out}");
         let out = handle(ws.ctx(), json!({"pattern": "match", "output_mode": "content", "offset": 48})).await.unwrap();
@@ -459,7 +487,8 @@ mod tests {
         ws.write("big.log", &big);
         let out = handle(ws.ctx(), json!({"pattern": "needle"})).await.unwrap();
         assert_eq!(out, "no matches for 'needle' in .\n\n(skipped 1 file over 2 MB)");
-        let out = handle(ws.ctx(), json!({"pattern": "needle", "path": "big.log", "output_mode": "count"})).await.unwrap();
+        let out =
+            handle(ws.ctx(), json!({"pattern": "needle", "path": "big.log", "output_mode": "count"})).await.unwrap();
         assert!(out.starts_with("big.log: 1"), "{out}");
     }
 
@@ -470,7 +499,10 @@ mod tests {
         assert!(err.message().starts_with("invalid regex") && err.message().contains("fixed_strings"), "{err}");
         let err = handle(ws.ctx(), json!({"pattern": "x", "output_mode": "lines"})).await.unwrap_err();
         assert!(err.message().contains("files_with_matches, content, count"), "{err}");
-        assert_eq!(handle(ws.ctx(), json!({"pattern": "x", "path": "nope"})).await.unwrap_err().message(), "path not found: nope");
+        assert_eq!(
+            handle(ws.ctx(), json!({"pattern": "x", "path": "nope"})).await.unwrap_err().message(),
+            "path not found: nope"
+        );
     }
 
     #[tokio::test]

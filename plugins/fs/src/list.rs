@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::walk::{Report, Walk};
 
@@ -66,9 +66,13 @@ pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
 /// Refuses a missing path or a file, pointing at the right tool.
 fn check_directory(dir: &Path, shown: &str) -> Result<(), ToolError> {
     match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ToolError::new(format!("directory not found: {shown}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ToolError::new(format!("directory not found: {shown}")))
+        }
         Err(e) => Err(ToolError::new(format!("cannot list {shown}: {e}"))),
-        Ok(meta) if !meta.is_dir() => Err(ToolError::new(format!("{shown} is a file, not a directory; use read_file to read it"))),
+        Ok(meta) if !meta.is_dir() => {
+            Err(ToolError::new(format!("{shown} is a file, not a directory; use read_file to read it")))
+        }
         Ok(_) => Ok(()),
     }
 }
@@ -106,11 +110,8 @@ fn skipped_note(dir: &Path, report: &Report) -> Option<String> {
     if report.skipped_count == 0 {
         return None;
     }
-    let names: Vec<String> = report
-        .skipped
-        .iter()
-        .map(|p| format!("{}/", p.strip_prefix(dir).unwrap_or(p).display()))
-        .collect();
+    let names: Vec<String> =
+        report.skipped.iter().map(|p| format!("{}/", p.strip_prefix(dir).unwrap_or(p).display())).collect();
     let more = report.skipped_count - names.len();
     let more = if more > 0 { format!(" and {more} more") } else { String::new() };
     Some(format!("(not listed: {}{more}; list one by its path to see inside)", names.join(", ")))
@@ -119,7 +120,7 @@ fn skipped_note(dir: &Path, report: &Report) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
 
     #[tokio::test]
     async fn a_directory_lists_files_and_marks_subdirectories() {
@@ -178,7 +179,9 @@ mod tests {
     async fn listing_outside_the_workspace_is_refused() {
         let ws = Workspace::new("list");
         assert!(handle(ws.ctx(), json!({"path": ".."})).await.unwrap_err().message().contains("outside the workspace"));
-        assert!(handle(ws.ctx(), json!({"path": "/etc"})).await.unwrap_err().message().contains("outside the workspace"));
+        assert!(
+            handle(ws.ctx(), json!({"path": "/etc"})).await.unwrap_err().message().contains("outside the workspace")
+        );
     }
 
     #[tokio::test]

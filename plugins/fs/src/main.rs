@@ -102,7 +102,11 @@ mod test_util {
 
         /// A restricted call context rooted here.
         pub fn ctx(&self) -> CallContext {
-            CallContext { workspace: self.0.display().to_string(), restrict_to_workspace: true, ..CallContext::default() }
+            CallContext {
+                workspace: self.0.display().to_string(),
+                restrict_to_workspace: true,
+                ..CallContext::default()
+            }
         }
 
         /// An unrestricted call context rooted here.

@@ -49,7 +49,12 @@ fn find_exact(content: &str, old: &str) -> Vec<Span> {
         line += count_newlines(&content[counted_to..start]);
         counted_to = start;
         let inner = matched.strip_suffix('\n').unwrap_or(matched);
-        spans.push(Span { start, end: start + matched.len(), first_line: line, last_line: line + count_newlines(inner) });
+        spans.push(Span {
+            start,
+            end: start + matched.len(),
+            first_line: line,
+            last_line: line + count_newlines(inner),
+        });
     }
     spans
 }
@@ -120,7 +125,9 @@ pub fn reindent(old: &str, matched: &str, new: &str) -> String {
     if old_lines.len() != matched_lines.len() {
         return new.to_owned();
     }
-    let Some((ours, theirs)) = old_lines.iter().zip(&matched_lines).find(|(o, m)| !o.trim().is_empty() && !m.trim().is_empty()) else {
+    let Some((ours, theirs)) =
+        old_lines.iter().zip(&matched_lines).find(|(o, m)| !o.trim().is_empty() && !m.trim().is_empty())
+    else {
         return new.to_owned();
     };
     let (ours, theirs) = (leading_whitespace(ours), leading_whitespace(theirs));
@@ -148,7 +155,11 @@ mod tests {
         assert_eq!(found, Found::Exact);
         assert_eq!(spans.iter().map(|s| (s.first_line, s.last_line)).collect::<Vec<_>>(), [(2, 2), (4, 4)]);
         let (spans, _) = find("x\ny\nz\n", "y\nz\n");
-        assert_eq!((spans[0].first_line, spans[0].last_line), (2, 3), "a trailing newline does not reach into the next line");
+        assert_eq!(
+            (spans[0].first_line, spans[0].last_line),
+            (2, 3),
+            "a trailing newline does not reach into the next line"
+        );
     }
 
     #[test]

@@ -6,9 +6,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::plural;
 use crate::text::{count_lines, decode_line, looks_binary, next_line, shorten};
@@ -102,10 +102,14 @@ pub fn open_regular_file(path: &Path, shown: &str) -> Result<File, ToolError> {
         _ => read_error(shown, &e),
     })?;
     if meta.is_dir() {
-        return Err(ToolError::new(format!("{shown} is a directory, not a file; use list_dir to see what it contains")));
+        return Err(ToolError::new(format!(
+            "{shown} is a directory, not a file; use list_dir to see what it contains"
+        )));
     }
     if !meta.is_file() {
-        return Err(ToolError::new(format!("{shown} is not a regular file (it is a device, pipe or socket) and cannot be read")));
+        return Err(ToolError::new(format!(
+            "{shown} is not a regular file (it is a device, pipe or socket) and cannot be read"
+        )));
     }
     File::open(path).map_err(|e| read_error(shown, &e))
 }
@@ -181,7 +185,7 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
 
     async fn call(ws: &Workspace, args: Value) -> ToolOutput {
         handle(ws.ctx(), args).await
@@ -213,7 +217,10 @@ mod tests {
         let ws = Workspace::new("read");
         numbered_file(&ws, "long.txt", 10);
         let out = call(&ws, json!({"path": "long.txt", "offset": 4, "limit": 3})).await.unwrap();
-        assert_eq!(out, "4| line 4\n5| line 5\n6| line 6\n\n(lines 4-6 of 10; call read_file with offset=7 to read on)");
+        assert_eq!(
+            out,
+            "4| line 4\n5| line 5\n6| line 6\n\n(lines 4-6 of 10; call read_file with offset=7 to read on)"
+        );
     }
 
     #[tokio::test]
@@ -221,7 +228,11 @@ mod tests {
         let ws = Workspace::new("read");
         numbered_file(&ws, "many.txt", 2500);
         let out = call(&ws, json!({"path": "many.txt"})).await.unwrap();
-        assert!(out.contains("\n2000| line 2000\n\n(lines 1-2000 of 2500; call read_file with offset=2001"), "{}", &out[out.len() - 200..]);
+        assert!(
+            out.contains("\n2000| line 2000\n\n(lines 1-2000 of 2500; call read_file with offset=2001"),
+            "{}",
+            &out[out.len() - 200..]
+        );
     }
 
     #[tokio::test]
@@ -241,7 +252,11 @@ mod tests {
         let out = call(&ws, json!({"path": "big.txt"})).await.unwrap();
         assert!(out.chars().count() <= MAX_CHARS + 200, "{}", out.len());
         let shown = out.lines().filter(|l| l.contains("| x")).count();
-        assert!(out.ends_with(&format!("(lines 1-{shown} of 500; call read_file with offset={} to read on)", shown + 1)), "{}", &out[out.len() - 100..]);
+        assert!(
+            out.ends_with(&format!("(lines 1-{shown} of 500; call read_file with offset={} to read on)", shown + 1)),
+            "{}",
+            &out[out.len() - 100..]
+        );
     }
 
     #[tokio::test]
@@ -249,7 +264,11 @@ mod tests {
         let ws = Workspace::new("read");
         ws.write("min.js", &format!("{}\nend\n", "y".repeat(50_000)));
         let out = call(&ws, json!({"path": "min.js"})).await.unwrap();
-        assert!(out.starts_with(&format!("1| {}… [line cut at 2000 characters]\n2| end", "y".repeat(2000))), "{}", &out[..100]);
+        assert!(
+            out.starts_with(&format!("1| {}… [line cut at 2000 characters]\n2| end", "y".repeat(2000))),
+            "{}",
+            &out[..100]
+        );
     }
 
     #[tokio::test]

@@ -7,8 +7,21 @@ use std::path::{Path, PathBuf};
 /// Directory names that are almost never what a listing or search is after (nanobot's list,
 /// plus the other version-control directories).
 pub const NOISE_DIRS: &[&str] = &[
-    ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", "dist", "build", ".tox",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".coverage", "htmlcov",
+    ".git",
+    ".hg",
+    ".svn",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "dist",
+    "build",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".coverage",
+    "htmlcov",
 ];
 
 /// A file whose presence marks a directory as a cache (e.g. Cargo's `target/`); such
@@ -94,10 +107,8 @@ impl Walk {
     /// Pushes the wanted children of `dir` so that they pop in name order.
     fn push_children(&self, dir: &Path, depth: usize, stack: &mut Vec<Entry>, report: &mut Report) {
         let Ok(read) = std::fs::read_dir(dir) else { return };
-        let mut children: Vec<Entry> = read
-            .flatten()
-            .filter_map(|child| self.classify(child.path(), depth, report))
-            .collect();
+        let mut children: Vec<Entry> =
+            read.flatten().filter_map(|child| self.classify(child.path(), depth, report)).collect();
         children.sort_by(|a, b| b.path.cmp(&a.path));
         stack.extend(children);
     }
@@ -133,7 +144,7 @@ fn is_noise(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
 
     fn walked(root: &Path, walk: &Walk) -> (Vec<String>, Report) {
         let mut seen = Vec::new();
@@ -148,7 +159,15 @@ mod tests {
     #[test]
     fn walks_go_depth_first_in_name_order_and_skip_noise() {
         let ws = Workspace::new("walk");
-        for file in ["b/z.txt", "a/inner/f.txt", "a/g.txt", ".git/HEAD", "node_modules/x/y.js", "target/CACHEDIR.TAG", "target/debug/app"] {
+        for file in [
+            "b/z.txt",
+            "a/inner/f.txt",
+            "a/g.txt",
+            ".git/HEAD",
+            "node_modules/x/y.js",
+            "target/CACHEDIR.TAG",
+            "target/debug/app",
+        ] {
             ws.write(file, "x");
         }
         let (seen, report) = walked(ws.path(), &Walk::new(None));

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Marks temp files so a leftover one (after a power cut) is recognisable.
 const TEMP_MARK: &str = ".oxibot-tmp";
@@ -111,7 +111,7 @@ fn sync_dir(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{outside_dir, Workspace};
+    use crate::test_util::{Workspace, outside_dir};
     use std::os::unix::fs::PermissionsExt;
 
     fn temp_files_in(dir: &Path) -> Vec<String> {
@@ -146,7 +146,12 @@ mod tests {
     async fn many_concurrent_writes_to_one_file_leave_one_whole_version_and_no_temp_files() {
         let ws = Workspace::new("write");
         let calls: Vec<_> = (0..16)
-            .map(|i| tokio::spawn(handle(ws.ctx(), json!({"path": "same.txt", "content": format!("version {i}\n").repeat(1000)}))))
+            .map(|i| {
+                tokio::spawn(handle(
+                    ws.ctx(),
+                    json!({"path": "same.txt", "content": format!("version {i}\n").repeat(1000)}),
+                ))
+            })
             .collect();
         for call in calls {
             call.await.unwrap().unwrap();
@@ -185,7 +190,13 @@ mod tests {
     async fn writing_onto_a_directory_or_without_content_is_an_error() {
         let ws = Workspace::new("write");
         std::fs::create_dir(ws.path().join("d")).unwrap();
-        assert!(handle(ws.ctx(), json!({"path": "d", "content": "x"})).await.unwrap_err().to_string().contains("is a directory"));
+        assert!(
+            handle(ws.ctx(), json!({"path": "d", "content": "x"}))
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("is a directory")
+        );
         let err = handle(ws.ctx(), json!({"path": "a.txt"})).await.unwrap_err();
         assert!(err.to_string().contains("missing field `content`"), "{err}");
     }

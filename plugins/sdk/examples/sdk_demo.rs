@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use oxibot_plugin::{parse_args, CallContext, Plugin, Tool, ToolError};
+use oxibot_plugin::{CallContext, Plugin, Tool, ToolError, parse_args};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 #[derive(Deserialize)]
 struct Text {

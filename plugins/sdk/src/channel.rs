@@ -44,13 +44,15 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oxibot_proto::{DeliveryAck, Delta, Feature, Goodbye, Hello, Inbound, Manifest, Message, Outbound, PeerKind, ENV_CHANNEL_CONFIG};
+use oxibot_proto::{
+    DeliveryAck, Delta, ENV_CHANNEL_CONFIG, Feature, Goodbye, Hello, Inbound, Manifest, Message, Outbound, PeerKind,
+};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
 
 use crate::launch::{LaunchEnv, LaunchError};
-use crate::link::{self, FrameReader, Link, Outgoing, Sender, ServeError, PANIC_EXIT};
+use crate::link::{self, FrameReader, Link, Outgoing, PANIC_EXIT, Sender, ServeError};
 
 /// How long the service may take to return after the kernel went away.
 const WIND_DOWN: Duration = Duration::from_millis(200);
@@ -167,8 +169,14 @@ enum Flow {
 }
 
 impl ChannelHandle {
-    fn new(name: String, config: Value, outgoing: Sender, events: mpsc::UnboundedReceiver<ChannelEvent>) -> ChannelHandle {
-        let shared = Shared { name, config, outgoing, pending: Mutex::default(), events: tokio::sync::Mutex::new(events) };
+    fn new(
+        name: String,
+        config: Value,
+        outgoing: Sender,
+        events: mpsc::UnboundedReceiver<ChannelEvent>,
+    ) -> ChannelHandle {
+        let shared =
+            Shared { name, config, outgoing, pending: Mutex::default(), events: tokio::sync::Mutex::new(events) };
         ChannelHandle { inner: Arc::new(shared) }
     }
 
@@ -185,7 +193,13 @@ impl ChannelHandle {
 
     /// An inbound message from this channel with no media and empty metadata. `id` must be
     /// the same when the message is delivered again.
-    pub fn inbound(&self, id: impl Into<String>, sender_id: impl Into<String>, chat_id: impl Into<String>, content: impl Into<String>) -> Inbound {
+    pub fn inbound(
+        &self,
+        id: impl Into<String>,
+        sender_id: impl Into<String>,
+        chat_id: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Inbound {
         Inbound {
             id: id.into(),
             channel: self.inner.name.clone(),
@@ -316,7 +330,11 @@ fn parse_config(raw: Option<&str>) -> Result<Value, LaunchError> {
 }
 
 /// Routes the kernel's messages until it says goodbye or closes the connection.
-async fn dispatch(reader: &mut FrameReader, handle: &ChannelHandle, events: mpsc::UnboundedSender<ChannelEvent>) -> Result<(), ServeError> {
+async fn dispatch(
+    reader: &mut FrameReader,
+    handle: &ChannelHandle,
+    events: mpsc::UnboundedSender<ChannelEvent>,
+) -> Result<(), ServeError> {
     while let Some(message) = reader.next().await? {
         if handle.route(message, &events) == Flow::Stop {
             break;

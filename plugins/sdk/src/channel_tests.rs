@@ -69,7 +69,14 @@ async fn an_acceptance_for_an_unknown_id_is_ignored() {
 async fn outbound_and_delta_arrive_as_events_in_order_and_end_when_the_kernel_hangs_up() {
     let h = harness();
     let delta = Delta { stream_id: 7, chat_id: "c1".into(), text: "he".into() };
-    let outbound = Outbound { id: 3, chat_id: "c1".into(), content: "hello".into(), media: vec![], stream_id: Some(7), metadata: json!({}) };
+    let outbound = Outbound {
+        id: 3,
+        chat_id: "c1".into(),
+        content: "hello".into(),
+        media: vec![],
+        stream_id: Some(7),
+        metadata: json!({}),
+    };
     h.receive(Message::Delta(delta.clone()));
     h.receive(Message::Outbound(outbound.clone()));
     let Harness { handle, events, .. } = h;
@@ -85,7 +92,10 @@ async fn ack_sends_a_delivery_ack_carrying_the_error_text() {
     h.handle.ack(4, Ok(())).unwrap();
     h.handle.ack(5, Err("chat not found".into())).unwrap();
     assert_eq!(h.sent().await, Message::DeliveryAck(DeliveryAck { id: 4, ok: true, error: None }));
-    assert_eq!(h.sent().await, Message::DeliveryAck(DeliveryAck { id: 5, ok: false, error: Some("chat not found".into()) }));
+    assert_eq!(
+        h.sent().await,
+        Message::DeliveryAck(DeliveryAck { id: 5, ok: false, error: Some("chat not found".into()) })
+    );
 }
 
 #[tokio::test]

@@ -33,15 +33,15 @@
 //! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
 
 pub mod channel;
-pub mod serving;
-pub mod util;
 mod launch;
 mod link;
 mod serve;
+pub mod serving;
 mod tool;
+pub mod util;
 pub mod workspace;
 
 pub use channel::{ChannelError, ChannelEvent, ChannelHandle, ChannelPlugin, ServiceOutcome};
 pub use launch::{LaunchEnv, LaunchError};
 pub use oxibot_proto::{CallContext, Delta, Inbound, Outbound};
-pub use tool::{parse_args, Plugin, Tool, ToolError, ToolOutput};
+pub use tool::{Plugin, Tool, ToolError, ToolOutput, parse_args};

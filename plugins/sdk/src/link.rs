@@ -7,9 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use interprocess::local_socket::tokio::{prelude::*, Stream};
+use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use oxibot_proto::{DecodeError, EncodeError, FrameDecoder, Hello, Manifest, Message, DEFAULT_MAX_FRAME_LEN, PROTOCOL_NAME, PROTOCOL_VERSION};
+use oxibot_proto::{
+    DEFAULT_MAX_FRAME_LEN, DecodeError, EncodeError, FrameDecoder, Hello, Manifest, Message, PROTOCOL_NAME,
+    PROTOCOL_VERSION,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -32,7 +35,9 @@ pub(crate) enum ServeError {
     Refused(String),
     #[error("the kernel closed the connection during the handshake")]
     ClosedDuringHandshake,
-    #[error("the kernel speaks protocol {protocol} version {version}, this plugin speaks {PROTOCOL_NAME} version {PROTOCOL_VERSION}")]
+    #[error(
+        "the kernel speaks protocol {protocol} version {version}, this plugin speaks {PROTOCOL_NAME} version {PROTOCOL_VERSION}"
+    )]
     VersionMismatch { protocol: String, version: u32 },
     #[error("connection to the kernel failed: {0}")]
     Wire(#[from] DecodeError),

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use crate::launch::LaunchEnv;
-use crate::link::{self, FrameReader, Link, Sender, ServeError, PANIC_EXIT};
+use crate::link::{self, FrameReader, Link, PANIC_EXIT, Sender, ServeError};
 use crate::tool::{Handler, Plugin};
 
 /// How serving ended without an error.
@@ -78,7 +78,8 @@ impl Calls {
     fn start(&self, call: Call) {
         let Some(handler) = self.handlers.get(&call.tool).cloned() else {
             let known: Vec<&str> = self.handlers.keys().map(String::as_str).collect();
-            let content = format!("Error: this plugin has no tool named '{}' (it has: {})", call.tool, known.join(", "));
+            let content =
+                format!("Error: this plugin has no tool named '{}' (it has: {})", call.tool, known.join(", "));
             send(&self.outgoing, &Message::Result(ToolResult { id: call.id, content, is_error: true }));
             return;
         };
@@ -97,7 +98,14 @@ impl Calls {
                 Ok(Err(error)) => ToolResult { id, content: error.to_string(), is_error: true },
                 Err(payload) => {
                     let reason = link::panic_message(payload.as_ref());
-                    send(&outgoing, &Message::Result(ToolResult { id, content: format!("Error: the tool crashed ({reason}); the plugin is restarting, try again"), is_error: true }));
+                    send(
+                        &outgoing,
+                        &Message::Result(ToolResult {
+                            id,
+                            content: format!("Error: the tool crashed ({reason}); the plugin is restarting, try again"),
+                            is_error: true,
+                        }),
+                    );
                     send(&outgoing, &Message::Goodbye(Goodbye { reason: format!("tool panicked: {reason}") }));
                     panicked.notify_one();
                     return;
@@ -124,7 +132,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn send(outgoing: &Sender, message: &Message) {
     if let Err(error) = link::queue_message(outgoing, message) {
         if let Message::Result(result) = message {
-            let content = format!("Error: the tool's output could not be sent ({error}); ask for less, e.g. with offset/limit");
+            let content =
+                format!("Error: the tool's output could not be sent ({error}); ask for less, e.g. with offset/limit");
             send(outgoing, &Message::Result(ToolResult { id: result.id, content, is_error: true }));
         }
     }

@@ -2,8 +2,8 @@
 //! fresh ids and the loopback check that decides whether a token is required.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `<prefix>-<process tag>-<n>`: the tag (process id and start time) keeps ids from colliding

@@ -104,7 +104,11 @@ mod tests {
     use super::*;
 
     fn ctx(workspace: &Path, restrict: bool) -> CallContext {
-        CallContext { workspace: workspace.display().to_string(), restrict_to_workspace: restrict, ..CallContext::default() }
+        CallContext {
+            workspace: workspace.display().to_string(),
+            restrict_to_workspace: restrict,
+            ..CallContext::default()
+        }
     }
 
     fn temp_workspace(name: &str) -> PathBuf {

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use oxibot_plugin::{parse_args, workspace, CallContext, Tool, ToolError, ToolOutput};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::output;
 use crate::policy;
@@ -69,7 +69,8 @@ fn schema() -> Value {
 
 /// The tool's handler, as the plugin serves it: runs the command under this very binary.
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
-    let guardian = guardian_program().map_err(|e| ToolError::new(format!("cannot find this plugin's own executable: {e}")))?;
+    let guardian =
+        guardian_program().map_err(|e| ToolError::new(format!("cannot find this plugin's own executable: {e}")))?;
     execute(&guardian, ctx, args).await
 }
 
@@ -98,7 +99,10 @@ fn working_dir(ctx: &CallContext, requested: Option<&str>) -> Result<PathBuf, To
         None => workspace::root(ctx),
     };
     if !dir.is_dir() {
-        return Err(ToolError::new(format!("working directory '{}' does not exist or is not a directory", dir.display())));
+        return Err(ToolError::new(format!(
+            "working directory '{}' does not exist or is not a directory",
+            dir.display()
+        )));
     }
     Ok(dir)
 }

@@ -1,6 +1,6 @@
 //! Killing a command's process group: right away, or when a run is abandoned.
 
-use rustix::process::{kill_process_group, Pid, Signal};
+use rustix::process::{Pid, Signal, kill_process_group};
 
 /// Sends SIGKILL to every process in `group`; errors (the group is already gone) are ignored.
 ///

@@ -15,7 +15,7 @@ use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
-use rustix::process::{getpgrp, getpid, kill_process, Pid, Signal};
+use rustix::process::{Pid, Signal, getpgrp, getpid, kill_process};
 
 use crate::group::kill_group;
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use oxibot_plugin::{workspace, CallContext, ToolError};
+use oxibot_plugin::{CallContext, ToolError, workspace};
 use regex_automata::meta::Regex;
 
 /// Pattern for device files under `/dev` that are disks or partitions.
@@ -68,9 +68,9 @@ pub fn check(command: &str, ctx: &CallContext) -> Result<(), ToolError> {
 
 /// Refuses `command` when it matches the deny list.
 pub fn check_deny_list(command: &str) -> Result<(), ToolError> {
-    let rules = DENY_LIST
-        .as_ref()
-        .map_err(|error| ToolError::new(format!("the safety deny list failed to load ({error}); no command can run")))?;
+    let rules = DENY_LIST.as_ref().map_err(|error| {
+        ToolError::new(format!("the safety deny list failed to load ({error}); no command can run"))
+    })?;
     let lower = command.trim().to_lowercase();
     match rules.iter().find(|(regex, _)| regex.is_match(lower.as_str())) {
         Some((_, danger)) => Err(ToolError::new(format!(
@@ -180,7 +180,16 @@ mod tests {
 
     #[test]
     fn the_deny_list_blocks_recursive_and_forced_rm() {
-        for command in ["rm -rf /", "rm -fr ~", "RM -RF /", "rm -r build", "rm -v -r x", "rm --recursive x", "rm x --force", "cd /tmp && rm -f a"] {
+        for command in [
+            "rm -rf /",
+            "rm -fr ~",
+            "RM -RF /",
+            "rm -r build",
+            "rm -v -r x",
+            "rm --recursive x",
+            "rm x --force",
+            "cd /tmp && rm -f a",
+        ] {
             assert!(refused(command), "{command}");
         }
         let error = check_deny_list("rm -rf /").unwrap_err().to_string();
@@ -189,7 +198,8 @@ mod tests {
 
     #[test]
     fn plain_deletes_and_lookalikes_are_allowed() {
-        for command in ["rm notes.txt", "rm -d empty", "git rm --cached a", "rm my-ref.txt", "perm -r", "ls -rf; rm a"] {
+        for command in ["rm notes.txt", "rm -d empty", "git rm --cached a", "rm my-ref.txt", "perm -r", "ls -rf; rm a"]
+        {
             assert!(!refused(command), "{command}");
         }
     }
@@ -234,7 +244,16 @@ mod tests {
     #[test]
     fn the_restriction_blocks_absolute_and_home_paths_outside_the_workspace() {
         let ws = workspace("absolute");
-        for command in ["cat /etc/passwd", "ls /", "echo x >/tmp/x", "cat ~/.ssh/id_rsa", "ls ~", "ls ~root", "cp a \"/etc/x\"", "make --prefix=/usr"] {
+        for command in [
+            "cat /etc/passwd",
+            "ls /",
+            "echo x >/tmp/x",
+            "cat ~/.ssh/id_rsa",
+            "ls ~",
+            "ls ~root",
+            "cp a \"/etc/x\"",
+            "make --prefix=/usr",
+        ] {
             let error = check_workspace(command, &ws).unwrap_err().to_string();
             assert!(error.contains("is outside the workspace"), "{command}: {error}");
         }
@@ -244,14 +263,24 @@ mod tests {
     fn the_restriction_allows_workspace_paths_harmless_devices_and_urls() {
         let ws = workspace("allowed");
         let inside = format!("cat {}/src/main.rs", ws.display());
-        for command in [inside.as_str(), "ls 2>/dev/null", "cat src/a | tee /dev/stderr", "curl https://example.com/a/b", "sed s/a/b/ x"] {
+        for command in [
+            inside.as_str(),
+            "ls 2>/dev/null",
+            "cat src/a | tee /dev/stderr",
+            "curl https://example.com/a/b",
+            "sed s/a/b/ x",
+        ] {
             assert!(check_workspace(command, &ws).is_ok(), "{command}");
         }
     }
 
     #[test]
     fn an_unrestricted_call_skips_the_workspace_checks_but_not_the_deny_list() {
-        let ctx = CallContext { workspace: workspace("free").display().to_string(), restrict_to_workspace: false, ..CallContext::default() };
+        let ctx = CallContext {
+            workspace: workspace("free").display().to_string(),
+            restrict_to_workspace: false,
+            ..CallContext::default()
+        };
         assert!(check("cat /etc/passwd ../x", &ctx).is_ok());
         assert!(check("rm -rf /", &ctx).is_err());
         let restricted = CallContext { restrict_to_workspace: true, ..ctx };

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 
 use crate::group::KillOnDrop;
-use crate::guard::{exit_status_byte, GUARD_ARG};
+use crate::guard::{GUARD_ARG, exit_status_byte};
 use crate::output::Capture;
 
 /// How long a killed guardian gets to be reaped before the result is reported anyway.
@@ -63,7 +63,8 @@ pub async fn run(guardian: &Path, command: &str, cwd: &Path, timeout: Duration) 
     let mut stdout = Capture::default();
     let mut stderr = Capture::default();
     let finished = tokio::time::timeout(timeout, async {
-        let (status, (), ()) = tokio::join!(child.wait(), drain(stdout_pipe, &mut stdout), drain(stderr_pipe, &mut stderr));
+        let (status, (), ()) =
+            tokio::join!(child.wait(), drain(stdout_pipe, &mut stdout), drain(stderr_pipe, &mut stderr));
         status
     })
     .await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use oxibot_plugin::{CallContext, ToolOutput};
 use oxibot_tool_shell::exec::execute;
 use oxibot_tool_shell::guard::GUARD_ARG;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The plugin binary, used as the guardian.
 fn guardian() -> &'static Path {
@@ -173,7 +173,8 @@ async fn the_restriction_blocks_parent_steps_and_absolute_paths_outside() {
 #[tokio::test]
 async fn without_the_restriction_outside_paths_are_allowed() {
     let ws = workspace("free");
-    let output = execute(guardian(), context(&ws, false), json!({"command": "cd .. && ls / >/dev/null && echo ok"})).await;
+    let output =
+        execute(guardian(), context(&ws, false), json!({"command": "cd .. && ls / >/dev/null && echo ok"})).await;
     assert_eq!(output.unwrap(), "ok");
 }
 
@@ -224,13 +225,15 @@ async fn a_background_process_with_redirected_output_outlives_a_finished_command
     let pid = wait_for_number(&ws.join("bg.pid"));
     let group = group_of(pid);
     assert_eq!(live_members(group), vec![pid]);
-    rustix::process::kill_process_group(rustix::process::Pid::from_raw(group).unwrap(), rustix::process::Signal::KILL).unwrap();
+    rustix::process::kill_process_group(rustix::process::Pid::from_raw(group).unwrap(), rustix::process::Signal::KILL)
+        .unwrap();
     assert_group_dies(group);
 }
 
 #[test]
 fn the_guardian_exits_with_the_command_status() {
-    let mut guardian = Command::new(guardian()).args([GUARD_ARG, "--", "sh", "-c", "exit 7"]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut guardian =
+        Command::new(guardian()).args([GUARD_ARG, "--", "sh", "-c", "exit 7"]).stdin(Stdio::piped()).spawn().unwrap();
     // Hold stdin open: closing it would make the guardian kill the command.
     let _lifeline = guardian.stdin.take();
     assert_eq!(guardian.wait().unwrap().code(), Some(7));

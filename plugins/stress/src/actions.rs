@@ -32,8 +32,7 @@ impl Config {
     pub fn from_env() -> Config {
         Config {
             prefix: std::env::var("OXIBOT_STRESS_PREFIX").unwrap_or_default(),
-            default_action: std::env::var("OXIBOT_STRESS_ACTION")
-                .unwrap_or_else(|_| "echo".to_owned()),
+            default_action: std::env::var("OXIBOT_STRESS_ACTION").unwrap_or_else(|_| "echo".to_owned()),
             default_delay_ms: env_number("OXIBOT_STRESS_DELAY_MS").unwrap_or(DEFAULT_DELAY_MS),
             timeout_secs: env_number("OXIBOT_STRESS_TIMEOUT_SECS"),
         }
@@ -79,21 +78,12 @@ pub fn manifest(config: &Config) -> Manifest {
         exclusive: false,
         timeout_secs: None,
     };
-    let mut misbehave = tool(
-        "misbehave",
-        "Fail in the way `action` asks (for testing the kernel)",
-        misbehave_schema,
-        false,
-    );
+    let mut misbehave =
+        tool("misbehave", "Fail in the way `action` asks (for testing the kernel)", misbehave_schema, false);
     misbehave.timeout_secs = config.timeout_secs;
     Manifest {
         tools: vec![
-            tool(
-                "noop",
-                "Do nothing and return an empty string",
-                json!({"type": "object", "properties": {}}),
-                true,
-            ),
+            tool("noop", "Do nothing and return an empty string", json!({"type": "object", "properties": {}}), true),
             tool("echo", "Return `text` unchanged", text_schema, true),
             misbehave,
         ],
@@ -114,9 +104,7 @@ enum Action {
 }
 
 impl Action {
-    const NAMES: [&'static str; 8] = [
-        "echo", "panic", "garbage", "oversize", "hang", "sigkill", "slow", "error",
-    ];
+    const NAMES: [&'static str; 8] = ["echo", "panic", "garbage", "oversize", "hang", "sigkill", "slow", "error"];
 
     fn parse(name: &str) -> Option<Action> {
         Some(match name {
@@ -141,12 +129,7 @@ pub fn dispatch(config: &Arc<Config>, call: Call, writer: &Writer) {
         "noop" => reply(writer, call.id, String::new(), false),
         "echo" => match text_arg(&call.arguments) {
             Some(text) => reply(writer, call.id, text.to_owned(), false),
-            None => reply(
-                writer,
-                call.id,
-                "Error: missing string argument 'text'".to_owned(),
-                true,
-            ),
+            None => reply(writer, call.id, "Error: missing string argument 'text'".to_owned(), true),
         },
         "misbehave" => {
             let config = Arc::clone(config);
@@ -159,16 +142,9 @@ pub fn dispatch(config: &Arc<Config>, call: Call, writer: &Writer) {
             }
         }
         _ => {
-            let names: Vec<String> = manifest(config)
-                .tools
-                .into_iter()
-                .map(|tool| tool.name)
-                .collect();
-            let content = format!(
-                "Error: this plugin has no tool named '{}' (it has: {})",
-                call.tool,
-                names.join(", ")
-            );
+            let names: Vec<String> = manifest(config).tools.into_iter().map(|tool| tool.name).collect();
+            let content =
+                format!("Error: this plugin has no tool named '{}' (it has: {})", call.tool, names.join(", "));
             reply(writer, call.id, content, true);
         }
     }
@@ -176,32 +152,16 @@ pub fn dispatch(config: &Arc<Config>, call: Call, writer: &Writer) {
 
 fn misbehave(config: &Config, call: &Call, writer: &Writer) {
     let id = call.id;
-    let name = call
-        .arguments
-        .get("action")
-        .and_then(Value::as_str)
-        .unwrap_or(&config.default_action);
+    let name = call.arguments.get("action").and_then(Value::as_str).unwrap_or(&config.default_action);
     let Some(action) = Action::parse(name) else {
-        let content = format!(
-            "Error: unknown action '{name}'; use one of: {}",
-            Action::NAMES.join(", ")
-        );
+        let content = format!("Error: unknown action '{name}'; use one of: {}", Action::NAMES.join(", "));
         return reply(writer, id, content, true);
     };
     match action {
-        Action::Echo => reply(
-            writer,
-            id,
-            text_arg(&call.arguments).unwrap_or_default().to_owned(),
-            false,
-        ),
+        Action::Echo => reply(writer, id, text_arg(&call.arguments).unwrap_or_default().to_owned(), false),
         Action::Error => reply(writer, id, "Error: asked to fail".to_owned(), true),
         Action::Slow => {
-            let delay = call
-                .arguments
-                .get("delay_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(config.default_delay_ms);
+            let delay = call.arguments.get("delay_ms").and_then(Value::as_u64).unwrap_or(config.default_delay_ms);
             thread::sleep(Duration::from_millis(delay));
             reply(writer, id, "slow done".to_owned(), false);
         }
@@ -237,9 +197,5 @@ fn text_arg(arguments: &Value) -> Option<&str> {
 }
 
 fn reply(writer: &Writer, id: u64, content: String, is_error: bool) {
-    writer.send(&Message::Result(ToolResult {
-        id,
-        content,
-        is_error,
-    }));
+    writer.send(&Message::Result(ToolResult { id, content, is_error }));
 }

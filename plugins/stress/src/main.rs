@@ -26,9 +26,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use oxibot_proto::{
-    ENV_SOCKET, ENV_TOKEN, Feature, Hello, Message, PROTOCOL_NAME, PROTOCOL_VERSION, PeerKind,
-};
+use oxibot_proto::{ENV_SOCKET, ENV_TOKEN, Feature, Hello, Message, PROTOCOL_NAME, PROTOCOL_VERSION, PeerKind};
 
 use crate::actions::Config;
 use crate::wire::{Reader, Writer};
@@ -66,8 +64,7 @@ impl Startup {
 }
 
 fn main() -> ExitCode {
-    let startup_name =
-        std::env::var("OXIBOT_STRESS_STARTUP").unwrap_or_else(|_| "normal".to_owned());
+    let startup_name = std::env::var("OXIBOT_STRESS_STARTUP").unwrap_or_else(|_| "normal".to_owned());
     eprintln!("stress plugin starting, startup={startup_name}");
     let Some(startup) = Startup::parse(&startup_name) else {
         eprintln!(
@@ -87,10 +84,7 @@ fn main() -> ExitCode {
     let stream = match UnixStream::connect(&socket) {
         Ok(stream) => stream,
         Err(error) => {
-            eprintln!(
-                "stress: cannot connect to the kernel at {}: {error}",
-                socket.to_string_lossy()
-            );
+            eprintln!("stress: cannot connect to the kernel at {}: {error}", socket.to_string_lossy());
             return ExitCode::from(REFUSED_EXIT);
         }
     };
@@ -123,9 +117,7 @@ fn run(startup: Startup, token: String, mut reader: Reader, writer: &Writer) -> 
         Startup::GarbageHello => {
             writer.send_raw(&wire::garbage_frame());
             // Wait for the kernel to hang up (it should never answer with its hello).
-            return await_kernel_hello(&mut reader, writer)
-                .err()
-                .unwrap_or(ExitCode::from(REFUSED_EXIT));
+            return await_kernel_hello(&mut reader, writer).err().unwrap_or(ExitCode::from(REFUSED_EXIT));
         }
     }
     writer.send(&Message::Hello(hello));
@@ -141,16 +133,11 @@ fn run(startup: Startup, token: String, mut reader: Reader, writer: &Writer) -> 
 fn await_kernel_hello(reader: &mut Reader, writer: &Writer) -> Result<(), ExitCode> {
     loop {
         match reader.next() {
-            Ok(Some(Message::Hello(hello)))
-                if hello.protocol == PROTOCOL_NAME && hello.version == PROTOCOL_VERSION =>
-            {
+            Ok(Some(Message::Hello(hello))) if hello.protocol == PROTOCOL_NAME && hello.version == PROTOCOL_VERSION => {
                 return Ok(());
             }
             Ok(Some(Message::Hello(hello))) => {
-                eprintln!(
-                    "stress: the kernel speaks {} version {}",
-                    hello.protocol, hello.version
-                );
+                eprintln!("stress: the kernel speaks {} version {}", hello.protocol, hello.version);
                 return Err(ExitCode::from(REFUSED_EXIT));
             }
             Ok(Some(Message::Goodbye(goodbye))) => {

@@ -55,24 +55,13 @@ impl Writer {
 /// Splits a connected stream into its reader and its shared writer.
 pub fn split(stream: UnixStream) -> io::Result<(Reader, Writer)> {
     let read_half = stream.try_clone()?;
-    Ok((
-        Reader {
-            inner: BufReader::new(read_half),
-        },
-        Writer {
-            inner: Arc::new(Mutex::new(stream)),
-        },
-    ))
+    Ok((Reader { inner: BufReader::new(read_half) }, Writer { inner: Arc::new(Mutex::new(stream)) }))
 }
 
 /// A frame with a correct length prefix around a body that is not MessagePack.
 pub fn garbage_frame() -> Vec<u8> {
     let mut frame = Vec::with_capacity(4 + GARBAGE_BODY.len());
-    frame.extend_from_slice(
-        &u32::try_from(GARBAGE_BODY.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
+    frame.extend_from_slice(&u32::try_from(GARBAGE_BODY.len()).unwrap_or(u32::MAX).to_be_bytes());
     frame.extend_from_slice(GARBAGE_BODY);
     frame
 }

@@ -82,7 +82,12 @@ async fn await_hello(socket: &mut Socket, state: &mut GatewayState) -> Result<Du
 }
 
 /// The heart of the connection: beats on schedule and routes every frame.
-async fn converse(socket: &mut Socket, state: &mut GatewayState, incoming: &UnboundedSender<Incoming>, interval: Duration) -> Ending {
+async fn converse(
+    socket: &mut Socket,
+    state: &mut GatewayState,
+    incoming: &UnboundedSender<Incoming>,
+    interval: Duration,
+) -> Ending {
     let mut heart = Heartbeat::start(interval, jitter(), Instant::now());
     loop {
         let flow = tokio::select! {

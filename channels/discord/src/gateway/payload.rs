@@ -79,7 +79,9 @@ pub fn close_verdict(code: u16) -> CloseVerdict {
         4011 => CloseVerdict::Fatal("sharding required"),
         4012 => CloseVerdict::Fatal("invalid API version"),
         4013 => CloseVerdict::Fatal("invalid intents"),
-        4014 => CloseVerdict::Fatal("disallowed intents: enable the message content intent for the bot in the developer portal"),
+        4014 => CloseVerdict::Fatal(
+            "disallowed intents: enable the message content intent for the bot in the developer portal",
+        ),
         4007 | 4009 => CloseVerdict::Reidentify,
         _ => CloseVerdict::Resume,
     }

@@ -124,7 +124,9 @@ impl GatewayState {
                 self.forget_session();
                 Flow::End(Ending::NewSession)
             }
-            CloseVerdict::Fatal(meaning) => Flow::End(Ending::Fatal(DiscordError::Fatal { code, reason: meaning.to_owned() })),
+            CloseVerdict::Fatal(meaning) => {
+                Flow::End(Ending::Fatal(DiscordError::Fatal { code, reason: meaning.to_owned() }))
+            }
         }
     }
 
@@ -183,7 +185,11 @@ mod tests {
 
     fn ready_state() -> GatewayState {
         let mut state = state();
-        state.on_payload(dispatch("READY", 1, json!({"user": {"id": "99", "username": "bot"}, "session_id": "s1", "resume_gateway_url": "ws://r"})));
+        state.on_payload(dispatch(
+            "READY",
+            1,
+            json!({"user": {"id": "99", "username": "bot"}, "session_id": "s1", "resume_gateway_url": "ws://r"}),
+        ));
         state
     }
 
@@ -207,8 +213,11 @@ mod tests {
     #[test]
     fn a_message_create_is_delivered_and_advances_the_sequence() {
         let mut state = ready_state();
-        let message = json!({"id": "5", "channel_id": "c", "author": {"id": "u", "username": "alice"}, "content": "hi"});
-        let Flow::Deliver(message) = state.on_payload(dispatch("MESSAGE_CREATE", 8, message)) else { panic!("not delivered") };
+        let message =
+            json!({"id": "5", "channel_id": "c", "author": {"id": "u", "username": "alice"}, "content": "hi"});
+        let Flow::Deliver(message) = state.on_payload(dispatch("MESSAGE_CREATE", 8, message)) else {
+            panic!("not delivered")
+        };
         assert_eq!((message.id.as_str(), message.content.as_str()), ("5", "hi"));
         assert_eq!(state.seq, Some(8));
     }
