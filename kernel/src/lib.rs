@@ -1,16 +1,34 @@
 //! The oxibot kernel: configuration, the plugin host, LLM providers, the session and runner
 //! actors, memory (consolidation, Dream, git) and the gateway. The `oxibot` binary in
 //! `main.rs` is a thin shell over it.
+//!
+//! The modules form a ladder; each may import only those on lower rungs (ARCHITECTURE.md
+//! lists the rungs, and a test in `tests/integration/layering.rs` enforces them):
+//!
+//! 1. `paths`, `fsutil`, `message`, `launcher` — no kernel imports beyond each other;
+//! 2. `plugin` — the plugin host;
+//! 3. `config`;
+//! 4. `session`, `history`, `provider` — stores and the LLM client;
+//! 5. `context` — the system prompt;
+//! 6. `turn` — the LLM ↔ tools loop;
+//! 7. `services` — what every actor above shares;
+//! 8. `memory` — consolidation, Dream, git;
+//! 9. `agent` — sessions and commands;
+//! 10. `gateway` — the daemon serving channels;
+//! 11. `cli` (in the binary) — the edge.
 
 pub mod agent;
 pub mod config;
 pub mod context;
 pub mod fsutil;
 pub mod gateway;
+pub mod history;
 pub mod launcher;
 pub mod memory;
 pub mod message;
 pub mod paths;
 pub mod plugin;
 pub mod provider;
+pub mod services;
 pub mod session;
+pub mod turn;

@@ -14,10 +14,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use oxibot_kernel::agent::{Agent, SessionManager};
+use oxibot_kernel::agent::SessionManager;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::provider::{ChatRequest, Provider};
+use oxibot_kernel::services::Services;
 use oxibot_kernel::session::SessionStore;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::{TempDir, bin};
@@ -44,8 +45,8 @@ fn main() {
     actix::System::new().block_on(async {
         let provider = Provider::from_config(&config).unwrap();
         let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
-        let agent = Arc::new(Agent::new(config.clone(), workspace.clone(), provider, host, true));
-        let manager = SessionManager::new(agent.clone());
+        let services = Arc::new(Services::new(config.clone(), workspace.clone(), provider, host, true));
+        let manager = SessionManager::new(services.clone());
         let llm_alone = llm_round_trip(&llm, &config).await;
         report("LLM round trip alone (same HTTP client, same scripted server, no kernel)", &llm_alone);
         let llm_p50 = median(&llm_alone);
@@ -55,7 +56,7 @@ fn main() {
             let tool = turns(&manager, &llm, key, true).await;
             report_overhead(&format!("one-tool turn (read_file), {label}"), &tool, llm_p50, 2);
         }
-        agent.host.shutdown().await;
+        services.host().shutdown().await;
     });
     cold_start(&home, &llm);
     idle_rss(&home);

@@ -8,11 +8,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use oxibot_kernel::history::HistoryStore;
 use oxibot_kernel::memory::consolidator::{Budget, Consolidation, SharedSession, Summarizer};
 use oxibot_kernel::memory::consolidator_actor::LedgerEstimator;
-use oxibot_kernel::memory::history::HistoryStore;
 use oxibot_kernel::memory::tokens::{TokenLedger, exact_tokens};
 use oxibot_kernel::message::{ChatMessage, Role};
+use oxibot_kernel::provider::ProviderError;
 use oxibot_kernel::session::SessionStore;
 use oxibot_tests::TempDir;
 
@@ -83,7 +84,7 @@ fn encoding_throughput() {
 struct Instant0;
 
 impl Summarizer for Instant0 {
-    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, String> {
+    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, ProviderError> {
         Ok(format!("- {} messages about the garden", messages.len()))
     }
 }

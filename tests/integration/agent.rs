@@ -323,9 +323,10 @@ fn onboard_writes_config_and_a_workspace_inside_the_data_dir_without_overwriting
 
 #[actix_rt::test]
 async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
-    use oxibot_kernel::agent::{Agent, SessionManager, TurnReply};
+    use oxibot_kernel::agent::{SessionManager, TurnReply};
     use oxibot_kernel::config::Config;
     use oxibot_kernel::provider::Provider;
+    use oxibot_kernel::services::Services;
     use std::sync::Arc;
 
     let env = AgentEnv::new();
@@ -334,8 +335,8 @@ async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
     let config = Config::load(&env.home.path().join("config.json")).unwrap();
     let provider = Provider::from_config(&config).unwrap();
     let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
-    let agent = Arc::new(Agent::new(config, env.workspace.clone(), provider, host, true));
-    let manager = Arc::new(SessionManager::new(agent.clone()));
+    let services = Arc::new(Services::new(config, env.workspace.clone(), provider, host, true));
+    let manager = Arc::new(SessionManager::new(services.clone()));
     let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
     let turn = {
         let manager = manager.clone();
@@ -354,7 +355,7 @@ async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
     env.llm.push(Reply::Text("fresh answer".into()));
     let next = manager.send("cli:direct", "next question", events).await.unwrap();
     assert_eq!(next, TurnReply::Answer("fresh answer".into()));
-    agent.host.shutdown().await;
+    services.host().shutdown().await;
 }
 
 async fn wait_until_async(mut check: impl FnMut() -> bool) -> bool {

@@ -1,12 +1,14 @@
 //! Slash commands a user can send in any channel: `/new`, `/stop`, `/help`, `/status`, and
 //! the memory commands `/dream`, `/dream-log [sha]`, `/dream-restore [sha]`.
 
-use super::hooks::UsageTotals;
-use super::{Agent, AgentError};
+use super::AgentError;
 use crate::memory::MemoryActors;
 use crate::memory::dream_actor::RunDream;
 use crate::memory::git_actor::{GetLog, RestoreCommit, ShowCommit};
+use crate::services::Services;
 use crate::session::Session;
+use crate::turn::budget::estimate_tokens;
+use crate::turn::hooks::UsageTotals;
 
 /// A recognised slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,33 +106,38 @@ pub async fn run_memory(command: &Command, memory: &MemoryActors) -> Option<Stri
 }
 
 /// Runs a session command against a loaded session and returns the reply text.
-pub fn run(command: &Command, session: &mut Session, agent: &Agent, usage: UsageTotals) -> Result<String, AgentError> {
+pub fn run(
+    command: &Command,
+    session: &mut Session,
+    services: &Services,
+    usage: UsageTotals,
+) -> Result<String, AgentError> {
     match command {
         Command::Help => Ok(HELP.to_owned()),
         Command::Stop => Ok("Nothing is running.".to_owned()),
         Command::New => {
             // Nothing is deleted: the history the model sees starts after this point.
             session.last_consolidated = session.messages.len();
-            agent.store.save_metadata(session).map_err(|e| AgentError::Session(e.to_string()))?;
+            services.sessions().save_metadata(session).map_err(AgentError::Session)?;
             Ok("Started a new conversation.".to_owned())
         }
-        Command::Status => Ok(status(session, agent, usage)),
+        Command::Status => Ok(status(session, services, usage)),
         Command::Dream | Command::DreamLog(_) | Command::DreamRestore(_) => {
             Ok("This command is handled by the memory actors.".to_owned())
         }
     }
 }
 
-fn status(session: &Session, agent: &Agent, usage: UsageTotals) -> String {
-    let defaults = &agent.config.agents.defaults;
+fn status(session: &Session, services: &Services, usage: UsageTotals) -> String {
+    let defaults = &services.config().agents.defaults;
     let pending = &session.messages[session.last_consolidated.min(session.messages.len())..];
-    let estimate = super::budget::estimate_tokens(pending);
+    let estimate = estimate_tokens(pending);
     let budget = defaults.context_window_tokens.saturating_sub(defaults.max_tokens);
-    let uptime = agent.started.elapsed().as_secs();
+    let uptime = services.started().elapsed().as_secs();
     format!(
         "Model: {} (provider {})\nSession: {} — {} messages, {} in the current context\nContext: ~{} of {} tokens\nTokens used this session: {} prompt ({} cached), {} completion in {} calls\nUptime: {}h {}m {}s",
         defaults.model,
-        agent.provider.name(),
+        services.provider().name(),
         session.key,
         session.messages.len(),
         pending.len(),

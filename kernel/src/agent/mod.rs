@@ -1,106 +1,29 @@
-//! The agent: sessions, the runner loop, hooks and commands on top of the plugin host and an
-//! LLM provider.
+//! The agent: sessions and slash commands on top of the turn, memory and kernel services.
 //!
 //! Code map: [`SessionManager`] routes each message to the [`session_actor::SessionActor`] of
 //! its session (created on demand, evicted when idle); the session actor persists the user's
 //! message, builds the request with the [`crate::context::ContextBuilder`], and starts a
-//! [`runner_actor::RunnerActor`] that runs [`runner::Turn`] (model calls, [`tool_batch`],
-//! [`hooks`], checkpoints). `/stop` goes straight to the running runner through
-//! [`TurnControl`].
+//! [`crate::turn::runner_actor::RunnerActor`] for the turn. `/stop` goes straight to the
+//! running runner through [`TurnControl`].
 
-pub mod budget;
 pub mod commands;
-pub mod hooks;
-pub mod runner;
-pub mod runner_actor;
 pub mod session_actor;
-pub mod tool_batch;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
-use crate::config::Config;
-use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
-use crate::memory::history::HistoryStore;
-use crate::memory::schedule::DreamSettings;
-use crate::plugin::PluginHost;
-use crate::provider::Provider;
-use crate::session::SessionStore;
-use runner::{RunSpec, TurnEvent};
-use runner_actor::{RunnerActor, StopTurn};
+use crate::memory::consolidator::ConsolidateError;
+use crate::services::Services;
+use crate::session::{SessionError, SessionKey};
+use crate::turn::runner::TurnEvent;
+use crate::turn::runner_actor::{RunnerActor, StopTurn, TurnFailure};
 pub use session_actor::ChannelOrigin;
 use session_actor::{SessionActor, UserTurn};
-
-/// Longest tool result kept in a conversation, in characters.
-pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
-
-/// Kernel services shared by every session.
-pub struct Agent {
-    /// The loaded config.
-    pub config: Config,
-    /// The workspace directory.
-    pub workspace: PathBuf,
-    /// The LLM client.
-    pub provider: Provider,
-    /// Tool plugins.
-    pub host: PluginHost,
-    /// Session files.
-    pub store: Arc<SessionStore>,
-    /// System-prompt builder (caches workspace files).
-    pub context: Mutex<ContextBuilder>,
-    /// Turn settings from the config.
-    pub spec: RunSpec,
-    /// `memory/history.jsonl` and its cursors.
-    pub history: Arc<HistoryStore>,
-    /// When and how Dream runs (`agents.defaults.dream`).
-    pub dream: DreamSettings,
-    /// When the kernel started, for `/status`.
-    pub started: Instant,
-    /// Whether sessions are consolidated in the background after each turn (off for a
-    /// one-shot `oxibot agent -m`, which exits right after its answer).
-    pub background_consolidation: bool,
-}
-
-impl Agent {
-    /// Assembles the services; `stream` chooses streamed model replies.
-    pub fn new(config: Config, workspace: PathBuf, provider: Provider, host: PluginHost, stream: bool) -> Agent {
-        let defaults = &config.agents.defaults;
-        let spec = RunSpec {
-            model: defaults.model.clone(),
-            max_tokens: defaults.max_tokens,
-            temperature: defaults.temperature,
-            reasoning_effort: defaults.reasoning_effort.clone(),
-            max_iterations: defaults.max_tool_iterations.max(1),
-            stream,
-            max_tool_result_chars: MAX_TOOL_RESULT_CHARS,
-            context_window: defaults.context_window_tokens,
-        };
-        let dream = DreamSettings::from_config(&defaults.dream).unwrap_or_else(|error| {
-            tracing::warn!(%error, "using the default Dream settings");
-            DreamSettings::default()
-        });
-        Agent {
-            store: Arc::new(SessionStore::new(&workspace)),
-            history: Arc::new(HistoryStore::new(&workspace)),
-            dream,
-            context: Mutex::new(ContextBuilder::new(workspace.clone())),
-            config,
-            workspace,
-            provider,
-            host,
-            spec,
-            started: Instant::now(),
-            background_consolidation: true,
-        }
-    }
-}
 
 /// What a message produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,10 +55,16 @@ impl TurnReply {
 pub enum AgentError {
     /// The session file could not be read or written.
     #[error("session storage failed: {0}")]
-    Session(String),
-    /// The turn failed (the message explains; it was also stored as the answer).
-    #[error("{0}")]
-    Turn(String),
+    Session(#[source] SessionError),
+    /// The session's archive state could not be brought up to date on load.
+    #[error("session storage failed: {0}")]
+    Archive(#[source] ConsolidateError),
+    /// The session is not loaded (an internal ordering error; the message was not lost).
+    #[error("session storage failed: the session is not loaded")]
+    NotLoaded,
+    /// The turn failed (the error was also stored as the answer).
+    #[error(transparent)]
+    Turn(TurnFailure),
     /// The session's actor is gone (kernel shutting down).
     #[error("the session is shutting down")]
     Gone,
@@ -171,20 +100,22 @@ impl TurnControl {
 
 /// Routes messages to session actors, creating them on demand.
 pub struct SessionManager {
-    agent: Arc<Agent>,
+    /// Kernel services handed to every session.
+    services: Arc<Services>,
     /// Consolidator, Dream and git, shared by every session.
     memory: MemoryActors,
-    sessions: Mutex<HashMap<String, SessionEntry>>,
+    /// The live sessions, by key.
+    sessions: Mutex<HashMap<SessionKey, SessionEntry>>,
 }
 
 /// A live session actor and the control of its running turn.
 type SessionEntry = (Addr<SessionActor>, Arc<TurnControl>);
 
 impl SessionManager {
-    /// A manager over `agent`'s services. Must be used inside an actix system.
-    pub fn new(agent: Arc<Agent>) -> SessionManager {
-        let memory = MemoryActors::start(agent.clone());
-        SessionManager { agent, memory, sessions: Mutex::default() }
+    /// A manager over `services`. Must be used inside an actix system.
+    pub fn new(services: Arc<Services>) -> SessionManager {
+        let memory = MemoryActors::start(services.clone());
+        SessionManager { services, memory, sessions: Mutex::default() }
     }
 
     /// The memory actors (Dream's schedule is started through them).
@@ -193,14 +124,14 @@ impl SessionManager {
     }
 
     /// The shared services.
-    pub fn agent(&self) -> &Arc<Agent> {
-        &self.agent
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
     }
 
     /// Handles one message for session `key`; progress goes to `events`.
     pub async fn send(
         &self,
-        key: &str,
+        key: impl Into<SessionKey>,
         text: &str,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
@@ -218,7 +149,7 @@ impl SessionManager {
     /// recognised as already stored); a redelivered message is answered at most once.
     pub async fn send_from_channel(
         &self,
-        key: &str,
+        key: impl Into<SessionKey>,
         text: &str,
         origin: ChannelOrigin,
         persisted: oneshot::Sender<()>,
@@ -242,7 +173,7 @@ impl SessionManager {
     }
 
     /// Records in session `key` that a reply could not be delivered.
-    pub async fn record_undelivered(&self, key: &str, content: &str, error: &str) {
+    pub async fn record_undelivered(&self, key: impl Into<SessionKey>, content: &str, error: &str) {
         let (addr, _) = self.session(key);
         let _ =
             addr.send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() }).await;
@@ -250,7 +181,11 @@ impl SessionManager {
 
     /// Answers the last message of `key` if a crash left it unanswered
     /// ([`TurnReply::AlreadyAnswered`] when there is none).
-    pub async fn resume(&self, key: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+    pub async fn resume(
+        &self,
+        key: impl Into<SessionKey>,
+        events: UnboundedSender<TurnEvent>,
+    ) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
         addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true })
             .await
@@ -258,20 +193,21 @@ impl SessionManager {
     }
 
     /// Stops the running turn of `key` (Ctrl-C in the CLI); returns whether one was running.
-    pub fn stop(&self, key: &str) -> bool {
+    pub fn stop(&self, key: impl Into<SessionKey>) -> bool {
         self.session(key).1.stop()
     }
 
-    fn session(&self, key: &str) -> (Addr<SessionActor>, Arc<TurnControl>) {
+    fn session(&self, key: impl Into<SessionKey>) -> (Addr<SessionActor>, Arc<TurnControl>) {
+        let key = key.into();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((addr, control)) = sessions.get(key) {
+        if let Some((addr, control)) = sessions.get(&key) {
             if addr.connected() {
                 return (addr.clone(), control.clone());
             }
         }
         let control = Arc::new(TurnControl::default());
-        let addr = SessionActor::new(key.to_owned(), self.agent.clone(), self.memory.clone(), control.clone()).start();
-        sessions.insert(key.to_owned(), (addr.clone(), control.clone()));
+        let addr = SessionActor::new(key.clone(), self.services.clone(), self.memory.clone(), control.clone()).start();
+        sessions.insert(key, (addr.clone(), control.clone()));
         (addr, control)
     }
 }

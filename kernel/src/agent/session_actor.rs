@@ -9,17 +9,18 @@ use oxibot_proto::CallContext;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::commands::{self, Command};
-use super::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
-use super::runner::TurnEvent;
-use super::runner_actor::{RunTurn, RunnerActor, TurnFailure};
-use super::{Agent, AgentError, TurnControl, TurnReply};
+use super::{AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::{Budget, catch_up};
 use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
-use crate::session::{Session, close_interrupted_turn};
+use crate::services::Services;
+use crate::session::{Session, SessionKey, close_interrupted_turn};
+use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
+use crate::turn::runner::{CheckpointError, TurnEvent};
+use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
 const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
@@ -29,9 +30,9 @@ const MAX_REPLAYED_MESSAGES: usize = 500;
 /// One session's actor.
 pub struct SessionActor {
     /// `channel:chat_id`.
-    key: String,
+    key: SessionKey,
     /// Kernel services.
-    agent: Arc<Agent>,
+    services: Arc<Services>,
     /// The loaded session; shared with the running turn's checkpoint closure.
     session: Arc<Mutex<Option<Session>>>,
     /// Token usage of this session.
@@ -48,10 +49,15 @@ pub struct SessionActor {
 
 impl SessionActor {
     /// An actor for `key`; the session file is loaded on the first message.
-    pub fn new(key: String, agent: Arc<Agent>, memory: MemoryActors, control: Arc<TurnControl>) -> SessionActor {
+    pub fn new(
+        key: SessionKey,
+        services: Arc<Services>,
+        memory: MemoryActors,
+        control: Arc<TurnControl>,
+    ) -> SessionActor {
         SessionActor {
             key,
-            agent,
+            services,
             session: Arc::default(),
             usage: Arc::default(),
             ledger: Arc::default(),
@@ -108,7 +114,7 @@ impl Handler<RecordUndelivered> for SessionActor {
         let mut guard = lock(&self.session);
         let session = match guard.as_mut() {
             Some(session) => session,
-            None => match self.agent.store.load(&self.key) {
+            None => match self.services.sessions().load(self.key.as_str()) {
                 Ok(loaded) => guard.insert(loaded.session),
                 Err(error) => return tracing::warn!(session = %self.key, %error, "cannot record an undelivered reply"),
             },
@@ -118,7 +124,7 @@ impl Handler<RecordUndelivered> for SessionActor {
             serde_json::Value::Array(list) => list.push(entry),
             other => *other = serde_json::Value::Array(vec![entry]),
         }
-        if let Err(error) = self.agent.store.save_metadata(session) {
+        if let Err(error) = self.services.sessions().save_metadata(session) {
             tracing::warn!(session = %self.key, %error, "cannot record an undelivered reply");
         }
     }
@@ -148,7 +154,7 @@ impl Handler<UserTurn> for SessionActor {
     fn handle(&mut self, turn: UserTurn, _ctx: &mut Context<Self>) -> Self::Result {
         let job = TurnJob {
             key: self.key.clone(),
-            agent: self.agent.clone(),
+            services: self.services.clone(),
             session: self.session.clone(),
             usage: self.usage.clone(),
             ledger: self.ledger.clone(),
@@ -164,8 +170,8 @@ impl Handler<UserTurn> for SessionActor {
 
 /// One message's handling, moved into the actor's future.
 struct TurnJob {
-    key: String,
-    agent: Arc<Agent>,
+    key: SessionKey,
+    services: Arc<Services>,
     session: Arc<Mutex<Option<Session>>>,
     usage: Arc<Mutex<UsageTotals>>,
     ledger: Arc<Mutex<TokenLedger>>,
@@ -212,15 +218,15 @@ impl TurnJob {
 
     /// Runs the model on the session, whose last message is the user's.
     async fn answer(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
-        let (channel, _) = split_key(&self.key);
-        let mut system = lock(&self.agent.context).system_prompt(channel);
+        let channel = self.key.channel();
+        let mut system = self.services.system_prompt(channel);
         let fixed = self.fixed_prompt(&system);
         if self.near_budget(&fixed) && self.consolidate(Scope::OverBudget, fixed.clone()).await {
             // Built again: the archive just written shows up under `# Recent History`.
-            system = lock(&self.agent.context).system_prompt(channel);
+            system = self.services.system_prompt(channel);
         }
         let messages = self.request_messages(system);
-        let runner = RunnerActor::new(self.agent.clone()).start();
+        let runner = RunnerActor::new(self.services.engine().clone()).start();
         self.control.set_runner(Some(runner.clone()));
         let outcome = runner.send(self.run_turn(messages, turn.events)).await;
         self.control.set_runner(None);
@@ -228,7 +234,7 @@ impl TurnJob {
             Ok(outcome) => {
                 // In the background: the reply is not held up, and the next turn of this
                 // session waits in the consolidator if it arrives before this is done.
-                if self.agent.background_consolidation && self.near_budget(&fixed) {
+                if self.services.background_consolidation() && self.near_budget(&fixed) {
                     self.memory.consolidator.do_send(self.consolidate_request(Scope::OverBudget, fixed));
                 }
                 Ok(TurnReply::Answer(outcome.content))
@@ -238,29 +244,27 @@ impl TurnJob {
                 Ok(TurnReply::Stopped)
             }
             Err(failure) => {
-                let message = failure.to_string();
-                self.close_turn(Some(&format!("Error: {message}")))?;
-                Err(AgentError::Turn(message))
+                self.close_turn(Some(&format!("Error: {failure}")))?;
+                Err(AgentError::Turn(failure))
             }
         }
     }
 
     fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>) -> RunTurn {
-        let (channel, chat_id) = split_key(&self.key);
         let call_context = CallContext {
-            session_key: Some(self.key.clone()),
-            channel: Some(channel.to_owned()),
-            chat_id: Some(chat_id.to_owned()),
-            workspace: self.agent.workspace.display().to_string(),
-            restrict_to_workspace: self.agent.config.tools.restrict_to_workspace,
+            session_key: Some(self.key.to_string()),
+            channel: Some(self.key.channel().to_owned()),
+            chat_id: Some(self.key.chat_id().to_owned()),
+            workspace: self.services.workspace().display().to_string(),
+            restrict_to_workspace: self.services.config().tools.restrict_to_workspace,
         };
         let hooks = CompositeHook::new(vec![Box::new(UsageHook::new(self.usage.clone())), Box::new(StripThinking)]);
-        let store = Arc::clone(&self.agent.store);
+        let store = Arc::clone(self.services.sessions());
         let session = self.session.clone();
         let checkpoint = Box::new(move |messages: Vec<ChatMessage>| {
             let mut guard = session.lock().unwrap_or_else(PoisonError::into_inner);
-            let session = guard.as_mut().ok_or_else(|| "session not loaded".to_owned())?;
-            store.append(session, messages).map_err(|e| e.to_string())
+            let session = guard.as_mut().ok_or(CheckpointError::NotLoaded)?;
+            Ok(store.append(session, messages)?)
         });
         RunTurn { messages, call_context, hooks, events, checkpoint }
     }
@@ -289,7 +293,7 @@ impl TurnJob {
 
     fn consolidate_request(&self, scope: Scope, fixed_prompt: Arc<str>) -> Consolidate {
         Consolidate {
-            key: self.key.clone(),
+            key: self.key.to_string(),
             session: self.session.clone(),
             ledger: self.ledger.clone(),
             fixed_prompt,
@@ -299,14 +303,14 @@ impl TurnJob {
 
     /// The prompt around the messages: system prompt and tool definitions.
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
-        let tools = self.agent.host.tools_json();
+        let tools = self.services.host().tools_json();
         format!("{system}\n{tools}").into()
     }
 
     /// Whether the session's prompt may have reached its budget: the ledger's cheap bound
     /// answers for almost every turn, so the consolidator is asked only when it could act.
     fn near_budget(&self, fixed: &str) -> bool {
-        let defaults = &self.agent.config.agents.defaults;
+        let defaults = &self.services.config().agents.defaults;
         let limit = Budget::new(defaults.context_window_tokens, defaults.max_tokens).limit;
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return false };
@@ -317,7 +321,6 @@ impl TurnJob {
 
     /// System prompt, replayed history, and the user's message with the runtime context.
     fn request_messages(&self, system: String) -> Vec<ChatMessage> {
-        let (channel, chat_id) = split_key(&self.key);
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return Vec::new() };
         let history = replayable(session);
@@ -326,9 +329,9 @@ impl TurnJob {
         messages.extend(history.iter().cloned());
         if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
-                channel,
-                chat_id,
-                self.agent.config.agents.defaults.timezone.as_deref(),
+                self.key.channel(),
+                self.key.chat_id(),
+                self.services.timezone(),
                 chrono::Utc::now(),
             );
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
@@ -344,14 +347,14 @@ impl TurnJob {
         if guard.is_some() {
             return Ok(());
         }
-        let loaded = self.agent.store.load(&self.key).map_err(|e| AgentError::Session(e.to_string()))?;
+        let loaded = self.services.sessions().load(self.key.as_str()).map_err(AgentError::Session)?;
         let mut session = loaded.session;
         self.mark_archived(&mut session)?;
         let closing: Vec<ChatMessage> =
             close_interrupted_turn(&session).into_iter().filter(|m| m.role == Role::Tool).collect();
         if !closing.is_empty() {
             tracing::warn!(session = %self.key, messages = closing.len(), "closing a turn interrupted by a previous crash");
-            self.agent.store.append(&mut session, closing).map_err(|e| AgentError::Session(e.to_string()))?;
+            self.services.sessions().append(&mut session, closing).map_err(AgentError::Session)?;
         }
         *guard = Some(session);
         Ok(())
@@ -390,15 +393,13 @@ impl TurnJob {
     /// A kill between archiving a slice and saving the session leaves the history ahead of
     /// the session: catch up instead of archiving the slice again.
     fn mark_archived(&self, session: &mut Session) -> Result<(), AgentError> {
-        catch_up(session, &self.agent.history, &self.agent.store)
-            .map(|_| ())
-            .map_err(|e| AgentError::Session(e.to_string()))
+        catch_up(session, self.services.history(), self.services.sessions()).map(|_| ()).map_err(AgentError::Archive)
     }
 
     fn append(&self, messages: Vec<ChatMessage>) -> Result<(), AgentError> {
         let mut guard = lock(&self.session);
-        let session = guard.as_mut().ok_or_else(|| AgentError::Session("session not loaded".into()))?;
-        self.agent.store.append(session, messages).map_err(|e| AgentError::Session(e.to_string()))
+        let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
+        self.services.sessions().append(session, messages).map_err(AgentError::Session)
     }
 
     /// After a stop or failure: answer dangling tool calls, then add `note` as the answer.
@@ -416,17 +417,16 @@ impl TurnJob {
 
     async fn command(&self, command: Command) -> Result<TurnReply, AgentError> {
         if command == Command::New {
-            let (channel, _) = split_key(&self.key);
-            let system = lock(&self.agent.context).system_prompt(channel);
+            let system = self.services.system_prompt(self.key.channel());
             self.consolidate(Scope::Everything, self.fixed_prompt(&system)).await;
         }
         if let Some(reply) = commands::run_memory(&command, &self.memory).await {
             return Ok(TurnReply::Command(reply));
         }
         let mut guard = lock(&self.session);
-        let session = guard.as_mut().ok_or_else(|| AgentError::Session("session not loaded".into()))?;
+        let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
         let usage = *lock(&self.usage);
-        let reply = commands::run(&command, session, &self.agent, usage)?;
+        let reply = commands::run(&command, session, &self.services, usage)?;
         Ok(TurnReply::Command(reply))
     }
 }
@@ -455,11 +455,6 @@ fn replayable(session: &Session) -> &[ChatMessage] {
         from += 1;
     }
     &pending[from..]
-}
-
-/// `telegram:123` → (`telegram`, `123`); a key without `:` is its own channel and chat.
-pub fn split_key(key: &str) -> (&str, &str) {
-    key.split_once(':').unwrap_or((key, key))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

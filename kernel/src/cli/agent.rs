@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures_util::FutureExt as _;
-use oxibot_kernel::agent::{Agent, SessionManager, TurnReply};
+use oxibot_kernel::agent::{SessionManager, TurnReply};
 use oxibot_kernel::memory::dream_actor::StartSchedule;
 use oxibot_kernel::provider::Provider;
+use oxibot_kernel::services::Services;
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
@@ -37,10 +38,10 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
-        let mut agent = Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true);
-        agent.background_consolidation = options.message.is_none();
-        let agent = Arc::new(agent);
-        let manager = SessionManager::new(agent.clone());
+        let services = Services::new(setup.config.clone(), setup.workspace.clone(), provider, host, true)
+            .with_background_consolidation(options.message.is_none());
+        let services = Arc::new(services);
+        let manager = SessionManager::new(services.clone());
         if options.message.is_none() {
             manager.memory().dream.do_send(StartSchedule);
         }
@@ -48,7 +49,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
             Some(message) => one_shot(&manager, &options, style, message).await,
             None => repl::run(&manager, &options, style).await,
         };
-        agent.host.shutdown().await;
+        services.host().shutdown().await;
         code
     })
 }

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use oxibot_kernel::agent::Agent;
 use oxibot_kernel::gateway::access::Access;
 use oxibot_kernel::gateway::settings::GatewaySettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::channel_spec;
 use oxibot_kernel::provider::Provider;
+use oxibot_kernel::services::Services;
 
 use super::CommonArgs;
 use super::kernel::{Setup, WorkspaceDefault};
@@ -49,8 +49,8 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     )?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
-        let agent = Arc::new(Agent::new(setup.config.clone(), setup.workspace.clone(), provider, host, true));
-        oxibot_kernel::gateway::run(agent, settings, Access::open(&pairing_path()), delivery_delays()?).await?;
+        let services = Arc::new(Services::new(setup.config.clone(), setup.workspace.clone(), provider, host, true));
+        oxibot_kernel::gateway::run(services, settings, Access::open(&pairing_path()), delivery_delays()?).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

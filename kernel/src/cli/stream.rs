@@ -7,7 +7,7 @@
 use std::io::{IsTerminal, Write};
 
 use oxibot_kernel::agent::TurnReply;
-use oxibot_kernel::agent::runner::TurnEvent;
+use oxibot_kernel::turn::runner::TurnEvent;
 
 use super::markdown::MarkdownRenderer;
 use super::spinner::Spinner;

@@ -5,7 +5,7 @@
 //! at most [`MAX_ENTRIES`] entries, each cut to [`MAX_ENTRY_CHARS`], and the whole list to about
 //! [`MAX_SECTION_CHARS`], dropping the oldest entries first.
 
-use crate::memory::history::HistoryEntry as Entry;
+use crate::history::HistoryEntry as Entry;
 
 /// Most entries shown.
 pub const MAX_ENTRIES: usize = 50;

@@ -15,7 +15,7 @@ pub const BOOTSTRAP_FILES: &[&str] = &["AGENTS.md", "SOUL.md", "USER.md", "TOOLS
 
 /// Long-term memory, relative to the workspace.
 pub const MEMORY_FILE: &str = "memory/MEMORY.md";
-pub use crate::memory::history::{DREAM_CURSOR_FILE, HISTORY_FILE};
+pub use crate::history::{DREAM_CURSOR_FILE, HISTORY_FILE};
 
 /// What goes between two sections.
 const SECTION_SEPARATOR: &str = "\n\n---\n\n";
@@ -58,7 +58,7 @@ fn recent_history(workspace: &Path, files: &mut FileCache) -> Option<String> {
     let since = history::dream_cursor(cursor.as_deref());
     // Only the file's tail is read: the archive can hold years of entries when Dream is off.
     let section = files.derive(&workspace.join(HISTORY_FILE), &since.to_string(), |path| {
-        let entries = crate::memory::history::read_tail(path, since, history::MAX_ENTRIES).ok()?;
+        let entries = crate::history::read_tail(path, since, history::MAX_ENTRIES).ok()?;
         let total =
             entries.last().map_or(0, |last| usize::try_from(last.cursor.saturating_sub(since)).unwrap_or(usize::MAX));
         Some(history::render(&entries, total).unwrap_or_default())

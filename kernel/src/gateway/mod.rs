@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::agent::{Agent, SessionManager};
+use crate::agent::SessionManager;
 use crate::memory::dream_actor::StartSchedule;
+use crate::services::Services;
 use access::Access;
 use router::Router;
 use settings::GatewaySettings;
@@ -49,11 +50,11 @@ pub enum GatewayError {
     Signals(std::io::Error),
 }
 
-/// Runs the gateway over `agent` (whose plugin host already runs the enabled channels) until
+/// Runs the gateway over `services` (whose plugin host already runs the enabled channels) until
 /// SIGTERM or SIGINT. Must run inside an actix system. `retry_delays` replaces the 1-2-4 s
 /// waits between delivery attempts.
 pub async fn run(
-    agent: Arc<Agent>,
+    services: Arc<Services>,
     settings: GatewaySettings,
     access: Access,
     retry_delays: Option<Vec<Duration>>,
@@ -66,19 +67,20 @@ pub async fn run(
     let mut terminate = signal(SignalKind::terminate()).map_err(GatewayError::Signals)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(GatewayError::Signals)?;
 
-    let events = agent.host.subscribe();
-    let manager = Rc::new(SessionManager::new(agent.clone()));
+    let events = services.host().subscribe();
+    let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
-    let router = Router::new(manager.clone(), settings, access, retry_delays);
+    let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
-    let health_agent = agent.clone();
-    let source = health::HealthSource { report: Rc::new(move || health::report(&health_agent.host, started)), started };
+    let health_services = services.clone();
+    let source =
+        health::HealthSource { report: Rc::new(move || health::report(health_services.host(), started)), started };
     actix::spawn(health::serve(listener, source));
     tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
     // Plugins first: a resumed turn may call tools, and its reply goes to a channel.
-    agent.host.wait_settled(PLUGIN_START_LIMIT).await;
-    resume_unanswered(&agent, &router, &channels);
+    services.host().wait_settled(PLUGIN_START_LIMIT).await;
+    resume_unanswered(&services, &router, &channels);
 
     tokio::select! {
         _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
@@ -92,14 +94,14 @@ pub async fn run(
     if router.in_flight() > 0 {
         tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
     }
-    agent.host.shutdown().await;
+    services.host().shutdown().await;
     Ok(())
 }
 
 /// Answers messages a previous run persisted but never answered.
-fn resume_unanswered(agent: &Agent, router: &Rc<Router>, channels: &[String]) {
+fn resume_unanswered(services: &Services, router: &Rc<Router>, channels: &[String]) {
     let names: Vec<&str> = channels.iter().map(String::as_str).collect();
-    for pending in resume::unanswered(agent.store.dir(), &names) {
+    for pending in resume::unanswered(services.sessions().dir(), &names) {
         tracing::info!(session = %pending.key, "answering a message left unanswered by a previous run");
         actix::spawn(router.clone().resume(pending.key, pending.metadata));
     }

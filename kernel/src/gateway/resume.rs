@@ -8,12 +8,13 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::agent::session_actor::CHANNEL_METADATA_KEY;
+use crate::session::SessionKey;
 
 /// A session to resume: its key and the channel details of its last message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unanswered {
-    /// `channel:chat_id`.
-    pub key: String,
+    /// The session.
+    pub key: SessionKey,
     /// The channel details stored with the message.
     pub metadata: Value,
 }
@@ -26,7 +27,7 @@ pub fn unanswered(sessions_dir: &Path, channels: &[&str]) -> Vec<Unanswered> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|path| inspect(&path).ok().flatten())
-        .filter(|u| u.key.split_once(':').is_some_and(|(channel, _)| channels.contains(&channel)))
+        .filter(|u| channels.contains(&u.key.channel()))
         .collect()
 }
 
@@ -35,7 +36,7 @@ fn inspect(path: &Path) -> std::io::Result<Option<Unanswered>> {
     let mut first = String::new();
     BufReader::new(&mut file).read_line(&mut first)?;
     let header: Value = serde_json::from_str(first.trim()).unwrap_or(Value::Null);
-    let Some(key) = header.get("key").and_then(Value::as_str).map(str::to_owned) else { return Ok(None) };
+    let Some(key) = header.get("key").and_then(Value::as_str).and_then(SessionKey::parse) else { return Ok(None) };
     let last = last_line(&mut file)?;
     let message: Value = serde_json::from_str(last.trim()).unwrap_or(Value::Null);
     if message.get("role").and_then(Value::as_str) != Some("user") {

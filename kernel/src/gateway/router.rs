@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind};
@@ -14,9 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::access::{Access, Decision};
 use super::settings::{AllowFrom, GatewaySettings};
-use crate::agent::runner::TurnEvent;
 use crate::agent::{ChannelOrigin, SessionManager, TurnReply};
-use crate::plugin::PluginEvent;
+use crate::plugin::{PluginEvent, PluginHost};
+use crate::services::Services;
+use crate::session::SessionKey;
+use crate::turn::runner::TurnEvent;
 
 /// Waits between delivery attempts: 1 s, 2 s, 4 s.
 const DELIVERY_RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
@@ -25,7 +28,10 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The gateway's routing state. Lives on the actix system's thread (hence `Rc`/`Cell`).
 pub struct Router {
+    /// The sessions messages go to.
     manager: Rc<SessionManager>,
+    /// The kernel services, for the plugin host the channels run in.
+    services: Arc<Services>,
     settings: GatewaySettings,
     access: Access,
     /// Channels that announced streaming.
@@ -43,15 +49,17 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router over `manager`'s sessions and plugin host.
+    /// A router over `manager`'s sessions and the channels in `services`' plugin host.
     pub fn new(
         manager: Rc<SessionManager>,
+        services: Arc<Services>,
         settings: GatewaySettings,
         access: Access,
         retry_delays: Option<Vec<Duration>>,
     ) -> Rc<Router> {
         Rc::new(Router {
             manager,
+            services,
             settings,
             access,
             streaming: RefCell::default(),
@@ -156,7 +164,7 @@ impl Router {
 
     /// Runs the turn for an allowed message and delivers its reply.
     async fn turn(self: Rc<Self>, channel: String, inbound: Inbound) {
-        let key = format!("{channel}:{}", inbound.chat_id);
+        let key = SessionKey::new(&channel, &inbound.chat_id);
         let (persisted, persisted_rx) = oneshot::channel();
         let router = self.clone();
         let (accept_channel, accept_id) = (channel.clone(), inbound.id.clone());
@@ -172,10 +180,10 @@ impl Router {
     }
 
     /// Answers a message a crash left unanswered in session `key` (gateway start).
-    pub async fn resume(self: Rc<Self>, key: String, metadata: Value) {
-        let Some((channel, chat_id)) = key.split_once(':').map(|(c, id)| (c.to_owned(), id.to_owned())) else { return };
+    pub async fn resume(self: Rc<Self>, key: SessionKey, metadata: Value) {
+        let (channel, chat_id) = (key.channel(), key.chat_id());
         self.in_flight.set(self.in_flight.get() + 1);
-        let (events, stream_id) = self.stream_to(&channel, &chat_id);
+        let (events, stream_id) = self.stream_to(channel, chat_id);
         let reply = self.manager.resume(&key, events).await;
         match &reply {
             Ok(TurnReply::AlreadyAnswered) => tracing::info!(session = %key, "nothing to resume"),
@@ -184,7 +192,7 @@ impl Router {
                 tracing::warn!(session = %key, %error, "could not answer a message a previous run left unanswered")
             }
         }
-        self.deliver_reply(&channel, &chat_id, reply, stream_id, metadata).await;
+        self.deliver_reply(channel, chat_id, reply, stream_id, metadata).await;
         self.in_flight.set(self.in_flight.get() - 1);
     }
 
@@ -202,7 +210,7 @@ impl Router {
             while let Some(event) = rx.recv().await {
                 if let TurnEvent::Delta(text) = event {
                     let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
-                    let _ = router.manager.agent().host.send(&channel, delta);
+                    let _ = router.host().send(&channel, delta);
                 }
             }
         });
@@ -247,7 +255,7 @@ impl Router {
                 stream_id,
                 metadata: metadata.clone(),
             };
-            if let Err(error) = self.manager.agent().host.send(channel, Message::Outbound(outbound)) {
+            if let Err(error) = self.host().send(channel, Message::Outbound(outbound)) {
                 self.pending.borrow_mut().remove(&id);
                 last_error = error.to_string();
                 continue;
@@ -264,15 +272,19 @@ impl Router {
             tracing::warn!(%channel, %chat_id, error = %last_error, "delivery failed; retrying");
         }
         tracing::error!(%channel, %chat_id, error = %last_error, "delivery failed for good");
-        let key = format!("{channel}:{chat_id}");
+        let key = SessionKey::new(channel, chat_id);
         self.manager.record_undelivered(&key, &content, &last_error).await;
     }
 
     fn accept(&self, channel: &str, id: &str) {
         let accepted = Message::InboundAccepted(InboundAccepted { id: id.to_owned() });
-        if let Err(error) = self.manager.agent().host.send(channel, accepted) {
+        if let Err(error) = self.host().send(channel, accepted) {
             tracing::warn!(%channel, %error, "cannot acknowledge a message; the channel may deliver it again");
         }
+    }
+
+    fn host(&self) -> &PluginHost {
+        self.services.host()
     }
 
     fn fresh_id(&self) -> u64 {

@@ -10,24 +10,26 @@ use actix::prelude::*;
 use super::consolidator::{Budget, ConsolidateError, Consolidation, Estimator, Report, SharedSession, Summarizer};
 use super::prompts::{CONSOLIDATE, consolidation_input};
 use super::tokens::TokenLedger;
-use crate::agent::Agent;
 use crate::message::{ChatMessage, Role};
-use crate::provider::ChatRequest;
+use crate::provider::{ChatRequest, ProviderError};
+use crate::services::Services;
+use crate::turn::hooks::strip_think_blocks;
 
 /// Most tokens a summary may take.
 const SUMMARY_MAX_TOKENS: u32 = 2048;
 
 /// Consolidates sessions on request.
 pub struct ConsolidatorActor {
-    agent: Arc<Agent>,
+    /// Provider, stores and budget settings.
+    services: Arc<Services>,
     /// One lock per session key, held while that session is being consolidated.
     running: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl ConsolidatorActor {
-    /// An actor over `agent`'s provider, session store and history.
-    pub fn new(agent: Arc<Agent>) -> ConsolidatorActor {
-        ConsolidatorActor { agent, running: HashMap::new() }
+    /// An actor over the services' provider, session store and history.
+    pub fn new(services: Arc<Services>) -> ConsolidatorActor {
+        ConsolidatorActor { services, running: HashMap::new() }
     }
 }
 
@@ -66,21 +68,21 @@ impl Handler<Consolidate> for ConsolidatorActor {
 
     fn handle(&mut self, request: Consolidate, _: &mut Context<Self>) -> Self::Result {
         let lock = self.running.entry(request.key.clone()).or_default().clone();
-        let agent = self.agent.clone();
+        let services = self.services.clone();
         Box::pin(async move {
             let _running = lock.lock().await;
-            let defaults = &agent.config.agents.defaults;
+            let defaults = &services.config().agents.defaults;
             let budget = Budget::new(defaults.context_window_tokens, defaults.max_tokens);
             let mut consolidation = Consolidation {
                 session: &request.session,
-                store: &agent.store,
-                history: &agent.history,
+                store: services.sessions(),
+                history: services.history(),
                 estimator: LedgerEstimator {
                     ledger: &request.ledger,
                     fixed: &request.fixed_prompt,
                     limit: budget.limit,
                 },
-                summarizer: LlmSummarizer { agent: &agent },
+                summarizer: LlmSummarizer { services: &services },
                 budget,
                 timezone: defaults.timezone.clone(),
             };
@@ -118,23 +120,23 @@ impl Estimator for LedgerEstimator<'_> {
 
 /// Summarises with one plain call to the configured model (no tools).
 struct LlmSummarizer<'a> {
-    agent: &'a Agent,
+    services: &'a Services,
 }
 
 impl Summarizer for LlmSummarizer<'_> {
-    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, String> {
+    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, ProviderError> {
         let request = ChatRequest {
-            model: self.agent.spec.model.clone(),
+            model: self.services.spec().model.clone(),
             messages: vec![
                 ChatMessage::text(Role::System, CONSOLIDATE),
                 ChatMessage::text(Role::User, consolidation_input(messages)),
             ],
             tools: Vec::new(),
-            max_tokens: SUMMARY_MAX_TOKENS.min(self.agent.spec.max_tokens.max(256)),
-            temperature: self.agent.spec.temperature,
+            max_tokens: SUMMARY_MAX_TOKENS.min(self.services.spec().max_tokens.max(256)),
+            temperature: self.services.spec().temperature,
             reasoning_effort: None,
         };
-        let response = self.agent.provider.chat(&request, false, &mut |_| {}).await.map_err(|e| e.to_string())?;
-        Ok(crate::agent::hooks::strip_think_blocks(response.content.as_deref().unwrap_or("")))
+        let response = self.services.provider().chat(&request, false, &mut |_| {}).await?;
+        Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")))
     }
 }

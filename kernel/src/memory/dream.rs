@@ -8,22 +8,22 @@
 //! of phase 1 (network, rate limit, server error) leaves the batch for the next run.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use oxibot_proto::CallContext;
 use tokio::sync::mpsc;
 
 use super::gate::{DREAM_TOOLS, DreamGate};
-use super::history::{HistoryEntry, HistoryError};
 use super::prompts::{
     DREAM_PHASE1, DREAM_PHASE2, MemoryFiles, analysis_is_skip, dream_phase1_input, dream_phase2_input,
 };
 use super::schedule::DreamSettings;
-use crate::agent::Agent;
-use crate::agent::hooks::{CompositeHook, StripThinking, strip_think_blocks};
-use crate::agent::runner::{RunSpec, Turn};
+use crate::history::{HistoryEntry, HistoryError};
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
+use crate::services::Services;
+use crate::turn::hooks::{CompositeHook, StripThinking, strip_think_blocks};
+use crate::turn::runner::{RunError, RunSpec, Turn, TurnEvent};
 
 /// What a Dream run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,10 +76,22 @@ pub enum DreamError {
     Busy,
 }
 
+/// Why Dream's editing phase failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// No file tool is registered.
+    #[error("no file tools are available (is the fs plugin installed?)")]
+    NoFileTools,
+    /// The editing turn failed.
+    #[error(transparent)]
+    Turn(#[from] RunError),
+}
+
 /// Runs Dream once over at most `settings.max_batch_size` unprocessed entries.
-pub async fn run_dream(agent: &Agent, settings: &DreamSettings) -> Result<DreamReport, DreamError> {
-    let since = agent.history.dream_cursor();
-    let batch = agent.history.entries_after(since, settings.max_batch_size.max(1))?;
+pub async fn run_dream(services: &Services, settings: &DreamSettings) -> Result<DreamReport, DreamError> {
+    let history = services.history();
+    let since = history.dream_cursor();
+    let batch = history.entries_after(since, settings.max_batch_size.max(1))?;
     let Some(last) = batch.last() else { return Ok(DreamReport { cursor: since, ..DreamReport::default() }) };
     let mut report = DreamReport {
         entries: batch.len(),
@@ -87,12 +99,12 @@ pub async fn run_dream(agent: &Agent, settings: &DreamSettings) -> Result<DreamR
         batch_timestamp: last.timestamp.clone(),
         ..DreamReport::default()
     };
-    let today = super::history::timestamp_now(agent.config.agents.defaults.timezone.as_deref());
+    let today = crate::history::timestamp_now(services.timezone());
     let today = today.get(..10).unwrap_or(&today).to_owned();
-    let model = settings.model.clone().unwrap_or_else(|| agent.spec.model.clone());
+    let model = settings.model.clone().unwrap_or_else(|| services.spec().model.clone());
 
-    let files = read_memory_files(&agent.workspace);
-    match analyse(agent, &model, &batch, &files, &today).await {
+    let files = read_memory_files(services.workspace());
+    match analyse(services, &model, &batch, &files, &today).await {
         Ok(analysis) => report.analysis = analysis,
         Err(error) if error.is_retryable() => return Err(DreamError::Analysis(error)),
         Err(error) => {
@@ -101,18 +113,18 @@ pub async fn run_dream(agent: &Agent, settings: &DreamSettings) -> Result<DreamR
         }
     }
     if report.phase2_error.is_none() && !analysis_is_skip(&report.analysis) {
-        let skills = skill_lines(agent);
+        let skills = skill_lines(services);
         let input = dream_phase2_input(&report.analysis, &files, &today, &skills);
-        match apply(agent, settings, &model, input).await {
+        match apply(services, settings, &model, input).await {
             Ok(changes) => report.changes = changes,
             Err(error) => {
                 tracing::warn!(%error, "Dream editing step failed");
-                report.phase2_error = Some(error);
+                report.phase2_error = Some(error.to_string());
             }
         }
     }
-    agent.history.set_dream_cursor(report.cursor)?;
-    let dropped = agent.history.compact()?;
+    history.set_dream_cursor(report.cursor)?;
+    let dropped = history.compact()?;
     if dropped > 0 {
         tracing::info!(dropped, "history compacted");
     }
@@ -121,7 +133,7 @@ pub async fn run_dream(agent: &Agent, settings: &DreamSettings) -> Result<DreamR
 
 /// Phase 1: the findings, as text.
 async fn analyse(
-    agent: &Agent,
+    services: &Services,
     model: &str,
     batch: &[HistoryEntry],
     files: &MemoryFiles,
@@ -134,61 +146,65 @@ async fn analyse(
             ChatMessage::text(Role::User, dream_phase1_input(batch, files, today)),
         ],
         tools: Vec::new(),
-        max_tokens: agent.spec.max_tokens,
-        temperature: agent.spec.temperature,
+        max_tokens: services.spec().max_tokens,
+        temperature: services.spec().temperature,
         reasoning_effort: None,
     };
-    let response = agent.provider.chat(&request, false, &mut |_| {}).await?;
+    let response = services.provider().chat(&request, false, &mut |_| {}).await?;
     Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")).trim().to_owned())
 }
 
 /// Phase 2: a gated runner turn; returns the number of successful writes.
-async fn apply(agent: &Agent, settings: &DreamSettings, model: &str, input: String) -> Result<usize, String> {
-    let tools: Vec<_> = agent.host.tools().into_iter().filter(|t| DREAM_TOOLS.contains(&t.name.as_str())).collect();
+async fn apply(services: &Services, settings: &DreamSettings, model: &str, input: String) -> Result<usize, ApplyError> {
+    let tools: Vec<_> =
+        services.host().tools().into_iter().filter(|t| DREAM_TOOLS.contains(&t.name.as_str())).collect();
     if tools.is_empty() {
-        return Err("no file tools are available (is the fs plugin installed?)".to_owned());
+        return Err(ApplyError::NoFileTools);
     }
     let spec = RunSpec {
         model: model.to_owned(),
         max_iterations: settings.max_iterations.max(1),
         stream: false,
-        ..agent.spec.clone()
+        ..services.spec().clone()
     };
-    let written: Arc<Mutex<Vec<ChatMessage>>> = Arc::default();
-    let sink = written.clone();
-    let (events, _ignored) = mpsc::unbounded_channel();
+    let (events, mut finished) = mpsc::unbounded_channel();
     let turn = Turn {
-        provider: &agent.provider,
-        host: &agent.host,
+        provider: services.provider(),
+        host: services.host(),
         spec: &spec,
         tools,
         call_context: CallContext {
             session_key: Some("system:dream".to_owned()),
             channel: Some("system".to_owned()),
             chat_id: Some("dream".to_owned()),
-            workspace: agent.workspace.display().to_string(),
+            workspace: services.workspace().display().to_string(),
             restrict_to_workspace: true,
         },
         hooks: CompositeHook::new(vec![Box::new(StripThinking)]),
         events,
-        checkpoint: Box::new(move |messages| {
-            sink.lock().unwrap_or_else(PoisonError::into_inner).extend(messages);
-            Ok(())
-        }),
-        gate: Some(Arc::new(DreamGate::new(&agent.workspace))),
+        // Dream's turn is not a conversation: nothing of it is kept but the edits themselves.
+        checkpoint: Box::new(|_| Ok(())),
+        gate: Some(Arc::new(DreamGate::new(services.workspace()))),
     };
     let messages = vec![ChatMessage::text(Role::System, DREAM_PHASE2), ChatMessage::text(Role::User, input)];
-    turn.run(messages).await.map_err(|e| e.to_string())?;
-    let written = written.lock().unwrap_or_else(PoisonError::into_inner);
-    Ok(count_writes(&written))
+    turn.run(messages).await?;
+    let mut events = Vec::new();
+    while let Ok(event) = finished.try_recv() {
+        events.push(event);
+    }
+    Ok(count_writes(&events))
 }
 
-/// Tool results of `edit_file` / `write_file` calls that succeeded.
-fn count_writes(messages: &[ChatMessage]) -> usize {
-    messages
+/// `edit_file` / `write_file` calls that succeeded, by the tool results' error flags.
+fn count_writes(events: &[TurnEvent]) -> usize {
+    events
         .iter()
-        .filter(|m| m.role == Role::Tool && matches!(m.name.as_deref(), Some("edit_file" | "write_file")))
-        .filter(|m| !m.text_content().starts_with("Error"))
+        .filter(|event| match event {
+            TurnEvent::ToolFinished { name, is_error } => {
+                !is_error && matches!(name.as_str(), "edit_file" | "write_file")
+            }
+            _ => false,
+        })
         .count()
 }
 
@@ -198,28 +214,30 @@ fn read_memory_files(workspace: &Path) -> MemoryFiles {
 }
 
 /// `name — description (path)` for every skill, for phase 2's duplicate check.
-fn skill_lines(agent: &Agent) -> Vec<String> {
-    let mut context = agent.context.lock().unwrap_or_else(PoisonError::into_inner);
-    context.skills().into_iter().map(|s| format!("{} — {} ({})", s.name, s.description, s.path.display())).collect()
+fn skill_lines(services: &Services) -> Vec<String> {
+    services.with_context(|context| {
+        context.skills().into_iter().map(|s| format!("{} — {} ({})", s.name, s.description, s.path.display())).collect()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::ToolCall;
+
+    fn finished(name: &str, is_error: bool) -> TurnEvent {
+        TurnEvent::ToolFinished { name: name.to_owned(), is_error }
+    }
 
     #[test]
     fn only_successful_edits_and_writes_count_as_changes() {
-        let edit = ToolCall::new("1", "edit_file", "{}");
-        let write = ToolCall::new("2", "write_file", "{}");
-        let read = ToolCall::new("3", "read_file", "{}");
-        let messages = [
-            ChatMessage::tool_result(&edit, "Edited SOUL.md"),
-            ChatMessage::tool_result(&edit, "Error: old_text not found"),
-            ChatMessage::tool_result(&write, "Wrote 120 bytes"),
-            ChatMessage::tool_result(&read, "content"),
+        let events = [
+            finished("edit_file", false),
+            finished("edit_file", true),
+            finished("write_file", false),
+            finished("read_file", false),
+            TurnEvent::Delta("Edited".into()),
         ];
-        assert_eq!(count_writes(&messages), 2);
+        assert_eq!(count_writes(&events), 2);
     }
 
     #[test]

@@ -9,11 +9,13 @@ use actix::prelude::*;
 use super::dream::{DreamError, DreamReport, run_dream};
 use super::git_actor::{CommitMemory, GitActor, InitRepo};
 use super::schedule::DreamSettings;
-use crate::agent::Agent;
+use crate::services::Services;
 
 /// Runs Dream.
 pub struct DreamActor {
-    agent: Arc<Agent>,
+    /// Provider, tools, history and workspace.
+    services: Arc<Services>,
+    /// When and how Dream runs (`agents.defaults.dream`).
     settings: DreamSettings,
     /// Versions the memory files; `None` when versioning is off.
     git: Option<Addr<GitActor>>,
@@ -22,9 +24,9 @@ pub struct DreamActor {
 }
 
 impl DreamActor {
-    /// An actor for `agent`'s workspace.
-    pub fn new(agent: Arc<Agent>, settings: DreamSettings, git: Option<Addr<GitActor>>) -> DreamActor {
-        DreamActor { agent, settings, git, running: false }
+    /// An actor for the services' workspace.
+    pub fn new(services: Arc<Services>, settings: DreamSettings, git: Option<Addr<GitActor>>) -> DreamActor {
+        DreamActor { services, settings, git, running: false }
     }
 
     /// Arms the timer for the next scheduled run.
@@ -33,15 +35,7 @@ impl DreamActor {
             return;
         }
         let now = chrono::Utc::now();
-        let timezone = self
-            .agent
-            .config
-            .agents
-            .defaults
-            .timezone
-            .as_deref()
-            .and_then(|tz| tz.parse().ok())
-            .unwrap_or(chrono_tz::UTC);
+        let timezone = self.services.timezone().and_then(|tz| tz.parse().ok()).unwrap_or(chrono_tz::UTC);
         let Some(next) = self.settings.schedule.next_after(now, timezone) else {
             tracing::warn!("the Dream schedule has no next run; Dream runs only on /dream");
             return;
@@ -104,7 +98,7 @@ impl Handler<RunDream> for DreamActor {
             return Box::pin(fut::ready(Err(DreamError::Busy)));
         }
         self.running = true;
-        let agent = self.agent.clone();
+        let services = self.services.clone();
         let settings = self.settings.clone();
         let git = self.git.clone();
         let work = async move {
@@ -114,7 +108,7 @@ impl Handler<RunDream> for DreamActor {
                     tracing::warn!(%error, "memory versioning is off");
                 }
             }
-            let report = run_dream(&agent, &settings).await?;
+            let report = run_dream(&services, &settings).await?;
             let commit = match (&git, report.changes) {
                 (Some(git), changes) if changes > 0 => commit(git, &report).await,
                 _ => None,

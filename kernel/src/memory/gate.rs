@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::agent::tool_batch::ToolGate;
+use crate::turn::tool_batch::ToolGate;
 
 /// The files Dream edits, relative to the workspace.
 pub const MEMORY_FILES: [&str; 3] = ["SOUL.md", "USER.md", "memory/MEMORY.md"];

@@ -11,7 +11,6 @@ pub mod dream_actor;
 pub mod gate;
 pub mod git;
 pub mod git_actor;
-pub mod history;
 pub mod prompts;
 pub mod schedule;
 pub mod tokens;
@@ -20,10 +19,11 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::agent::Agent;
+use crate::services::Services;
 use consolidator_actor::ConsolidatorActor;
 use dream_actor::DreamActor;
 use git_actor::GitActor;
+use schedule::DreamSettings;
 
 /// The kernel's memory actors, shared by every session.
 #[derive(Clone)]
@@ -37,12 +37,17 @@ pub struct MemoryActors {
 }
 
 impl MemoryActors {
-    /// Starts the actors for `agent`'s workspace (inside a running actix system). The memory
-    /// repository is created or opened on first use.
-    pub fn start(agent: Arc<Agent>) -> MemoryActors {
-        let git = GitActor::start(agent.workspace.clone());
-        let consolidator = ConsolidatorActor::new(agent.clone()).start();
-        let dream = DreamActor::new(agent.clone(), agent.dream.clone(), Some(git.clone())).start();
+    /// Starts the actors for the services' workspace (inside a running actix system). The
+    /// memory repository is created or opened on first use.
+    pub fn start(services: Arc<Services>) -> MemoryActors {
+        let dream_settings =
+            DreamSettings::from_config(&services.config().agents.defaults.dream).unwrap_or_else(|error| {
+                tracing::warn!(%error, "using the default Dream settings");
+                DreamSettings::default()
+            });
+        let git = GitActor::start(services.workspace().to_path_buf());
+        let consolidator = ConsolidatorActor::new(services.clone()).start();
+        let dream = DreamActor::new(services, dream_settings, Some(git.clone())).start();
         MemoryActors { consolidator, dream, git }
     }
 }

@@ -4,7 +4,7 @@
 use crate::context::ContextBuilder;
 use crate::message::{ChatMessage, Role};
 
-use super::history::HistoryEntry;
+use crate::history::HistoryEntry;
 
 /// System prompt of the summarising call.
 pub const CONSOLIDATE: &str = include_str!("../../../templates/agent/consolidate.md");

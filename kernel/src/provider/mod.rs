@@ -7,11 +7,8 @@
 //! does.
 
 mod anthropic;
-mod anthropic_convert;
-mod anthropic_stream;
 mod error;
 mod openai;
-mod openai_stream;
 pub mod registry;
 mod retry;
 pub mod sse;

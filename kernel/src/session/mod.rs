@@ -29,6 +29,7 @@
 //! history is consolidated; it only keeps the file and the in-memory [`Session`] in step.
 
 mod format;
+mod key;
 mod repair;
 mod store;
 #[cfg(test)]
@@ -41,6 +42,7 @@ use serde_json::{Map, Value};
 use crate::message::ChatMessage;
 
 pub use format::{HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
+pub use key::SessionKey;
 pub use repair::{INTERRUPTED_REPLY, INTERRUPTED_TOOL_RESULT, Repair, close_interrupted_turn};
 pub use store::SessionStore;
 

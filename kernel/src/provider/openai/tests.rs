@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
+use super::stream::ChunkReader;
 use super::*;
-use crate::provider::openai_stream::ChunkReader;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {

@@ -3,15 +3,18 @@
 
 use serde_json::{Value, json};
 
-use super::anthropic_convert::{convert, mark_cache_points};
-use super::anthropic_stream::EventReader;
-use super::error::{ProviderError, shorten};
-use super::registry::Resolution;
-use super::transport::{Transport, is_event_stream};
-use super::types::{
+mod convert;
+mod stream;
+
+use crate::message::ToolCall;
+use crate::provider::error::{ProviderError, shorten};
+use crate::provider::registry::Resolution;
+use crate::provider::transport::{Transport, is_event_stream};
+use crate::provider::types::{
     ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream,
 };
-use crate::message::ToolCall;
+use convert::{convert, mark_cache_points};
+use stream::EventReader;
 
 /// The API version every request declares.
 const API_VERSION: &str = "2023-06-01";
@@ -213,5 +216,4 @@ impl From<AnthropicUsage> for Usage {
 }
 
 #[cfg(test)]
-#[path = "anthropic_tests.rs"]
 mod tests;

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::config::{Config, ProviderConfig};
 
-use super::error::ProviderError;
-use super::types::non_empty;
+use crate::provider::error::ProviderError;
+use crate::provider::types::non_empty;
 
 /// The HTTP API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -498,5 +498,4 @@ pub fn wire_model(model: &str, provider: &str, strip_all_prefixes: bool) -> Stri
 }
 
 #[cfg(test)]
-#[path = "registry_tests.rs"]
 mod tests;

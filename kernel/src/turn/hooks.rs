@@ -8,8 +8,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::message::ToolCall;
 use crate::provider::Usage;
 
-/// What a hook may fail with: a message for the log.
-pub type HookResult<T = ()> = Result<T, String>;
+/// What a hook may fail with: any error of its own, logged with its sources and skipped.
+pub type HookError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The result of a hook method.
+pub type HookResult<T = ()> = Result<T, HookError>;
 
 /// Where the runner is, for `before_iteration`.
 #[derive(Debug, Clone)]

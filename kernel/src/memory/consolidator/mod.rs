@@ -10,16 +10,16 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::message::ChatMessage;
+use crate::provider::ProviderError;
 use crate::session::{Session, SessionStore};
 
-use super::boundary::{cut_for_everything, pick_cut};
-use super::history::{HistoryStore, Origin, timestamp_now};
-use super::prompts::{minute, raw_archive};
+use crate::history::{HistoryStore, Origin, timestamp_now};
+use crate::memory::boundary::{cut_for_everything, pick_cut};
+use crate::memory::prompts::{minute, raw_archive};
+use crate::turn::budget::SAFETY_TOKENS;
 
 /// Most archiving rounds in one consolidation.
 pub const MAX_ROUNDS: u32 = 5;
-/// Tokens kept free besides the reply, for estimation error.
-pub const SAFETY_TOKENS: u32 = 1024;
 
 /// The token limits of a session's prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +48,11 @@ pub trait Estimator {
 
 /// Turns a slice of conversation into archive text.
 pub trait Summarizer {
-    /// The summary, or why there is none.
-    fn summarize(&self, messages: &[ChatMessage]) -> impl std::future::Future<Output = Result<String, String>> + Send;
+    /// The summary, or why the model could not give one.
+    fn summarize(
+        &self,
+        messages: &[ChatMessage],
+    ) -> impl std::future::Future<Output = Result<String, ProviderError>> + Send;
 }
 
 /// What a consolidation did.
@@ -72,7 +75,7 @@ pub struct Report {
 pub enum ConsolidateError {
     /// The history could not be written.
     #[error(transparent)]
-    History(#[from] super::history::HistoryError),
+    History(#[from] crate::history::HistoryError),
     /// The session could not be saved.
     #[error(transparent)]
     Session(#[from] crate::session::SessionError),
@@ -216,5 +219,4 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
 }
 
 #[cfg(test)]
-#[path = "consolidator_tests.rs"]
 mod tests;

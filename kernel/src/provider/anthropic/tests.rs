@@ -2,9 +2,9 @@
 
 use serde_json::json;
 
+use super::convert::tool_id;
 use super::*;
 use crate::message::{ChatMessage, Role};
-use crate::provider::anthropic_convert::tool_id;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
@@ -152,8 +152,7 @@ fn a_whole_message_is_read_with_thinking_tool_use_and_cache_counts() {
 fn read_events(events: &[serde_json::Value]) -> (Result<ChatResponse, ProviderError>, Vec<StreamEvent>) {
     let mut seen = Vec::new();
     let mut on_event = |e: StreamEvent| seen.push(e);
-    let mut reader =
-        crate::provider::anthropic_stream::EventReader::new(Collector::new(Some(&mut on_event)), "anthropic");
+    let mut reader = super::stream::EventReader::new(Collector::new(Some(&mut on_event)), "anthropic");
     let mut done = false;
     for event in events {
         match reader.on_event(&event.to_string()) {

@@ -15,6 +15,7 @@ use super::tool_batch;
 use crate::message::{ChatMessage, Role};
 use crate::plugin::PluginHost;
 use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
+use crate::session::SessionError;
 
 /// The answer given when the model returns nothing twice in a row.
 pub const EMPTY_REPLY_FALLBACK: &str =
@@ -85,11 +86,22 @@ pub enum RunError {
     Provider(#[from] ProviderError),
     /// The session file could not be written.
     #[error("cannot save the session: {0}")]
-    Checkpoint(String),
+    Checkpoint(#[source] CheckpointError),
+}
+
+/// Why new messages of a turn could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The session file could not be written.
+    #[error(transparent)]
+    Store(#[from] SessionError),
+    /// The session the turn belongs to is not loaded (its actor was reset mid-turn).
+    #[error("the session is not loaded")]
+    NotLoaded,
 }
 
 /// Stores new messages of the turn (in the session and its file) as they are produced.
-pub type Checkpoint = Box<dyn FnMut(Vec<ChatMessage>) -> Result<(), String> + Send>;
+pub type Checkpoint = Box<dyn FnMut(Vec<ChatMessage>) -> Result<(), CheckpointError> + Send>;
 
 /// Everything one turn runs with.
 pub struct Turn<'a> {
@@ -198,10 +210,12 @@ impl Turn<'_> {
             self.gate.as_deref(),
         )
         .await;
-        for (call, result) in calls.iter().zip(&results) {
-            let is_error = result.text_content().starts_with("Error");
-            let _ = self.events.send(TurnEvent::ToolFinished { name: call.function.name.clone(), is_error });
+        for (call, output) in calls.iter().zip(&results) {
+            let _ = self
+                .events
+                .send(TurnEvent::ToolFinished { name: call.function.name.clone(), is_error: output.is_error });
         }
+        let results: Vec<ChatMessage> = results.into_iter().map(|output| output.message).collect();
         messages.extend(results.iter().cloned());
         self.store(results)
     }

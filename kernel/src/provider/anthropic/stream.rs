@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::anthropic::{AnthropicUsage, finish_reason};
-use super::error::ProviderError;
-use super::transport::parse_json;
-use super::types::{ChatResponse, Collector, finish_tool_calls};
+use super::{AnthropicUsage, finish_reason};
 use crate::message::ToolCall;
+use crate::provider::error::ProviderError;
+use crate::provider::transport::parse_json;
+use crate::provider::types::{ChatResponse, Collector, finish_tool_calls};
 
 /// One content block as it grows.
 enum Block {

@@ -11,6 +11,16 @@ use crate::plugin::{PluginError, PluginHost};
 /// Appended to error results so the model changes course instead of repeating the call.
 const ERROR_HINT: &str = "\n\n[The tool call failed. Read the error, then fix the arguments or try another approach.]";
 
+/// One call's result: the message the model reads, and whether the call failed (carried as a
+/// flag, never guessed back from the text).
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    /// The tool-result message for the conversation.
+    pub message: ChatMessage,
+    /// Whether the call failed (bad arguments, refused, tool error, or plugin crash).
+    pub is_error: bool,
+}
+
 /// Decides whether a call may run at all, before it reaches a plugin (Dream's restricted
 /// tool set uses one). A refusal becomes the call's error result.
 pub trait ToolGate: Send + Sync {
@@ -18,7 +28,7 @@ pub trait ToolGate: Send + Sync {
     fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
 }
 
-/// Runs `calls` and returns one tool-result message per call, in the calls' order.
+/// Runs `calls` and returns one output per call, in the calls' order.
 ///
 /// Consecutive read-only calls run concurrently; any other call runs alone, so writes and
 /// exclusive tools such as `exec` never overlap with anything.
@@ -28,7 +38,7 @@ pub async fn execute(
     context: &CallContext,
     max_chars: usize,
     gate: Option<&dyn ToolGate>,
-) -> Vec<ChatMessage> {
+) -> Vec<ToolOutput> {
     let read_only: Vec<bool> = calls.iter().map(|c| is_read_only(host, &c.function.name)).collect();
     let mut results = Vec::with_capacity(calls.len());
     let mut start = 0;
@@ -56,18 +66,18 @@ async fn run_one(
     context: &CallContext,
     max_chars: usize,
     gate: Option<&dyn ToolGate>,
-) -> ChatMessage {
+) -> ToolOutput {
     let arguments = parse_arguments(&call.function.name, &call.function.arguments)
         .and_then(|arguments| gate.map_or(Ok(()), |g| g.check(&call.function.name, &arguments)).map(|()| arguments));
-    let content = match arguments {
-        Err(message) => format!("Error: {message}{ERROR_HINT}"),
+    let (content, is_error) = match arguments {
+        Err(message) => (format!("Error: {message}{ERROR_HINT}"), true),
         Ok(arguments) => match host.call(&call.function.name, arguments, context.clone(), None).await {
-            Ok(result) if result.is_error => format!("{}{ERROR_HINT}", result.content),
-            Ok(result) => result.content,
-            Err(error) => format!("Error: {}{ERROR_HINT}", describe(&error)),
+            Ok(result) if result.is_error => (format!("{}{ERROR_HINT}", result.content), true),
+            Ok(result) => (result.content, false),
+            Err(error) => (format!("Error: {}{ERROR_HINT}", describe(&error)), true),
         },
     };
-    ChatMessage::tool_result(call, truncate(content, max_chars))
+    ToolOutput { message: ChatMessage::tool_result(call, truncate(content, max_chars)), is_error }
 }
 
 /// Parses the model's argument text; an empty string means no arguments.

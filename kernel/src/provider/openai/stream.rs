@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::error::ProviderError;
-use super::openai::parse_usage;
-use super::transport::parse_json;
-use super::types::{ChatResponse, Collector, Usage, finish_tool_calls, text_of};
+use super::parse_usage;
 use crate::message::ToolCall;
+use crate::provider::error::ProviderError;
+use crate::provider::transport::parse_json;
+use crate::provider::types::{ChatResponse, Collector, Usage, finish_tool_calls, text_of};
 
 /// The state of one streamed reply.
 pub(crate) struct ChunkReader<'a> {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::memory::history::HistoryEntry;
+use crate::history::HistoryEntry;
 use crate::message::Role;
 use crate::session::testdir::TestDir;
 
@@ -29,9 +29,13 @@ struct Scripted<'a> {
 }
 
 impl Summarizer for Scripted<'_> {
-    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, String> {
+    async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, ProviderError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        if self.fail { Err("HTTP 500".into()) } else { Ok(format!("- summary of {} messages", messages.len())) }
+        if self.fail {
+            Err(ProviderError::Server { status: 500, message: "HTTP 500".into() })
+        } else {
+            Ok(format!("- summary of {} messages", messages.len()))
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use actix::prelude::*;
 use oxibot_proto::CallContext;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
-use super::Agent;
+use super::Engine;
 use super::hooks::CompositeHook;
 use super::runner::{Checkpoint, RunError, Turn, TurnEvent, TurnOutcome};
 use crate::message::ChatMessage;
@@ -27,8 +27,8 @@ pub enum TurnFailure {
 
 /// Runs one turn; stops itself when the turn ends.
 pub struct RunnerActor {
-    /// Services the turn uses.
-    agent: Arc<Agent>,
+    /// The model, tools and settings the turn uses.
+    engine: Arc<Engine>,
     /// Where the outcome goes; taken when the turn ends or is stopped.
     reply: Option<oneshot::Sender<Result<TurnOutcome, TurnFailure>>>,
     /// The running loop, so `StopTurn` can cancel it.
@@ -37,8 +37,8 @@ pub struct RunnerActor {
 
 impl RunnerActor {
     /// A runner for one turn.
-    pub fn new(agent: Arc<Agent>) -> RunnerActor {
-        RunnerActor { agent, reply: None, work: None }
+    pub fn new(engine: Arc<Engine>) -> RunnerActor {
+        RunnerActor { engine, reply: None, work: None }
     }
 }
 
@@ -68,13 +68,13 @@ impl Handler<RunTurn> for RunnerActor {
     fn handle(&mut self, turn: RunTurn, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         self.reply = Some(tx);
-        let agent = self.agent.clone();
+        let engine = self.engine.clone();
         let work = async move {
-            let tools = agent.host.tools();
+            let tools = engine.host().tools();
             let run = Turn {
-                provider: &agent.provider,
-                host: &agent.host,
-                spec: &agent.spec,
+                provider: engine.provider(),
+                host: engine.host(),
+                spec: engine.spec(),
                 tools,
                 call_context: turn.call_context,
                 hooks: turn.hooks,

@@ -3,14 +3,16 @@
 
 use serde_json::{Map, Value, json};
 
-use super::error::{ProviderError, shorten};
-use super::openai_stream::ChunkReader;
-use super::registry::Resolution;
-use super::transport::{Transport, is_event_stream};
-use super::types::{
+mod stream;
+
+use crate::message::{ChatMessage, Role, ToolCall};
+use crate::provider::error::{ProviderError, shorten};
+use crate::provider::registry::Resolution;
+use crate::provider::transport::{Transport, is_event_stream};
+use crate::provider::types::{
     ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream, text_of,
 };
-use crate::message::{ChatMessage, Role, ToolCall};
+use stream::ChunkReader;
 
 /// A client for one OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -213,5 +215,4 @@ pub(crate) fn parse_usage(usage: &Value) -> Usage {
 }
 
 #[cfg(test)]
-#[path = "openai_tests.rs"]
 mod tests;

@@ -3,8 +3,10 @@
 
 use serde_json::Value;
 
-use crate::memory::consolidator::SAFETY_TOKENS;
 use crate::message::{ChatMessage, Role};
+
+/// Tokens kept free besides the reply, for estimation error.
+pub const SAFETY_TOKENS: u32 = 1024;
 
 /// Old tool results are cut to this many characters when the request is too big.
 const SHRUNK_TOOL_RESULT_CHARS: usize = 2000;

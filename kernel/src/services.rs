@@ -1,0 +1,145 @@
+//! Kernel services: what every actor above the turn shares — the config, the workspace, the
+//! session and history stores, the system-prompt builder, and the [`Engine`] a turn runs with.
+//!
+//! Actors get an `Arc<Services>` (or just the `Arc<Engine>` when a turn is all they run); the
+//! fields stay private so that what an actor may touch is what these methods hand out.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use crate::config::Config;
+use crate::context::ContextBuilder;
+use crate::history::HistoryStore;
+use crate::plugin::PluginHost;
+use crate::provider::Provider;
+use crate::session::SessionStore;
+use crate::turn::Engine;
+use crate::turn::runner::RunSpec;
+
+/// Longest tool result kept in a conversation, in characters.
+pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
+
+/// The kernel's shared services.
+pub struct Services {
+    /// The loaded config.
+    config: Config,
+    /// The workspace directory.
+    workspace: PathBuf,
+    /// Model, tools and turn settings.
+    engine: Arc<Engine>,
+    /// Session files.
+    sessions: Arc<SessionStore>,
+    /// `memory/history.jsonl` and its cursors.
+    history: Arc<HistoryStore>,
+    /// System-prompt builder; it caches workspace files, hence the lock.
+    context: Mutex<ContextBuilder>,
+    /// When the kernel started, for `/status`.
+    started: Instant,
+    /// Whether sessions are consolidated in the background after each turn (off for a
+    /// one-shot `oxibot agent -m`, which exits right after its answer).
+    background_consolidation: bool,
+}
+
+impl Services {
+    /// Assembles the services; `stream` chooses streamed model replies.
+    pub fn new(config: Config, workspace: PathBuf, provider: Provider, host: PluginHost, stream: bool) -> Services {
+        let spec = run_spec(&config, stream);
+        Services {
+            sessions: Arc::new(SessionStore::new(&workspace)),
+            history: Arc::new(HistoryStore::new(&workspace)),
+            context: Mutex::new(ContextBuilder::new(workspace.clone())),
+            engine: Arc::new(Engine::new(provider, host, spec)),
+            config,
+            workspace,
+            started: Instant::now(),
+            background_consolidation: true,
+        }
+    }
+
+    /// The same services with background consolidation on or off.
+    pub fn with_background_consolidation(mut self, on: bool) -> Services {
+        self.background_consolidation = on;
+        self
+    }
+
+    /// The loaded config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The workspace directory.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// Model, tools and turn settings, as a handle a turn can keep.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The LLM client.
+    pub fn provider(&self) -> &Provider {
+        self.engine.provider()
+    }
+
+    /// The plugin host (tools, and in the gateway the channels).
+    pub fn host(&self) -> &PluginHost {
+        self.engine.host()
+    }
+
+    /// The configured turn settings.
+    pub fn spec(&self) -> &RunSpec {
+        self.engine.spec()
+    }
+
+    /// Session files.
+    pub fn sessions(&self) -> &Arc<SessionStore> {
+        &self.sessions
+    }
+
+    /// `memory/history.jsonl` and its cursors.
+    pub fn history(&self) -> &Arc<HistoryStore> {
+        &self.history
+    }
+
+    /// The system prompt for a session of `channel`.
+    pub fn system_prompt(&self, channel: &str) -> String {
+        self.context.lock().unwrap_or_else(PoisonError::into_inner).system_prompt(channel)
+    }
+
+    /// Runs `read` with the prompt builder (its caches stay warm between calls).
+    pub fn with_context<T>(&self, read: impl FnOnce(&mut ContextBuilder) -> T) -> T {
+        read(&mut self.context.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// When the kernel started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Whether sessions are consolidated in the background after each turn.
+    pub fn background_consolidation(&self) -> bool {
+        self.background_consolidation
+    }
+
+    /// The configured IANA timezone name, if any.
+    pub fn timezone(&self) -> Option<&str> {
+        self.config.agents.defaults.timezone.as_deref()
+    }
+}
+
+/// Turn settings from the config's agent defaults.
+fn run_spec(config: &Config, stream: bool) -> RunSpec {
+    let defaults = &config.agents.defaults;
+    RunSpec {
+        model: defaults.model.clone(),
+        max_tokens: defaults.max_tokens,
+        temperature: defaults.temperature,
+        reasoning_effort: defaults.reasoning_effort.clone(),
+        max_iterations: defaults.max_tool_iterations.max(1),
+        stream,
+        max_tool_result_chars: MAX_TOOL_RESULT_CHARS,
+        context_window: defaults.context_window_tokens,
+    }
+}
