@@ -41,11 +41,11 @@ fn temp_path(dir: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::testdir::TestDir;
+    use crate::testing::TempDir;
 
     #[test]
     fn write_atomic_replaces_the_whole_file_and_leaves_no_temporary_file() {
-        let dir = TestDir::new("atomic");
+        let dir = TempDir::new("atomic");
         let path = dir.path().join("sub/cursor");
         write_atomic(&path, b"a long first version").unwrap();
         write_atomic(&path, b"7").unwrap();

@@ -373,7 +373,7 @@ pub fn timestamp_now(timezone: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::testdir::TestDir;
+    use crate::testing::TempDir;
 
     fn origin(session: &str, through: usize) -> Option<Origin> {
         Some(Origin { session: session.into(), through })
@@ -381,7 +381,7 @@ mod tests {
 
     #[test]
     fn appends_number_entries_from_one_and_record_the_last_cursor() {
-        let dir = TestDir::new("history-append");
+        let dir = TempDir::new("history-append");
         let store = HistoryStore::new(dir.path());
         assert_eq!(store.append("2026-04-03 00:02", "- likes tea", origin("cli:direct", 4)).unwrap(), 1);
         assert_eq!(store.append("2026-04-03 00:05", "- moved to Lyon", None).unwrap(), 2);
@@ -397,7 +397,7 @@ mod tests {
 
     #[test]
     fn a_new_store_continues_after_the_larger_of_the_file_and_the_cursor_file() {
-        let dir = TestDir::new("history-continue");
+        let dir = TempDir::new("history-continue");
         HistoryStore::new(dir.path()).append("t", "a", None).unwrap();
         // A kill between the line and `.cursor`: the file is ahead.
         fs::write(dir.path().join(CURSOR_FILE), "0").unwrap();
@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_cut_before_the_next_append() {
-        let dir = TestDir::new("history-torn");
+        let dir = TempDir::new("history-torn");
         let store = HistoryStore::new(dir.path());
         store.append("t", "kept", None).unwrap();
         let mut file = OpenOptions::new().append(true).open(store.path()).unwrap();
@@ -422,7 +422,7 @@ mod tests {
 
     #[test]
     fn archived_through_remembers_the_highest_index_per_session_across_restarts() {
-        let dir = TestDir::new("history-through");
+        let dir = TempDir::new("history-through");
         let store = HistoryStore::new(dir.path());
         assert_eq!(store.archived_through("cli:direct").unwrap(), None);
         store.append("t", "a", origin("cli:direct", 10)).unwrap();
@@ -435,7 +435,7 @@ mod tests {
 
     #[test]
     fn entries_after_skips_processed_ones_and_honours_the_limit() {
-        let dir = TestDir::new("history-after");
+        let dir = TempDir::new("history-after");
         let store = HistoryStore::new(dir.path());
         for n in 0..5 {
             store.append("t", &format!("e{n}"), None).unwrap();
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn compaction_past_a_thousand_entries_drops_only_what_dream_processed() {
-        let dir = TestDir::new("history-compact");
+        let dir = TempDir::new("history-compact");
         let store = HistoryStore::new(dir.path());
         let lines: String =
             (1..=1005).map(|n| format!("{{\"cursor\": {n}, \"timestamp\": \"t\", \"content\": \"e{n}\"}}\n")).collect();
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn the_tail_holds_the_newest_unprocessed_entries_in_order_whatever_the_file_size() {
-        let dir = TestDir::new("history-tail");
+        let dir = TempDir::new("history-tail");
         let store = HistoryStore::new(dir.path());
         let filler = "y".repeat(300);
         let lines: String = (1..=2000)

@@ -31,4 +31,6 @@ pub mod plugin;
 pub mod provider;
 pub mod services;
 pub mod session;
+#[cfg(test)]
+mod testing;
 pub mod turn;

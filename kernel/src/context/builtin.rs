@@ -76,7 +76,7 @@ fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::context::frontmatter;
-    use crate::context::testutil::TempWorkspace;
+    use crate::testing::TempDir;
 
     #[test]
     fn every_builtin_has_frontmatter_naming_it_and_describing_it() {
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn materialising_writes_missing_copies_and_repairs_changed_ones_only() {
-        let ws = TempWorkspace::new("builtin");
+        let ws = TempDir::new("builtin");
         let mut cache = FileCache::default();
         materialise(ws.path(), &mut cache).expect("materialise");
         for skill in BUILTINS {

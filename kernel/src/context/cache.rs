@@ -107,11 +107,11 @@ fn stamp_of(path: &Path) -> Option<Stamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::testutil::TempWorkspace;
+    use crate::testing::TempDir;
 
     #[test]
     fn unchanged_files_are_read_once_and_changed_files_again() {
-        let ws = TempWorkspace::new("cache");
+        let ws = TempDir::new("cache");
         let path = ws.write("a.md", "one");
         let mut cache = FileCache::default();
         assert_eq!(cache.read(&path).as_deref(), Some("one"));
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn missing_files_and_directories_read_as_none() {
-        let ws = TempWorkspace::new("cache-missing");
+        let ws = TempDir::new("cache-missing");
         let mut cache = FileCache::default();
         assert_eq!(cache.read(&ws.path().join("nope.md")), None);
         assert_eq!(cache.read(ws.path()), None);
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn remembered_writes_cost_no_read() {
-        let ws = TempWorkspace::new("cache-remember");
+        let ws = TempDir::new("cache-remember");
         let path = ws.write("b.md", "mine");
         let mut cache = FileCache::default();
         cache.remember(&path, "mine");

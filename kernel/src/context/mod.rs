@@ -31,8 +31,6 @@ mod skills;
 mod templates;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod testutil;
 
 use std::path::{Path, PathBuf};
 

@@ -144,7 +144,7 @@ fn summary_line(info: &SkillInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::testutil::TempWorkspace;
+    use crate::testing::TempDir;
 
     fn find<'a>(skills: &'a [Skill], name: &str) -> &'a Skill {
         skills.iter().find(|s| s.info.name == name).unwrap_or_else(|| panic!("no skill {name}"))
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn builtins_are_listed_at_their_workspace_copy() {
-        let ws = TempWorkspace::new("skills-builtin");
+        let ws = TempDir::new("skills-builtin");
         let skills = discover(ws.path(), &mut FileCache::default());
         let cron = find(&skills, "cron");
         assert_eq!(cron.info.source, SkillSource::Builtin);
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_workspace_skill_overrides_the_builtin_of_the_same_name() {
-        let ws = TempWorkspace::new("skills-override");
+        let ws = TempDir::new("skills-override");
         ws.write("skills/cron/SKILL.md", "---\nname: cron\ndescription: My own scheduler.\n---\nUse crontab.\n");
         ws.write("skills/notes/SKILL.md", "---\ndescription: Take notes.\n---\nWrite notes.\n");
         ws.write("skills/.hidden/SKILL.md", "---\ndescription: Hidden.\n---\n");
@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn an_unavailable_skill_lists_the_missing_program() {
-        let ws = TempWorkspace::new("skills-missing");
+        let ws = TempDir::new("skills-missing");
         ws.write(
             "skills/fancy/SKILL.md",
             "---\ndescription: Needs a tool.\nalways: true\nmetadata: {\"nanobot\":{\"requires\":{\"bins\":[\"oxibot-absent-bin\"]}}}\n---\nbody\n",
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_skill_without_frontmatter_is_described_by_its_name() {
-        let ws = TempWorkspace::new("skills-plain");
+        let ws = TempDir::new("skills-plain");
         ws.write("skills/plain/SKILL.md", "# Plain\nJust text.\n");
         let skills = discover(ws.path(), &mut FileCache::default());
         let plain = find(&skills, "plain");

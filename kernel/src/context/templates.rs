@@ -68,7 +68,7 @@ fn write_new(path: &Path, content: &str) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::testutil::TempWorkspace;
+    use crate::testing::TempDir;
 
     #[test]
     fn every_template_is_listed_with_content() {
@@ -81,7 +81,7 @@ mod tests {
 
     #[test]
     fn write_missing_templates_fills_an_empty_workspace() {
-        let ws = TempWorkspace::new("templates-fill");
+        let ws = TempDir::new("templates-fill");
         let root = ws.path().join("fresh");
         let written = write_missing_templates(&root).expect("write");
         assert_eq!(written.len(), templates().len());
@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn write_missing_templates_never_overwrites() {
-        let ws = TempWorkspace::new("templates-keep");
+        let ws = TempDir::new("templates-keep");
         ws.write("SOUL.md", "my soul");
         ws.write("memory/MEMORY.md", "");
         let written = write_missing_templates(ws.path()).expect("write");

@@ -2,12 +2,12 @@
 
 use chrono::{Duration, Utc};
 
-use super::testutil::TempWorkspace;
 use super::*;
+use crate::testing::TempDir;
 
 /// A workspace with every bootstrap file, a memory file, history, and one workspace skill.
-fn full_workspace(label: &str) -> TempWorkspace {
-    let ws = TempWorkspace::new(label);
+fn full_workspace(label: &str) -> TempDir {
+    let ws = TempDir::new(label);
     ws.write("AGENTS.md", "agents rules\n");
     ws.write("SOUL.md", "soul text\n");
     ws.write("USER.md", "user profile\n");
@@ -69,7 +69,7 @@ fn summary_lists_each_other_skill_with_its_path_and_availability() {
 
 #[test]
 fn missing_files_leave_their_sections_out() {
-    let ws = TempWorkspace::new("prompt-bare");
+    let ws = TempDir::new("prompt-bare");
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let prompt = builder.system_prompt("telegram");
     for absent in ["## AGENTS.md", "## SOUL.md", "---\n\n# Memory\n", "---\n\n# Recent History"] {
@@ -80,7 +80,7 @@ fn missing_files_leave_their_sections_out() {
 
 #[test]
 fn an_untouched_memory_template_is_left_out() {
-    let ws = TempWorkspace::new("prompt-template-memory");
+    let ws = TempDir::new("prompt-template-memory");
     write_missing_templates(ws.path()).expect("templates");
     let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
     assert!(!prompt.contains("# Memory\n\n# Long-term Memory"));
@@ -119,7 +119,7 @@ fn unchanged_files_are_not_read_again_and_changed_ones_are() {
 
 #[test]
 fn a_workspace_skill_overrides_the_builtin_in_the_prompt() {
-    let ws = TempWorkspace::new("prompt-override");
+    let ws = TempDir::new("prompt-override");
     ws.write(
         "skills/memory/SKILL.md",
         "---\nname: memory\ndescription: My memory rules.\nalways: true\n---\nMY MEMORY RULES\n",
@@ -135,7 +135,7 @@ fn a_workspace_skill_overrides_the_builtin_in_the_prompt() {
 
 #[test]
 fn recent_history_respects_the_dream_cursor_and_the_caps() {
-    let ws = TempWorkspace::new("prompt-history");
+    let ws = TempDir::new("prompt-history");
     let lines: Vec<String> = (1..=120)
         .map(|n| {
             serde_json::json!({"cursor": n, "timestamp": "2026-04-15 10:00", "content": format!("entry {n}")})
@@ -173,6 +173,6 @@ fn runtime_block_merges_into_the_user_text_and_strips_off_again() {
 fn a_relative_or_tilde_workspace_becomes_absolute() {
     let builder = ContextBuilder::new(std::path::PathBuf::from("some/relative/ws"));
     assert!(builder.workspace().is_absolute());
-    let ws = TempWorkspace::new("prompt-abs");
+    let ws = TempDir::new("prompt-abs");
     assert_eq!(ContextBuilder::new(ws.path().to_path_buf()).workspace(), ws.path());
 }

@@ -204,11 +204,11 @@ fn new_code(state: &PairingFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::testdir::TestDir;
+    use crate::testing::TempDir;
 
     #[test]
     fn everyone_and_listed_senders_pass_and_others_do_not() {
-        let dir = TestDir::new("access-list");
+        let dir = TempDir::new("access-list");
         let access = Access::open(&dir.path().join("pairing.json"));
         assert_eq!(access.decide("t", &AllowFrom::Everyone, "1", None, "1", false), Decision::Allow);
         let only = AllowFrom::Only(vec!["42".into(), "@sam".into()]);
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn an_unknown_sender_in_a_direct_chat_gets_one_code_and_approval_lets_them_in_for_good() {
-        let dir = TestDir::new("access-pair");
+        let dir = TempDir::new("access-pair");
         let path = dir.path().join("pairing.json");
         let access = Access::open(&path);
         let Decision::SendCode(code) = access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false) else {

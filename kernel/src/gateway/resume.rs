@@ -60,11 +60,11 @@ fn last_line(file: &mut File) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::testdir::TestDir;
+    use crate::testing::TempDir;
 
     #[test]
     fn only_channel_sessions_ending_with_a_user_message_are_found() {
-        let dir = TestDir::new("resume");
+        let dir = TempDir::new("resume");
         let write = |name: &str, key: &str, last: &str| {
             let header = format!("{{\"_type\": \"metadata\", \"key\": \"{key}\"}}");
             std::fs::write(

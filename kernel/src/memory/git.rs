@@ -494,64 +494,9 @@ fn remove_if_present(path: &Path) -> Result<(), GitError> {
 /// Temporary workspaces and the real `git` command line, for this module's and
 /// the actor's tests.
 #[cfg(test)]
-pub(crate) mod test_support {
-    use std::path::{Path, PathBuf};
-    use std::process::Command;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-    /// A fresh directory under the system temp dir, removed on drop.
-    pub struct TempDir(pub PathBuf);
-
-    impl TempDir {
-        pub fn new(label: &str) -> TempDir {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let path = std::env::temp_dir().join(format!("oxibot-git-{label}-{}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).expect("create temp dir");
-            TempDir(path)
-        }
-
-        pub fn write(&self, rel: &str, content: &str) {
-            let path = self.0.join(rel);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("create dirs");
-            std::fs::write(path, content).expect("write file");
-        }
-
-        pub fn read(&self, rel: &str) -> String {
-            std::fs::read_to_string(self.0.join(rel)).expect("read file")
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    /// Runs `git -C dir args…` (with a test identity) and returns its stdout.
-    pub fn git(dir: &Path, args: &[&str]) -> String {
-        let output = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=Tester", "-c", "user.email=tester@example.com"])
-            .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
-            .args(args)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .expect("run git");
-        assert!(output.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::test_support::{TempDir, git};
     use super::*;
+    use crate::testing::{TempDir, git};
 
     /// A workspace with all three memory files and an initialised store.
     fn initialised(label: &str) -> (TempDir, GitStore) {
@@ -559,7 +504,7 @@ mod tests {
         dir.write("SOUL.md", "# Soul\n");
         dir.write("USER.md", "# User\n");
         dir.write("memory/MEMORY.md", "old fact\n");
-        let store = GitStore::new(&dir.0);
+        let store = GitStore::new(&dir.path());
         store.init().expect("init");
         (dir, store)
     }
@@ -568,16 +513,16 @@ mod tests {
     fn init_creates_a_repository_whose_log_shows_the_init_commit() {
         let dir = TempDir::new("init");
         dir.write("SOUL.md", "# Soul\n");
-        let outcome = GitStore::new(&dir.0).init().expect("init");
+        let outcome = GitStore::new(&dir.path()).init().expect("init");
         let InitOutcome::Created { commit: Some(commit) } = outcome else { panic!("{outcome:?}") };
         assert_eq!(commit.message, "init: memory files");
         assert_eq!(commit.short.len(), 7);
         assert_eq!(commit.time.len(), "2026-01-02 03:04".len());
-        let log = git(&dir.0, &["log", "--oneline"]);
+        let log = git(&dir.path(), &["log", "--oneline"]);
         assert_eq!(log.trim(), format!("{} init: memory files", commit.short));
-        let files = git(&dir.0, &["ls-files"]);
+        let files = git(&dir.path(), &["ls-files"]);
         assert_eq!(files.lines().collect::<Vec<_>>(), [".gitignore", "SOUL.md"]);
-        assert_eq!(GitStore::new(&dir.0).init().expect("reopen"), InitOutcome::Opened);
+        assert_eq!(GitStore::new(&dir.path()).init().expect("reopen"), InitOutcome::Opened);
     }
 
     #[test]
@@ -587,9 +532,9 @@ mod tests {
         dir.write("sessions/x.jsonl", "{}");
         dir.write("memory/history.jsonl", "{}");
         dir.write("skills/a/SKILL.md", "a");
-        assert_eq!(git(&dir.0, &["status", "--porcelain", "--untracked-files=all"]), "");
+        assert_eq!(git(&dir.path(), &["status", "--porcelain", "--untracked-files=all"]), "");
         dir.write("memory/MEMORY.md", "new fact\n");
-        assert_eq!(git(&dir.0, &["status", "--porcelain", "--untracked-files=all"]), " M memory/MEMORY.md\n");
+        assert_eq!(git(&dir.path(), &["status", "--porcelain", "--untracked-files=all"]), " M memory/MEMORY.md\n");
     }
 
     #[test]
@@ -598,8 +543,10 @@ mod tests {
         dir.write("USER.md", "# User\nlikes tea\n");
         let commit = store.commit("memory: user likes tea").expect("commit").expect("a commit");
         assert_eq!(commit.message, "memory: user likes tea");
-        assert_eq!(commit.sha, git(&dir.0, &["rev-parse", "HEAD"]).trim());
-        assert!(git(&dir.0, &["log", "--oneline"]).starts_with(&format!("{} memory: user likes tea\n", commit.short)));
+        assert_eq!(commit.sha, git(&dir.path(), &["rev-parse", "HEAD"]).trim());
+        assert!(
+            git(&dir.path(), &["log", "--oneline"]).starts_with(&format!("{} memory: user likes tea\n", commit.short))
+        );
         assert_eq!(store.commit("nothing").expect("commit"), None);
         dir.write("notes.txt", "ignored files are not committed");
         assert_eq!(store.commit("still nothing").expect("commit"), None);
@@ -608,9 +555,9 @@ mod tests {
     #[test]
     fn commit_records_a_deleted_memory_file() {
         let (dir, store) = initialised("delete");
-        std::fs::remove_file(dir.0.join("USER.md")).expect("remove");
+        std::fs::remove_file(dir.path().join("USER.md")).expect("remove");
         assert!(store.commit("memory: forget the user").expect("commit").is_some());
-        assert!(!git(&dir.0, &["ls-files"]).contains("USER.md"));
+        assert!(!git(&dir.path(), &["ls-files"]).contains("USER.md"));
     }
 
     #[test]
@@ -664,20 +611,20 @@ mod tests {
     fn restore_puts_the_files_back_as_before_the_commit() {
         let (dir, store) = initialised("restore");
         dir.write("memory/MEMORY.md", "rewritten by a dream\n");
-        std::fs::remove_file(dir.0.join("USER.md")).expect("remove");
+        std::fs::remove_file(dir.path().join("USER.md")).expect("remove");
         let dream = store.commit("dream: rewrite").expect("commit").expect("a commit");
         dir.write("USER.md", "# User\nmade by the dream's successor\n");
         let later = store.commit("memory: new user").expect("commit").expect("a commit");
         let restored = store.restore(&later.short).expect("restore");
         assert_eq!(restored.message, format!("restore: files as before {}", later.short));
-        assert!(!dir.0.join("USER.md").exists(), "USER.md did not exist before {}", later.short);
+        assert!(!dir.path().join("USER.md").exists(), "USER.md did not exist before {}", later.short);
         assert_eq!(dir.read("memory/MEMORY.md"), "rewritten by a dream\n");
         let restored = store.restore(&dream.sha).expect("restore");
         assert_eq!(dir.read("memory/MEMORY.md"), "old fact\n");
         assert_eq!(dir.read("USER.md"), "# User\n");
-        let log = git(&dir.0, &["log", "--oneline"]);
+        let log = git(&dir.path(), &["log", "--oneline"]);
         assert!(log.starts_with(&format!("{} restore: files as before {}\n", restored.short, dream.short)), "{log}");
-        assert_eq!(git(&dir.0, &["status", "--porcelain"]), "");
+        assert_eq!(git(&dir.path(), &["status", "--porcelain"]), "");
         assert!(matches!(store.restore(&dream.sha), Err(GitError::AlreadyRestored { .. })));
     }
 
@@ -692,16 +639,16 @@ mod tests {
     fn a_workspace_inside_another_repository_leaves_that_repository_untouched() {
         let outer = TempDir::new("outer");
         outer.write("dotfile", "x\n");
-        git(&outer.0, &["init", "-q"]);
-        git(&outer.0, &["add", "dotfile"]);
-        git(&outer.0, &["commit", "-q", "-m", "dotfiles"]);
+        git(&outer.path(), &["init", "-q"]);
+        git(&outer.path(), &["add", "dotfile"]);
+        git(&outer.path(), &["commit", "-q", "-m", "dotfiles"]);
         outer.write("dotfile", "changed, not staged\n");
-        let status_before = git(&outer.0, &["status", "--porcelain"]);
-        let head_before = git(&outer.0, &["rev-parse", "HEAD"]);
-        let index_before = std::fs::read(outer.0.join(".git/index")).expect("index");
-        let config_before = std::fs::read(outer.0.join(".git/config")).expect("config");
+        let status_before = git(&outer.path(), &["status", "--porcelain"]);
+        let head_before = git(&outer.path(), &["rev-parse", "HEAD"]);
+        let index_before = std::fs::read(outer.path().join(".git/index")).expect("index");
+        let config_before = std::fs::read(outer.path().join(".git/config")).expect("config");
 
-        let workspace = outer.0.join("workspace");
+        let workspace = outer.path().join("workspace");
         std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
         std::fs::write(workspace.join("memory/MEMORY.md"), "fact\n").expect("write");
         let store = GitStore::new(&workspace);
@@ -709,10 +656,10 @@ mod tests {
         std::fs::write(workspace.join("memory/MEMORY.md"), "fact 2\n").expect("write");
         assert!(store.commit("memory: edit").expect("commit").is_some());
 
-        assert_eq!(std::fs::read(outer.0.join(".git/index")).expect("index"), index_before);
-        assert_eq!(std::fs::read(outer.0.join(".git/config")).expect("config"), config_before);
-        assert_eq!(git(&outer.0, &["rev-parse", "HEAD"]), head_before);
-        assert_eq!(git(&outer.0, &["status", "--porcelain"]), format!("{status_before}?? workspace/\n"));
+        assert_eq!(std::fs::read(outer.path().join(".git/index")).expect("index"), index_before);
+        assert_eq!(std::fs::read(outer.path().join(".git/config")).expect("config"), config_before);
+        assert_eq!(git(&outer.path(), &["rev-parse", "HEAD"]), head_before);
+        assert_eq!(git(&outer.path(), &["status", "--porcelain"]), format!("{status_before}?? workspace/\n"));
         assert_eq!(git(&workspace, &["log", "--format=%s"]), "memory: edit\ninit: memory files\n");
     }
 
@@ -720,26 +667,26 @@ mod tests {
     fn a_foreign_repository_in_the_workspace_is_refused_and_untouched() {
         let dir = TempDir::new("foreign");
         dir.write("SOUL.md", "mine\n");
-        git(&dir.0, &["init", "-q"]);
-        git(&dir.0, &["add", "SOUL.md"]);
-        git(&dir.0, &["commit", "-q", "-m", "user commit"]);
+        git(&dir.path(), &["init", "-q"]);
+        git(&dir.path(), &["add", "SOUL.md"]);
+        git(&dir.path(), &["commit", "-q", "-m", "user commit"]);
         dir.write("SOUL.md", "edited\n");
-        let head_before = git(&dir.0, &["rev-parse", "HEAD"]);
-        let index_before = std::fs::read(dir.0.join(".git/index")).expect("index");
-        let store = GitStore::new(&dir.0);
-        assert!(matches!(store.init(), Err(GitError::ForeignRepository { path }) if path == dir.0.join(".git")));
+        let head_before = git(&dir.path(), &["rev-parse", "HEAD"]);
+        let index_before = std::fs::read(dir.path().join(".git/index")).expect("index");
+        let store = GitStore::new(&dir.path());
+        assert!(matches!(store.init(), Err(GitError::ForeignRepository { path }) if path == dir.path().join(".git")));
         assert!(matches!(store.commit("dream: x"), Err(GitError::ForeignRepository { .. })));
         assert!(matches!(store.log(5, None), Err(GitError::ForeignRepository { .. })));
-        assert_eq!(git(&dir.0, &["rev-parse", "HEAD"]), head_before);
-        assert_eq!(std::fs::read(dir.0.join(".git/index")).expect("index"), index_before);
-        assert!(!dir.0.join(".gitignore").exists());
-        assert_eq!(git(&dir.0, &["status", "--porcelain"]), " M SOUL.md\n");
+        assert_eq!(git(&dir.path(), &["rev-parse", "HEAD"]), head_before);
+        assert_eq!(std::fs::read(dir.path().join(".git/index")).expect("index"), index_before);
+        assert!(!dir.path().join(".gitignore").exists());
+        assert_eq!(git(&dir.path(), &["status", "--porcelain"]), " M SOUL.md\n");
     }
 
     #[test]
     fn operations_before_init_say_the_repository_is_missing() {
         let dir = TempDir::new("missing");
-        assert!(matches!(GitStore::new(&dir.0).log(5, None), Err(GitError::NotInitialized { .. })));
+        assert!(matches!(GitStore::new(&dir.path()).log(5, None), Err(GitError::NotInitialized { .. })));
     }
 
     #[test]

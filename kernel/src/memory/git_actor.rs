@@ -145,13 +145,13 @@ impl Handler<RestoreCommit> for GitActor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::git::test_support::{TempDir, git};
+    use crate::testing::{TempDir, git};
 
     #[test]
     fn the_actor_versions_the_memory_files_through_messages() {
         let dir = TempDir::new("actor");
         dir.write("memory/MEMORY.md", "old fact\n");
-        let workspace = dir.0.clone();
+        let workspace = dir.path().to_path_buf();
         actix::System::new().block_on(async move {
             let addr = GitActor::start(workspace.clone());
             let init = addr.send(InitRepo).await.expect("mailbox").expect("init");
@@ -170,14 +170,14 @@ mod tests {
             assert!(matches!(unknown, Err(GitError::UnknownCommit { .. })));
         });
         assert_eq!(dir.read("memory/MEMORY.md"), "old fact\n");
-        assert_eq!(git(&dir.0, &["log", "--format=%s"]).lines().count(), 3);
+        assert_eq!(git(&dir.path(), &["log", "--format=%s"]).lines().count(), 3);
     }
 
     #[test]
     fn the_actor_switches_versioning_off_in_a_foreign_repository() {
         let dir = TempDir::new("actor-foreign");
-        git(&dir.0, &["init", "-q"]);
-        let workspace = dir.0.clone();
+        git(&dir.path(), &["init", "-q"]);
+        let workspace = dir.path().to_path_buf();
         actix::System::new().block_on(async move {
             let addr = GitActor::start(workspace);
             let init = addr.send(InitRepo).await.expect("mailbox");
@@ -185,7 +185,7 @@ mod tests {
             let commit = addr.send(CommitMemory { message: "dream: x".into() }).await.expect("mailbox");
             assert!(matches!(commit, Err(GitError::Disabled)));
         });
-        assert_eq!(git(&dir.0, &["status", "--porcelain"]), "");
+        assert_eq!(git(&dir.path(), &["status", "--porcelain"]), "");
     }
 
     #[test]

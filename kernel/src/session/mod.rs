@@ -32,8 +32,6 @@ mod format;
 mod key;
 mod repair;
 mod store;
-#[cfg(test)]
-pub(crate) mod testdir;
 
 use std::path::PathBuf;
 

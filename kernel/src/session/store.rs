@@ -259,9 +259,9 @@ mod tests {
 
     use super::*;
     use crate::message::{Role, ToolCall};
-    use crate::session::testdir::TestDir;
+    use crate::testing::TempDir;
 
-    fn store_in(dir: &TestDir) -> SessionStore {
+    fn store_in(dir: &TempDir) -> SessionStore {
         SessionStore::new(dir.path())
     }
 
@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_loads_as_a_new_empty_session_and_the_first_append_creates_it() {
-        let dir = TestDir::new("missing");
+        let dir = TempDir::new("missing");
         let store = store_in(&dir);
         let LoadedSession { mut session, repaired } = store.load("cli:direct").unwrap();
         assert!(session.messages.is_empty());
@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn messages_round_trip_with_tool_calls_and_unknown_fields() {
-        let dir = TestDir::new("roundtrip");
+        let dir = TempDir::new("roundtrip");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         let call = ToolCall::new("call_1", "exec", r#"{"command": "ls"}"#);
@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn a_nanobot_written_file_loads_and_keeps_its_keys_after_save_metadata() {
-        let dir = TestDir::new("nanobot");
+        let dir = TempDir::new("nanobot");
         let store = store_in(&dir);
         let path = store.path_for("cli:direct");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -391,7 +391,7 @@ mod tests {
 
     #[test]
     fn appending_ten_messages_to_ten_thousand_does_not_rewrite_the_file() {
-        let dir = TestDir::new("long");
+        let dir = TempDir::new("long");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         session.messages = conversation(5_000);
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn append_stamps_messages_without_a_timestamp_and_keeps_the_others() {
-        let dir = TestDir::new("stamps");
+        let dir = TempDir::new("stamps");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         let mut old = user("old");
@@ -432,7 +432,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_dropped_and_the_file_repaired() {
-        let dir = TestDir::new("torn");
+        let dir = TempDir::new("torn");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         store.append(&mut session, conversation(2)).unwrap();
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_file_cut_at_any_byte_of_the_last_append_loads_the_turns_before_it() {
-        let dir = TestDir::new("cuts");
+        let dir = TempDir::new("cuts");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         store.append(&mut session, conversation(1)).unwrap();
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn a_damaged_middle_line_is_an_error_naming_file_and_line() {
-        let dir = TestDir::new("damaged");
+        let dir = TempDir::new("damaged");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         store.append(&mut session, conversation(2)).unwrap();
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn a_missing_final_newline_is_added_on_load() {
-        let dir = TestDir::new("newline");
+        let dir = TempDir::new("newline");
         let store = store_in(&dir);
         let path = store.path_for("cli:direct");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -506,7 +506,7 @@ mod tests {
 
     #[test]
     fn save_metadata_in_place_keeps_the_file_length_and_inode() {
-        let dir = TestDir::new("inplace");
+        let dir = TempDir::new("inplace");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         store.append(&mut session, conversation(3)).unwrap();
@@ -527,7 +527,7 @@ mod tests {
 
     #[test]
     fn metadata_outgrowing_its_pad_rewrites_the_file_atomically_with_a_wider_pad() {
-        let dir = TestDir::new("outgrow");
+        let dir = TempDir::new("outgrow");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         store.append(&mut session, conversation(3)).unwrap();
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn metadata_past_the_in_place_limit_is_always_rewritten_whole() {
-        let dir = TestDir::new("huge");
+        let dir = TempDir::new("huge");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         session.metadata.insert("runtime_checkpoint".into(), json!("y".repeat(IN_PLACE_LIMIT)));
@@ -570,7 +570,7 @@ mod tests {
 
     #[test]
     fn rewrite_after_clear_leaves_only_the_metadata_line() {
-        let dir = TestDir::new("clear");
+        let dir = TempDir::new("clear");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         store.append(&mut session, conversation(3)).unwrap();
@@ -586,7 +586,7 @@ mod tests {
 
     #[test]
     fn a_file_without_a_leading_metadata_line_is_given_one_on_the_first_append() {
-        let dir = TestDir::new("headless");
+        let dir = TempDir::new("headless");
         let store = store_in(&dir);
         let path = store.path_for("cli:direct");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_consolidation_cursor_past_the_end_is_clamped_on_load() {
-        let dir = TestDir::new("cursor");
+        let dir = TempDir::new("cursor");
         let store = store_in(&dir);
         let path = store.path_for("cli:direct");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -614,7 +614,7 @@ mod tests {
 
     #[test]
     fn a_failed_append_leaves_the_session_unchanged() {
-        let dir = TestDir::new("failed");
+        let dir = TempDir::new("failed");
         let store = store_in(&dir);
         let mut session = Session::new("cli:direct");
         // A directory where the file should be makes every write fail.

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::*;
 use crate::history::HistoryEntry;
 use crate::message::Role;
-use crate::session::testdir::TestDir;
+use crate::testing::TempDir;
 
 /// Every message counts `per_message` tokens; the fixed part `fixed`.
 struct Counted {
@@ -40,7 +40,7 @@ impl Summarizer for Scripted<'_> {
 }
 
 struct Fixture {
-    dir: TestDir,
+    dir: TempDir,
     store: SessionStore,
     history: HistoryStore,
     session: SharedSession,
@@ -49,7 +49,7 @@ struct Fixture {
 
 /// A session of `turns` user/assistant pairs, saved to disk.
 fn fixture(name: &str, turns: usize) -> Fixture {
-    let dir = TestDir::new(name);
+    let dir = TempDir::new(name);
     let store = SessionStore::new(dir.path());
     let mut session = store.load("cli:direct").unwrap().session;
     let messages = (0..turns)
