@@ -22,6 +22,7 @@
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
+//! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -38,6 +39,7 @@ mod gateway;
 mod gateway_channels;
 mod host_calls;
 mod host_failures;
+mod layering;
 mod memory;
 mod nanobot_compat;
 mod orphans;

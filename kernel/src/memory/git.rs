@@ -504,7 +504,7 @@ mod tests {
         dir.write("SOUL.md", "# Soul\n");
         dir.write("USER.md", "# User\n");
         dir.write("memory/MEMORY.md", "old fact\n");
-        let store = GitStore::new(&dir.path());
+        let store = GitStore::new(dir.path());
         store.init().expect("init");
         (dir, store)
     }
@@ -513,16 +513,16 @@ mod tests {
     fn init_creates_a_repository_whose_log_shows_the_init_commit() {
         let dir = TempDir::new("init");
         dir.write("SOUL.md", "# Soul\n");
-        let outcome = GitStore::new(&dir.path()).init().expect("init");
+        let outcome = GitStore::new(dir.path()).init().expect("init");
         let InitOutcome::Created { commit: Some(commit) } = outcome else { panic!("{outcome:?}") };
         assert_eq!(commit.message, "init: memory files");
         assert_eq!(commit.short.len(), 7);
         assert_eq!(commit.time.len(), "2026-01-02 03:04".len());
-        let log = git(&dir.path(), &["log", "--oneline"]);
+        let log = git(dir.path(), &["log", "--oneline"]);
         assert_eq!(log.trim(), format!("{} init: memory files", commit.short));
-        let files = git(&dir.path(), &["ls-files"]);
+        let files = git(dir.path(), &["ls-files"]);
         assert_eq!(files.lines().collect::<Vec<_>>(), [".gitignore", "SOUL.md"]);
-        assert_eq!(GitStore::new(&dir.path()).init().expect("reopen"), InitOutcome::Opened);
+        assert_eq!(GitStore::new(dir.path()).init().expect("reopen"), InitOutcome::Opened);
     }
 
     #[test]
@@ -532,9 +532,9 @@ mod tests {
         dir.write("sessions/x.jsonl", "{}");
         dir.write("memory/history.jsonl", "{}");
         dir.write("skills/a/SKILL.md", "a");
-        assert_eq!(git(&dir.path(), &["status", "--porcelain", "--untracked-files=all"]), "");
+        assert_eq!(git(dir.path(), &["status", "--porcelain", "--untracked-files=all"]), "");
         dir.write("memory/MEMORY.md", "new fact\n");
-        assert_eq!(git(&dir.path(), &["status", "--porcelain", "--untracked-files=all"]), " M memory/MEMORY.md\n");
+        assert_eq!(git(dir.path(), &["status", "--porcelain", "--untracked-files=all"]), " M memory/MEMORY.md\n");
     }
 
     #[test]
@@ -543,9 +543,9 @@ mod tests {
         dir.write("USER.md", "# User\nlikes tea\n");
         let commit = store.commit("memory: user likes tea").expect("commit").expect("a commit");
         assert_eq!(commit.message, "memory: user likes tea");
-        assert_eq!(commit.sha, git(&dir.path(), &["rev-parse", "HEAD"]).trim());
+        assert_eq!(commit.sha, git(dir.path(), &["rev-parse", "HEAD"]).trim());
         assert!(
-            git(&dir.path(), &["log", "--oneline"]).starts_with(&format!("{} memory: user likes tea\n", commit.short))
+            git(dir.path(), &["log", "--oneline"]).starts_with(&format!("{} memory: user likes tea\n", commit.short))
         );
         assert_eq!(store.commit("nothing").expect("commit"), None);
         dir.write("notes.txt", "ignored files are not committed");
@@ -557,7 +557,7 @@ mod tests {
         let (dir, store) = initialised("delete");
         std::fs::remove_file(dir.path().join("USER.md")).expect("remove");
         assert!(store.commit("memory: forget the user").expect("commit").is_some());
-        assert!(!git(&dir.path(), &["ls-files"]).contains("USER.md"));
+        assert!(!git(dir.path(), &["ls-files"]).contains("USER.md"));
     }
 
     #[test]
@@ -622,9 +622,9 @@ mod tests {
         let restored = store.restore(&dream.sha).expect("restore");
         assert_eq!(dir.read("memory/MEMORY.md"), "old fact\n");
         assert_eq!(dir.read("USER.md"), "# User\n");
-        let log = git(&dir.path(), &["log", "--oneline"]);
+        let log = git(dir.path(), &["log", "--oneline"]);
         assert!(log.starts_with(&format!("{} restore: files as before {}\n", restored.short, dream.short)), "{log}");
-        assert_eq!(git(&dir.path(), &["status", "--porcelain"]), "");
+        assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
         assert!(matches!(store.restore(&dream.sha), Err(GitError::AlreadyRestored { .. })));
     }
 
@@ -639,12 +639,12 @@ mod tests {
     fn a_workspace_inside_another_repository_leaves_that_repository_untouched() {
         let outer = TempDir::new("outer");
         outer.write("dotfile", "x\n");
-        git(&outer.path(), &["init", "-q"]);
-        git(&outer.path(), &["add", "dotfile"]);
-        git(&outer.path(), &["commit", "-q", "-m", "dotfiles"]);
+        git(outer.path(), &["init", "-q"]);
+        git(outer.path(), &["add", "dotfile"]);
+        git(outer.path(), &["commit", "-q", "-m", "dotfiles"]);
         outer.write("dotfile", "changed, not staged\n");
-        let status_before = git(&outer.path(), &["status", "--porcelain"]);
-        let head_before = git(&outer.path(), &["rev-parse", "HEAD"]);
+        let status_before = git(outer.path(), &["status", "--porcelain"]);
+        let head_before = git(outer.path(), &["rev-parse", "HEAD"]);
         let index_before = std::fs::read(outer.path().join(".git/index")).expect("index");
         let config_before = std::fs::read(outer.path().join(".git/config")).expect("config");
 
@@ -658,8 +658,8 @@ mod tests {
 
         assert_eq!(std::fs::read(outer.path().join(".git/index")).expect("index"), index_before);
         assert_eq!(std::fs::read(outer.path().join(".git/config")).expect("config"), config_before);
-        assert_eq!(git(&outer.path(), &["rev-parse", "HEAD"]), head_before);
-        assert_eq!(git(&outer.path(), &["status", "--porcelain"]), format!("{status_before}?? workspace/\n"));
+        assert_eq!(git(outer.path(), &["rev-parse", "HEAD"]), head_before);
+        assert_eq!(git(outer.path(), &["status", "--porcelain"]), format!("{status_before}?? workspace/\n"));
         assert_eq!(git(&workspace, &["log", "--format=%s"]), "memory: edit\ninit: memory files\n");
     }
 
@@ -667,26 +667,26 @@ mod tests {
     fn a_foreign_repository_in_the_workspace_is_refused_and_untouched() {
         let dir = TempDir::new("foreign");
         dir.write("SOUL.md", "mine\n");
-        git(&dir.path(), &["init", "-q"]);
-        git(&dir.path(), &["add", "SOUL.md"]);
-        git(&dir.path(), &["commit", "-q", "-m", "user commit"]);
+        git(dir.path(), &["init", "-q"]);
+        git(dir.path(), &["add", "SOUL.md"]);
+        git(dir.path(), &["commit", "-q", "-m", "user commit"]);
         dir.write("SOUL.md", "edited\n");
-        let head_before = git(&dir.path(), &["rev-parse", "HEAD"]);
+        let head_before = git(dir.path(), &["rev-parse", "HEAD"]);
         let index_before = std::fs::read(dir.path().join(".git/index")).expect("index");
-        let store = GitStore::new(&dir.path());
+        let store = GitStore::new(dir.path());
         assert!(matches!(store.init(), Err(GitError::ForeignRepository { path }) if path == dir.path().join(".git")));
         assert!(matches!(store.commit("dream: x"), Err(GitError::ForeignRepository { .. })));
         assert!(matches!(store.log(5, None), Err(GitError::ForeignRepository { .. })));
-        assert_eq!(git(&dir.path(), &["rev-parse", "HEAD"]), head_before);
+        assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), head_before);
         assert_eq!(std::fs::read(dir.path().join(".git/index")).expect("index"), index_before);
         assert!(!dir.path().join(".gitignore").exists());
-        assert_eq!(git(&dir.path(), &["status", "--porcelain"]), " M SOUL.md\n");
+        assert_eq!(git(dir.path(), &["status", "--porcelain"]), " M SOUL.md\n");
     }
 
     #[test]
     fn operations_before_init_say_the_repository_is_missing() {
         let dir = TempDir::new("missing");
-        assert!(matches!(GitStore::new(&dir.path()).log(5, None), Err(GitError::NotInitialized { .. })));
+        assert!(matches!(GitStore::new(dir.path()).log(5, None), Err(GitError::NotInitialized { .. })));
     }
 
     #[test]

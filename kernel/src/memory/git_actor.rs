@@ -170,13 +170,13 @@ mod tests {
             assert!(matches!(unknown, Err(GitError::UnknownCommit { .. })));
         });
         assert_eq!(dir.read("memory/MEMORY.md"), "old fact\n");
-        assert_eq!(git(&dir.path(), &["log", "--format=%s"]).lines().count(), 3);
+        assert_eq!(git(dir.path(), &["log", "--format=%s"]).lines().count(), 3);
     }
 
     #[test]
     fn the_actor_switches_versioning_off_in_a_foreign_repository() {
         let dir = TempDir::new("actor-foreign");
-        git(&dir.path(), &["init", "-q"]);
+        git(dir.path(), &["init", "-q"]);
         let workspace = dir.path().to_path_buf();
         actix::System::new().block_on(async move {
             let addr = GitActor::start(workspace);
@@ -185,7 +185,7 @@ mod tests {
             let commit = addr.send(CommitMemory { message: "dream: x".into() }).await.expect("mailbox");
             assert!(matches!(commit, Err(GitError::Disabled)));
         });
-        assert_eq!(git(&dir.path(), &["status", "--porcelain"]), "");
+        assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
     }
 
     #[test]
