@@ -5,18 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures_util::FutureExt as _;
 use oxibot_kernel::agent::{SessionManager, TurnReply};
 use oxibot_kernel::memory::dream_actor::StartSchedule;
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
-use tokio::signal::unix::{Signal, SignalKind};
-use tokio::sync::mpsc;
+use tokio::signal::unix::SignalKind;
 
 use super::CommonArgs;
 use super::kernel::{Setup, WorkspaceDefault};
 use super::repl;
-use super::stream::{Style, TurnView};
+use super::stream::Style;
+use super::turn::send;
 
 /// Options of `oxibot agent`.
 #[derive(Debug, Clone)]
@@ -47,7 +46,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         }
         let code = match &options.message {
             Some(message) => one_shot(&manager, &options, style, message).await,
-            None => repl::run(&manager, &options, style).await,
+            None => repl::run(&manager, &options.session, style).await,
         };
         services.host().shutdown().await;
         code
@@ -88,49 +87,5 @@ async fn one_shot(
             eprintln!("error: {error}");
             Ok(ExitCode::FAILURE)
         }
-    }
-}
-
-/// Sends one message and shows the turn as it happens; returns the final reply. With
-/// `interrupts`, Ctrl-C (SIGINT) stops the turn.
-pub async fn send(
-    manager: &SessionManager,
-    session: &str,
-    text: &str,
-    style: Style,
-    mut interrupts: Option<&mut Signal>,
-) -> anyhow::Result<TurnReply> {
-    // A Ctrl-C pressed just after the previous reply ended must not stop this one.
-    if let Some(signal) = interrupts.as_deref_mut() {
-        while let Some(Some(())) = signal.recv().now_or_never() {}
-    }
-    let (events, mut rx) = mpsc::unbounded_channel();
-    let mut view = TurnView::start(style);
-    let turn = manager.send(session, text, events);
-    tokio::pin!(turn);
-    let reply = loop {
-        tokio::select! {
-            biased;
-            Some(event) = rx.recv() => view.event(&event),
-            reply = &mut turn => break reply,
-            Some(()) = interrupted(interrupts.as_deref_mut()) => {
-                manager.stop(session);
-                view.stopping();
-            }
-        }
-    };
-    // Every event was sent before the reply: show the ones not taken yet.
-    while let Ok(event) = rx.try_recv() {
-        view.event(&event);
-    }
-    view.finish(reply.as_ref().ok())?;
-    Ok(reply?)
-}
-
-/// The next SIGINT, or never without a listener.
-async fn interrupted(signal: Option<&mut Signal>) -> Option<()> {
-    match signal {
-        Some(signal) => signal.recv().await,
-        None => std::future::pending().await,
     }
 }

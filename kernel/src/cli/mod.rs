@@ -16,6 +16,7 @@ mod spinner;
 mod status;
 mod stream;
 mod tools;
+mod turn;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
 #[derive(Debug, Parser)]

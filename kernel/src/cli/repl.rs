@@ -14,14 +14,14 @@ use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
 
-use super::agent::{AgentOptions, send};
 use super::stream::Style;
+use super::turn::send;
 
 /// The prompt as the line editor measures it, and as it is shown.
 const PROMPT: (&str, &str) = ("you › ", "\x1b[1;32myou ›\x1b[0m ");
 
 /// Runs the conversation until the user leaves.
-pub async fn run(manager: &SessionManager, options: &AgentOptions, style: Style) -> anyhow::Result<ExitCode> {
+pub async fn run(manager: &SessionManager, session: &str, style: Style) -> anyhow::Result<ExitCode> {
     let stdin_tty = std::io::stdin().is_terminal();
     let mut input = if stdin_tty && style.stdout_tty { Input::editor(history_path()) } else { Input::plain(stdin_tty) };
     if stdin_tty {
@@ -38,7 +38,7 @@ pub async fn run(manager: &SessionManager, options: &AgentOptions, style: Style)
         if matches!(line, "exit" | "quit" | "/exit" | "/quit") {
             break;
         }
-        if let Err(error) = send(manager, &options.session, line, style, Some(&mut interrupts)).await {
+        if let Err(error) = send(manager, session, line, style, Some(&mut interrupts)).await {
             eprintln!("error: {error}");
         }
     }
