@@ -5,7 +5,7 @@
 //! [`RestartTracker`]: it either stops itself so actix's `Supervisor` restarts it — the
 //! `restarting` hook publishes the new state and `started` spawns a fresh instance after the
 //! backoff — or it gives up and stays alive in the `Failed` state so status queries still see
-//! it. Handlers never panic (a panic would kill the actor for good, see DESIGN.md).
+//! it. Handlers never panic (a panic would kill the actor for good, see ARCHITECTURE.md).
 //!
 //! Tool and channel plugins share this path. An instance emits [`PluginEvent::Ready`] once it
 //! is published as ready and [`PluginEvent::Down`] once its process is gone and its reader has
@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use oxibot_proto::{Feature, Goodbye, Message as Wire, PeerKind, ToolSpec};
+use oxibot_proto::{Goodbye, Message as Wire, PeerKind};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -23,61 +23,12 @@ use super::connection::{CloseCause, Connection, ConnectionTasks};
 use super::error::{PluginError, StartError};
 use super::events::PluginEvent;
 use super::handshake;
-use super::host::HostShared;
 use super::policy::{RestartTracker, Verdict};
 use super::process::{Launch, PluginProcess};
 use super::rundir::random_hex;
+use super::shared::HostShared;
+use super::slot::{Evict, SlotState};
 use super::spec::PluginSpec;
-
-/// What a plugin slot is doing, published through a `watch` channel to callers and status.
-#[derive(Clone)]
-pub enum SlotState {
-    /// The first instance is being started.
-    Starting,
-    /// Serving calls.
-    Ready {
-        /// Handle for making calls.
-        conn: Connection,
-        /// The process id.
-        pid: u32,
-        /// The tools from its manifest (none for a channel).
-        tools: Vec<ToolSpec>,
-        /// The kind it announced in `hello`.
-        kind: PeerKind,
-        /// The features it announced in `hello`.
-        features: Vec<Feature>,
-    },
-    /// An instance died and a new one is being started.
-    Restarting {
-        /// Why the last instance ended.
-        reason: String,
-    },
-    /// Given up on; calls fail at once with the reason.
-    Failed {
-        /// Why.
-        reason: String,
-    },
-    /// Shut down by the host.
-    Stopped,
-}
-
-impl SlotState {
-    /// A one-word label: `starting`, `running`, `restarting`, `failed`, `stopped`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            SlotState::Starting => "starting",
-            SlotState::Ready { .. } => "running",
-            SlotState::Restarting { .. } => "restarting",
-            SlotState::Failed { .. } => "failed",
-            SlotState::Stopped => "stopped",
-        }
-    }
-
-    /// Whether the state will not change without outside help (ready, failed or stopped).
-    pub fn is_settled(&self) -> bool {
-        matches!(self, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped)
-    }
-}
 
 /// How an instance ended.
 enum InstanceEnd {
@@ -152,7 +103,7 @@ impl PluginActor {
             shared: self.shared.clone(),
             state: self.state.clone(),
             kind: self.kind.clone(),
-            addr: ctx.address(),
+            evict: ctx.address().recipient(),
         };
         ctx.spawn(instance.run(stop_rx).into_actor(self).map(|end, actor, ctx| actor.instance_ended(end, ctx)));
     }
@@ -245,14 +196,6 @@ impl Handler<Shutdown> for PluginActor {
     }
 }
 
-/// Tells a plugin that a plugin of higher precedence took one of its tool names.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Evict {
-    /// The clash, for `oxibot tools list`.
-    pub reason: String,
-}
-
 impl Handler<Evict> for PluginActor {
     type Result = ();
 
@@ -272,7 +215,8 @@ struct Instance {
     shared: Arc<HostShared>,
     state: Arc<watch::Sender<SlotState>>,
     kind: Arc<Mutex<PeerKind>>,
-    addr: Addr<PluginActor>,
+    /// Where the registry sends `Evict` if a plugin of higher precedence takes a tool name.
+    evict: Recipient<Evict>,
 }
 
 impl Instance {
@@ -285,7 +229,7 @@ impl Instance {
         let tools = handshaken.manifest.tools.clone();
         let (kind, features) = (handshaken.hello.kind.clone(), handshaken.hello.features.clone());
         *self.kind.lock().unwrap_or_else(PoisonError::into_inner) = kind.clone();
-        if let Err(clash) = self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.addr) {
+        if let Err(clash) = self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.evict) {
             let _ = process.kill_and_reap(Duration::from_millis(200)).await;
             return InstanceEnd::Conflict(clash);
         }

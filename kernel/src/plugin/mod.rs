@@ -18,13 +18,16 @@ pub mod policy;
 pub mod process;
 pub mod registry;
 pub mod rundir;
+pub mod shared;
+pub mod slot;
 pub mod spec;
 pub mod wire;
 
-pub use actor::SlotState;
 pub use discover::{PluginSources, channel_spec, discover};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;
-pub use host::{HostConfig, PluginHost, PluginStatus};
+pub use host::{PluginHost, PluginStatus};
 pub use policy::RestartPolicy;
+pub use shared::HostConfig;
+pub use slot::SlotState;
 pub use spec::{Origin, PluginSpec};

@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use actix::Addr;
+use actix::Recipient;
 use oxibot_proto::ToolSpec;
 use tokio::sync::watch;
 
-use super::actor::{Evict, PluginActor, SlotState};
+use super::slot::{Evict, SlotState};
 
 /// Where a tool call goes.
 #[derive(Clone)]
@@ -25,14 +25,14 @@ struct Owner {
     /// Discovery precedence of the owning plugin (lower wins a clash).
     index: usize,
     /// The owner's actor, to disable it when a plugin of higher precedence claims its tools.
-    addr: Addr<PluginActor>,
+    addr: Recipient<Evict>,
     /// The owner's published state, marked failed at once when it loses a clash.
     state: Arc<watch::Sender<SlotState>>,
 }
 
 /// A plugin that lost a tool-name clash and is to be disabled.
 struct Loser {
-    addr: Addr<PluginActor>,
+    addr: Recipient<Evict>,
     state: Arc<watch::Sender<SlotState>>,
     reason: String,
 }
@@ -58,7 +58,7 @@ impl ToolRegistry {
         index: usize,
         tools: &[ToolSpec],
         slot: &Arc<watch::Sender<SlotState>>,
-        addr: &Addr<PluginActor>,
+        addr: &Recipient<Evict>,
     ) -> Result<(), String> {
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
         *self.json.write().unwrap_or_else(PoisonError::into_inner) = None;

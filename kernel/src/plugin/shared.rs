@@ -1,0 +1,48 @@
+//! What the host shares with its plugin actors (`HostShared`) and how it runs plugins
+//! (`HostConfig`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::events::EventBus;
+use super::policy::RestartPolicy;
+use super::registry::ToolRegistry;
+use super::rundir::RunDir;
+
+/// How the host runs plugins.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The `oxibot` binary used as launcher (see `launcher.rs`); `None` spawns plugins
+    /// directly, without the guarantee that they die with the kernel.
+    pub launcher: Option<PathBuf>,
+    /// How long a plugin has to connect, say hello and send its manifest.
+    pub handshake_timeout: Duration,
+    /// Timeout of a call to a tool whose manifest gives none.
+    pub default_call_timeout: Duration,
+    /// Backoff and restart limits.
+    pub restart: RestartPolicy,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            launcher: None,
+            handshake_timeout: Duration::from_secs(5),
+            default_call_timeout: Duration::from_secs(120),
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// State shared by the host and its plugin actors.
+pub struct HostShared {
+    /// Private directory for the one-shot sockets.
+    pub run_dir: RunDir,
+    /// Timeouts and policy.
+    pub config: HostConfig,
+    /// Tool name → plugin.
+    pub registry: ToolRegistry,
+    /// Unsolicited events (channel messages, starts and deaths) for the gateway.
+    pub events: Arc<EventBus>,
+}

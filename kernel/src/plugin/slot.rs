@@ -1,0 +1,65 @@
+//! What a plugin slot is doing (`SlotState`, published to callers and status) and the
+//! message that disables a plugin whose tool names a plugin of higher precedence took.
+
+use actix::prelude::*;
+use oxibot_proto::{Feature, PeerKind, ToolSpec};
+
+use super::connection::Connection;
+
+/// What a plugin slot is doing, published through a `watch` channel to callers and status.
+#[derive(Clone)]
+pub enum SlotState {
+    /// The first instance is being started.
+    Starting,
+    /// Serving calls.
+    Ready {
+        /// Handle for making calls.
+        conn: Connection,
+        /// The process id.
+        pid: u32,
+        /// The tools from its manifest (none for a channel).
+        tools: Vec<ToolSpec>,
+        /// The kind it announced in `hello`.
+        kind: PeerKind,
+        /// The features it announced in `hello`.
+        features: Vec<Feature>,
+    },
+    /// An instance died and a new one is being started.
+    Restarting {
+        /// Why the last instance ended.
+        reason: String,
+    },
+    /// Given up on; calls fail at once with the reason.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// Shut down by the host.
+    Stopped,
+}
+
+impl SlotState {
+    /// A one-word label: `starting`, `running`, `restarting`, `failed`, `stopped`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            SlotState::Starting => "starting",
+            SlotState::Ready { .. } => "running",
+            SlotState::Restarting { .. } => "restarting",
+            SlotState::Failed { .. } => "failed",
+            SlotState::Stopped => "stopped",
+        }
+    }
+
+    /// Whether the state will not change without outside help (ready, failed or stopped).
+    pub fn is_settled(&self) -> bool {
+        matches!(self, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped)
+    }
+}
+
+/// Tells a plugin that a plugin of higher precedence took one of its tool names.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Evict {
+    /// The clash, for `oxibot tools list`.
+    pub reason: String,
+}
