@@ -293,7 +293,7 @@ impl TurnJob {
 
     fn consolidate_request(&self, scope: Scope, fixed_prompt: Arc<str>) -> Consolidate {
         Consolidate {
-            key: self.key.to_string(),
+            key: self.key.clone(),
             session: self.session.clone(),
             ledger: self.ledger.clone(),
             fixed_prompt,

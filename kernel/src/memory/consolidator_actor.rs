@@ -13,6 +13,7 @@ use super::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
 use crate::services::Services;
+use crate::session::SessionKey;
 use crate::turn::hooks::strip_think_blocks;
 
 /// Most tokens a summary may take.
@@ -23,7 +24,7 @@ pub struct ConsolidatorActor {
     /// Provider, stores and budget settings.
     services: Arc<Services>,
     /// One lock per session key, held while that session is being consolidated.
-    running: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    running: HashMap<SessionKey, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl ConsolidatorActor {
@@ -51,8 +52,8 @@ pub enum Scope {
 #[derive(Message)]
 #[rtype(result = "Result<Report, ConsolidateError>")]
 pub struct Consolidate {
-    /// The session key.
-    pub key: String,
+    /// The session.
+    pub key: SessionKey,
     /// The session, as loaded in its actor.
     pub session: SharedSession,
     /// Its token counts.
