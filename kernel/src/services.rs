@@ -42,11 +42,19 @@ pub struct Services {
 }
 
 impl Services {
-    /// Assembles the services; `stream` chooses streamed model replies.
-    pub fn new(config: Config, workspace: PathBuf, provider: Provider, host: PluginHost, stream: bool) -> Services {
+    /// Assembles the services; sessions are kept under `data_dir` (see
+    /// [`SessionStore::for_workspace`]) and `stream` chooses streamed model replies.
+    pub fn new(
+        config: Config,
+        workspace: PathBuf,
+        data_dir: &Path,
+        provider: Provider,
+        host: PluginHost,
+        stream: bool,
+    ) -> Services {
         let spec = run_spec(&config, stream);
         Services {
-            sessions: Arc::new(SessionStore::new(&workspace)),
+            sessions: Arc::new(SessionStore::for_workspace(&workspace, data_dir)),
             history: Arc::new(HistoryStore::new(&workspace)),
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
             engine: Arc::new(Engine::new(provider, host, spec)),

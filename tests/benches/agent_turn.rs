@@ -40,12 +40,12 @@ fn main() {
     home.write("config.json", &config.to_string());
     let config = Config::parse(&config.to_string(), Path::new("bench.json")).unwrap();
     std::fs::write(workspace.join("notes.md"), "a short file\n").unwrap();
-    seed_long_session(&workspace, "bench:long", 10_000);
+    seed_long_session(&workspace, home.path(), "bench:long", 10_000);
 
     actix::System::new().block_on(async {
         let provider = Provider::from_config(&config).unwrap();
         let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
-        let services = Arc::new(Services::new(config.clone(), workspace.clone(), provider, host, true));
+        let services = Arc::new(Services::new(config.clone(), workspace.clone(), home.path(), provider, host, true));
         let manager = SessionManager::new(services.clone());
         let llm_alone = llm_round_trip(&llm, &config).await;
         report("LLM round trip alone (same HTTP client, same scripted server, no kernel)", &llm_alone);
@@ -64,8 +64,8 @@ fn main() {
 
 /// Writes a session of `count` messages whose history is consolidated up to the last 10,
 /// as the Consolidator keeps long sessions.
-fn seed_long_session(workspace: &Path, key: &str, count: usize) {
-    let store = SessionStore::new(workspace);
+fn seed_long_session(workspace: &Path, home: &Path, key: &str, count: usize) {
+    let store = SessionStore::for_workspace(workspace, home);
     let mut session = store.load(key).unwrap().session;
     let messages: Vec<ChatMessage> = (0..count)
         .map(|i| {

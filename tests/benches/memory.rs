@@ -118,7 +118,7 @@ fn message(i: usize) -> ChatMessage {
 
 /// A session of `length` messages, all but the last 20 consolidated, saved to disk.
 fn session(dir: &TempDir, length: usize) -> (SessionStore, SharedSession) {
-    let store = SessionStore::new(dir.path());
+    let store = SessionStore::in_dir(dir.path());
     let mut session = store.load("bench:memory").unwrap().session;
     store.append(&mut session, (0..length).map(message).collect()).unwrap();
     session.last_consolidated = length.saturating_sub(20);

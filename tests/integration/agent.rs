@@ -54,8 +54,13 @@ impl AgentEnv {
         self.command(&["agent", "-m", message]).output().unwrap()
     }
 
+    /// Where the kernel keeps the `cli:direct` session.
+    pub(crate) fn session_path(&self) -> PathBuf {
+        oxibot_tests::session_path(self.home.path(), &self.workspace, "cli:direct")
+    }
+
     pub(crate) fn session_lines(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.workspace.join("sessions/cli_direct.jsonl")).unwrap();
+        let text = std::fs::read_to_string(self.session_path()).unwrap();
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}")))
             .collect()
@@ -70,6 +75,21 @@ impl AgentEnv {
 
 pub(crate) fn roles(lines: &[Value]) -> Vec<String> {
     lines[1..].iter().map(|l| l["role"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn sessions_are_kept_in_the_data_dir_where_the_file_tools_cannot_reach_them() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), r#"{"path": "."}"#.into())]));
+    env.llm.push(Reply::Text("done".into()));
+    let out = env.agent("what is in my workspace?");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(!env.workspace.join("sessions").exists(), "no session directory inside the workspace");
+    assert!(env.session_path().starts_with(env.home.path().join("sessions")));
+    assert_eq!(roles(&env.session_lines()), ["user", "assistant", "tool", "assistant"]);
+    let listing = env.session_lines()[3]["content"].as_str().unwrap().to_owned();
+    assert!(!listing.starts_with("Error"), "list_dir ran: {listing}");
+    assert!(!listing.contains("sessions"), "the model's listing shows no session files: {listing}");
 }
 
 #[test]
@@ -250,7 +270,7 @@ fn a_kernel_killed_mid_turn_keeps_the_message_and_the_next_start_sends_a_valid_h
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let session = env.workspace.join("sessions/cli_direct.jsonl");
+    let session = env.session_path();
     let tool_call_stored = || std::fs::read_to_string(&session).is_ok_and(|t| t.contains("tool_calls"));
     assert!(wait_until(Duration::from_secs(15), tool_call_stored), "the tool call never reached the session file");
     sigkill(kernel.id());
@@ -335,7 +355,7 @@ async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
     let config = Config::load(&env.home.path().join("config.json")).unwrap();
     let provider = Provider::from_config(&config).unwrap();
     let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
-    let services = Arc::new(Services::new(config, env.workspace.clone(), provider, host, true));
+    let services = Arc::new(Services::new(config, env.workspace.clone(), env.home.path(), provider, host, true));
     let manager = Arc::new(SessionManager::new(services.clone()));
     let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
     let turn = {

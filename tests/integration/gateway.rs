@@ -105,13 +105,13 @@ impl GatewayEnv {
         serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
     }
 
-    /// A session file by name (`<channel>_<chat>.jsonl`), empty when missing.
-    pub(crate) fn session_file(&self, name: &str) -> String {
-        std::fs::read_to_string(self.workspace.join("sessions").join(name)).unwrap_or_default()
+    /// The file of session `key` (`channel:chat`), empty when missing.
+    pub(crate) fn session_file(&self, key: &str) -> String {
+        std::fs::read_to_string(oxibot_tests::session_path(self.home.path(), &self.workspace, key)).unwrap_or_default()
     }
 
     fn session_text(&self, chat: &str) -> String {
-        std::fs::read_to_string(self.workspace.join(format!("sessions/loopback_{chat}.jsonl"))).unwrap_or_default()
+        self.session_file(&format!("loopback:{chat}"))
     }
 }
 

@@ -126,7 +126,7 @@ fn the_api_channel_answers_a_standard_openai_request_whole_and_streamed() {
         assert!(done, "the stream ends with [DONE]");
         assert_eq!(text, "Streamed hello");
     });
-    let session = env.session_file("api_s1.jsonl");
+    let session = env.session_file("api:s1");
     assert!(session.contains("\"hi\"") && session.contains("\"again\""), "one session keeps both turns: {session}");
 }
 

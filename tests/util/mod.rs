@@ -113,6 +113,13 @@ pub fn oxibot(home: &Path, cwd: &Path, args: &[&str]) -> Output {
 }
 
 /// stdout of a command as text.
+/// Where the kernel keeps session `key` of `workspace` when its data dir is `home`: outside
+/// the workspace, in the data dir's private session directory.
+pub fn session_path(home: &Path, workspace: &Path, key: &str) -> PathBuf {
+    use oxibot_kernel::session::location::{private_dir, storage_name};
+    private_dir(home, workspace).join(storage_name(key))
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

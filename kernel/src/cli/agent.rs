@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use oxibot_kernel::agent::{SessionManager, TurnReply};
 use oxibot_kernel::memory::dream_actor::StartSchedule;
+use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
 use tokio::signal::unix::SignalKind;
@@ -37,8 +38,9 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
-        let services = Services::new(setup.config.clone(), setup.workspace.clone(), provider, host, true)
-            .with_background_consolidation(options.message.is_none());
+        let services =
+            Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+                .with_background_consolidation(options.message.is_none());
         let services = Arc::new(services);
         let manager = SessionManager::new(services.clone());
         if options.message.is_none() {

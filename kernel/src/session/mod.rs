@@ -1,5 +1,6 @@
-//! Conversation sessions on disk: `workspace/sessions/<channel>_<chat_id>.jsonl`, byte for byte
-//! the format nanobot reads and writes, kept cheap to update as sessions grow long.
+//! Conversation sessions on disk: `<data dir>/sessions/<workspace id>/<base64url key>.jsonl`
+//! (out of the model's reach, see [`location`]), byte for byte the format nanobot reads and
+//! writes, kept cheap to update as sessions grow long.
 //!
 //! A session file is JSON lines. The first line is a metadata record
 //! (`{"_type":"metadata","key":…,"created_at":…,"updated_at":…,"metadata":{…},
@@ -12,10 +13,13 @@
 //!   changed `last_consolidated` or `metadata` is written *in place* over the old line, same
 //!   length, with one `pwrite` at offset 0 (JSON readers, nanobot's included, ignore the
 //!   trailing spaces);
+//! - a session's first write creates its file with one `write` of the metadata line and the
+//!   messages, so the user's first message is in the file itself as soon as it returns;
 //! - only when the metadata outgrows its width, when the file came from nanobot (no padding),
 //!   or when the caller replaces the history ([`SessionStore::rewrite`]) is the whole file
 //!   written again: into a temporary file in the same directory, flushed to disk, then
-//!   renamed over the old one.
+//!   renamed over the old one. A temporary file a kill left behind is recovered (when it is
+//!   complete and newer) or removed on the next load.
 //!
 //! A process killed at any instant therefore leaves a file that loads: either the old or the
 //! new whole file, or the old file plus whole appended lines, or (if the kill landed inside
@@ -30,6 +34,8 @@
 
 mod format;
 mod key;
+pub mod location;
+mod recover;
 mod repair;
 mod store;
 

@@ -6,29 +6,57 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::format::{self, HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
+use super::location::{self, legacy_name, storage_name};
+use super::recover;
 use super::{DiskState, LoadedSession, Repair, Session, SessionError};
 use crate::message::ChatMessage;
 
-/// The session files of one workspace (`workspace/sessions/`).
+/// The session files of one workspace, kept in a directory of the data dir private to it
+/// (see [`location`]), where the model's file tools cannot reach them.
 ///
 /// Every method does its I/O synchronously; the session actor calls it from a blocking
 /// context.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
-    /// `workspace/sessions`, created on the first write.
+    /// The private session directory, created on the first write.
     dir: PathBuf,
+    /// Where older versions kept this workspace's sessions; a session found only there is
+    /// moved into `dir` when it is loaded.
+    legacy: Option<PathBuf>,
 }
 
 /// Makes temporary file names unique within the process (the pid covers other processes).
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl SessionStore {
-    /// The store for `workspace`; nothing is touched on disk until the first write.
-    pub fn new(workspace: &Path) -> SessionStore {
-        SessionStore { dir: workspace.join("sessions") }
+    /// The store of `workspace`'s sessions under `data_dir`: session files an older version
+    /// left in `<workspace>/sessions/` are moved into the private directory first (failures
+    /// are logged; such a file is moved again when its session is loaded).
+    pub fn for_workspace(workspace: &Path, data_dir: &Path) -> SessionStore {
+        let dir = location::private_dir(data_dir, workspace);
+        let legacy = location::legacy_dir(workspace);
+        if dir.starts_with(workspace) {
+            warn!(sessions = %dir.display(), workspace = %workspace.display(),
+                "the data dir is inside the workspace, so the file tools can reach the session files; move one of them");
+        }
+        match location::migrate_all(&legacy, &dir) {
+            Ok(0) => {}
+            Ok(moved) => info!(moved, to = %dir.display(), "moved session files out of the workspace"),
+            Err(error) => warn!(from = %legacy.display(), %error, "cannot move session files out of the workspace"),
+        }
+        if dir.exists() {
+            location::write_marker(&dir, workspace);
+        }
+        SessionStore { dir, legacy: Some(legacy) }
+    }
+
+    /// A store over the session files in `dir` (nothing is touched on disk until the first
+    /// write).
+    pub fn in_dir(dir: &Path) -> SessionStore {
+        SessionStore { dir: dir.to_path_buf(), legacy: None }
     }
 
     /// The sessions directory.
@@ -36,10 +64,10 @@ impl SessionStore {
         &self.dir
     }
 
-    /// The file of session `key`: `cli:direct` → `sessions/cli_direct.jsonl`. Colons and
-    /// characters unsafe in file names become `_`, as in nanobot, so both find the same file.
+    /// The file of session `key`: `cli:direct` → `Y2xpOmRpcmVjdA.jsonl` (the key in URL-safe
+    /// base64, as nanobot 0.3 names them).
     pub fn path_for(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{}.jsonl", format::file_stem(key)))
+        self.dir.join(storage_name(key))
     }
 
     /// Loads session `key`, or returns a new empty one when it has no file.
@@ -49,6 +77,8 @@ impl SessionStore {
     /// [`SessionError::Corrupt`], naming the file and line.
     pub fn load(&self, key: &str) -> Result<LoadedSession, SessionError> {
         let path = self.path_for(key);
+        recover::stale_temp_files(&path);
+        self.move_legacy_file(key, &path);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -89,6 +119,18 @@ impl SessionStore {
         Ok(LoadedSession { session, repaired })
     }
 
+    /// Moves the file an older version kept for `key` inside the workspace to `path`.
+    fn move_legacy_file(&self, key: &str, path: &Path) {
+        let Some(legacy) = &self.legacy else { return };
+        let old = legacy.join(legacy_name(key));
+        if path.exists() || !old.exists() {
+            return;
+        }
+        if let Err(error) = location::migrate_one(&old, path) {
+            warn!(from = %old.display(), %error, "cannot move a session file out of the workspace; reading it in place");
+        }
+    }
+
     /// Appends `messages` to the session and its file, stamping those without a
     /// `timestamp` with the current time.
     ///
@@ -126,7 +168,10 @@ impl SessionStore {
     /// has no header of ours yet).
     fn write_appended(&self, session: &mut Session, path: &Path, from: usize) -> Result<(), SessionError> {
         if session.disk.header_width == 0 {
-            return self.write_whole(session, path);
+            return match self.create(session, path)? {
+                true => Ok(()),
+                false => self.write_whole(session, path),
+            };
         }
         let mut lines = Vec::new();
         format::encode_messages(&session.messages[from..], &mut lines).map_err(|source| encode_error(path, source))?;
@@ -190,6 +235,33 @@ impl SessionStore {
             Err(source) => return Err(write_error(path, source)),
         };
         file.write_all_at(&line, 0).map_err(|source| write_error(path, source))?;
+        Ok(true)
+    }
+
+    /// Creates the file of a session that has none, with one `write` of the metadata line and
+    /// every message, so the user's first message is in the session's own file the moment
+    /// that write returns (a kill can only tear its end, which the next load drops). Returns
+    /// `false`, having written nothing, when a file already exists.
+    fn create(&self, session: &mut Session, path: &Path) -> Result<bool, SessionError> {
+        fs::create_dir_all(&self.dir).map_err(|source| write_error(&self.dir, source))?;
+        let header = format::header_json(session).map_err(|source| encode_error(path, source))?;
+        let width = format::width_for(header.len());
+        let mut bytes = format::pad_line(header, width);
+        format::encode_messages(&session.messages, &mut bytes).map_err(|source| encode_error(path, source))?;
+        let mut file = match File::create_new(path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(source) => return Err(write_error(path, source)),
+        };
+        if let Err(source) = file.write_all(&bytes) {
+            // Nothing of this session was on disk before: leave nothing half-written.
+            let _ = fs::remove_file(path);
+            return Err(write_error(path, source));
+        }
+        if let Err(error) = file.sync_all().and_then(|()| File::open(&self.dir)?.sync_all()) {
+            warn!(path = %path.display(), %error, "could not sync a new session file");
+        }
+        session.disk = DiskState { header_width: width };
         Ok(true)
     }
 
@@ -262,7 +334,7 @@ mod tests {
     use crate::testing::TempDir;
 
     fn store_in(dir: &TempDir) -> SessionStore {
-        SessionStore::new(dir.path())
+        SessionStore::in_dir(&dir.path().join("sessions"))
     }
 
     fn user(text: &str) -> ChatMessage {
@@ -299,11 +371,49 @@ mod tests {
     );
 
     #[test]
-    fn path_for_maps_the_key_to_a_safe_file_in_the_sessions_dir() {
-        let store = SessionStore::new(Path::new("/ws"));
-        assert_eq!(store.path_for("cli:direct"), Path::new("/ws/sessions/cli_direct.jsonl"));
-        assert_eq!(store.path_for("web:../x"), Path::new("/ws/sessions/web_.._x.jsonl"));
-        assert_eq!(store.path_for("telegram:1/2"), Path::new("/ws/sessions/telegram_1_2.jsonl"));
+    fn path_for_maps_the_key_to_its_base64_name_in_the_sessions_dir() {
+        let store = SessionStore::in_dir(Path::new("/data/sessions/0123"));
+        assert_eq!(store.path_for("cli:direct"), Path::new("/data/sessions/0123/Y2xpOmRpcmVjdA.jsonl"));
+        assert_eq!(store.path_for("web:../x"), Path::new("/data/sessions/0123/d2ViOi4uL3g.jsonl"));
+        assert_ne!(store.path_for("telegram:1/2"), store.path_for("telegram:1_2"));
+    }
+
+    #[test]
+    fn sessions_of_a_workspace_live_in_the_data_dir_and_old_files_move_there() {
+        let dir = TempDir::new("store-workspace");
+        let workspace = dir.path().join("workspace");
+        dir.write("workspace/sessions/cli_direct.jsonl", NANOBOT_FILE);
+        let store = SessionStore::for_workspace(&workspace, &dir.path().join("home"));
+        assert!(store.dir().starts_with(dir.path().join("home/sessions")));
+        assert!(!workspace.join("sessions/cli_direct.jsonl").exists(), "the old file moved");
+        let loaded = store.load("cli:direct").unwrap().session;
+        assert_eq!(loaded.messages.len(), 3);
+        assert_eq!(fs::read_to_string(store.path_for("cli:direct")).unwrap(), NANOBOT_FILE);
+    }
+
+    #[test]
+    fn an_old_file_that_appears_later_is_moved_when_its_session_loads() {
+        let dir = TempDir::new("store-late-legacy");
+        let workspace = dir.path().join("workspace");
+        let store = SessionStore::for_workspace(&workspace, &dir.path().join("home"));
+        dir.write("workspace/sessions/cli_direct.jsonl", NANOBOT_FILE);
+        assert_eq!(store.load("cli:direct").unwrap().session.messages.len(), 3);
+        assert!(store.path_for("cli:direct").exists());
+        assert!(!workspace.join("sessions/cli_direct.jsonl").exists());
+    }
+
+    #[test]
+    fn a_new_session_is_created_in_place_without_a_temporary_file() {
+        let dir = TempDir::new("store-create");
+        let store = store_in(&dir);
+        let mut session = store.load("cli:direct").unwrap().session;
+        store.append(&mut session, vec![user("remember this")]).unwrap();
+        assert!(temp_files_in(store.dir()).is_empty());
+        let lines = lines_of(&store.path_for("cli:direct"));
+        assert_eq!(lines[1]["content"], "remember this");
+        // The file grows by appends from here on.
+        store.append(&mut session, vec![ChatMessage::text(Role::Assistant, "noted")]).unwrap();
+        assert_eq!(store.load("cli:direct").unwrap().session.messages.len(), 2);
     }
 
     #[test]

@@ -50,7 +50,7 @@ struct Fixture {
 /// A session of `turns` user/assistant pairs, saved to disk.
 fn fixture(name: &str, turns: usize) -> Fixture {
     let dir = TempDir::new(name);
-    let store = SessionStore::new(dir.path());
+    let store = SessionStore::in_dir(dir.path());
     let mut session = store.load("cli:direct").unwrap().session;
     let messages = (0..turns)
         .flat_map(|i| {
