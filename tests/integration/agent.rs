@@ -71,6 +71,11 @@ impl AgentEnv {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
     }
+
+    /// Replaces the config file.
+    pub(crate) fn write_config(&self, config: &Value) {
+        self.home.write("config.json", &config.to_string());
+    }
 }
 
 pub(crate) fn roles(lines: &[Value]) -> Vec<String> {

@@ -21,6 +21,7 @@
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
+//! - `secrets`: provider errors scrubbed of keys; plugins start without the kernel's secrets;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
@@ -46,4 +47,5 @@ mod orphans;
 mod providers;
 mod python_plugin;
 mod sdk_plugin;
+mod secrets;
 mod tidy;

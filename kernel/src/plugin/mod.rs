@@ -10,6 +10,7 @@
 pub mod actor;
 pub mod connection;
 pub mod discover;
+pub mod environment;
 pub mod error;
 pub mod events;
 pub mod handshake;

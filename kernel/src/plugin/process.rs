@@ -11,6 +11,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use super::environment;
 use super::error::StartError;
 use super::spec::PluginSpec;
 
@@ -79,6 +80,9 @@ impl PluginProcess {
         };
         command
             .args(&spec.args)
+            // A scrubbed environment: keys and `${VAR}` values stay in the kernel.
+            .env_clear()
+            .envs(environment::inherited(std::env::vars_os()))
             .envs(&spec.env)
             .env(ENV_SOCKET, launch.socket)
             .env(ENV_TOKEN, launch.token)

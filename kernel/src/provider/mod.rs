@@ -9,6 +9,7 @@
 mod anthropic;
 mod error;
 mod openai;
+pub mod redact;
 pub mod registry;
 mod retry;
 pub mod sse;
@@ -18,6 +19,7 @@ mod types;
 use std::time::Duration;
 
 pub use error::ProviderError;
+use redact::Secrets;
 pub use registry::{Resolution, Wire};
 pub use retry::RetryPolicy;
 pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT};
@@ -49,6 +51,8 @@ pub struct Provider {
     client: Client,
     /// When to retry.
     retry: RetryPolicy,
+    /// Configured keys and headers, scrubbed from every error before it leaves the provider.
+    secrets: Secrets,
 }
 
 /// The wire formats, dispatched by hand (no boxed futures).
@@ -67,7 +71,9 @@ impl Provider {
     /// The provider for another model under the same config (Dream's model override).
     pub fn for_model(config: &Config, model: &str) -> Result<Provider, ProviderError> {
         let resolution = registry::resolve(config, model)?;
-        Provider::from_resolution(model, &resolution)
+        let mut provider = Provider::from_resolution(model, &resolution)?;
+        provider.secrets = Secrets::from_config(Some(config), &resolution);
+        Ok(provider)
     }
 
     /// A provider for an already resolved choice; `model` is the model as configured.
@@ -82,6 +88,7 @@ impl Provider {
             wire_model: resolution.wire_model.clone(),
             client,
             retry: RetryPolicy::default(),
+            secrets: Secrets::from_config(None, resolution),
         })
     }
 
@@ -144,7 +151,7 @@ impl Provider {
             let result = self.attempt(request, &model, stream, &mut forward).await;
             let error = match result {
                 Ok(reply) => return Ok(reply),
-                Err(error) => error,
+                Err(error) => self.secrets.scrub_error(error),
             };
             let Some(delay) = self.retry.delay_before(retry, &error) else {
                 return Err(error);
