@@ -67,6 +67,42 @@ async fn a_tool_name_clash_disables_the_later_plugin_with_a_clear_reason() {
 }
 
 #[actix_rt::test]
+async fn a_tool_with_an_invalid_name_is_refused_alone_and_the_plugin_keeps_its_other_tools() {
+    let host = start_host(vec![stress_spec("odd", &[("OXIBOT_STRESS_EXTRA_TOOL", "fs.read file")])]).await;
+    let status = &host.statuses()[0];
+    assert_eq!(status.state, "running");
+    assert_eq!(status.refused.len(), 1, "{:?}", status.refused);
+    assert!(status.refused[0].contains("\"fs.read file\" is not valid"), "{}", status.refused[0]);
+    assert!(!status.tools.iter().any(|t| t.contains(' ')), "{:?}", status.tools);
+    assert!(host.tools().iter().all(|t| t.name != "fs.read file"), "the invalid name is never offered to the model");
+    assert_eq!(
+        host.call("echo", json!({"text": "t"}), context(&std::env::temp_dir()), None).await.unwrap().content,
+        "t"
+    );
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn one_clashing_name_costs_only_that_tool_whichever_plugin_starts_first() {
+    let specs = vec![
+        stress_spec("builtin", &[("OXIBOT_STRESS_PREFIX", "a_"), ("OXIBOT_STRESS_EXTRA_TOOL", "b_echo")]),
+        stress_spec("addon", &[("OXIBOT_STRESS_PREFIX", "b_")]),
+    ];
+    let host = start_host(specs).await;
+    let statuses = host.statuses();
+    assert_eq!((statuses[0].state, statuses[1].state), ("running", "running"));
+    assert!(statuses[0].tools.contains(&"b_echo".to_owned()), "the plugin of higher precedence keeps the name");
+    assert!(statuses[0].refused.is_empty(), "{:?}", statuses[0].refused);
+    assert_eq!(statuses[1].refused.len(), 1, "{:?}", statuses[1].refused);
+    assert!(statuses[1].refused[0].contains("'b_echo'") && statuses[1].refused[0].contains("'builtin'"));
+    let ws = std::env::temp_dir();
+    assert_eq!(host.call("b_echo", json!({"text": "t"}), context(&ws), None).await.unwrap().content, "");
+    assert_eq!(host.call("b_noop", json!({}), context(&ws), None).await.unwrap().content, "", "addon's others work");
+    assert_eq!(host.call("a_echo", json!({"text": "t"}), context(&ws), None).await.unwrap().content, "t");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
 async fn an_unknown_tool_gets_a_did_you_mean_hint() {
     let host = start_host(vec![stress_spec("stress", &[])]).await;
     let error = host.call("ecoh", json!({}), context(&std::env::temp_dir()), None).await.unwrap_err();

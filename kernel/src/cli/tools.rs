@@ -88,6 +88,9 @@ fn write_table(out: &mut impl Write, statuses: &[PluginStatus]) -> std::io::Resu
         let tools = if status.tools.is_empty() { "-".to_owned() } else { status.tools.join(", ") };
         let kind = String::from(status.kind.clone());
         writeln!(out, "{:<width$}  {:<10}  {:>7}  {kind:<7}  {tools}", status.name, status.state, pid)?;
+        for refused in &status.refused {
+            writeln!(out, "{:<width$}  refused: {refused}", "")?;
+        }
         if let Some(reason) = &status.reason {
             writeln!(out, "{:<width$}  reason: {reason}", "")?;
         }
@@ -102,7 +105,7 @@ fn statuses_json(statuses: &[PluginStatus]) -> Value {
             .map(|s| {
                 json!({
                     "name": s.name, "kind": String::from(s.kind.clone()), "state": s.state, "reason": s.reason, "pid": s.pid,
-                    "tools": s.tools, "command": s.command, "origin": s.origin,
+                    "tools": s.tools, "refused": s.refused, "command": s.command, "origin": s.origin,
                 })
             })
             .collect(),

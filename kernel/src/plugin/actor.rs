@@ -229,9 +229,16 @@ impl Instance {
         let tools = handshaken.manifest.tools.clone();
         let (kind, features) = (handshaken.hello.kind.clone(), handshaken.hello.features.clone());
         *self.kind.lock().unwrap_or_else(PoisonError::into_inner) = kind.clone();
-        if let Err(clash) = self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.evict) {
-            let _ = process.kill_and_reap(Duration::from_millis(200)).await;
-            return InstanceEnd::Conflict(clash);
+        match self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.evict) {
+            Ok(refused) => {
+                for reason in refused {
+                    tracing::warn!(plugin = %self.spec.name, %reason, "tool not registered");
+                }
+            }
+            Err(clash) => {
+                let _ = process.kill_and_reap(Duration::from_millis(200)).await;
+                return InstanceEnd::Conflict(clash);
+            }
         }
         let channel_events = (kind == PeerKind::Channel).then(|| self.shared.events.clone());
         let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader, channel_events);

@@ -47,8 +47,10 @@ pub struct PluginStatus {
     pub reason: Option<String>,
     /// Its process id while running.
     pub pid: Option<u32>,
-    /// Names of its tools (when it is or was running).
+    /// Names of its registered tools (while it runs).
     pub tools: Vec<String>,
+    /// Tools it offered that are not registered, and why (an invalid name, a clash).
+    pub refused: Vec<String>,
     /// The command line that starts it.
     pub command: String,
     /// Where it was found.
@@ -177,7 +179,7 @@ impl PluginHost {
 
     /// The status of every plugin, in discovery order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
-        self.slots.iter().map(status_of).collect()
+        self.slots.iter().map(|slot| status_of(slot, &self.shared.registry)).collect()
     }
 
     /// Waits until every plugin is running, failed or stopped, or `limit` passes.
@@ -271,10 +273,10 @@ async fn wait_ready(
     }
 }
 
-fn status_of(slot: &Slot) -> PluginStatus {
+fn status_of(slot: &Slot, registry: &ToolRegistry) -> PluginStatus {
     let state = slot.state.borrow().clone();
     let (pid, tools, reason) = match &state {
-        SlotState::Ready { pid, tools, .. } => (Some(*pid), tools.iter().map(|t| t.name.clone()).collect(), None),
+        SlotState::Ready { pid, .. } => (Some(*pid), registry.tools_of(&slot.name), None),
         SlotState::Restarting { reason } | SlotState::Failed { reason } => (None, Vec::new(), Some(reason.clone())),
         SlotState::Starting | SlotState::Stopped => (None, Vec::new(), None),
     };
@@ -285,6 +287,7 @@ fn status_of(slot: &Slot) -> PluginStatus {
         reason,
         pid,
         tools,
+        refused: registry.refused(&slot.name),
         command: slot.spec.command_line(),
         origin: slot.spec.origin.to_string(),
     }

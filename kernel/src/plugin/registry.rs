@@ -24,17 +24,10 @@ struct Owner {
     route: Route,
     /// Discovery precedence of the owning plugin (lower wins a clash).
     index: usize,
-    /// The owner's actor, to disable it when a plugin of higher precedence claims its tools.
-    addr: Recipient<Evict>,
+    /// The owner's actor, to disable it when a plugin of higher precedence takes its last tool.
+    evict: Recipient<Evict>,
     /// The owner's published state, marked failed at once when it loses a clash.
     state: Arc<watch::Sender<SlotState>>,
-}
-
-/// A plugin that lost a tool-name clash and is to be disabled.
-struct Loser {
-    addr: Recipient<Evict>,
-    state: Arc<watch::Sender<SlotState>>,
-    reason: String,
 }
 
 /// Tool name → owning plugin.
@@ -44,57 +37,102 @@ pub struct ToolRegistry {
     /// Every spec as one JSON array, built on demand and dropped whenever `tools` changes
     /// (the agent measures it each turn).
     json: RwLock<Option<Arc<str>>>,
+    /// Per plugin, the tools it offered that are not registered, and why.
+    refused: RwLock<HashMap<String, Vec<String>>>,
+}
+
+/// The longest tool name providers accept.
+const MAX_TOOL_NAME: usize = 64;
+
+/// Whether providers accept `name` as a tool name (`^[a-zA-Z0-9_-]{1,64}$`).
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl ToolRegistry {
-    /// Registers `tools` for `plugin`, replacing what it registered before.
+    /// Registers `tools` for `plugin`, replacing what it registered before, one tool at a
+    /// time: a tool with an invalid name, or a name a plugin of higher precedence (lower
+    /// `index`) already owns, is refused with a reason and the plugin's other tools stay; a
+    /// name a plugin of lower precedence owns moves to `plugin`, and that plugin keeps its
+    /// other tools (it is disabled only when it has none left).
     ///
-    /// If another plugin of higher precedence (lower `index`) already owns one of the names,
-    /// nothing is registered and the clash is returned as a message. If a plugin of lower
-    /// precedence owns it, that plugin is disabled and loses all its tools.
+    /// Returns the refusals, or `Err` with them when every tool the plugin offered was
+    /// refused.
     pub fn claim(
         &self,
         plugin: &str,
         index: usize,
         tools: &[ToolSpec],
         slot: &Arc<watch::Sender<SlotState>>,
-        addr: &Recipient<Evict>,
-    ) -> Result<(), String> {
+        evict: &Recipient<Evict>,
+    ) -> Result<Vec<String>, String> {
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
+        let mut refused_map = self.refused.write().unwrap_or_else(PoisonError::into_inner);
         *self.json.write().unwrap_or_else(PoisonError::into_inner) = None;
-        let mut losers: Vec<(String, Loser)> = Vec::new();
+        map.retain(|_, owner| owner.route.plugin != plugin);
+        let mut refused = Vec::new();
+        let mut taken_from: Vec<(String, Recipient<Evict>, Arc<watch::Sender<SlotState>>)> = Vec::new();
         for tool in tools {
-            let Some(owner) = map.get(&tool.name) else { continue };
-            if owner.route.plugin == plugin {
+            if !is_valid_tool_name(&tool.name) {
+                refused.push(format!(
+                    "tool name {:?} is not valid (1 to {MAX_TOOL_NAME} letters, digits, '_' or '-'); the plugin's other tools are available",
+                    tool.name
+                ));
                 continue;
             }
-            if owner.index < index {
-                return Err(format!(
-                    "tool '{}' is already provided by plugin '{}'; rename or remove one of them",
-                    tool.name, owner.route.plugin
-                ));
+            if let Some(owner) = map.get(&tool.name) {
+                if owner.index < index {
+                    refused.push(format!(
+                        "tool '{}' is already provided by plugin '{}'; rename or remove one of them",
+                        tool.name, owner.route.plugin
+                    ));
+                    continue;
+                }
+                let loser = owner.route.plugin.clone();
+                let reason = format!(
+                    "tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them",
+                    tool.name
+                );
+                let loser_refused = refused_map.entry(loser.clone()).or_default();
+                if !loser_refused.contains(&reason) {
+                    loser_refused.push(reason);
+                }
+                taken_from.push((loser, owner.evict.clone(), owner.state.clone()));
             }
-            let reason = format!(
-                "tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them",
-                tool.name
-            );
-            losers.push((
-                owner.route.plugin.clone(),
-                Loser { addr: owner.addr.clone(), state: owner.state.clone(), reason },
-            ));
-        }
-        for (name, loser) in losers {
-            map.retain(|_, owner| owner.route.plugin != name);
-            // Publish the verdict now; the actor kills the process when it handles Evict.
-            loser.state.send_replace(SlotState::Failed { reason: loser.reason.clone() });
-            loser.addr.do_send(Evict { reason: loser.reason });
-        }
-        map.retain(|_, owner| owner.route.plugin != plugin);
-        for tool in tools {
             let route = Route { plugin: plugin.to_owned(), spec: Arc::new(tool.clone()), slot: slot.subscribe() };
-            map.insert(tool.name.clone(), Owner { route, index, addr: addr.clone(), state: slot.clone() });
+            map.insert(tool.name.clone(), Owner { route, index, evict: evict.clone(), state: slot.clone() });
         }
-        Ok(())
+        for (loser, evict, state) in taken_from {
+            if map.values().any(|owner| owner.route.plugin == loser) {
+                continue;
+            }
+            // Nothing of it is left: publish the verdict now; the actor kills the process
+            // when it handles Evict.
+            let reason = refused_map.get(&loser).map(|r| r.join("; ")).unwrap_or_default();
+            state.send_replace(SlotState::Failed { reason: reason.clone() });
+            evict.do_send(Evict { reason });
+        }
+        refused_map.insert(plugin.to_owned(), refused.clone());
+        if !tools.is_empty() && refused.len() == tools.len() {
+            map.retain(|_, owner| owner.route.plugin != plugin);
+            return Err(refused.join("; "));
+        }
+        Ok(refused)
+    }
+
+    /// Tools `plugin` offered that are not registered, and why.
+    pub fn refused(&self, plugin: &str) -> Vec<String> {
+        self.refused.read().unwrap_or_else(PoisonError::into_inner).get(plugin).cloned().unwrap_or_default()
+    }
+
+    /// Names of the tools registered for `plugin`, sorted.
+    pub fn tools_of(&self, plugin: &str) -> Vec<String> {
+        let map = self.tools.read().unwrap_or_else(PoisonError::into_inner);
+        let mut names: Vec<String> =
+            map.iter().filter(|(_, owner)| owner.route.plugin == plugin).map(|(name, _)| name.clone()).collect();
+        names.sort();
+        names
     }
 
     /// The route for a tool name.
@@ -154,7 +192,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::edit_distance;
+    use super::{edit_distance, is_valid_tool_name};
+
+    #[test]
+    fn tool_names_follow_what_providers_accept() {
+        for good in ["read_file", "web-search", "A1", &"x".repeat(64)] {
+            assert!(is_valid_tool_name(good), "{good}");
+        }
+        for bad in ["", "read file", "fs.read", "naïve", &"x".repeat(65), "a/b"] {
+            assert!(!is_valid_tool_name(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn edit_distance_counts_single_character_edits() {

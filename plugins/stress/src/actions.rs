@@ -25,6 +25,8 @@ pub struct Config {
     pub default_delay_ms: u64,
     /// `timeout_secs` of `misbehave` in the manifest (`OXIBOT_STRESS_TIMEOUT_SECS`).
     pub timeout_secs: Option<u64>,
+    /// One more tool, named exactly this, that does nothing (`OXIBOT_STRESS_EXTRA_TOOL`).
+    pub extra_tool: Option<String>,
 }
 
 impl Config {
@@ -35,6 +37,7 @@ impl Config {
             default_action: std::env::var("OXIBOT_STRESS_ACTION").unwrap_or_else(|_| "echo".to_owned()),
             default_delay_ms: env_number("OXIBOT_STRESS_DELAY_MS").unwrap_or(DEFAULT_DELAY_MS),
             timeout_secs: env_number("OXIBOT_STRESS_TIMEOUT_SECS"),
+            extra_tool: std::env::var("OXIBOT_STRESS_EXTRA_TOOL").ok(),
         }
     }
 }
@@ -81,13 +84,17 @@ pub fn manifest(config: &Config) -> Manifest {
     let mut misbehave =
         tool("misbehave", "Fail in the way `action` asks (for testing the kernel)", misbehave_schema, false);
     misbehave.timeout_secs = config.timeout_secs;
-    Manifest {
-        tools: vec![
-            tool("noop", "Do nothing and return an empty string", json!({"type": "object", "properties": {}}), true),
-            tool("echo", "Return `text` unchanged", text_schema, true),
-            misbehave,
-        ],
+    let mut tools = vec![
+        tool("noop", "Do nothing and return an empty string", json!({"type": "object", "properties": {}}), true),
+        tool("echo", "Return `text` unchanged", text_schema, true),
+        misbehave,
+    ];
+    if let Some(extra) = &config.extra_tool {
+        let mut spec = tool("noop", "Do nothing (the extra tool)", json!({"type": "object", "properties": {}}), true);
+        spec.name = extra.clone();
+        tools.push(spec);
     }
+    Manifest { tools }
 }
 
 /// What `misbehave` does.
@@ -124,6 +131,9 @@ impl Action {
 /// Answers one call: the cheap tools on the reader thread, `misbehave` on a thread of its own
 /// so that slow or hanging calls do not hold up the others.
 pub fn dispatch(config: &Arc<Config>, call: Call, writer: &Writer) {
+    if config.extra_tool.as_deref() == Some(call.tool.as_str()) {
+        return reply(writer, call.id, String::new(), false);
+    }
     let tool = call.tool.strip_prefix(config.prefix.as_str()).unwrap_or("");
     match tool {
         "noop" => reply(writer, call.id, String::new(), false),

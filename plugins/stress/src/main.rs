@@ -12,6 +12,7 @@
 //! | `OXIBOT_STRESS_ACTION` | what `misbehave` does without an `action` argument (default `echo`) |
 //! | `OXIBOT_STRESS_DELAY_MS` | sleep of the `slow` action without a `delay_ms` argument (default 500) |
 //! | `OXIBOT_STRESS_TIMEOUT_SECS` | `timeout_secs` of `misbehave` in the manifest (default: absent) |
+//! | `OXIBOT_STRESS_EXTRA_TOOL` | one more tool, named exactly this, that does nothing (default: none) |
 //!
 //! Tools: `noop` (read-only, returns ""), `echo` (returns `text`), `misbehave` (`action` one of
 //! `echo`, `panic`, `garbage`, `oversize`, `hang`, `sigkill`, `slow`, `error`). Pings are
