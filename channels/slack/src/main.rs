@@ -33,7 +33,6 @@ mod mrkdwn;
 mod recent;
 mod replies;
 mod socket;
-mod split;
 mod submit;
 mod web;
 

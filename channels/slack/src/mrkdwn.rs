@@ -23,7 +23,7 @@ pub fn to_mrkdwn(markdown: &str) -> String {
 }
 
 /// Whether `line` opens or closes a fenced code block.
-pub fn is_fence(line: &str) -> bool {
+fn is_fence(line: &str) -> bool {
     let trimmed = line.trim_start();
     trimmed.starts_with("```") || trimmed.starts_with("~~~")
 }

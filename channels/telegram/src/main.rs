@@ -20,7 +20,6 @@ mod multipart;
 mod poll;
 mod reply;
 mod service;
-mod split;
 mod target;
 mod types;
 mod typing;
