@@ -2,6 +2,8 @@
 //! `_italic_`, `[text](url)` → `<url|text>`, headings → bold lines, bullets → `•`, code kept,
 //! and `&`, `<`, `>` escaped everywhere Slack would read them as markup.
 
+use oxibot_plugin::chat::escape::{escape, push_escaped};
+
 /// The mrkdwn form of `markdown`.
 pub fn to_mrkdwn(markdown: &str) -> String {
     let mut lines = Vec::new();
@@ -235,22 +237,6 @@ fn angle_bracket(chars: &[char], at: usize) -> Option<(String, usize)> {
 /// How many `mark`s follow each other from `at`.
 fn run_length(chars: &[char], at: usize, mark: char) -> usize {
     chars[at..].iter().take_while(|&&c| c == mark).count()
-}
-
-/// `text` with `&`, `<` and `>` as Slack's entities.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    text.chars().for_each(|c| push_escaped(&mut out, c));
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '&' => out.push_str("&amp;"),
-        '<' => out.push_str("&lt;"),
-        '>' => out.push_str("&gt;"),
-        _ => out.push(c),
-    }
 }
 
 #[cfg(test)]

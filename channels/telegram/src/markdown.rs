@@ -8,23 +8,7 @@
 //! that only for speed, not for correctness). Unclosed markers stay literal, so a reply cut
 //! mid-stream renders too.
 
-/// Escapes text for Telegram HTML.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        push_escaped(&mut out, c);
-    }
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '&' => out.push_str("&amp;"),
-        '<' => out.push_str("&lt;"),
-        '>' => out.push_str("&gt;"),
-        _ => out.push(c),
-    }
-}
+use oxibot_plugin::chat::escape::{escape, push_escaped};
 
 /// Escapes an attribute value (also `"`).
 fn escape_attr(text: &str) -> String {
