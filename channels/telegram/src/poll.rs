@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use oxibot_plugin::chat::Backoff;
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 
 use crate::api::BotApi;
@@ -59,19 +60,18 @@ impl Poller {
     /// Polls until the kernel hangs up (`Ok`) or Telegram refuses the token.
     pub async fn run(self) -> Result<(), TelegramError> {
         let mut offset: Option<i64> = None;
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         loop {
             let updates = match self.api.get_updates(offset, self.poll_timeout).await {
                 Ok(updates) => updates,
                 Err(error) => {
-                    let wait = wait_after(&error, backoff)?;
+                    let wait = wait_after(&error, backoff.next_wait())?;
                     eprintln!("{error}; polling again in {}s", wait.as_secs());
                     tokio::time::sleep(wait).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             };
-            backoff = FIRST_BACKOFF;
+            backoff.reset();
             for update in updates {
                 match self.handle(&update).await {
                     Handled::Done => offset = Some(update.update_id + 1),
