@@ -23,6 +23,11 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest wait between failed requests.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// The waits between failed requests to Telegram: 1 s doubling up to a minute.
+pub fn backoff() -> Backoff {
+    Backoff::new(FIRST_BACKOFF, MAX_BACKOFF)
+}
+
 /// What became of one update.
 #[derive(Debug, PartialEq, Eq)]
 enum Handled {
@@ -60,7 +65,7 @@ impl Poller {
     /// Polls until the kernel hangs up (`Ok`) or Telegram refuses the token.
     pub async fn run(self) -> Result<(), TelegramError> {
         let mut offset: Option<i64> = None;
-        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
+        let mut backoff = backoff();
         loop {
             let updates = match self.api.get_updates(offset, self.poll_timeout).await {
                 Ok(updates) => updates,
