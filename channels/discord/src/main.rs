@@ -18,7 +18,6 @@ mod inbound;
 mod outbound;
 mod rest;
 mod service;
-mod typing;
 
 use std::process::ExitCode;
 

@@ -6,13 +6,12 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{SplitRules, split};
+use oxibot_plugin::chat::{SplitRules, Typing, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
 use crate::error::RestError;
 use crate::rest::Rest;
-use crate::typing::Typing;
 
 /// How many files Discord takes in one message.
 const FILES_PER_MESSAGE: usize = 10;

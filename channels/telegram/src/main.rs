@@ -22,7 +22,6 @@ mod reply;
 mod service;
 mod target;
 mod types;
-mod typing;
 
 use std::process::ExitCode;
 

@@ -10,7 +10,6 @@ use crate::error::TelegramError;
 use crate::inbound::Bot;
 use crate::poll::{self, Poller};
 use crate::target::LastMessages;
-use crate::typing::Typing;
 
 /// Runs the Telegram channel on `channel`.
 pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
@@ -18,7 +17,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
     let api = BotApi::new(&config)?;
     let bot = identify(&api).await?;
     eprintln!("polling Telegram as @{} (media in {})", bot.username, config.media_dir.display());
-    let typing = Typing::new(api.clone());
+    let typing = poll::typing_indicators();
     let last_messages = LastMessages::default();
     let deliverer = Deliverer::new(api.clone(), typing.clone(), last_messages.clone(), config.reply_to_message);
     let poller = Poller {
