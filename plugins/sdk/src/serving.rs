@@ -17,8 +17,7 @@
 //! }
 //!
 //! impl Listening for Config {
-//!     fn host(&self) -> &str { &self.host }
-//!     fn port(&self) -> u16 { self.port }
+//!     fn address(&self) -> (&str, u16) { (&self.host, self.port) }
 //! }
 //!
 //! async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
@@ -49,10 +48,8 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 /// The settings of a channel that listens for clients: where.
 pub trait Listening: ChannelConfig {
-    /// The address to listen on.
-    fn host(&self) -> &str;
-    /// The TCP port to listen on.
-    fn port(&self) -> u16;
+    /// The host and TCP port to listen on.
+    fn address(&self) -> (&str, u16);
 }
 
 /// Why a channel serving clients could not start.
@@ -80,8 +77,9 @@ where
     C::Error: std::error::Error + 'static,
 {
     let config = C::load(channel.config()).map_err(StartError::Config)?;
-    let bind = |source| StartError::Bind { host: config.host().to_owned(), port: config.port(), source };
-    let listener = TcpListener::bind((config.host(), config.port())).await.map_err(bind)?;
+    let (host, port) = config.address();
+    let bind = |source| StartError::Bind { host: host.to_owned(), port, source };
+    let listener = TcpListener::bind((host, port)).await.map_err(bind)?;
     Ok((config, listener))
 }
 
