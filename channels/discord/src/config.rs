@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{expand_tilde, media_dir};
+use oxibot_plugin::chat::{expand_tilde, load_section, media_dir};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -57,7 +57,7 @@ pub struct Config {
 impl Config {
     /// Reads the config section; a missing token is an error.
     pub fn from_value(section: &Value) -> Result<Config, DiscordError> {
-        let mut config = Config::deserialize(section).map_err(|e| DiscordError::Config(e.to_string()))?;
+        let mut config: Config = load_section("discord", section)?;
         config.token = config.token.trim().trim_start_matches("Bot ").trim().to_owned();
         if config.token.is_empty() {
             return Err(DiscordError::Config("`token` is missing".to_owned()));

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{expand_tilde, media_dir};
+use oxibot_plugin::chat::{expand_tilde, load_section, media_dir};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -73,8 +73,7 @@ struct RawConfig {
 impl Config {
     /// Reads the section; fails when it is malformed or has no token.
     pub fn from_value(section: &Value) -> Result<Config, TelegramError> {
-        let raw: RawConfig =
-            serde_json::from_value(section.clone()).map_err(|e| TelegramError::Config(e.to_string()))?;
+        let raw: RawConfig = load_section("telegram", section)?;
         let token =
             raw.token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).ok_or_else(|| {
                 TelegramError::Config("`token` is missing (the bot token from @BotFather)".to_owned())
