@@ -86,7 +86,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
 
 /// `auth.test` until it answers; a refused token ends the channel.
 async fn identify(web: &WebApi, bot_token: &str) -> Result<BotIdentity, SlackError> {
-    let mut backoff = socket::backoff();
+    let mut backoff = socket::BACKOFF;
     loop {
         match web.auth_test(bot_token).await {
             Ok(bot) => return Ok(bot),

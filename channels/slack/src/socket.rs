@@ -30,15 +30,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const STEADY: Duration = Duration::from_secs(10);
 /// How long a closing handshake may take before the socket is just dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The first wait after a failed attempt to reach Slack; it doubles up to [`LONGEST_WAIT`].
-const FIRST_WAIT: Duration = Duration::from_secs(1);
-/// The longest wait between attempts to reach Slack.
-const LONGEST_WAIT: Duration = Duration::from_secs(30);
-
 /// The waits between attempts to reach Slack: 1 s, 2 s, 4 s, … up to 30 s.
-pub fn backoff() -> Backoff {
-    Backoff::new(FIRST_WAIT, LONGEST_WAIT)
-}
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// Everything the Socket Mode side needs.
 pub struct Listener {
@@ -79,7 +72,7 @@ enum ConnectError {
 impl Listener {
     /// Keeps a Socket Mode connection up for good; returns only when the app token is refused.
     pub async fn run(self) -> Result<(), SlackError> {
-        let mut backoff = backoff();
+        let mut backoff = BACKOFF;
         loop {
             let started = Instant::now();
             let outcome = self.connection().await;
@@ -199,7 +192,7 @@ impl Listener {
 mod tests {
     #[test]
     fn waits_double_up_to_thirty_seconds() {
-        let mut backoff = super::backoff();
+        let mut backoff = super::BACKOFF;
         assert_eq!((0..7).map(|_| backoff.next_wait().as_secs()).collect::<Vec<_>>(), [1, 2, 4, 8, 16, 30, 30]);
     }
 

@@ -34,9 +34,7 @@ pub fn typing_indicators() -> Typing {
 }
 
 /// The waits between failed requests to Telegram: 1 s doubling up to a minute.
-pub fn backoff() -> Backoff {
-    Backoff::new(FIRST_BACKOFF, MAX_BACKOFF)
-}
+pub const BACKOFF: Backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
 
 /// What became of one update.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,7 +73,7 @@ impl Poller {
     /// Polls until the kernel hangs up (`Ok`) or Telegram refuses the token.
     pub async fn run(self) -> Result<(), TelegramError> {
         let mut offset: Option<i64> = None;
-        let mut backoff = backoff();
+        let mut backoff = BACKOFF;
         loop {
             let updates = match self.api.get_updates(offset, self.poll_timeout).await {
                 Ok(updates) => updates,

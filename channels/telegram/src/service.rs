@@ -40,7 +40,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
 /// The bot's id and username from `getMe`, retried while Telegram cannot be reached; a refused
 /// token ends the channel.
 async fn identify(api: &BotApi) -> Result<Bot, TelegramError> {
-    let mut backoff = poll::backoff();
+    let mut backoff = poll::BACKOFF;
     loop {
         match api.get_me().await {
             Ok(me) => return Ok(Bot { id: me.id, username: me.username.unwrap_or_default() }),

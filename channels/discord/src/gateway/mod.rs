@@ -16,11 +16,6 @@ use crate::error::DiscordError;
 use crate::events::MessageCreate;
 use state::{Ending, GatewayState};
 
-/// The first wait between connections that failed in a row.
-const BACKOFF_FIRST: Duration = Duration::from_secs(1);
-/// The longest wait between two connection attempts.
-const BACKOFF_MAX: Duration = Duration::from_secs(60);
-
 /// A message from the Gateway, with the bot's id to judge it by.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -34,7 +29,7 @@ pub struct Incoming {
 /// takes the messages any more (`Ok`).
 pub async fn run(config: &Config, incoming: UnboundedSender<Incoming>) -> Result<(), DiscordError> {
     let mut state =
-        GatewayState::new(config.token.clone(), config.intents, config.gateway_url.clone(), reconnect_backoff());
+        GatewayState::new(config.token.clone(), config.intents, config.gateway_url.clone(), RECONNECT_BACKOFF);
     loop {
         match connection::run(&mut state, &incoming).await {
             Ending::Fatal(error) => return Err(error),
@@ -49,9 +44,7 @@ pub async fn run(config: &Config, incoming: UnboundedSender<Incoming>) -> Result
 
 /// The waits between connections (reset by READY or RESUMED): none after a healthy
 /// connection, then 1 s doubling up to a minute.
-fn reconnect_backoff() -> Backoff {
-    Backoff::new(BACKOFF_FIRST, BACKOFF_MAX).at_once_after_reset()
-}
+const RECONNECT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60)).at_once_after_reset();
 
 #[cfg(test)]
 mod tests {
@@ -59,7 +52,7 @@ mod tests {
 
     #[test]
     fn a_healthy_connection_is_retried_at_once_and_failures_back_off_to_a_minute() {
-        let mut backoff = reconnect_backoff();
+        let mut backoff = RECONNECT_BACKOFF;
         let waits: Vec<u64> = (1..=9).map(|_| backoff.next_wait().as_secs()).collect();
         assert_eq!(waits, [0, 1, 2, 4, 8, 16, 32, 60, 60]);
     }

@@ -32,8 +32,9 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// Waits of `initial`, then doubling up to `longest`; no jitter.
-    pub fn new(initial: Duration, longest: Duration) -> Backoff {
+    /// Waits of `initial`, then doubling up to `longest`; no jitter. A `const fn`, so a
+    /// channel can name its schedule once as a constant.
+    pub const fn new(initial: Duration, longest: Duration) -> Backoff {
         Backoff { initial, longest, factor: 2.0, jitter: 0.0, at_once_after_reset: false, next: Some(initial) }
     }
 
@@ -52,9 +53,9 @@ impl Backoff {
 
     /// The first attempt after a reset (and the very first) goes at once; the waits start
     /// with the second: for a connection that worked and then dropped.
-    pub fn at_once_after_reset(mut self) -> Backoff {
+    pub const fn at_once_after_reset(mut self) -> Backoff {
         self.at_once_after_reset = true;
-        self.reset();
+        self.next = None;
         self
     }
 
