@@ -96,15 +96,14 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
     use serde_json::json;
 
+    use super::*;
+
     #[test]
-    fn an_empty_section_gives_the_defaults() {
-        let config = Config::load(&json!({})).unwrap();
+    fn an_empty_section_listens_on_loopback_without_a_key_as_oxibot_for_five_minutes() {
         assert_eq!(
-            config,
+            Config::load(&json!({})).unwrap(),
             Config { host: "127.0.0.1".into(), port: 18791, api_key: None, model: "oxibot".into(), timeout_secs: 300 }
         );
     }

@@ -76,14 +76,14 @@ impl Listening for Config {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
     use serde_json::json;
 
+    use super::*;
+
     #[test]
-    fn an_empty_section_gives_the_defaults() {
-        let config = Config::load(&json!({})).unwrap();
-        assert_eq!(config, Config { host: "127.0.0.1".into(), port: 18792, token: None, path: "/ws".into() });
+    fn an_empty_section_serves_slash_ws_on_loopback_without_a_token() {
+        let defaults = Config { host: "127.0.0.1".into(), port: 18792, token: None, path: "/ws".into() };
+        assert_eq!(Config::load(&json!({})).unwrap(), defaults);
     }
 
     #[test]
@@ -103,16 +103,6 @@ mod tests {
         let error = Config::load(&json!({"host": "0.0.0.0"})).unwrap_err();
         assert!(error.to_string().contains("without a token"), "{error}");
         assert!(Config::load(&json!({"host": "0.0.0.0", "token": ""})).is_err());
-    }
-
-    #[test]
-    fn loopback_hosts_are_recognised_in_every_spelling() {
-        for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"] {
-            assert!(is_loopback_host(host), "{host}");
-        }
-        for host in ["0.0.0.0", "::", "192.168.1.2", "example.com"] {
-            assert!(!is_loopback_host(host), "{host}");
-        }
     }
 
     #[test]

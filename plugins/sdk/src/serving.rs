@@ -146,7 +146,7 @@ mod tests {
         for host in ["127.0.0.1", "::1", "[::1]", "localhost", "LOCALHOST", "127.1.2.3"] {
             assert!(is_loopback_host(host), "{host}");
         }
-        for host in ["0.0.0.0", "192.168.1.4", "::", "example.com"] {
+        for host in ["0.0.0.0", "192.168.1.2", "192.168.1.4", "::", "example.com"] {
             assert!(!is_loopback_host(host), "{host}");
         }
     }

@@ -204,6 +204,8 @@ mod tests_discord;
 #[cfg(test)]
 mod tests_rules;
 #[cfg(test)]
+mod tests_services;
+#[cfg(test)]
 mod tests_slack;
 #[cfg(test)]
 mod tests_telegram;

@@ -11,19 +11,9 @@ fn fences(part: &str) -> usize {
     part.lines().filter(|line| is_fence(line)).count()
 }
 
-fn prose(words: usize) -> String {
+/// `words` words, `word0 word1 …`.
+pub(super) fn prose(words: usize) -> String {
     (0..words).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ")
-}
-
-#[test]
-fn discords_limit_is_two_thousand_characters() {
-    assert_eq!(SplitRules::DISCORD.limit, 2000);
-}
-
-#[test]
-fn a_short_reply_is_one_part_and_an_empty_one_is_none() {
-    assert_eq!(split_message("hello", 2000), ["hello"]);
-    assert!(split_message("\n \n", 2000).is_empty());
 }
 
 #[test]
@@ -52,24 +42,6 @@ fn a_code_block_cut_between_parts_is_closed_and_reopened_with_its_language() {
         assert!(rejoined.contains(line.as_str()), "lost {line}");
     }
     assert!(parts.last().unwrap().ends_with("That is all."));
-}
-
-#[test]
-fn a_line_longer_than_a_message_is_cut_at_spaces_or_anywhere_when_it_has_none() {
-    let spaced = prose(1000);
-    let parts = split_message(&spaced, 2000);
-    assert!(parts.iter().all(|part| part.chars().count() <= 2000));
-    assert_eq!(parts.concat(), spaced);
-    let solid = "x".repeat(4100);
-    let parts = split_message(&solid, 2000);
-    assert!(parts.iter().all(|part| part.chars().count() <= 2000));
-    assert_eq!(parts.concat(), solid);
-}
-
-#[test]
-fn characters_are_counted_not_bytes() {
-    let text = "é".repeat(1999);
-    assert_eq!(split_message(&text, 2000), [text]);
 }
 
 #[test]

@@ -11,16 +11,6 @@ fn lengths(parts: &[String]) -> Vec<usize> {
 }
 
 #[test]
-fn a_short_message_is_one_part() {
-    assert_eq!(split_html("<b>hi</b> there", SplitRules::TELEGRAM.limit), ["<b>hi</b> there"]);
-}
-
-#[test]
-fn telegrams_limit_is_4096_utf16_units() {
-    assert_eq!((SplitRules::TELEGRAM.limit, SplitRules::TELEGRAM.measure), (4096, Measure::Utf16));
-}
-
-#[test]
 fn parts_end_at_paragraph_breaks_when_one_leaves_the_part_half_full() {
     let html = format!("{}\n\n{}\n{}", "a".repeat(60), "b".repeat(30), "c".repeat(30));
     assert_eq!(split_html(&html, 100), ["a".repeat(60), format!("{}\n{}", "b".repeat(30), "c".repeat(30))]);
@@ -74,12 +64,6 @@ fn tags_and_entities_are_never_divided() {
             assert_eq!(part.matches('<').count(), part.matches('>').count(), "{part}");
         }
     }
-}
-
-#[test]
-fn characters_outside_the_basic_plane_count_twice() {
-    let parts = split_html(&"😀".repeat(6), 4);
-    assert_eq!(parts, ["😀😀", "😀😀", "😀😀"]);
 }
 
 #[test]
