@@ -3,6 +3,7 @@
 //! and `&`, `<`, `>` escaped everywhere Slack would read them as markup.
 
 use oxibot_plugin::chat::escape::{escape, push_escaped};
+use oxibot_plugin::chat::markdown::{code_span_at, is_rule};
 
 /// The mrkdwn form of `markdown`.
 pub fn to_mrkdwn(markdown: &str) -> String {
@@ -64,12 +65,6 @@ fn heading(line: &str) -> Option<&str> {
     (!title.is_empty()).then_some(title)
 }
 
-/// Whether `line` is a thematic break (`---`, `***`, `_ _ _`).
-fn is_rule(line: &str) -> bool {
-    let marks: Vec<char> = line.chars().filter(|c| !c.is_whitespace()).collect();
-    marks.len() >= 3 && ['-', '*', '_'].iter().any(|&mark| marks.iter().all(|&c| c == mark))
-}
-
 /// The text of a bullet item (`- x`, `* x`, `+ x`).
 fn bullet(line: &str) -> Option<&str> {
     let mut chars = line.chars();
@@ -119,21 +114,9 @@ fn markup_at(chars: &[char], at: usize) -> Option<(String, usize)> {
 
 /// `` `code` `` (any number of backticks) → `` `code` `` with its text escaped.
 fn code_span(chars: &[char], at: usize) -> Option<(String, usize)> {
-    let ticks = run_length(chars, at, '`');
-    let mut search = at + ticks;
-    while search < chars.len() {
-        if chars[search] == '`' {
-            let closing = run_length(chars, search, '`');
-            if closing == ticks {
-                let body: String = chars[at + ticks..search].iter().collect();
-                return Some((format!("`{}`", escape(body.trim())), search + closing));
-            }
-            search += closing;
-        } else {
-            search += 1;
-        }
-    }
-    None
+    let span = code_span_at(chars, at)?;
+    let body: String = chars[span.text].iter().collect();
+    Some((format!("`{}`", escape(body.trim())), span.end))
 }
 
 /// `[label](url)` (the `[` at `at`) → `<url|label>`.
@@ -232,11 +215,6 @@ fn angle_bracket(chars: &[char], at: usize) -> Option<(String, usize)> {
     } else {
         None
     }
-}
-
-/// How many `mark`s follow each other from `at`.
-fn run_length(chars: &[char], at: usize, mark: char) -> usize {
-    chars[at..].iter().take_while(|&&c| c == mark).count()
 }
 
 #[cfg(test)]

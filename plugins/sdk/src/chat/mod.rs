@@ -6,6 +6,7 @@
 //! - [`Backoff`]: growing waits between attempts to reach the service;
 //! - [`Typing`] and [`TypingLoop`]: the "typing…" indicator renewed while a reply is written;
 //! - [`escape`](escape::escape): `&`, `<`, `>` as entities, for HTML and Slack's mrkdwn;
+//! - [`markdown`]: pieces of Markdown every converter reads the same way (rules, code spans);
 //! - [`load_section`] and [`ChannelConfig`]: the channel's config section read into its
 //!   settings, with errors that name the key;
 //! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go.
@@ -16,6 +17,7 @@
 mod backoff;
 mod config;
 pub mod escape;
+pub mod markdown;
 mod paths;
 pub mod split;
 mod typing;
