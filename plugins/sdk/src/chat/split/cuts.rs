@@ -60,17 +60,14 @@ impl Candidates {
 pub(super) fn next_cut(atoms: &[Atom], start: usize, open: &[Tag], rules: SplitRules) -> usize {
     let SplitRules { limit, measure, markup } = rules;
     let mut length: usize = open.iter().map(|tag| markup.reopen_len(tag, measure)).sum();
+    // What closing each open thing takes, innermost last, and all of them together.
     let mut closings: Vec<usize> = open.iter().map(|tag| markup.close_len(tag, measure)).collect();
+    let mut closing: usize = closings.iter().sum();
     let mut candidates = Candidates::default();
     let mut last_solid = None;
     for (k, atom) in atoms.iter().enumerate().skip(start) {
-        let closing: usize = closings.iter().sum();
-        let opened = match atom.kind {
-            Kind::Open(name) => Some(markup.close_len(&Tag { name, text: atom.text }, measure)),
-            _ => None,
-        };
         let closing_after = match atom.kind {
-            Kind::Open(_) => closing + opened.unwrap_or_default(),
+            Kind::Open(name) => closing + markup.close_len(&Tag { name, text: atom.text }, measure),
             Kind::Close(_) => closing - closings.last().copied().unwrap_or_default(),
             _ => closing,
         };
@@ -80,13 +77,14 @@ pub(super) fn next_cut(atoms: &[Atom], start: usize, open: &[Tag], rules: SplitR
             return candidates.best(limit).unwrap_or(k + 1);
         }
         length += cost;
-        match (atom.kind, opened) {
-            (Kind::Open(_), Some(close_len)) => closings.push(close_len),
-            (Kind::Close(_), _) => {
+        match atom.kind {
+            Kind::Open(_) => closings.push(closing_after - closing),
+            Kind::Close(_) => {
                 closings.pop();
             }
             _ => {}
         }
+        closing = closing_after;
         if !matches!(atom.kind, Kind::Newline | Kind::Space) {
             last_solid = Some(atom.kind);
         }
