@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::serving::is_loopback_host;
+use oxibot_plugin::chat::{ChannelConfig, SectionError};
+use oxibot_plugin::serving::{Listening, is_loopback_host};
 use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 
@@ -52,8 +53,8 @@ impl Default for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The section does not have the expected shape.
-    #[error("invalid api config: {0}")]
-    Shape(#[from] serde_json::Error),
+    #[error(transparent)]
+    Shape(#[from] SectionError),
     /// Listening beyond this machine without a key would let anyone use the agent.
     #[error("refusing to listen on {host} without an API key: set channels.api.apiKey, or listen on 127.0.0.1")]
     ExposedWithoutKey {
@@ -65,16 +66,11 @@ pub enum ConfigError {
     ZeroTimeout,
 }
 
-impl Config {
-    /// Reads and checks the config section.
-    pub fn from_json(section: &serde_json::Value) -> Result<Config, ConfigError> {
-        let config: Config = serde_json::from_value(section.clone())?;
-        config.check()?;
-        Ok(config)
-    }
+impl ChannelConfig for Config {
+    const CHANNEL: &'static str = "api";
+    type Error = ConfigError;
 
-    /// Refuses settings that are unsafe or unusable.
-    pub fn check(&self) -> Result<(), ConfigError> {
+    fn check(&self) -> Result<(), ConfigError> {
         if self.api_key.is_none() && !is_loopback_host(&self.host) {
             return Err(ConfigError::ExposedWithoutKey { host: self.host.clone() });
         }
@@ -83,7 +79,15 @@ impl Config {
         }
         Ok(())
     }
+}
 
+impl Listening for Config {
+    fn address(&self) -> (&str, u16) {
+        (&self.host, self.port)
+    }
+}
+
+impl Config {
     /// How long a request waits for its reply.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_secs)
@@ -92,29 +96,27 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
     use serde_json::json;
 
+    use super::*;
+
     #[test]
-    fn an_empty_section_gives_the_defaults() {
-        let config = Config::from_json(&json!({})).unwrap();
+    fn an_empty_section_listens_on_loopback_without_a_key_as_oxibot_for_five_minutes() {
         assert_eq!(
-            config,
+            Config::load(&json!({})).unwrap(),
             Config { host: "127.0.0.1".into(), port: 18791, api_key: None, model: "oxibot".into(), timeout_secs: 300 }
         );
     }
 
     #[test]
     fn camel_case_and_snake_case_keys_are_both_read() {
-        let camel = Config::from_json(
+        let camel = Config::load(
             &json!({"host": "0.0.0.0", "port": 8000, "apiKey": "k", "model": "m", "timeoutSecs": 5, "enabled": true}),
         )
         .unwrap();
-        let snake = Config::from_json(
-            &json!({"host": "0.0.0.0", "port": 8000, "api_key": "k", "model": "m", "timeout_secs": 5}),
-        )
-        .unwrap();
+        let snake =
+            Config::load(&json!({"host": "0.0.0.0", "port": 8000, "api_key": "k", "model": "m", "timeout_secs": 5}))
+                .unwrap();
         assert_eq!(camel, snake);
         assert_eq!(camel.api_key.as_deref(), Some("k"));
         assert_eq!(camel.timeout(), Duration::from_secs(5));
@@ -122,18 +124,18 @@ mod tests {
 
     #[test]
     fn a_non_loopback_host_without_a_key_is_refused_with_a_clear_message() {
-        let error = Config::from_json(&json!({"host": "0.0.0.0"})).unwrap_err();
+        let error = Config::load(&json!({"host": "0.0.0.0"})).unwrap_err();
         assert_eq!(
             error.to_string(),
             "refusing to listen on 0.0.0.0 without an API key: set channels.api.apiKey, or listen on 127.0.0.1"
         );
-        assert!(Config::from_json(&json!({"host": "192.168.1.5", "apiKey": ""})).is_err());
-        assert!(Config::from_json(&json!({"host": "localhost"})).is_ok());
-        assert!(Config::from_json(&json!({"host": "::1"})).is_ok());
+        assert!(Config::load(&json!({"host": "192.168.1.5", "apiKey": ""})).is_err());
+        assert!(Config::load(&json!({"host": "localhost"})).is_ok());
+        assert!(Config::load(&json!({"host": "::1"})).is_ok());
     }
 
     #[test]
     fn a_zero_timeout_is_refused() {
-        assert!(matches!(Config::from_json(&json!({"timeoutSecs": 0})), Err(ConfigError::ZeroTimeout)));
+        assert!(matches!(Config::load(&json!({"timeoutSecs": 0})), Err(ConfigError::ZeroTimeout)));
     }
 }

@@ -29,36 +29,25 @@ mod waiters;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin, Outbound};
 use serde_json::Value;
-use tokio::net::TcpListener;
 
 use crate::config::{Config, ConfigError};
 use crate::delivery::DeliveryGuard;
-use crate::server::{App, accept_clients};
+use crate::server::{App, serve_connection};
 use crate::waiters::Waiters;
-
-/// Why the channel stopped.
-#[derive(Debug, thiserror::Error)]
-enum ApiError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("cannot listen on {host}:{port}: {source}")]
-    Bind { host: String, port: u16, source: std::io::Error },
-}
 
 fn main() -> ExitCode {
     ChannelPlugin::new("api").streaming().run(serve)
 }
 
-async fn serve(channel: ChannelHandle) -> Result<(), ApiError> {
-    let config = Config::from_json(channel.config())?;
-    let bind = |source| ApiError::Bind { host: config.host.clone(), port: config.port, source };
-    let listener = TcpListener::bind((config.host.as_str(), config.port)).await.map_err(bind)?;
+async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
+    let (config, listener) = serving::start::<Config>(&channel).await?;
     eprintln!("api: serving the OpenAI-compatible API on http://{}:{}/v1", config.host, config.port);
     let waiters = Arc::new(Waiters::default());
     let app = Arc::new(App { channel: channel.clone(), waiters: waiters.clone(), config, started: openai::unix_now() });
-    tokio::spawn(accept_clients(listener, app));
+    tokio::spawn(serving::accept_forever("api", listener, move |stream| serve_connection(stream, app.clone())));
     while let Some(event) = channel.next_event().await {
         match event {
             ChannelEvent::Delta(delta) => {

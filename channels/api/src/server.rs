@@ -3,7 +3,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
@@ -13,7 +12,7 @@ use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use oxibot_plugin::ChannelHandle;
 use serde_json::json;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::body::ReplyBody;
 use crate::completions::chat_completions;
@@ -21,9 +20,6 @@ use crate::config::Config;
 use crate::openai::model_list;
 use crate::responses::{ApiFailure, json_response};
 use crate::waiters::Waiters;
-
-/// Pause after a failed accept (for example when out of file descriptors).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// What every request needs.
 pub struct App {
@@ -37,23 +33,8 @@ pub struct App {
     pub started: u64,
 }
 
-/// Accepts connections forever, each served by its own task.
-pub async fn accept_clients(listener: TcpListener, app: Arc<App>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(serve_connection(stream, app.clone()));
-            }
-            Err(error) => {
-                eprintln!("api: accept failed: {error}");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-            }
-        }
-    }
-}
-
 /// Serves the requests of one connection until the client closes it.
-async fn serve_connection(stream: TcpStream, app: Arc<App>) {
+pub async fn serve_connection(stream: TcpStream, app: Arc<App>) {
     let _ = stream.set_nodelay(true);
     let service = service_fn(move |request| {
         let app = app.clone();

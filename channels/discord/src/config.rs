@@ -1,8 +1,9 @@
 //! The `channels.discord` config section: keys as nanobot writes them (camelCase), snake_case
 //! accepted too, with Discord's defaults.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use oxibot_plugin::chat::{expand_tilde, load_section, media_dir};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -56,7 +57,7 @@ pub struct Config {
 impl Config {
     /// Reads the config section; a missing token is an error.
     pub fn from_value(section: &Value) -> Result<Config, DiscordError> {
-        let mut config = Config::deserialize(section).map_err(|e| DiscordError::Config(e.to_string()))?;
+        let mut config: Config = load_section("discord", section)?;
         config.token = config.token.trim().trim_start_matches("Bot ").trim().to_owned();
         if config.token.is_empty() {
             return Err(DiscordError::Config("`token` is missing".to_owned()));
@@ -70,7 +71,7 @@ impl Config {
     pub fn media_dir(&self) -> PathBuf {
         match &self.media_dir {
             Some(dir) => expand_tilde(dir),
-            None => data_dir().join("media").join("discord"),
+            None => media_dir("discord"),
         }
     }
 }
@@ -96,25 +97,6 @@ fn snowflakes<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>,
         other => Err(serde::de::Error::custom(format!("a channel id must be a string or a number, not {other}"))),
     };
     values.into_iter().map(id).collect()
-}
-
-/// oxibot's data directory, as the kernel finds it.
-fn data_dir() -> PathBuf {
-    match std::env::var_os("OXIBOT_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => expand_tilde(Path::new(&dir)),
-        None => home_dir().join(".oxibot"),
-    }
-}
-
-fn home_dir() -> PathBuf {
-    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))
-}
-
-fn expand_tilde(path: &Path) -> PathBuf {
-    match path.strip_prefix("~") {
-        Ok(rest) => home_dir().join(rest),
-        Err(_) => path.to_path_buf(),
-    }
 }
 
 #[cfg(test)]

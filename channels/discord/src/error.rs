@@ -3,6 +3,9 @@
 /// Errors of the Discord channel.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscordError {
+    /// The `channels.discord` config section does not have the expected shape.
+    #[error(transparent)]
+    Shape(#[from] oxibot_plugin::chat::SectionError),
     /// The `channels.discord` config section is unusable.
     #[error("invalid discord config: {0}")]
     Config(String),

@@ -4,7 +4,9 @@
 //! submitting them one at a time in the order Discord sent them.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use oxibot_plugin::chat::Typing;
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -14,7 +16,17 @@ use crate::config::{Config, GroupPolicy};
 use crate::events::MessageCreate;
 use crate::gateway::Incoming;
 use crate::rest::Rest;
-use crate::typing::Typing;
+
+/// How often the typing indicator is renewed (Discord shows it for about ten seconds).
+const TYPING_RENEWAL: Duration = Duration::from_secs(8);
+/// How long the typing indicator is kept up without a reply.
+const TYPING_LIMIT: Duration = Duration::from_secs(120);
+
+/// The typing indicators of the channel's chats: "… is typing" from the moment a message is
+/// accepted until the reply is posted (renewed every few seconds, for two minutes at most).
+pub fn typing_indicators() -> Typing {
+    Typing::new(TYPING_RENEWAL, TYPING_LIMIT)
+}
 
 /// The channel's own filters (access control is the kernel's).
 #[derive(Debug, Clone)]
@@ -105,11 +117,24 @@ impl Pipeline {
             let Some(text) = self.filter.admit(&message, &bot_id) else { continue };
             let inbound = self.build(&message, text).await;
             match self.channel.submit(inbound).await {
-                Ok(()) => self.typing.start(&self.rest, &message.channel_id),
+                Ok(()) => self.show_typing(&message.channel_id),
                 Err(ChannelError::Closed) => return,
                 Err(error) => eprintln!("discord: message {} not submitted: {error}", message.id),
             }
         }
+    }
+
+    /// Shows "… is typing" in `channel_id` until the reply is posted; stops at the first
+    /// failure.
+    fn show_typing(&self, channel_id: &str) {
+        let (rest, id) = (self.rest.clone(), channel_id.to_owned());
+        self.typing.start(channel_id, move || {
+            let (rest, id) = (rest.clone(), id.clone());
+            async move {
+                let shown = rest.trigger_typing(&id).await;
+                shown.map_err(|error| eprintln!("discord: cannot show typing in {id}: {error}"))
+            }
+        });
     }
 
     /// The inbound for an admitted message: its text, attachments downloaded and noted.

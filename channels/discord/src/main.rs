@@ -18,8 +18,6 @@ mod inbound;
 mod outbound;
 mod rest;
 mod service;
-mod split;
-mod typing;
 
 use std::process::ExitCode;
 

@@ -6,13 +6,12 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
+use oxibot_plugin::chat::{SplitRules, Typing, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
 use crate::error::RestError;
 use crate::rest::Rest;
-use crate::split::{MESSAGE_LIMIT, split_message};
-use crate::typing::Typing;
 
 /// How many files Discord takes in one message.
 const FILES_PER_MESSAGE: usize = 10;
@@ -45,7 +44,7 @@ impl Post {
 /// The messages a reply becomes.
 pub fn plan(outbound: &Outbound) -> Vec<Post> {
     let reply_to = outbound.metadata.get("message_id").and_then(id_text);
-    let mut posts: Vec<Post> = split_message(&outbound.content, MESSAGE_LIMIT)
+    let mut posts: Vec<Post> = split(&outbound.content, SplitRules::DISCORD)
         .into_iter()
         .map(|content| Post { content, reply_to: None, files: Vec::new() })
         .collect();

@@ -7,16 +7,15 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::error::DiscordError;
 use crate::gateway;
-use crate::inbound::{Filter, Pipeline};
+use crate::inbound::{self, Filter, Pipeline};
 use crate::outbound::Outbox;
 use crate::rest::Rest;
-use crate::typing::Typing;
 
 /// Runs the Discord channel for the kernel behind `channel`.
 pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
     let config = Config::from_value(channel.config())?;
     let rest = Rest::new(&config)?;
-    let typing = Typing::default();
+    let typing = inbound::typing_indicators();
     let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
     let pipeline = Pipeline {
         channel: channel.clone(),

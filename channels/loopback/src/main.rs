@@ -20,11 +20,13 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use oxibot_plugin::chat::{ChannelConfig, SectionError};
+use oxibot_plugin::serving::{self, Listening, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 /// The channel's config section.
@@ -34,13 +36,15 @@ struct Config {
     port: u16,
 }
 
-/// Why the channel stopped.
-#[derive(Debug, thiserror::Error)]
-enum LoopbackError {
-    #[error("invalid config (expected {{\"port\": N}}): {0}")]
-    Config(#[from] serde_json::Error),
-    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
-    Bind { port: u16, source: std::io::Error },
+impl ChannelConfig for Config {
+    const CHANNEL: &'static str = "loopback";
+    type Error = SectionError;
+}
+
+impl Listening for Config {
+    fn address(&self) -> (&str, u16) {
+        ("127.0.0.1", self.port)
+    }
 }
 
 /// Where lines for one client are queued; its writer task drains it.
@@ -80,13 +84,13 @@ fn main() -> ExitCode {
     ChannelPlugin::new("loopback").streaming().run(serve)
 }
 
-async fn serve(channel: ChannelHandle) -> Result<(), LoopbackError> {
-    let config: Config = serde_json::from_value(channel.config().clone())?;
-    let listener = TcpListener::bind(("127.0.0.1", config.port))
-        .await
-        .map_err(|source| LoopbackError::Bind { port: config.port, source })?;
+async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
+    let (_, listener) = serving::start::<Config>(&channel).await?;
     let clients = Clients::default();
-    tokio::spawn(accept_clients(listener, channel.clone(), clients.clone()));
+    let (kernel, shared) = (channel.clone(), clients.clone());
+    tokio::spawn(serving::accept_forever("loopback", listener, move |stream| {
+        serve_client(stream, kernel.clone(), shared.clone())
+    }));
     while let Some(event) = channel.next_event().await {
         deliver(&channel, &clients, event);
     }
@@ -105,12 +109,6 @@ fn deliver(channel: &ChannelHandle, clients: &Clients, event: ChannelEvent) {
         ChannelEvent::Delta(delta) => {
             clients.broadcast(&format!("DELTA {} {}\n", delta.chat_id, delta.text.replace('\n', "\\n")));
         }
-    }
-}
-
-async fn accept_clients(listener: TcpListener, channel: ChannelHandle, clients: Clients) {
-    while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(serve_client(stream, channel.clone(), clients.clone()));
     }
 }
 

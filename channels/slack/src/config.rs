@@ -1,6 +1,7 @@
 //! The `channels.slack` config section: tokens, the Web API base and the reply policies, with
 //! nanobot's camelCase keys (snake_case accepted too) and its defaults.
 
+use oxibot_plugin::chat::{SectionError, load_section};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -46,8 +47,8 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The section does not have the expected shape.
-    #[error("invalid channels.slack config: {0}")]
-    Shape(#[from] serde_json::Error),
+    #[error(transparent)]
+    Shape(#[from] SectionError),
     /// A required token is absent or empty.
     #[error("channels.slack.{0} is missing")]
     Missing(&'static str),
@@ -90,7 +91,7 @@ struct RawDm {
 impl Config {
     /// Reads and checks the section the kernel passed.
     pub fn from_value(section: &Value) -> Result<Config, ConfigError> {
-        let raw: Raw = if section.is_null() { Raw::default() } else { serde_json::from_value(section.clone())? };
+        let raw: Raw = if section.is_null() { Raw::default() } else { load_section("slack", section)? };
         let bot_token = required(raw.bot_token, "botToken")?;
         let app_token = required(raw.app_token, "appToken")?;
         let api_base =

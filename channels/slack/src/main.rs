@@ -24,7 +24,6 @@
 //! crash is delivered again by Slack.
 
 mod acks;
-mod backoff;
 mod config;
 mod envelope;
 mod error;
@@ -33,7 +32,6 @@ mod mrkdwn;
 mod recent;
 mod replies;
 mod socket;
-mod split;
 mod submit;
 mod web;
 
@@ -45,7 +43,6 @@ use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
-use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::error::SlackError;
 use crate::recent::{REMEMBERED, RecentMessages};
@@ -89,7 +86,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
 
 /// `auth.test` until it answers; a refused token ends the channel.
 async fn identify(web: &WebApi, bot_token: &str) -> Result<BotIdentity, SlackError> {
-    let mut backoff = Backoff::default();
+    let mut backoff = socket::BACKOFF;
     loop {
         match web.auth_test(bot_token).await {
             Ok(bot) => return Ok(bot),

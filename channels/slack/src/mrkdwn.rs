@@ -2,6 +2,9 @@
 //! `_italic_`, `[text](url)` → `<url|text>`, headings → bold lines, bullets → `•`, code kept,
 //! and `&`, `<`, `>` escaped everywhere Slack would read them as markup.
 
+use oxibot_plugin::chat::escape::{escape, push_escaped};
+use oxibot_plugin::chat::markdown::{code_span_at, is_rule};
+
 /// The mrkdwn form of `markdown`.
 pub fn to_mrkdwn(markdown: &str) -> String {
     let mut lines = Vec::new();
@@ -23,7 +26,7 @@ pub fn to_mrkdwn(markdown: &str) -> String {
 }
 
 /// Whether `line` opens or closes a fenced code block.
-pub fn is_fence(line: &str) -> bool {
+fn is_fence(line: &str) -> bool {
     let trimmed = line.trim_start();
     trimmed.starts_with("```") || trimmed.starts_with("~~~")
 }
@@ -60,12 +63,6 @@ fn heading(line: &str) -> Option<&str> {
     }
     let title = rest.trim().trim_end_matches('#').trim_end();
     (!title.is_empty()).then_some(title)
-}
-
-/// Whether `line` is a thematic break (`---`, `***`, `_ _ _`).
-fn is_rule(line: &str) -> bool {
-    let marks: Vec<char> = line.chars().filter(|c| !c.is_whitespace()).collect();
-    marks.len() >= 3 && ['-', '*', '_'].iter().any(|&mark| marks.iter().all(|&c| c == mark))
 }
 
 /// The text of a bullet item (`- x`, `* x`, `+ x`).
@@ -117,21 +114,9 @@ fn markup_at(chars: &[char], at: usize) -> Option<(String, usize)> {
 
 /// `` `code` `` (any number of backticks) → `` `code` `` with its text escaped.
 fn code_span(chars: &[char], at: usize) -> Option<(String, usize)> {
-    let ticks = run_length(chars, at, '`');
-    let mut search = at + ticks;
-    while search < chars.len() {
-        if chars[search] == '`' {
-            let closing = run_length(chars, search, '`');
-            if closing == ticks {
-                let body: String = chars[at + ticks..search].iter().collect();
-                return Some((format!("`{}`", escape(body.trim())), search + closing));
-            }
-            search += closing;
-        } else {
-            search += 1;
-        }
-    }
-    None
+    let span = code_span_at(chars, at)?;
+    let body: String = chars[span.text].iter().collect();
+    Some((format!("`{}`", escape(body.trim())), span.end))
 }
 
 /// `[label](url)` (the `[` at `at`) → `<url|label>`.
@@ -229,27 +214,6 @@ fn angle_bracket(chars: &[char], at: usize) -> Option<(String, usize)> {
         Some((format!("<{inside}>"), close + 1))
     } else {
         None
-    }
-}
-
-/// How many `mark`s follow each other from `at`.
-fn run_length(chars: &[char], at: usize, mark: char) -> usize {
-    chars[at..].iter().take_while(|&&c| c == mark).count()
-}
-
-/// `text` with `&`, `<` and `>` as Slack's entities.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    text.chars().for_each(|c| push_escaped(&mut out, c));
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '&' => out.push_str("&amp;"),
-        '<' => out.push_str("&lt;"),
-        '>' => out.push_str("&gt;"),
-        _ => out.push(c),
     }
 }
 

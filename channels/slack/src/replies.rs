@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 
+use oxibot_plugin::chat::{SplitRules, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
 use crate::incoming::replies_go_to_thread;
 use crate::mrkdwn::to_mrkdwn;
-use crate::split::{MESSAGE_LIMIT, split_message};
 use crate::web::{WebApi, WebError};
 
 /// How many partly delivered replies are remembered (so a retry does not post parts twice).
@@ -73,7 +73,7 @@ impl Replies {
 
     /// Posts every part of `outbound` not posted yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
-        let parts = split_message(&to_mrkdwn(&outbound.content), MESSAGE_LIMIT);
+        let parts = split(&to_mrkdwn(&outbound.content), SplitRules::SLACK);
         if !outbound.media.is_empty() {
             eprintln!(
                 "reply {}: {} attachment(s) not sent (files are not supported yet)",

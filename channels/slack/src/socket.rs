@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use oxibot_plugin::chat::Backoff;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::acks::AckLine;
-use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::envelope::{self, Frame};
 use crate::error::SlackError;
@@ -30,6 +30,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const STEADY: Duration = Duration::from_secs(10);
 /// How long a closing handshake may take before the socket is just dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The waits between attempts to reach Slack: 1 s, 2 s, 4 s, … up to 30 s.
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// Everything the Socket Mode side needs.
 pub struct Listener {
@@ -70,7 +72,7 @@ enum ConnectError {
 impl Listener {
     /// Keeps a Socket Mode connection up for good; returns only when the app token is refused.
     pub async fn run(self) -> Result<(), SlackError> {
-        let mut backoff = Backoff::default();
+        let mut backoff = BACKOFF;
         loop {
             let started = Instant::now();
             let outcome = self.connection().await;
@@ -188,6 +190,12 @@ impl Listener {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn waits_double_up_to_thirty_seconds() {
+        let mut backoff = super::BACKOFF;
+        assert_eq!((0..7).map(|_| backoff.next_wait().as_secs()).collect::<Vec<_>>(), [1, 2, 4, 8, 16, 30, 30]);
+    }
+
     #[tokio::test]
     async fn a_wss_connection_sets_up_tls_with_the_ring_provider_instead_of_panicking() {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,9 +1,10 @@
 //! The `channels.telegram` section of config.json: camelCase keys as nanobot writes them, with
 //! snake_case accepted too; unknown keys (`enabled`, `allowFrom`, …) belong to the kernel.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
+use oxibot_plugin::chat::{expand_tilde, load_section, media_dir};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -72,8 +73,7 @@ struct RawConfig {
 impl Config {
     /// Reads the section; fails when it is malformed or has no token.
     pub fn from_value(section: &Value) -> Result<Config, TelegramError> {
-        let raw: RawConfig =
-            serde_json::from_value(section.clone()).map_err(|e| TelegramError::Config(e.to_string()))?;
+        let raw: RawConfig = load_section("telegram", section)?;
         let token =
             raw.token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).ok_or_else(|| {
                 TelegramError::Config("`token` is missing (the bot token from @BotFather)".to_owned())
@@ -83,8 +83,8 @@ impl Config {
         // A zero timeout would turn the long poll into a busy loop.
         let poll_timeout = raw.poll_timeout.unwrap_or(DEFAULT_POLL_TIMEOUT_SECS).clamp(1, MAX_POLL_TIMEOUT_SECS);
         let media_dir = match non_empty(raw.media_dir) {
-            Some(dir) => expand_home(&dir),
-            None => default_media_dir(),
+            Some(dir) => expand_tilde(dir),
+            None => media_dir("telegram"),
         };
         Ok(Config {
             token,
@@ -114,29 +114,6 @@ fn group_policy(value: Option<&str>) -> GroupPolicy {
 
 fn non_empty(value: Option<String>) -> Option<String> {
     value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
-}
-
-/// The user's home directory, when known.
-fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
-}
-
-/// `~/x` → `$HOME/x`; other paths unchanged.
-fn expand_home(path: &str) -> PathBuf {
-    match (path.strip_prefix("~/"), home()) {
-        (Some(rest), Some(home)) => home.join(rest),
-        _ if path == "~" => home().unwrap_or_else(|| PathBuf::from(path)),
-        _ => PathBuf::from(path),
-    }
-}
-
-/// `$OXIBOT_HOME/media/telegram`, else `~/.oxibot/media/telegram`.
-fn default_media_dir() -> PathBuf {
-    let data_dir = match std::env::var_os("OXIBOT_HOME").filter(|h| !h.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => home().unwrap_or_else(|| Path::new(".").to_path_buf()).join(".oxibot"),
-    };
-    data_dir.join("media").join("telegram")
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use oxibot_plugin::chat::Typing;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
@@ -16,7 +17,6 @@ use crate::api::BotApi;
 use crate::error::ApiError;
 use crate::reply::{Effort, Reply};
 use crate::target::{LastMessages, ReplyTarget};
-use crate::typing::Typing;
 
 /// The least time between two edits of a streamed reply.
 const EDIT_INTERVAL: Duration = Duration::from_secs(1);

@@ -6,6 +6,9 @@ use std::time::Duration;
 /// Why the channel stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum TelegramError {
+    /// The `channels.telegram` section does not have the expected shape.
+    #[error(transparent)]
+    Shape(#[from] oxibot_plugin::chat::SectionError),
     /// The `channels.telegram` section is unusable.
     #[error("invalid channels.telegram config: {0}")]
     Config(String),

@@ -20,10 +20,8 @@ mod multipart;
 mod poll;
 mod reply;
 mod service;
-mod split;
 mod target;
 mod types;
-mod typing;
 
 use std::process::ExitCode;
 

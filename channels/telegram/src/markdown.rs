@@ -8,23 +8,8 @@
 //! that only for speed, not for correctness). Unclosed markers stay literal, so a reply cut
 //! mid-stream renders too.
 
-/// Escapes text for Telegram HTML.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        push_escaped(&mut out, c);
-    }
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '&' => out.push_str("&amp;"),
-        '<' => out.push_str("&lt;"),
-        '>' => out.push_str("&gt;"),
-        _ => out.push(c),
-    }
-}
+use oxibot_plugin::chat::escape::{escape, push_escaped};
+use oxibot_plugin::chat::markdown::{code_span_at, is_rule, run_length};
 
 /// Escapes an attribute value (also `"`).
 fn escape_attr(text: &str) -> String {
@@ -184,12 +169,6 @@ fn heading_text(line: &str) -> Option<&str> {
     Some(if closed { without_closing.trim_end() } else { text })
 }
 
-/// A thematic break: three or more `-`, `*` or `_` (spaces allowed between).
-fn is_rule(line: &str) -> bool {
-    let marks: Vec<char> = line.chars().filter(|c| !c.is_whitespace()).collect();
-    marks.len() >= 3 && ['-', '*', '_'].iter().any(|m| marks.iter().all(|c| c == m))
-}
-
 /// A bullet item: its indentation and its text.
 fn bullet_item(line: &str) -> Option<(&str, &str)> {
     let trimmed = line.trim_start();
@@ -238,45 +217,22 @@ fn render_span(chars: &[char], out: &mut String) {
     }
 }
 
-/// How many times `c` repeats from `at`.
-fn run_length(chars: &[char], at: usize, c: char) -> usize {
-    chars[at..].iter().take_while(|x| **x == c).count()
-}
-
-/// The end of the code span opened at `at` (the index after its closing backticks).
-fn code_span_end(chars: &[char], at: usize) -> Option<(usize, usize, usize)> {
-    let width = run_length(chars, at, '`');
-    let mut k = at + width;
-    while k < chars.len() {
-        if chars[k] == '`' {
-            let run = run_length(chars, k, '`');
-            if run == width {
-                return Some((at + width, k, k + run));
-            }
-            k += run;
-        } else {
-            k += 1;
-        }
-    }
-    None
-}
-
 /// A code span at `at`; writes it and returns how many characters it took (0: not one).
 fn code_span(chars: &[char], at: usize, out: &mut String) -> usize {
-    let Some((start, end, next)) = code_span_end(chars, at) else {
+    let Some(span) = code_span_at(chars, at) else {
         // Unmatched backticks are literal, all of them.
         let run = run_length(chars, at, '`');
         out.extend(std::iter::repeat_n('`', run));
         return run;
     };
-    let mut code: String = chars[start..end].iter().collect();
+    let mut code: String = chars[span.text].iter().collect();
     if code.len() > 2 && code.starts_with(' ') && code.ends_with(' ') && !code.trim().is_empty() {
         code = code[1..code.len() - 1].to_owned();
     }
     out.push_str("<code>");
     out.push_str(&escape(&code));
     out.push_str("</code>");
-    next - at
+    span.end - at
 }
 
 /// The index of the bracket that closes the one at `open`, on this line.
@@ -400,7 +356,7 @@ fn find_closer(chars: &[char], from: usize, marker: char, width: usize) -> Optio
             continue;
         }
         if c == '`' {
-            k = code_span_end(chars, k).map_or(k + 1, |(_, _, next)| next);
+            k = code_span_at(chars, k).map_or(k + 1, |span| span.end);
             continue;
         }
         if c != marker {

@@ -100,3 +100,20 @@ fn a_table_becomes_a_monospaced_block_and_a_lone_bar_line_does_not() {
     );
     assert_eq!(to_html("| just a bar"), "| just a bar");
 }
+
+#[test]
+fn rendered_html_split_with_telegrams_rules_never_exceeds_the_limit_and_loses_nothing_visible() {
+    use oxibot_plugin::chat::{Measure, SplitRules, split, visible_text};
+    let html = to_html(&format!(
+        "# Head\n\n{}\n```\n{}\n```\n> {}",
+        "para *it* & <x> ".repeat(40),
+        "let x = 1 < 2;\n".repeat(30),
+        "quoted ".repeat(50)
+    ));
+    let parts = split(&html, SplitRules::TELEGRAM.with_limit(200));
+    let lengths: Vec<usize> = parts.iter().map(|part| Measure::Utf16.of(part)).collect();
+    assert!(lengths.iter().all(|l| *l <= 200), "{lengths:?}");
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    let joined: String = parts.iter().map(|p| visible_text(p)).collect();
+    assert_eq!(squash(&joined), squash(&visible_text(&html)));
+}

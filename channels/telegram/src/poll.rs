@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use oxibot_plugin::chat::{Backoff, Typing};
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 
 use crate::api::BotApi;
@@ -15,12 +16,25 @@ use crate::inbound::{self, Bot, Draft, Skip};
 use crate::media;
 use crate::target::LastMessages;
 use crate::types::Update;
-use crate::typing::Typing;
 
 /// The first wait after a failed request; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest wait between failed requests.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How often the typing indicator is renewed (Telegram shows it for about five seconds).
+const TYPING_RENEWAL: Duration = Duration::from_secs(4);
+/// How long the typing indicator is shown at most when no reply comes.
+const TYPING_LIMIT: Duration = Duration::from_secs(120);
+
+/// The "typing…" indicators of the bot's chats: shown when a user's message was accepted and
+/// renewed until the reply arrives, for two minutes at most.
+pub fn typing_indicators() -> Typing {
+    Typing::new(TYPING_RENEWAL, TYPING_LIMIT)
+}
+
+/// The waits between failed requests to Telegram: 1 s doubling up to a minute.
+pub const BACKOFF: Backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
 
 /// What became of one update.
 #[derive(Debug, PartialEq, Eq)]
@@ -59,19 +73,18 @@ impl Poller {
     /// Polls until the kernel hangs up (`Ok`) or Telegram refuses the token.
     pub async fn run(self) -> Result<(), TelegramError> {
         let mut offset: Option<i64> = None;
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = BACKOFF;
         loop {
             let updates = match self.api.get_updates(offset, self.poll_timeout).await {
                 Ok(updates) => updates,
                 Err(error) => {
-                    let wait = wait_after(&error, backoff)?;
+                    let wait = wait_after(&error, backoff.next_wait())?;
                     eprintln!("{error}; polling again in {}s", wait.as_secs());
                     tokio::time::sleep(wait).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             };
-            backoff = FIRST_BACKOFF;
+            backoff.reset();
             for update in updates {
                 match self.handle(&update).await {
                     Handled::Done => offset = Some(update.update_id + 1),
@@ -111,10 +124,23 @@ impl Poller {
             }
             Ok(Ok(())) => {
                 self.last_messages.remember(&chat_id, target);
-                self.typing.start(&chat_id, target.thread);
+                self.show_typing(&chat_id, target.thread);
                 Handled::Done
             }
         }
+    }
+
+    /// Shows "typing…" in `chat_id` (in topic `thread`) until the reply arrives; stops at the
+    /// first failure.
+    fn show_typing(&self, chat_id: &str, thread: Option<i64>) {
+        let (api, id) = (self.api.clone(), chat_id.to_owned());
+        self.typing.start(chat_id, move || {
+            let (api, id) = (api.clone(), id.clone());
+            async move {
+                let shown = api.send_typing(&id, thread).await;
+                shown.map_err(|error| eprintln!("cannot show typing in chat {id}: {error}"))
+            }
+        });
     }
 
     /// The inbound message for a draft, its files fetched (a file that cannot be fetched is

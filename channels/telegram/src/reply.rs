@@ -7,12 +7,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::{SplitRules, split, visible_text};
 use serde_json::{Value, json};
 
 use crate::api::{BotApi, chat_id_value};
 use crate::error::ApiError;
 use crate::markdown::to_html;
-use crate::split::{MESSAGE_LIMIT, split_html, visible_text};
 use crate::target::ReplyTarget;
 use crate::types::SentMessage;
 
@@ -64,7 +64,7 @@ impl Reply {
     /// Shows `markdown`: edits the parts that changed, sends the new ones and, for the final
     /// text, deletes parts it no longer needs.
     pub async fn show(&mut self, api: &BotApi, markdown: &str, effort: Effort) -> Result<(), ApiError> {
-        let parts = split_html(&to_html(markdown), MESSAGE_LIMIT);
+        let parts = split(&to_html(markdown), SplitRules::TELEGRAM);
         for (index, html) in parts.iter().enumerate() {
             match self.parts.get(index) {
                 Some(sent) if sent.html == *html => {}

@@ -1,8 +1,6 @@
 //! The channel service: reads the config, learns who the bot is, then polls Telegram and
 //! delivers the kernel's replies side by side until the kernel hangs up.
 
-use std::time::Duration;
-
 use oxibot_plugin::ChannelHandle;
 
 use crate::api::BotApi;
@@ -10,12 +8,8 @@ use crate::config::Config;
 use crate::deliver::Deliverer;
 use crate::error::TelegramError;
 use crate::inbound::Bot;
-use crate::poll::Poller;
+use crate::poll::{self, Poller};
 use crate::target::LastMessages;
-use crate::typing::Typing;
-
-/// The longest wait between two `getMe` attempts while Telegram cannot be reached.
-const MAX_IDENTIFY_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Runs the Telegram channel on `channel`.
 pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
@@ -23,7 +17,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
     let api = BotApi::new(&config)?;
     let bot = identify(&api).await?;
     eprintln!("polling Telegram as @{} (media in {})", bot.username, config.media_dir.display());
-    let typing = Typing::new(api.clone());
+    let typing = poll::typing_indicators();
     let last_messages = LastMessages::default();
     let deliverer = Deliverer::new(api.clone(), typing.clone(), last_messages.clone(), config.reply_to_message);
     let poller = Poller {
@@ -46,7 +40,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
 /// The bot's id and username from `getMe`, retried while Telegram cannot be reached; a refused
 /// token ends the channel.
 async fn identify(api: &BotApi) -> Result<Bot, TelegramError> {
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = poll::BACKOFF;
     loop {
         match api.get_me().await {
             Ok(me) => return Ok(Bot { id: me.id, username: me.username.unwrap_or_default() }),
@@ -54,9 +48,9 @@ async fn identify(api: &BotApi) -> Result<Bot, TelegramError> {
                 return Err(TelegramError::Unauthorized);
             }
             Err(error) => {
-                eprintln!("{error}; asking again in {}s", backoff.as_secs());
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_IDENTIFY_BACKOFF);
+                let wait = backoff.next_wait();
+                eprintln!("{error}; asking again in {}s", wait.as_secs());
+                tokio::time::sleep(wait).await;
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The `channels.websocket` config section: where to listen, which path, which token, and the
 //! rule that a server reachable from other machines must have a token.
 
-use oxibot_plugin::serving::is_loopback_host;
+use oxibot_plugin::chat::{ChannelConfig, SectionError};
+use oxibot_plugin::serving::{Listening, is_loopback_host};
 use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 
@@ -39,8 +40,8 @@ impl Default for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The section does not have the expected shape.
-    #[error("invalid websocket config: {0}")]
-    Shape(#[from] serde_json::Error),
+    #[error(transparent)]
+    Shape(#[from] SectionError),
     /// Listening beyond this machine without a token would let anyone talk to the agent.
     #[error("refusing to listen on {host} without a token: set channels.websocket.token, or listen on 127.0.0.1")]
     ExposedWithoutToken {
@@ -52,16 +53,11 @@ pub enum ConfigError {
     Path(String),
 }
 
-impl Config {
-    /// Reads and checks the config section.
-    pub fn from_json(section: &serde_json::Value) -> Result<Config, ConfigError> {
-        let config: Config = serde_json::from_value(section.clone())?;
-        config.check()?;
-        Ok(config)
-    }
+impl ChannelConfig for Config {
+    const CHANNEL: &'static str = "websocket";
+    type Error = ConfigError;
 
-    /// Refuses settings that are unsafe or unusable.
-    pub fn check(&self) -> Result<(), ConfigError> {
+    fn check(&self) -> Result<(), ConfigError> {
         if !self.path.starts_with('/') {
             return Err(ConfigError::Path(self.path.clone()));
         }
@@ -72,21 +68,27 @@ impl Config {
     }
 }
 
+impl Listening for Config {
+    fn address(&self) -> (&str, u16) {
+        (&self.host, self.port)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
     use serde_json::json;
 
+    use super::*;
+
     #[test]
-    fn an_empty_section_gives_the_defaults() {
-        let config = Config::from_json(&json!({})).unwrap();
-        assert_eq!(config, Config { host: "127.0.0.1".into(), port: 18792, token: None, path: "/ws".into() });
+    fn an_empty_section_serves_slash_ws_on_loopback_without_a_token() {
+        let defaults = Config { host: "127.0.0.1".into(), port: 18792, token: None, path: "/ws".into() };
+        assert_eq!(Config::load(&json!({})).unwrap(), defaults);
     }
 
     #[test]
     fn keys_are_read_and_unknown_keys_are_ignored() {
-        let config = Config::from_json(
+        let config = Config::load(
             &json!({"host": "0.0.0.0", "port": 9000, "token": "s3cret", "path": "/chat", "allowFrom": ["*"]}),
         )
         .unwrap();
@@ -98,23 +100,13 @@ mod tests {
 
     #[test]
     fn a_non_loopback_host_without_a_token_is_refused() {
-        let error = Config::from_json(&json!({"host": "0.0.0.0"})).unwrap_err();
+        let error = Config::load(&json!({"host": "0.0.0.0"})).unwrap_err();
         assert!(error.to_string().contains("without a token"), "{error}");
-        assert!(Config::from_json(&json!({"host": "0.0.0.0", "token": ""})).is_err());
-    }
-
-    #[test]
-    fn loopback_hosts_are_recognised_in_every_spelling() {
-        for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"] {
-            assert!(is_loopback_host(host), "{host}");
-        }
-        for host in ["0.0.0.0", "::", "192.168.1.2", "example.com"] {
-            assert!(!is_loopback_host(host), "{host}");
-        }
+        assert!(Config::load(&json!({"host": "0.0.0.0", "token": ""})).is_err());
     }
 
     #[test]
     fn a_path_must_start_with_a_slash() {
-        assert!(matches!(Config::from_json(&json!({"path": "ws"})), Err(ConfigError::Path(_))));
+        assert!(matches!(Config::load(&json!({"path": "ws"})), Err(ConfigError::Path(_))));
     }
 }

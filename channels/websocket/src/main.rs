@@ -22,8 +22,8 @@ mod rooms;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::{Config, ConfigError};
@@ -31,45 +31,22 @@ use crate::connection::{Server, serve_connection};
 use crate::frames::ServerFrame;
 use crate::rooms::Rooms;
 
-/// Why the channel stopped.
-#[derive(Debug, thiserror::Error)]
-enum WebSocketError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("cannot listen on {host}:{port}: {source}")]
-    Bind { host: String, port: u16, source: std::io::Error },
-}
-
 fn main() -> ExitCode {
     ChannelPlugin::new("websocket").streaming().run(serve)
 }
 
-async fn serve(channel: ChannelHandle) -> Result<(), WebSocketError> {
-    let config = Config::from_json(channel.config())?;
-    let bind = |source| WebSocketError::Bind { host: config.host.clone(), port: config.port, source };
-    let listener = TcpListener::bind((config.host.as_str(), config.port)).await.map_err(bind)?;
+async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
+    let (config, listener) = serving::start::<Config>(&channel).await?;
     eprintln!("websocket: listening on ws://{}:{}{}", config.host, config.port, config.path);
     let server = Arc::new(Server { channel: channel.clone(), rooms: Rooms::default(), config });
-    tokio::spawn(accept_clients(listener, server.clone()));
+    let shared = server.clone();
+    tokio::spawn(serving::accept_forever("websocket", listener, move |stream| {
+        serve_connection(stream, shared.clone())
+    }));
     while let Some(event) = channel.next_event().await {
         deliver(&channel, &server.rooms, event);
     }
     Ok(())
-}
-
-async fn accept_clients(listener: TcpListener, server: Arc<Server>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(serve_connection(stream, server.clone()));
-            }
-            // Running out of file descriptors is passing; keep accepting.
-            Err(error) => {
-                eprintln!("websocket: accept failed: {error}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-    }
 }
 
 /// Sends one kernel event to the clients of its chat; acks an outbound message.

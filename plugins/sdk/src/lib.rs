@@ -27,12 +27,15 @@
 //! ```
 //!
 //! A channel plugin (`oxibot-channel-<name>`, bridging a chat service) is written with
-//! [`ChannelPlugin`] and a [`ChannelHandle`]; see the [`channel`] module.
+//! [`ChannelPlugin`] and a [`ChannelHandle`]; see the [`channel`] module. What chat channels
+//! share beyond the protocol (splitting long replies, reconnect backoff, the typing indicator,
+//! escaping, config sections) is the [`chat`] kit.
 //!
 //! What this crate is not: it has no kernel types and no actor system, and it never decides
 //! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
 
 pub mod channel;
+pub mod chat;
 mod launch;
 mod link;
 mod serve;

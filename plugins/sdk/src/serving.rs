@@ -1,10 +1,108 @@
 //! Helpers for channels that serve local clients themselves (a WebSocket or HTTP server):
-//! fresh ids and the loopback check that decides whether a token is required.
+//! reading the config and listening where it says ([`start`]), accepting clients
+//! ([`accept_forever`]), fresh ids, and the loopback check that decides whether a token is
+//! required.
+//!
+//! ```no_run
+//! use oxibot_plugin::chat::{ChannelConfig, SectionError};
+//! use oxibot_plugin::serving::{self, Listening, StartError};
+//! use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Config { host: String, port: u16 }
+//!
+//! impl ChannelConfig for Config {
+//!     const CHANNEL: &'static str = "echo";
+//!     type Error = SectionError;
+//! }
+//!
+//! impl Listening for Config {
+//!     fn address(&self) -> (&str, u16) { (&self.host, self.port) }
+//! }
+//!
+//! async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
+//!     let (config, listener) = serving::start::<Config>(&channel).await?;
+//!     tokio::spawn(serving::accept_forever("echo", listener, |stream| async move { drop(stream) }));
+//!     while let Some(_event) = channel.next_event().await {}
+//!     Ok(())
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     ChannelPlugin::new("echo").run(serve)
+//! }
+//! ```
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::ChannelHandle;
+use crate::chat::ChannelConfig;
+
+/// Pause after a failed accept (for example when out of file descriptors).
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+
+/// The settings of a channel that listens for clients: where.
+pub trait Listening: ChannelConfig {
+    /// The host and TCP port to listen on.
+    fn address(&self) -> (&str, u16);
+}
+
+/// Why a channel serving clients could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError<C: std::error::Error + 'static> {
+    /// Its config section is unusable.
+    #[error(transparent)]
+    Config(C),
+    /// It cannot listen where the config says.
+    #[error("cannot listen on {host}:{port}: {source}")]
+    Bind {
+        /// The configured host.
+        host: String,
+        /// The configured port.
+        port: u16,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+}
+
+/// Reads and checks the channel's config section and listens where it says.
+pub async fn start<C>(channel: &ChannelHandle) -> Result<(C, TcpListener), StartError<C::Error>>
+where
+    C: Listening,
+    C::Error: std::error::Error + 'static,
+{
+    let config = C::load(channel.config()).map_err(StartError::Config)?;
+    let (host, port) = config.address();
+    let bind = |source| StartError::Bind { host: host.to_owned(), port, source };
+    let listener = TcpListener::bind((host, port)).await.map_err(bind)?;
+    Ok((config, listener))
+}
+
+/// Accepts clients forever, each served by `serve_one` in its own task. A failed accept (out
+/// of file descriptors, say) passes: it is logged under `channel`'s name and accepting goes
+/// on after a short pause.
+pub async fn accept_forever<F, Fut>(channel: &str, listener: TcpListener, mut serve_one: F)
+where
+    F: FnMut(TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(serve_one(stream));
+            }
+            Err(error) => {
+                eprintln!("{channel}: accept failed: {error}");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+            }
+        }
+    }
+}
 
 /// `<prefix>-<process tag>-<n>`: the tag (process id and start time) keeps ids from colliding
 /// with those of an earlier run, the counter keeps them apart within this one.
@@ -48,7 +146,7 @@ mod tests {
         for host in ["127.0.0.1", "::1", "[::1]", "localhost", "LOCALHOST", "127.1.2.3"] {
             assert!(is_loopback_host(host), "{host}");
         }
-        for host in ["0.0.0.0", "192.168.1.4", "::", "example.com"] {
+        for host in ["0.0.0.0", "192.168.1.2", "192.168.1.4", "::", "example.com"] {
             assert!(!is_loopback_host(host), "{host}");
         }
     }

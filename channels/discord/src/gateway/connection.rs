@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use oxibot_plugin::chat::jitter;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -13,7 +14,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
 
 use super::Incoming;
-use super::heartbeat::{Beat, Heartbeat, jitter};
+use super::heartbeat::{Beat, Heartbeat};
 use super::payload::{self, Payload};
 use super::state::{Ending, Flow, GatewayState};
 

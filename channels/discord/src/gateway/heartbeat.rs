@@ -1,7 +1,7 @@
 //! The heartbeat schedule of one Gateway connection, and how it notices a zombied connection
 //! (a beat went unacknowledged until the next one was due).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -51,14 +51,6 @@ impl Heartbeat {
     }
 }
 
-/// A number in `[0, 1)` that differs from one call (and process) to the next; good enough to
-/// spread heartbeats and reconnects, not for anything secret.
-pub fn jitter() -> f64 {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or_default();
-    let mixed = u64::from(nanos).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id());
-    (mixed >> 11) as f64 / (1u64 << 53) as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,13 +72,5 @@ mod tests {
         heart.acknowledged();
         assert_eq!(heart.beat(heart.due()), Beat::Send);
         assert_eq!(heart.beat(heart.due()), Beat::Zombie);
-    }
-
-    #[test]
-    fn jitter_stays_between_zero_and_one() {
-        for _ in 0..100 {
-            let value = jitter();
-            assert!((0.0..1.0).contains(&value), "{value}");
-        }
     }
 }

@@ -8,16 +8,13 @@ mod state;
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::{Backoff, jitter};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::Config;
 use crate::error::DiscordError;
 use crate::events::MessageCreate;
-use heartbeat::jitter;
 use state::{Ending, GatewayState};
-
-/// The longest wait between two connection attempts.
-const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// A message from the Gateway, with the bot's id to judge it by.
 #[derive(Debug, Clone)]
@@ -31,7 +28,8 @@ pub struct Incoming {
 /// Runs the Gateway client until Discord refuses the config for good (an error) or nobody
 /// takes the messages any more (`Ok`).
 pub async fn run(config: &Config, incoming: UnboundedSender<Incoming>) -> Result<(), DiscordError> {
-    let mut state = GatewayState::new(config.token.clone(), config.intents, config.gateway_url.clone());
+    let mut state =
+        GatewayState::new(config.token.clone(), config.intents, config.gateway_url.clone(), RECONNECT_BACKOFF);
     loop {
         match connection::run(&mut state, &incoming).await {
             Ending::Fatal(error) => return Err(error),
@@ -40,19 +38,13 @@ pub async fn run(config: &Config, incoming: UnboundedSender<Incoming>) -> Result
             // Discord asks for a random 1–5 s wait before identifying again.
             Ending::NewSession => tokio::time::sleep(Duration::from_secs(1).mul_f64(1.0 + 4.0 * jitter())).await,
         }
-        state.failures = state.failures.saturating_add(1);
-        tokio::time::sleep(backoff(state.failures)).await;
+        tokio::time::sleep(state.backoff.next_wait()).await;
     }
 }
 
-/// The wait before attempt `failures` (counting connections that ended before READY or
-/// RESUMED): none after a healthy connection, then 1 s doubling up to a minute.
-fn backoff(failures: u32) -> Duration {
-    match failures {
-        0 | 1 => Duration::ZERO,
-        n => Duration::from_secs(1u64 << (n - 2).min(6)).min(BACKOFF_MAX),
-    }
-}
+/// The waits between connections (reset by READY or RESUMED): none after a healthy
+/// connection, then 1 s doubling up to a minute.
+const RECONNECT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60)).at_once_after_reset();
 
 #[cfg(test)]
 mod tests {
@@ -60,7 +52,8 @@ mod tests {
 
     #[test]
     fn a_healthy_connection_is_retried_at_once_and_failures_back_off_to_a_minute() {
-        let waits: Vec<u64> = (1..=9).map(|n| backoff(n).as_secs()).collect();
+        let mut backoff = RECONNECT_BACKOFF;
+        let waits: Vec<u64> = (1..=9).map(|_| backoff.next_wait().as_secs()).collect();
         assert_eq!(waits, [0, 1, 2, 4, 8, 16, 32, 60, 60]);
     }
 }

@@ -1,6 +1,7 @@
 //! What the Gateway client remembers across connections (session, last sequence number, the
 //! bot's id) and how it reacts to each payload, without touching the socket.
 
+use oxibot_plugin::chat::Backoff;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -57,14 +58,14 @@ pub struct GatewayState {
     pub seq: Option<u64>,
     /// The bot's user id, from READY.
     pub bot_id: Option<String>,
-    /// Connections in a row that ended before READY or RESUMED; drives the backoff.
-    pub failures: u32,
+    /// The wait before the next connection; started over by READY or RESUMED.
+    pub backoff: Backoff,
 }
 
 impl GatewayState {
-    /// A client that has not connected yet.
-    pub fn new(token: String, intents: u64, gateway_url: String) -> GatewayState {
-        GatewayState { token, intents, gateway_url, session: None, seq: None, bot_id: None, failures: 0 }
+    /// A client that has not connected yet, waiting between connections as `backoff` says.
+    pub fn new(token: String, intents: u64, gateway_url: String, backoff: Backoff) -> GatewayState {
+        GatewayState { token, intents, gateway_url, session: None, seq: None, bot_id: None, backoff }
     }
 
     /// Where the next connection goes: the resume URL while there is a session.
@@ -135,7 +136,7 @@ impl GatewayState {
             "READY" => self.on_ready(data),
             "RESUMED" => {
                 eprintln!("discord: session resumed");
-                self.failures = 0;
+                self.backoff.reset();
             }
             "MESSAGE_CREATE" => match MessageCreate::deserialize(&data) {
                 Ok(message) => return Flow::Deliver(Box::new(message)),
@@ -161,7 +162,7 @@ impl GatewayState {
         };
         self.session = Some(Session { id: ready.session_id, resume_url });
         self.bot_id = Some(ready.user.id);
-        self.failures = 0;
+        self.backoff.reset();
     }
 }
 
@@ -172,7 +173,8 @@ mod tests {
     use super::*;
 
     fn state() -> GatewayState {
-        GatewayState::new("tok".into(), 1, "ws://g/?v=10&encoding=json".into())
+        let backoff = Backoff::new(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60));
+        GatewayState::new("tok".into(), 1, "ws://g/?v=10&encoding=json".into(), backoff)
     }
 
     fn dispatch(event: &str, seq: u64, data: Value) -> Payload {
@@ -201,6 +203,18 @@ mod tests {
         assert_eq!(state.seq, Some(1));
         assert_eq!(state.connect_url(), "ws://r/?v=10&encoding=json");
         assert!(state.greeting().contains("\"op\":6"));
+    }
+
+    #[test]
+    fn ready_and_resumed_start_the_waits_between_connections_over() {
+        let mut state = state();
+        let waits: Vec<u64> = (0..3).map(|_| state.backoff.next_wait().as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4]);
+        state.on_payload(dispatch("RESUMED", 2, Value::Null));
+        assert_eq!(state.backoff.next_wait().as_secs(), 1);
+        state.backoff.next_wait();
+        let mut state = ready_state();
+        assert_eq!(state.backoff.next_wait().as_secs(), 1);
     }
 
     #[test]

@@ -1,14 +1,13 @@
-//! Unit tests of the HTML splitter.
+//! The splitter with Telegram's rules: 4096 UTF-16 units of HTML.
 
 use super::*;
 
-fn lengths(parts: &[String]) -> Vec<usize> {
-    parts.iter().map(|p| utf16_len(p)).collect()
+fn split_html(html: &str, limit: usize) -> Vec<String> {
+    split(html, SplitRules::TELEGRAM.with_limit(limit))
 }
 
-#[test]
-fn a_short_message_is_one_part() {
-    assert_eq!(split_html("<b>hi</b> there", MESSAGE_LIMIT), ["<b>hi</b> there"]);
+fn lengths(parts: &[String]) -> Vec<usize> {
+    parts.iter().map(|p| Measure::Utf16.of(p)).collect()
 }
 
 #[test]
@@ -33,12 +32,12 @@ fn a_long_word_is_cut_where_the_limit_falls() {
 
 #[test]
 fn no_part_exceeds_the_limit_and_nothing_visible_is_lost() {
-    let html = crate::markdown::to_html(&format!(
-        "# Head\n\n{}\n```\n{}\n```\n> {}",
-        "para *it* & <x> ".repeat(40),
-        "let x = 1 < 2;\n".repeat(30),
+    let paragraph = "para <i>it</i> &amp; &lt;x&gt; ".repeat(40);
+    let code = "let x = 1 &lt; 2;\n".repeat(30);
+    let html = format!(
+        "<b>Head</b>\n\n{paragraph}\n<pre><code>{code}</code></pre>\n<blockquote>{}</blockquote>",
         "quoted ".repeat(50)
-    ));
+    );
     let parts = split_html(&html, 200);
     assert!(lengths(&parts).iter().all(|l| *l <= 200), "{:?}", lengths(&parts));
     let squash = |s: &str| s.split_whitespace().collect::<String>();
@@ -65,12 +64,6 @@ fn tags_and_entities_are_never_divided() {
             assert_eq!(part.matches('<').count(), part.matches('>').count(), "{part}");
         }
     }
-}
-
-#[test]
-fn characters_outside_the_basic_plane_count_twice() {
-    let parts = split_html(&"😀".repeat(6), 4);
-    assert_eq!(parts, ["😀😀", "😀😀", "😀😀"]);
 }
 
 #[test]

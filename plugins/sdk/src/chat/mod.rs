@@ -1,0 +1,30 @@
+//! The chat kit: what every channel plugin bridging a chat service needs besides the
+//! protocol, written once.
+//!
+//! - [`split`](mod@split): a long reply cut into messages the service takes whole, code blocks
+//!   and tags kept balanced, with each service's limit and way of counting ([`SplitRules`]);
+//! - [`Backoff`]: growing waits between attempts to reach the service;
+//! - [`Typing`] and [`TypingLoop`]: the "typing…" indicator renewed while a reply is written;
+//! - [`escape`](escape::escape): `&`, `<`, `>` as entities, for HTML and Slack's mrkdwn;
+//! - [`markdown`]: pieces of Markdown every converter reads the same way (rules, code spans);
+//! - [`load_section`] and [`ChannelConfig`]: the channel's config section read into its
+//!   settings, with errors that name the key;
+//! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go.
+//!
+//! The channels that serve clients themselves (a WebSocket or HTTP server) find their
+//! listening and accepting in [`crate::serving`].
+
+mod backoff;
+mod config;
+pub mod escape;
+pub mod markdown;
+mod paths;
+pub mod split;
+mod typing;
+
+pub use backoff::{Backoff, jitter};
+pub use config::{ChannelConfig, SectionError, load_section};
+pub use escape::{escape, push_escaped};
+pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
+pub use split::{Markup, Measure, SplitRules, split, visible_text};
+pub use typing::{Typing, TypingLoop};
