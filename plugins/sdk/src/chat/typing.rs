@@ -89,6 +89,7 @@ impl Typing {
 }
 
 #[cfg(test)]
+// Time is paused in these tests: sleeps advance the clock at once, so the counts are exact.
 mod tests {
     use std::future::{Ready, ready};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -108,18 +109,18 @@ mod tests {
         calls.load(Ordering::SeqCst)
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_indicator_is_renewed_every_period_until_the_time_limit() {
         let calls = Arc::new(AtomicUsize::new(0));
         let _renewing = TypingLoop::spawn(Duration::from_millis(10), Duration::from_millis(100), counting(&calls, 99));
         tokio::time::sleep(Duration::from_millis(400)).await;
         let shown = count(&calls);
-        assert!((2..=11).contains(&shown), "shown {shown} times");
+        assert_eq!(shown, 10, "shown at 0, 10, … 90 ms");
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(count(&calls), shown, "renewed after the time limit");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_failed_show_ends_the_loop() {
         let calls = Arc::new(AtomicUsize::new(0));
         let _renewing = TypingLoop::spawn(Duration::from_millis(1), Duration::from_secs(120), counting(&calls, 2));
@@ -127,7 +128,7 @@ mod tests {
         assert_eq!(count(&calls), 2);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_stopped_loop_shows_nothing_more() {
         let calls = Arc::new(AtomicUsize::new(0));
         let renewing = TypingLoop::spawn(Duration::from_millis(1), Duration::from_secs(120), counting(&calls, 999));
@@ -139,7 +140,7 @@ mod tests {
         assert_eq!(count(&calls), shown);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn each_chat_has_its_own_indicator_and_a_restart_replaces_the_running_one() {
         let typing = Typing::new(Duration::from_secs(3600), Duration::from_secs(7200));
         let (first, second) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));

@@ -200,12 +200,4 @@ impl Markup {
 }
 
 #[cfg(test)]
-mod tests_discord;
-#[cfg(test)]
-mod tests_rules;
-#[cfg(test)]
-mod tests_services;
-#[cfg(test)]
-mod tests_slack;
-#[cfg(test)]
-mod tests_telegram;
+mod tests;

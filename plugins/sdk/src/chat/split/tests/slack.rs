@@ -1,7 +1,7 @@
 //! The splitter with Slack's rules: 3900 characters of mrkdwn.
 
-use super::atoms::is_fence;
-use super::*;
+use crate::chat::split::atoms::is_fence;
+use crate::chat::split::*;
 
 fn split_message(text: &str, limit: usize) -> Vec<String> {
     split(text, SplitRules::SLACK.with_limit(limit))

@@ -1,8 +1,8 @@
 //! What every set of rules promises, checked over many generated texts: parts fit, fences
 //! and tags stay balanced, nothing visible is lost.
 
-use super::atoms::is_fence;
-use super::*;
+use crate::chat::split::atoms::is_fence;
+use crate::chat::split::*;
 
 /// A deterministic stream of pseudo-random numbers.
 struct Dice(u64);

@@ -1,7 +1,7 @@
 //! The splitter with Discord's rules: 2000 characters of Markdown.
 
-use super::atoms::is_fence;
-use super::*;
+use crate::chat::split::atoms::is_fence;
+use crate::chat::split::*;
 
 fn split_message(text: &str, limit: usize) -> Vec<String> {
     split(text, SplitRules::DISCORD.with_limit(limit))

@@ -214,5 +214,4 @@ fn attachments(message: &Message) -> Vec<Attachment> {
 }
 
 #[cfg(test)]
-#[path = "inbound_tests.rs"]
 mod tests;

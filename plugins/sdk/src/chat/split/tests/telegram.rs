@@ -1,6 +1,6 @@
 //! The splitter with Telegram's rules: 4096 UTF-16 units of HTML.
 
-use super::*;
+use crate::chat::split::*;
 
 fn split_html(html: &str, limit: usize) -> Vec<String> {
     split(html, SplitRules::TELEGRAM.with_limit(limit))

@@ -369,5 +369,4 @@ fn service_ended<T: ServiceOutcome>(name: &str, finished: Result<T, JoinError>, 
 }
 
 #[cfg(test)]
-#[path = "channel_tests.rs"]
 mod tests;

@@ -375,5 +375,4 @@ fn find_closer(chars: &[char], from: usize, marker: char, width: usize) -> Optio
 }
 
 #[cfg(test)]
-#[path = "markdown_tests.rs"]
 mod tests;

@@ -1,8 +1,8 @@
 //! What the three services' rules share, checked for each: their limits and ways of counting,
 //! a short reply going out whole, and a line too long for a message cut at its spaces.
 
-use super::tests_discord::prose;
-use super::*;
+use super::discord::prose;
+use crate::chat::split::*;
 
 /// Discord, Slack and Telegram: the rules, a short reply and what it is sent as.
 const SERVICES: [(&str, SplitRules); 3] =
