@@ -320,6 +320,27 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
 }
 
 #[test]
+fn health_says_down_with_the_reason_when_every_channel_has_failed() {
+    // The channel cannot listen: its port is taken.
+    let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "allowFrom": "*", "port": port}}));
+    let log = std::fs::File::create(env.home.path().join("gateway.log")).unwrap();
+    let mut gateway = Gateway { child: env.command(&["gateway"]).stdout(Stdio::null()).stderr(log).spawn().unwrap() };
+    let down = || env.health().is_some_and(|h| h["status"] == "down");
+    assert!(wait_until(Duration::from_secs(15), down), "health never said down: {:?}", env.health());
+    let health = env.health().unwrap();
+    let reasons = health["reasons"].to_string();
+    assert!(reasons.contains("channel loopback is"), "the reason names the channel: {reasons}");
+    let mut raw = TcpStream::connect(("127.0.0.1", env.health_port)).unwrap();
+    raw.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut response = String::new();
+    raw.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 503"), "{response}");
+    assert!(gateway.terminate_and_wait().success());
+}
+
+#[test]
 fn status_shows_the_running_gateways_channels() {
     let env = GatewayEnv::new(Some(json!("*")));
     let before = env.command(&["status"]).output().unwrap();

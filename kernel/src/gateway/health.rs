@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::plugin::PluginHost;
+use oxibot_proto::PeerKind;
+
+use crate::plugin::{PluginHost, PluginStatus};
 
 /// What the endpoint reports from.
 pub struct HealthSource {
@@ -18,14 +20,44 @@ pub struct HealthSource {
     pub started: Instant,
 }
 
-/// The report for `host`: every plugin's name, kind, state, pid and restart reason.
+/// The report for `host`: every plugin's name, kind, state, pid and restart reason, and an
+/// overall `status`: `ok` when every plugin runs, `degraded` (with `reasons`) when some do
+/// not, `down` when channels are configured and every one of them has failed or is
+/// restarting (a plugin starting for the first time is no fault).
 pub fn report(host: &PluginHost, started: Instant) -> Value {
-    let plugins: Vec<Value> = host
-        .statuses()
-        .into_iter()
-        .map(|s| json!({"name": s.name, "kind": String::from(s.kind), "state": s.state, "pid": s.pid, "reason": s.reason}))
+    let statuses = host.statuses();
+    let plugins: Vec<Value> = statuses
+        .iter()
+        .map(|s| {
+            json!({"name": s.name, "kind": String::from(s.kind.clone()), "state": s.state, "pid": s.pid,
+                "reason": s.reason, "refused": s.refused})
+        })
         .collect();
-    json!({"status": "ok", "pid": std::process::id(), "uptime_secs": started.elapsed().as_secs(), "plugins": plugins})
+    let reasons: Vec<String> = statuses.iter().filter_map(problem).collect();
+    let channels: Vec<_> = statuses.iter().filter(|s| s.kind == PeerKind::Channel).collect();
+    let channel_down = |s: &&PluginStatus| s.state != "running" && problem(s).is_some();
+    let status = if !channels.is_empty() && channels.iter().all(channel_down) {
+        "down"
+    } else if reasons.is_empty() {
+        "ok"
+    } else {
+        "degraded"
+    };
+    json!({"status": status, "reasons": reasons, "pid": std::process::id(), "uptime_secs": started.elapsed().as_secs(),
+        "plugins": plugins})
+}
+
+/// What is wrong with one plugin, if anything: not running, or running with refused tools.
+fn problem(status: &PluginStatus) -> Option<String> {
+    let kind = if status.kind == PeerKind::Channel { "channel" } else { "plugin" };
+    match (status.state, &status.reason) {
+        // Starting for the first time is not a fault; a restart or a failure is.
+        ("starting", _) => None,
+        ("running", _) if status.refused.is_empty() => None,
+        ("running", _) => Some(format!("{kind} {}: {}", status.name, status.refused.join("; "))),
+        (state, Some(reason)) => Some(format!("{kind} {} is {state}: {reason}", status.name)),
+        (state, None) => Some(format!("{kind} {} is {state}", status.name)),
+    }
 }
 
 /// Serves `/health` on `listener` until the task is dropped.
@@ -57,7 +89,9 @@ async fn answer(mut socket: TcpStream, source: &HealthSource) -> std::io::Result
     let (status, body) = if request.starts_with("GET ") && (path == "/health" || path == "/health/") {
         let mut report = (source.report)();
         report["uptime_secs"] = json!(source.started.elapsed().as_secs());
-        ("200 OK", report.to_string())
+        // `down` fails the check (503) for monitors that only look at the status code.
+        let code = if report["status"] == "down" { "503 Service Unavailable" } else { "200 OK" };
+        (code, report.to_string())
     } else {
         ("404 Not Found", json!({"error": "not found; try GET /health"}).to_string())
     };
