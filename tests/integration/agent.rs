@@ -98,6 +98,22 @@ fn sessions_are_kept_in_the_data_dir_where_the_file_tools_cannot_reach_them() {
 }
 
 #[test]
+fn a_message_too_long_for_the_model_is_saved_whole_and_the_model_gets_its_start_and_where_it_is() {
+    let env = AgentEnv::with_defaults(json!({"contextWindowTokens": 8192, "maxTokens": 1024}));
+    env.llm.push(Reply::Text("I will read it in parts".into()));
+    let long = format!("BEGIN {}", "lorem ipsum dolor sit amet ".repeat(4_000));
+    let out = env.agent(&long);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let uploads: Vec<_> = std::fs::read_dir(env.workspace.join("uploads")).unwrap().flatten().collect();
+    assert_eq!(uploads.len(), 1);
+    assert_eq!(std::fs::read_to_string(uploads[0].path()).unwrap(), long, "the whole message is kept");
+    let request = &env.llm.requests()[0];
+    let sent = request["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(sent.len() < 10_000, "the model gets {} bytes", sent.len());
+    assert!(sent.contains("BEGIN") && sent.contains("uploads/message-"), "{}", &sent[sent.len() - 400..]);
+}
+
+#[test]
 fn a_plain_turn_prints_the_answer_and_stores_both_messages() {
     let env = AgentEnv::new();
     env.llm.push(Reply::Text("Hello from the model".into()));

@@ -7,6 +7,7 @@
 //! running runner through [`TurnControl`].
 
 pub mod commands;
+pub mod oversize;
 pub mod session_actor;
 
 use std::collections::HashMap;

@@ -9,6 +9,7 @@ use oxibot_proto::CallContext;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::commands::{self, Command};
+use super::oversize;
 use super::{AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
@@ -203,7 +204,7 @@ impl TurnJob {
                     notify(&mut turn.persisted);
                     return self.command(command).await;
                 }
-                let mut user = ChatMessage::text(Role::User, turn.text.clone());
+                let mut user = ChatMessage::text(Role::User, self.fit_for_the_model(&turn.text));
                 if let Some(origin) = &turn.origin {
                     user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(origin.inbound_id.clone()));
                     user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), origin.metadata.clone());
@@ -298,6 +299,25 @@ impl TurnJob {
             ledger: self.ledger.clone(),
             fixed_prompt,
             scope,
+        }
+    }
+
+    /// `text`, or when it is too long for the model, its beginning and where the whole text
+    /// was saved in the workspace (see [`oversize`]).
+    fn fit_for_the_model(&self, text: &str) -> String {
+        let defaults = &self.services.config().agents.defaults;
+        let limit = oversize::limit_bytes(defaults.context_window_tokens, defaults.max_tokens);
+        let name = format!("message-{}.md", chrono::Utc::now().format("%Y%m%d-%H%M%S-%3f"));
+        match oversize::shorten(self.services.workspace(), &name, text, limit) {
+            Ok(Some(kept)) => {
+                tracing::info!(session = %self.key, bytes = text.len(), file = %name, "a long message was saved to the workspace");
+                kept
+            }
+            Ok(None) => text.to_owned(),
+            Err(error) => {
+                tracing::warn!(session = %self.key, %error, "cannot save a long message; it is kept whole");
+                text.to_owned()
+            }
         }
     }
 
