@@ -259,3 +259,54 @@ async fn an_api_channel_on_a_public_host_without_a_key_refuses_to_start() {
     assert!(reason.contains("refusing to listen on 0.0.0.0 without an API key"), "{reason}");
     host.shutdown().await;
 }
+
+/// Sends `head` on a fresh connection to the channel and returns what the server answers
+/// (until it closes the connection, or 10 s).
+async fn raw_exchange(port: u16, head: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = oxibot_tests::http::connect(port).await;
+    stream.write_all(head).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server neither answered nor closed: {}", String::from_utf8_lossy(&answer));
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[actix_rt::test]
+async fn a_client_that_stalls_mid_body_gets_a_408_and_its_connection_back() {
+    let (host, _events, port) = api_host(json!({"bodyTimeoutSecs": 1})).await;
+    let head = format!(
+        "POST {COMPLETIONS} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"model\""
+    );
+    let answer = raw_exchange(port, head.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within 1 seconds"), "{answer}");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn connections_beyond_the_limit_are_closed_at_once_and_served_again_when_one_frees() {
+    let (host, _events, port) = api_host(json!({"maxConnections": 2})).await;
+    let idle = idle_connections(port, 2).await;
+    let refused = raw_exchange(port, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert_eq!(refused, "", "a third connection is closed without an answer");
+    drop(idle);
+    // The server sees the close a moment later; poll, bounded by a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let health = b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    while !raw_exchange(port, health).await.starts_with("HTTP/1.1 200") {
+        assert!(std::time::Instant::now() < deadline, "a freed slot is never used again");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    host.shutdown().await;
+}
+
+/// `count` connections that send nothing. The server accepts connections in the order they
+/// were established, so any connection made after these is accepted after them.
+async fn idle_connections(port: u16, count: usize) -> Vec<tokio::net::TcpStream> {
+    let mut open = Vec::new();
+    for _ in 0..count {
+        open.push(oxibot_tests::http::connect(port).await);
+    }
+    open
+}

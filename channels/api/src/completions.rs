@@ -27,7 +27,10 @@ const SENDER_ID: &str = "api";
 /// Answers one chat-completion request.
 pub async fn chat_completions(app: &App, request: Request<Incoming>) -> Result<Response<ReplyBody>, ApiFailure> {
     let session_header = request.headers().get("x-session-id").and_then(|value| value.to_str().ok()).map(str::to_owned);
-    let body = read_body(request.into_body()).await?;
+    // A client that stalls mid-body holds a connection and a task: it gets a deadline.
+    let body = tokio::time::timeout(app.config.body_timeout(), read_body(request.into_body()))
+        .await
+        .map_err(|_| ApiFailure::BodyTimeout(app.config.body_timeout().as_secs()))??;
     let chat = ChatRequest::parse(&body, session_header.as_deref())?;
     let deadline = Instant::now() + app.config.timeout();
     let request_id = fresh_id("api");

@@ -17,6 +17,8 @@ const DEFAULT_PORT: u16 = 18791;
 const DEFAULT_MODEL: &str = "oxibot";
 /// Default time a request may wait for its reply.
 const DEFAULT_TIMEOUT_SECS: u64 = 300;
+/// Default time a client has to send a request's headers and body.
+const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
 
 /// The channel's settings, read from camelCase or snake_case keys; unknown keys (such as the
 /// gateway's `enabled` or `allowFrom`) are ignored.
@@ -35,6 +37,12 @@ pub struct Config {
     /// How long a request waits for its reply before it is answered with 504.
     #[serde(alias = "timeout_secs")]
     pub timeout_secs: u64,
+    /// How long a client has to send a request's headers and its whole body (408 after).
+    #[serde(alias = "body_timeout_secs")]
+    pub body_timeout_secs: u64,
+    /// Most connections open at once; more are closed as they arrive.
+    #[serde(alias = "max_connections")]
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -45,6 +53,8 @@ impl Default for Config {
             api_key: None,
             model: DEFAULT_MODEL.to_owned(),
             timeout_secs: DEFAULT_TIMEOUT_SECS,
+            body_timeout_secs: DEFAULT_BODY_TIMEOUT_SECS,
+            max_connections: oxibot_plugin::serving::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -92,6 +102,11 @@ impl Config {
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_secs)
     }
+
+    /// How long a client has to send a request (at least a second).
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_timeout_secs.max(1))
+    }
 }
 
 #[cfg(test)]
@@ -104,7 +119,15 @@ mod tests {
     fn an_empty_section_listens_on_loopback_without_a_key_as_oxibot_for_five_minutes() {
         assert_eq!(
             Config::load(&json!({})).unwrap(),
-            Config { host: "127.0.0.1".into(), port: 18791, api_key: None, model: "oxibot".into(), timeout_secs: 300 }
+            Config {
+                host: "127.0.0.1".into(),
+                port: 18791,
+                api_key: None,
+                model: "oxibot".into(),
+                timeout_secs: 300,
+                body_timeout_secs: 30,
+                max_connections: 256
+            }
         );
     }
 

@@ -2,7 +2,9 @@
 //! client can talk to the agent.
 //!
 //! Config (`channels.api`): `host` (default `127.0.0.1`), `port` (default `18791`), `apiKey`,
-//! `model` (the name reported, default `oxibot`) and `timeoutSecs` (default 300). With a key
+//! `model` (the name reported, default `oxibot`), `timeoutSecs` (how long a reply may take,
+//! default 300), `bodyTimeoutSecs` (how long a client may take to send a request, default 30;
+//! 408 after) and `maxConnections` (default 256; more are closed as they arrive). With a key
 //! set, requests need `Authorization: Bearer <apiKey>` (401 otherwise; `/health` stays open).
 //! Listening on a non-loopback host without a key is refused at startup.
 //!
@@ -47,7 +49,8 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
     eprintln!("api: serving the OpenAI-compatible API on http://{}:{}/v1", config.host, config.port);
     let waiters = Arc::new(Waiters::default());
     let app = Arc::new(App { channel: channel.clone(), waiters: waiters.clone(), config, started: openai::unix_now() });
-    tokio::spawn(serving::accept_forever("api", listener, move |stream| serve_connection(stream, app.clone())));
+    let limit = app.config.max_connections;
+    tokio::spawn(serving::accept_forever("api", listener, limit, move |stream| serve_connection(stream, app.clone())));
     while let Some(event) = channel.next_event().await {
         match event {
             ChannelEvent::Delta(delta) => {

@@ -34,6 +34,9 @@ pub enum ApiFailure {
     /// The body is larger than the channel reads.
     #[error("the request body is larger than {0} bytes")]
     TooLarge(usize),
+    /// The body did not arrive in time.
+    #[error("the request body did not arrive within {0} seconds")]
+    BodyTimeout(u64),
     /// The body could not be read.
     #[error("the request body could not be read: {0}")]
     Unreadable(String),
@@ -57,6 +60,7 @@ impl ApiFailure {
             ApiFailure::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiFailure::Request(_) | ApiFailure::Unreadable(_) => StatusCode::BAD_REQUEST,
             ApiFailure::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiFailure::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiFailure::NotAccepted(_) | ApiFailure::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiFailure::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -71,6 +75,7 @@ impl ApiFailure {
             | ApiFailure::Request(_)
             | ApiFailure::TooLarge(_)
             | ApiFailure::Unreadable(_) => ("invalid_request_error", None),
+            ApiFailure::BodyTimeout(_) => ("invalid_request_error", Some("timeout")),
             ApiFailure::Timeout(_) => ("server_error", Some("timeout")),
             ApiFailure::NotAccepted(_) | ApiFailure::ShuttingDown => ("server_error", None),
         }

@@ -36,11 +36,15 @@ pub struct App {
 /// Serves the requests of one connection until the client closes it.
 pub async fn serve_connection(stream: TcpStream, app: Arc<App>) {
     let _ = stream.set_nodelay(true);
+    let header_timeout = app.config.body_timeout();
     let service = service_fn(move |request| {
         let app = app.clone();
         async move { Ok::<_, Infallible>(route(&app, request).await) }
     });
-    let connection = http1::Builder::new().timer(TokioTimer::new()).serve_connection(TokioIo::new(stream), service);
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(TokioIo::new(stream), service);
     if let Err(error) = connection.await {
         if !error.is_incomplete_message() {
             eprintln!("api: a connection failed: {error}");

@@ -88,7 +88,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
     let (_, listener) = serving::start::<Config>(&channel).await?;
     let clients = Clients::default();
     let (kernel, shared) = (channel.clone(), clients.clone());
-    tokio::spawn(serving::accept_forever("loopback", listener, move |stream| {
+    tokio::spawn(serving::accept_forever("loopback", listener, serving::DEFAULT_MAX_CONNECTIONS, move |stream| {
         serve_client(stream, kernel.clone(), shared.clone())
     }));
     while let Some(event) = channel.next_event().await {

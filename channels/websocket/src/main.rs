@@ -40,7 +40,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
     eprintln!("websocket: listening on ws://{}:{}{}", config.host, config.port, config.path);
     let server = Arc::new(Server { channel: channel.clone(), rooms: Rooms::default(), config });
     let shared = server.clone();
-    tokio::spawn(serving::accept_forever("websocket", listener, move |stream| {
+    tokio::spawn(serving::accept_forever("websocket", listener, serving::DEFAULT_MAX_CONNECTIONS, move |stream| {
         serve_connection(stream, shared.clone())
     }));
     while let Some(event) = channel.next_event().await {

@@ -34,11 +34,12 @@
 
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 use crate::ChannelHandle;
 use crate::chat::ChannelConfig;
@@ -83,19 +84,35 @@ where
     Ok((config, listener))
 }
 
-/// Accepts clients forever, each served by `serve_one` in its own task. A failed accept (out
-/// of file descriptors, say) passes: it is logged under `channel`'s name and accepting goes
-/// on after a short pause.
-pub async fn accept_forever<F, Fut>(channel: &str, listener: TcpListener, mut serve_one: F)
+/// Most clients served at once by default: each holds a file descriptor and a task, so a
+/// flood of idle or stalled connections cannot exhaust the process.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// Accepts clients forever, each served by `serve_one` in its own task, at most
+/// `max_connections` at a time: a client beyond that is closed at once (and the refusal
+/// logged). A failed accept (out of file descriptors, say) passes: it is logged under
+/// `channel`'s name and accepting goes on after a short pause.
+pub async fn accept_forever<F, Fut>(channel: &str, listener: TcpListener, max_connections: usize, mut serve_one: F)
 where
     F: FnMut(TcpStream) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let slots = Arc::new(Semaphore::new(max_connections.max(1)));
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(serve_one(stream));
-            }
+            Ok((stream, peer)) => match slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let serving = serve_one(stream);
+                    tokio::spawn(async move {
+                        serving.await;
+                        drop(slot);
+                    });
+                }
+                Err(_) => {
+                    eprintln!("{channel}: refusing {peer}: {max_connections} connections are open already");
+                    drop(stream);
+                }
+            },
             Err(error) => {
                 eprintln!("{channel}: accept failed: {error}");
                 tokio::time::sleep(ACCEPT_PAUSE).await;
