@@ -149,6 +149,16 @@ impl Target {
         Target { shown: path.display().to_string(), beneath: self.beneath.as_ref().map(|rel| rel.join(name)), path }
     }
 
+    /// The directory holding it, or `None` for the root (or `/`).
+    pub fn parent(&self) -> Option<Target> {
+        self.split().map(|(parent, _)| parent)
+    }
+
+    /// Its last name, or `None` for the root (or `/`).
+    pub fn name(&self) -> Option<OsString> {
+        self.split().map(|(_, name)| name)
+    }
+
     /// The parent directory and the last name, or `None` for the root (or `/`).
     fn split(&self) -> Option<(Target, OsString)> {
         let name = match &self.beneath {
