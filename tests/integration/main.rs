@@ -17,6 +17,7 @@
 //! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, streams, order, keys;
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
@@ -36,6 +37,7 @@ mod channel_telegram;
 mod channel_websocket;
 mod channels;
 mod cli_tools;
+mod fs_containment;
 mod gateway;
 mod gateway_channels;
 mod host_calls;

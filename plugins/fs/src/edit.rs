@@ -4,7 +4,8 @@
 use std::io::Read as _;
 use std::path::Path;
 
-use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
+use oxibot_plugin::beneath::{AccessError, EntryKind, Target, WorkspaceDir};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -65,8 +66,9 @@ pub fn tool() -> Tool {
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
     check_choices(&args)?;
-    let path = workspace::resolve(&ctx, &args.path)?;
-    crate::blocking(move || edit(&path, &args)).await
+    let files = WorkspaceDir::open(&ctx)?;
+    let target = files.resolve(&args.path)?;
+    crate::blocking(move || edit(&files, &target, &args)).await
 }
 
 /// Refuses zero counts and combinations of choices that contradict each other.
@@ -89,14 +91,16 @@ fn check_choices(args: &Args) -> Result<(), ToolError> {
     conflict.map_or(Ok(()), |message| Err(ToolError::new(message)))
 }
 
-/// Edits the file at `path` as `args` say.
-fn edit(path: &Path, args: &Args) -> ToolOutput {
-    if std::fs::symlink_metadata(path).is_err() {
-        return create(path, args);
+/// Edits the file at `target` as `args` say.
+fn edit(files: &WorkspaceDir, target: &Target, args: &Args) -> ToolOutput {
+    match files.symlink_metadata(target) {
+        Ok(_) => {}
+        Err(AccessError::Io(_)) => return create(files, target, args),
+        Err(refused) => return Err(refused.into()),
     }
-    let original = load(path, &args.path)?;
+    let original = load(files, target)?;
     if args.old_text.is_empty() {
-        return fill_empty(path, &original, args);
+        return fill_empty(files, target, &original, args);
     }
     if args.old_text == args.new_text {
         return Err(ToolError::new("old_text and new_text are the same, so there is nothing to change"));
@@ -112,21 +116,21 @@ fn edit(path: &Path, args: &Args) -> ToolOutput {
     let chosen = choose(&matches, args)?;
     let edited = replace(&content, &chosen, &old, &new, found);
     let edited = if crlf { edited.replace('\n', "\r\n") } else { edited };
-    write_atomically(path, edited.as_bytes()).map_err(|e| write_error(&args.path, &e))?;
+    write_atomically(files, target, edited.as_bytes()).map_err(|e| write_error(&args.path, e))?;
     Ok(summary(&args.path, &chosen, found))
 }
 
 /// A missing file: created when old_text is empty, else an error suggesting similar names.
-fn create(path: &Path, args: &Args) -> ToolOutput {
+fn create(files: &WorkspaceDir, target: &Target, args: &Args) -> ToolOutput {
     if !args.old_text.is_empty() {
-        return Err(ToolError::new(missing_file_message(path, &args.path)));
+        return Err(ToolError::new(missing_file_message(files, target)));
     }
-    write_atomically(path, args.new_text.as_bytes()).map_err(|e| write_error(&args.path, &e))?;
+    write_atomically(files, target, args.new_text.as_bytes()).map_err(|e| write_error(&args.path, e))?;
     Ok(format!("created {} ({})", args.path, plural(args.new_text.len(), "byte")))
 }
 
 /// An empty old_text on an existing file: allowed only when the file has no content yet.
-fn fill_empty(path: &Path, original: &str, args: &Args) -> ToolOutput {
+fn fill_empty(files: &WorkspaceDir, target: &Target, original: &str, args: &Args) -> ToolOutput {
     if !original.trim().is_empty() {
         return Err(ToolError::new(format!(
             "old_text is empty, which only creates a new (or fills an empty) file, but {} already has \
@@ -134,13 +138,14 @@ fn fill_empty(path: &Path, original: &str, args: &Args) -> ToolOutput {
             args.path
         )));
     }
-    write_atomically(path, args.new_text.as_bytes()).map_err(|e| write_error(&args.path, &e))?;
+    write_atomically(files, target, args.new_text.as_bytes()).map_err(|e| write_error(&args.path, e))?;
     Ok(format!("wrote {} to the empty file {}", plural(args.new_text.len(), "byte"), args.path))
 }
 
 /// The file as UTF-8 text, refusing what cannot be edited safely as text.
-fn load(path: &Path, shown: &str) -> Result<String, ToolError> {
-    let mut file = open_regular_file(path, shown)?;
+fn load(files: &WorkspaceDir, target: &Target) -> Result<String, ToolError> {
+    let shown = target.shown();
+    let mut file = open_regular_file(files, target)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > MAX_EDIT_BYTES {
         return Err(ToolError::new(format!(
@@ -162,16 +167,16 @@ fn load(path: &Path, shown: &str) -> Result<String, ToolError> {
 }
 
 /// "file not found", with up to three files of similar names beside it.
-fn missing_file_message(path: &Path, shown: &str) -> String {
-    let wanted = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut close: Vec<(f64, String)> = path
+fn missing_file_message(files: &WorkspaceDir, target: &Target) -> String {
+    let shown = target.shown();
+    let wanted = target.name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut close: Vec<(f64, String)> = target
         .parent()
-        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .and_then(|dir| files.read_dir(&dir).ok())
         .into_iter()
         .flatten()
-        .flatten()
-        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|entry| entry.kind == EntryKind::File)
+        .map(|entry| entry.name.to_string_lossy().into_owned())
         .map(|name| (similarity(&wanted, &name), name))
         .filter(|(score, _)| *score >= 0.5)
         .collect();

@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
+use oxibot_plugin::beneath::{DirHandle, Target, WorkspaceDir};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -86,19 +87,31 @@ pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let kinds = Kinds::parse(args.entry_type.as_deref())?;
     let page = Page::new(args.head_limit, args.max_results, args.offset);
     let shown = args.path.unwrap_or_else(|| ".".to_owned());
-    let base = workspace::resolve(&ctx, &shown)?;
-    let root = workspace::root(&ctx);
-    let confine = ctx.restrict_to_workspace.then(|| root.clone());
+    let files = WorkspaceDir::open(&ctx)?;
+    let target = files.resolve(&shown)?;
     crate::blocking(move || {
-        if !base.is_dir() {
-            let what = if base.exists() { "is not a directory" } else { "does not exist" };
-            return Err(ToolError::new(format!("{shown} {what}; give a directory to search in")));
-        }
-        let search = Search { glob: &glob, kinds, base: &base, root: &root };
-        let (found, cut_short) = search.run(&Walk::new(confine.as_deref()));
+        let dir = open_base(&files, &target)?;
+        let search = Search { glob: &glob, kinds, base: target.path(), root: files.root() };
+        let (found, cut_short) = search.run(&files, dir, &Walk::new());
         Ok(render(&found, &page, &args.pattern, &shown, cut_short))
     })
     .await
+}
+
+/// Opens the directory to search in, explaining a missing path or a file.
+fn open_base(files: &WorkspaceDir, target: &Target) -> Result<DirHandle, ToolError> {
+    let shown = target.shown();
+    files.open_dir(target).map_err(|e| {
+        crate::access_error(e, |e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                ToolError::new(format!("{shown} does not exist; give a directory to search in"))
+            }
+            std::io::ErrorKind::NotADirectory => {
+                ToolError::new(format!("{shown} is not a directory; give a directory to search in"))
+            }
+            _ => ToolError::new(format!("cannot search {shown}: {e}")),
+        })
+    })
 }
 
 /// One `glob` search.
@@ -111,18 +124,16 @@ struct Search<'a> {
 
 impl Search<'_> {
     /// The matching paths as shown to the model, newest first; and whether the walk was cut.
-    fn run(&self, walk: &Walk) -> (Vec<String>, bool) {
+    fn run(&self, files: &WorkspaceDir, dir: DirHandle, walk: &Walk) -> (Vec<String>, bool) {
         let mut found: Vec<(SystemTime, String)> = Vec::new();
-        let report = walk.run(self.base, |entry| {
+        let report = walk.run(files, dir, |entry| {
             let relative = entry.path.strip_prefix(self.base).unwrap_or(&entry.path);
             if self.kinds.wants(entry.is_dir) && self.glob.matches(relative) {
-                let modified =
-                    std::fs::metadata(&entry.path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
                 let mut shown = crate::display_path(self.root, &entry.path);
                 if entry.is_dir {
                     shown.push('/');
                 }
-                found.push((modified, shown));
+                found.push((entry.modified, shown));
             }
             true
         });

@@ -2,11 +2,13 @@
 //! count matches per file, or show matching lines with context, paged and capped.
 
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::Read as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
+use oxibot_plugin::beneath::{Target, WorkspaceDir};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -127,16 +129,19 @@ pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let legacy = if mode == Mode::Content { args.max_matches } else { args.max_results };
     let page = Page::new(args.head_limit, legacy, args.offset);
     let shown = args.path.unwrap_or_else(|| ".".to_owned());
-    let base = workspace::resolve(&ctx, &shown)?;
-    let root = workspace::root(&ctx);
-    let confine = ctx.restrict_to_workspace.then(|| root.clone());
+    let files = WorkspaceDir::open(&ctx)?;
+    let target = files.resolve(&shown)?;
     let context = (args.context_before.unwrap_or(0).min(MAX_CONTEXT), args.context_after.unwrap_or(0).min(MAX_CONTEXT));
     crate::blocking(move || {
-        if !base.exists() {
-            return Err(ToolError::new(format!("path not found: {shown}")));
-        }
-        let search = Search { regex, mode, context, page, root: &root, filters };
-        let tally = search.run(&base, &Walk::new(confine.as_deref()));
+        let meta = files.metadata(&target).map_err(|e| {
+            crate::access_error(e, |e| match e.kind() {
+                std::io::ErrorKind::NotFound => ToolError::new(format!("path not found: {shown}")),
+                _ => ToolError::new(format!("cannot search {shown}: {e}")),
+            })
+        })?;
+        let search = Search { regex, mode, context, page, root: files.root(), filters };
+        let tally =
+            if meta.is_file() { search.run_file(&files, &target) } else { search.run(&files, &target, &Walk::new()) };
         Ok(search.render(tally, &args.pattern, &shown))
     })
     .await
@@ -212,17 +217,25 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    /// Searches `base` (a file, or a directory walked with `walk`).
-    fn run(&self, base: &Path, walk: &Walk) -> Tally {
+    /// Searches the one file the call named.
+    fn run_file(&self, files: &WorkspaceDir, target: &Target) -> Tally {
         let mut tally = Tally::default();
-        if base.is_file() {
-            self.search_file(base, MAX_NAMED_FILE_BYTES, &mut tally);
-            return tally;
+        if let Ok(file) = files.open_read(target) {
+            self.search_file(file, target.path(), MAX_NAMED_FILE_BYTES, &mut tally);
         }
-        let report = walk.run(base, |entry| {
-            let relative = entry.path.strip_prefix(base).unwrap_or(&entry.path);
-            if !entry.is_dir && self.filters.accepts(relative) {
-                self.search_file(&entry.path, MAX_FILE_BYTES, &mut tally);
+        tally
+    }
+
+    /// Searches the files below the directory `base`, walked with `walk`.
+    fn run(&self, files: &WorkspaceDir, base: &Target, walk: &Walk) -> Tally {
+        let mut tally = Tally::default();
+        let Ok(dir) = files.open_dir(base) else { return tally };
+        let report = walk.run(files, dir, |entry| {
+            let relative = entry.path.strip_prefix(base.path()).unwrap_or(&entry.path);
+            if entry.is_file && self.filters.accepts(relative) {
+                if let Ok(file) = entry.open_file(files) {
+                    self.search_file(file, &entry.path, MAX_FILE_BYTES, &mut tally);
+                }
             }
             tally.stopped.is_none()
         });
@@ -230,8 +243,9 @@ impl Search<'_> {
         tally
     }
 
-    fn search_file(&self, path: &Path, max_bytes: u64, tally: &mut Tally) {
-        let Some((text, modified)) = load(path, max_bytes, tally) else { return };
+    /// Searches the open `file`, shown by `path`.
+    fn search_file(&self, file: File, path: &Path, max_bytes: u64, tally: &mut Tally) {
+        let Some((text, modified)) = load(file, max_bytes, tally) else { return };
         let lines = split_lines(&text);
         let shown = crate::display_path(self.root, path);
         if self.mode != Mode::Content {
@@ -358,14 +372,15 @@ fn notes(tally: &Tally) -> Vec<String> {
 }
 
 /// The text and modification time of a searchable file, counting skipped ones in `tally`.
-fn load(path: &Path, max_bytes: u64, tally: &mut Tally) -> Option<(String, SystemTime)> {
-    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+fn load(file: File, max_bytes: u64, tally: &mut Tally) -> Option<(String, SystemTime)> {
+    // What was opened is what counts: a path swapped since it was listed may lead elsewhere.
+    let meta = file.metadata().ok().filter(|m| m.is_file())?;
     if meta.len() > max_bytes {
         tally.skipped_large += 1;
         return None;
     }
     let mut bytes = Vec::new();
-    std::fs::File::open(path).ok()?.take(max_bytes).read_to_end(&mut bytes).ok()?;
+    file.take(max_bytes).read_to_end(&mut bytes).ok()?;
     if looks_binary(&bytes) {
         tally.skipped_binary += 1;
         return None;

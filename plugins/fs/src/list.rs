@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
+use oxibot_plugin::beneath::{DirHandle, Target, WorkspaceDir};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -49,42 +50,43 @@ pub fn tool() -> Tool {
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
     let shown = args.path.unwrap_or_else(|| ".".to_owned());
-    let dir = workspace::resolve(&ctx, &shown)?;
-    let confine = ctx.restrict_to_workspace.then(|| workspace::root(&ctx));
+    let files = WorkspaceDir::open(&ctx)?;
+    let target = files.resolve(&shown)?;
     let max = args.max_entries.filter(|n| *n > 0).unwrap_or(DEFAULT_MAX_ENTRIES);
     crate::blocking(move || {
-        check_directory(&dir, &shown)?;
-        let mut walk = Walk::new(confine.as_deref());
+        let dir = open_directory(&files, &target)?;
+        let mut walk = Walk::new();
         if !args.recursive {
             walk = walk.max_depth(1);
         }
-        Ok(list(&dir, &shown, &walk, max))
+        Ok(list(&files, dir, &shown, &walk, max))
     })
     .await
 }
 
-/// Refuses a missing path or a file, pointing at the right tool.
-fn check_directory(dir: &Path, shown: &str) -> Result<(), ToolError> {
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(ToolError::new(format!("directory not found: {shown}")))
-        }
-        Err(e) => Err(ToolError::new(format!("cannot list {shown}: {e}"))),
-        Ok(meta) if !meta.is_dir() => {
-            Err(ToolError::new(format!("{shown} is a file, not a directory; use read_file to read it")))
-        }
-        Ok(_) => Ok(()),
-    }
+/// Opens the directory to list, refusing a missing path or a file and pointing at the right tool.
+fn open_directory(files: &WorkspaceDir, target: &Target) -> Result<DirHandle, ToolError> {
+    let shown = target.shown();
+    files.open_dir(target).map_err(|e| {
+        crate::access_error(e, |e| match e.kind() {
+            std::io::ErrorKind::NotFound => ToolError::new(format!("directory not found: {shown}")),
+            std::io::ErrorKind::NotADirectory => {
+                ToolError::new(format!("{shown} is a file, not a directory; use read_file to read it"))
+            }
+            _ => ToolError::new(format!("cannot list {shown}: {e}")),
+        })
+    })
 }
 
 /// The listing of `dir`, at most `max` entries, with notes on what was left out.
-fn list(dir: &Path, shown: &str, walk: &Walk, max: usize) -> String {
+fn list(files: &WorkspaceDir, dir: DirHandle, shown: &str, walk: &Walk, max: usize) -> String {
     let mut lines = Vec::new();
     let mut total = 0usize;
-    let report = walk.run(dir, |entry| {
+    let base = dir.target().path().to_path_buf();
+    let report = walk.run(files, dir, |entry| {
         total += 1;
         if lines.len() < max {
-            let relative = entry.path.strip_prefix(dir).unwrap_or(&entry.path).display().to_string();
+            let relative = entry.path.strip_prefix(&base).unwrap_or(&entry.path).display().to_string();
             lines.push(if entry.is_dir { format!("{relative}/") } else { relative });
         }
         true
@@ -96,7 +98,7 @@ fn list(dir: &Path, shown: &str, walk: &Walk, max: usize) -> String {
     } else if total > max {
         notes.push(format!("(showing {max} of {total} entries; list a subdirectory or raise max_entries)"));
     }
-    if let Some(note) = skipped_note(dir, &report) {
+    if let Some(note) = skipped_note(&base, &report) {
         notes.push(note);
     }
     if !notes.is_empty() {

@@ -1,9 +1,12 @@
 //! `oxibot-tool-fs`: the file tools (`read_file`, `write_file`, `edit_file`, `list_dir`,
 //! `glob`, `grep`) with nanobot's names and parameters, served as an oxibot plugin.
 //!
-//! Every path a model gives goes through [`oxibot_plugin::workspace::resolve`], so the
-//! workspace restriction (on by default) is enforced in one place; the tree walks of
-//! `list_dir`, `glob` and `grep` additionally leave out symlinks that lead outside it.
+//! Every file is opened through an [`oxibot_plugin::beneath::WorkspaceDir`]: a handle on the
+//! workspace root opened once per call, beneath which every path is resolved in the same
+//! system call that opens it. With the workspace restriction on (the default) no path, `..`
+//! or symlink leads outside, not even a symlink swapped between a check and an open; the tree
+//! walks of `list_dir`, `glob` and `grep` open each subdirectory relative to its parent's
+//! handle and leave out symlinks that lead outside.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -22,6 +25,7 @@ mod text;
 mod walk;
 mod write;
 
+use oxibot_plugin::beneath::AccessError;
 use oxibot_plugin::{Plugin, ToolError, ToolOutput};
 
 fn main() -> ExitCode {
@@ -59,6 +63,15 @@ fn display_path(root: &Path, path: &Path) -> String {
     }
 }
 
+/// The error for a failed file operation: a refusal (outside the workspace) as it is, a
+/// system error described by `describe`.
+fn access_error(error: AccessError, describe: impl FnOnce(&std::io::Error) -> ToolError) -> ToolError {
+    match error {
+        AccessError::Io(e) => describe(&e),
+        refused => refused.into(),
+    }
+}
+
 /// `n` followed by `word`, pluralised with an `s` unless `n` is one.
 fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") }
@@ -72,6 +85,7 @@ mod test_util {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use oxibot_plugin::CallContext;
+    use oxibot_plugin::beneath::WorkspaceDir;
 
     /// A fresh directory under the system temp dir, removed when dropped.
     pub struct Workspace(PathBuf);
@@ -112,6 +126,16 @@ mod test_util {
         /// An unrestricted call context rooted here.
         pub fn unrestricted(&self) -> CallContext {
             CallContext { restrict_to_workspace: false, ..self.ctx() }
+        }
+
+        /// The workspace opened as a restricted call opens it.
+        pub fn files(&self) -> WorkspaceDir {
+            WorkspaceDir::open(&self.ctx()).unwrap()
+        }
+
+        /// The workspace opened as an unrestricted call opens it.
+        pub fn unrestricted_files(&self) -> WorkspaceDir {
+            WorkspaceDir::open(&self.unrestricted()).unwrap()
         }
 
         /// The workspace directory.

@@ -2,11 +2,11 @@
 //! capped in size, with a footer that says how to read the next part.
 
 use std::fmt::Write as _;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 
-use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
+use oxibot_plugin::beneath::{Target, WorkspaceDir};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -64,17 +64,19 @@ pub fn tool() -> Tool {
 /// Runs `read_file`.
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
-    let path = workspace::resolve(&ctx, &args.path)?;
+    let files = WorkspaceDir::open(&ctx)?;
+    let target = files.resolve(&args.path)?;
     let window = Window {
         offset: args.offset.unwrap_or(1).max(1),
         limit: args.limit.filter(|n| *n > 0).unwrap_or(DEFAULT_LIMIT),
     };
-    crate::blocking(move || read(&path, &args.path, window)).await
+    crate::blocking(move || read(&files, &target, window)).await
 }
 
-/// Reads the window of `path`; `shown` is the path as the model wrote it.
-fn read(path: &Path, shown: &str, window: Window) -> ToolOutput {
-    let file = open_regular_file(path, shown)?;
+/// Reads the window of `target`.
+fn read(files: &WorkspaceDir, target: &Target, window: Window) -> ToolOutput {
+    let shown = target.shown();
+    let file = open_regular_file(files, target)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let sample = reader.fill_buf().map_err(|e| read_error(shown, &e))?;
@@ -90,17 +92,29 @@ fn read(path: &Path, shown: &str, window: Window) -> ToolOutput {
     page.render(shown, window)
 }
 
-/// Opens `path` for reading if it is a regular file (following symlinks), else explains.
+/// Opens `target` for reading if it is a regular file (following symlinks), else explains.
 ///
 /// Devices, pipes and sockets are refused before opening: reading one could block forever or
-/// never end (`/dev/zero`, a FIFO nobody writes to).
-pub fn open_regular_file(path: &Path, shown: &str) -> Result<File, ToolError> {
-    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            ToolError::new(format!("file not found: {shown}; use list_dir or glob to find the right path"))
-        }
-        _ => read_error(shown, &e),
+/// never end (`/dev/zero`, a FIFO nobody writes to). What was opened is checked again, since
+/// the path may lead somewhere else by then (the open does not block on a FIFO).
+pub fn open_regular_file(files: &WorkspaceDir, target: &Target) -> Result<File, ToolError> {
+    let shown = target.shown();
+    let meta = files.metadata(target).map_err(|e| {
+        crate::access_error(e, |e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                ToolError::new(format!("file not found: {shown}; use list_dir or glob to find the right path"))
+            }
+            _ => read_error(shown, e),
+        })
     })?;
+    check_regular(&meta, shown)?;
+    let file = files.open_read(target).map_err(|e| crate::access_error(e, |e| read_error(shown, e)))?;
+    check_regular(&file.metadata().map_err(|e| read_error(shown, &e))?, shown)?;
+    Ok(file)
+}
+
+/// Refuses directories, devices, pipes and sockets.
+fn check_regular(meta: &Metadata, shown: &str) -> Result<(), ToolError> {
     if meta.is_dir() {
         return Err(ToolError::new(format!(
             "{shown} is a directory, not a file; use list_dir to see what it contains"
@@ -111,7 +125,7 @@ pub fn open_regular_file(path: &Path, shown: &str) -> Result<File, ToolError> {
             "{shown} is not a regular file (it is a device, pipe or socket) and cannot be read"
         )));
     }
-    File::open(path).map_err(|e| read_error(shown, &e))
+    Ok(())
 }
 
 fn read_error(shown: &str, error: &std::io::Error) -> ToolError {

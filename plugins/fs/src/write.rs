@@ -1,11 +1,12 @@
 //! `write_file`, and the atomic write (temp file in the same directory, then rename) that
 //! every tool changing a file uses, so a kill mid-write never leaves a half-written file.
 
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, workspace};
+use oxibot_plugin::beneath::{AccessError, DirHandle, Target, WorkspaceDir};
+use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -40,72 +41,66 @@ pub fn tool() -> Tool {
 /// Runs `write_file`.
 pub async fn handle(ctx: CallContext, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
-    let path = workspace::resolve(&ctx, &args.path)?;
+    let files = WorkspaceDir::open(&ctx)?;
+    let target = files.resolve(&args.path)?;
     crate::blocking(move || {
-        if path.is_dir() {
-            return Err(ToolError::new(format!("{} is a directory; give the path of a file inside it", args.path)));
+        match files.metadata(&target) {
+            Ok(meta) if meta.is_dir() => {
+                return Err(ToolError::new(format!("{} is a directory; give the path of a file inside it", args.path)));
+            }
+            Err(AccessError::Io(_)) | Ok(_) => {}
+            Err(refused) => return Err(refused.into()),
         }
-        write_atomically(&path, args.content.as_bytes()).map_err(|e| write_error(&args.path, &e))?;
+        write_atomically(&files, &target, args.content.as_bytes()).map_err(|e| write_error(&args.path, e))?;
         Ok(format!("wrote {} to {}", crate::plural(args.content.len(), "byte"), args.path))
     })
     .await
 }
 
 /// The error for a failed write of `shown`.
-pub fn write_error(shown: &str, error: &std::io::Error) -> ToolError {
-    ToolError::new(format!("cannot write {shown}: {error}"))
+pub fn write_error(shown: &str, error: AccessError) -> ToolError {
+    crate::access_error(error, |e| ToolError::new(format!("cannot write {shown}: {e}")))
 }
 
-/// Replaces the content of `path` so that readers (and a crash) see the old file or the new
-/// one, never a mix: write a temp file beside it, flush it to disk, rename it over `path`.
+/// Replaces the content of `target` so that readers (and a crash) see the old file or the
+/// new one, never a mix: write a temp file beside it, flush it to disk, rename it over the
+/// target. The temp file is made and renamed relative to one handle on the directory, opened
+/// beneath the workspace root, so no symlink swapped meanwhile can redirect the write.
 ///
 /// Missing parent directories are created. An existing file keeps its permissions. When
-/// `path` is a symlink, the file it points to is replaced and the link kept (the caller has
-/// already checked where it points); a dangling link is itself replaced by the file.
-pub fn write_atomically(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let target = symlink_target(path).unwrap_or_else(|| path.to_path_buf());
-    let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let temp = temp_path(&target);
-    let result = write_then_rename(&temp, &target, content);
+/// `target` is a symlink to a file (beneath the root when restricted), that file is replaced
+/// and the link kept; a dangling link is itself replaced by the file.
+pub fn write_atomically(files: &WorkspaceDir, target: &Target, content: &[u8]) -> Result<(), AccessError> {
+    let (dir, name) = files.replace_slot(target)?;
+    let temp = temp_name(&name);
+    let result = write_then_rename(&dir, &temp, &name, content);
     if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = dir.remove_file(&temp);
     }
-    sync_dir(dir);
+    // Best effort: not all systems let a directory be flushed.
+    let _ = dir.sync();
     result
 }
 
-/// Where `path` leads when it is a symlink to something that exists.
-fn symlink_target(path: &Path) -> Option<PathBuf> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    meta.file_type().is_symlink().then(|| path.canonicalize().ok()).flatten()
-}
-
-/// A temp path beside `target` that no other write (in this or another process) uses.
-fn temp_path(target: &Path) -> PathBuf {
+/// A temp name beside `name` that no other write (in this or another process) uses.
+fn temp_name(name: &OsStr) -> OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    target.with_file_name(format!(".{name}.{}-{n}{TEMP_MARK}", std::process::id()))
+    format!(".{}.{}-{n}{TEMP_MARK}", name.to_string_lossy(), std::process::id()).into()
 }
 
-fn write_then_rename(temp: &Path, target: &Path, content: &[u8]) -> std::io::Result<()> {
-    // create_new: never write through something already sitting at the temp path.
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(temp)?;
+fn write_then_rename(dir: &DirHandle, temp: &OsStr, name: &OsStr, content: &[u8]) -> Result<(), AccessError> {
+    // Never write through something already sitting at the temp name, not even a symlink.
+    let mut file = dir.create_new(temp)?;
     file.write_all(content)?;
-    if let Ok(meta) = std::fs::metadata(target) {
-        file.set_permissions(meta.permissions())?;
+    if let Ok(meta) = dir.symlink_metadata(name) {
+        if meta.is_file() {
+            file.set_permissions(meta.permissions())?;
+        }
     }
     file.sync_all()?;
     drop(file);
-    std::fs::rename(temp, target)
-}
-
-/// Flushes the directory entry of a rename to disk; best effort (not all systems allow it).
-fn sync_dir(dir: &Path) {
-    if let Ok(handle) = std::fs::File::open(dir) {
-        let _ = handle.sync_all();
-    }
+    dir.rename(temp, name)
 }
 
 #[cfg(test)]
@@ -113,6 +108,7 @@ mod tests {
     use super::*;
     use crate::test_util::{Workspace, outside_dir};
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
     fn temp_files_in(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir)
@@ -206,7 +202,8 @@ mod tests {
         let ws = Workspace::new("write");
         // Renaming a file over a non-empty directory fails after the temp file was written.
         ws.write("full/inner.txt", "x");
-        assert!(write_atomically(&ws.path().join("full"), b"data").is_err());
+        let files = ws.files();
+        assert!(write_atomically(&files, &files.resolve("full").unwrap(), b"data").is_err());
         assert!(temp_files_in(ws.path()).is_empty());
     }
 }

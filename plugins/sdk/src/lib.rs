@@ -34,6 +34,7 @@
 //! What this crate is not: it has no kernel types and no actor system, and it never decides
 //! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
 
+pub mod beneath;
 pub mod channel;
 pub mod chat;
 mod launch;

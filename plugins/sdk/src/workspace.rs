@@ -5,12 +5,18 @@
 //! through a symlink whose target is elsewhere. The check is made on the real (canonical) path
 //! of the longest existing prefix, so files that do not exist yet (for `write_file`) are
 //! checked through their nearest existing parent.
+//!
+//! [`resolve`] only *checks* a path: whoever opens the returned path later can be led
+//! elsewhere by a symlink swapped in between (time of check to time of use). A tool that opens
+//! files should open them through [`crate::beneath::WorkspaceDir`] instead, which resolves and
+//! opens in one step beneath a handle on the workspace root.
 
 use std::path::{Component, Path, PathBuf};
 
 use oxibot_proto::CallContext;
 
 use crate::ToolError;
+use crate::beneath::AccessError;
 
 /// The workspace root of a call: its `workspace`, or the current directory when empty.
 pub fn root(ctx: &CallContext) -> PathBuf {
@@ -27,13 +33,19 @@ pub fn root(ctx: &CallContext) -> PathBuf {
 /// `.` or `..` components; symlinks in it are not resolved (so messages show the user's path).
 pub fn resolve(ctx: &CallContext, path: &str) -> Result<PathBuf, ToolError> {
     let root = root(ctx);
-    let expanded = expand_home(path);
-    let joined = if expanded.is_absolute() { expanded } else { root.join(expanded) };
-    let resolved = normalize(&joined);
+    let resolved = absolute(&root, path);
     if ctx.restrict_to_workspace {
         check_inside(&root, &resolved, path)?;
     }
     Ok(resolved)
+}
+
+/// `path` made absolute against `root` (after `~` expansion), with `.` and `..` removed
+/// lexically; symlinks are not looked at.
+pub(crate) fn absolute(root: &Path, path: &str) -> PathBuf {
+    let expanded = expand_home(path);
+    let joined = if expanded.is_absolute() { expanded } else { root.join(expanded) };
+    normalize(&joined)
 }
 
 /// Whether `path` (absolute, normalised) lies inside `root` once symlinks are followed.
@@ -46,11 +58,7 @@ fn check_inside(root: &Path, resolved: &Path, original: &str) -> Result<(), Tool
     if is_inside(root, resolved) {
         return Ok(());
     }
-    Err(ToolError::new(format!(
-        "path '{original}' is outside the workspace {} and access outside it is restricted; \
-         use a path inside the workspace",
-        root.display()
-    )))
+    Err(AccessError::Outside { shown: original.to_owned(), root: root.to_path_buf() }.into())
 }
 
 fn expand_home(path: &str) -> PathBuf {
@@ -78,7 +86,7 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The canonical form of the longest existing prefix of `path`, with the rest appended.
-fn real_path(path: &Path) -> PathBuf {
+pub(crate) fn real_path(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {
