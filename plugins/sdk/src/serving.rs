@@ -22,7 +22,7 @@
 //!
 //! async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
 //!     let (config, listener) = serving::start::<Config>(&channel).await?;
-//!     tokio::spawn(serving::accept_forever("echo", listener, |stream| async move { drop(stream) }));
+//!     tokio::spawn(serving::accept_forever("echo", listener, serving::DEFAULT_MAX_CONNECTIONS, |stream| async move { drop(stream) }));
 //!     while let Some(_event) = channel.next_event().await {}
 //!     Ok(())
 //! }
