@@ -30,20 +30,8 @@ const MAX_REPLAYED_MESSAGES: usize = 500;
 
 /// One session's actor.
 pub struct SessionActor {
-    /// `channel:chat_id`.
-    key: SessionKey,
-    /// Kernel services.
-    services: Arc<Services>,
-    /// The loaded session; shared with the running turn's checkpoint closure.
-    session: Arc<Mutex<Option<Session>>>,
-    /// Token usage of this session.
-    usage: Arc<Mutex<UsageTotals>>,
-    /// Cached token counts of the session's messages, for the consolidator.
-    ledger: Arc<Mutex<TokenLedger>>,
-    /// Consolidator, Dream and git.
-    memory: MemoryActors,
-    /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
-    control: Arc<TurnControl>,
+    /// What each message's handling works with (a clone moves into its future).
+    parts: TurnJob,
     /// When the last turn ended (for idle eviction).
     last_active: Instant,
 }
@@ -56,7 +44,7 @@ impl SessionActor {
         memory: MemoryActors,
         control: Arc<TurnControl>,
     ) -> SessionActor {
-        SessionActor {
+        let parts = TurnJob {
             key,
             services,
             session: Arc::default(),
@@ -64,8 +52,8 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
-            last_active: Instant::now(),
-        }
+        };
+        SessionActor { parts, last_active: Instant::now() }
     }
 }
 
@@ -74,8 +62,8 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(Duration::from_secs(60), |actor, ctx| {
-            if actor.last_active.elapsed() > IDLE_EVICTION && !actor.control.is_running() {
-                tracing::debug!(session = %actor.key, "evicting idle session");
+            if actor.last_active.elapsed() > IDLE_EVICTION && !actor.parts.control.is_running() {
+                tracing::debug!(session = %actor.parts.key, "evicting idle session");
                 ctx.stop();
             }
         });
@@ -112,12 +100,14 @@ impl Handler<RecordUndelivered> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, note: RecordUndelivered, _: &mut Context<Self>) {
-        let mut guard = lock(&self.session);
+        let mut guard = lock(&self.parts.session);
         let session = match guard.as_mut() {
             Some(session) => session,
-            None => match self.services.sessions().load(self.key.as_str()) {
+            None => match self.parts.services.sessions().load(self.parts.key.as_str()) {
                 Ok(loaded) => guard.insert(loaded.session),
-                Err(error) => return tracing::warn!(session = %self.key, %error, "cannot record an undelivered reply"),
+                Err(error) => {
+                    return tracing::warn!(session = %self.parts.key, %error, "cannot record an undelivered reply");
+                }
             },
         };
         let entry = serde_json::json!({"at": crate::session::now_timestamp(), "error": note.error, "content": note.content.chars().take(500).collect::<String>()});
@@ -125,8 +115,8 @@ impl Handler<RecordUndelivered> for SessionActor {
             serde_json::Value::Array(list) => list.push(entry),
             other => *other = serde_json::Value::Array(vec![entry]),
         }
-        if let Err(error) = self.services.sessions().save_metadata(session) {
-            tracing::warn!(session = %self.key, %error, "cannot record an undelivered reply");
+        if let Err(error) = self.parts.services.sessions().save_metadata(session) {
+            tracing::warn!(session = %self.parts.key, %error, "cannot record an undelivered reply");
         }
     }
 }
@@ -153,30 +143,30 @@ impl Handler<UserTurn> for SessionActor {
     type Result = AtomicResponse<Self, Result<TurnReply, AgentError>>;
 
     fn handle(&mut self, turn: UserTurn, _ctx: &mut Context<Self>) -> Self::Result {
-        let job = TurnJob {
-            key: self.key.clone(),
-            services: self.services.clone(),
-            session: self.session.clone(),
-            usage: self.usage.clone(),
-            ledger: self.ledger.clone(),
-            memory: self.memory.clone(),
-            control: self.control.clone(),
-        };
-        AtomicResponse::new(Box::pin(job.run(turn).into_actor(self).map(|reply, actor, _| {
+        AtomicResponse::new(Box::pin(self.parts.clone().run(turn).into_actor(self).map(|reply, actor, _| {
             actor.last_active = Instant::now();
             reply
         })))
     }
 }
 
-/// One message's handling, moved into the actor's future.
+/// What one message's handling works with; the actor keeps one and moves a clone into each
+/// message's future.
+#[derive(Clone)]
 struct TurnJob {
+    /// `channel:chat_id`.
     key: SessionKey,
+    /// Kernel services.
     services: Arc<Services>,
+    /// The loaded session; shared with the running turn's checkpoint closure.
     session: Arc<Mutex<Option<Session>>>,
+    /// Token usage of this session.
     usage: Arc<Mutex<UsageTotals>>,
+    /// Cached token counts of the session's messages, for the consolidator.
     ledger: Arc<Mutex<TokenLedger>>,
+    /// Consolidator, Dream and git.
     memory: MemoryActors,
+    /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
 }
 

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, discover};
+use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, discover};
 
 use super::CommonArgs;
 
@@ -82,5 +82,16 @@ impl Setup {
     /// How long to wait for plugins to finish starting.
     pub fn startup_wait(&self) -> Duration {
         self.host.handshake_timeout + Duration::from_secs(1)
+    }
+
+    /// Starts every plugin, waits for them to settle, stops them, and returns how each did.
+    pub fn plugin_statuses(&self) -> anyhow::Result<Vec<PluginStatus>> {
+        actix::System::new().block_on(async {
+            let host = self.start_host()?;
+            host.wait_settled(self.startup_wait()).await;
+            let statuses = host.statuses();
+            host.shutdown().await;
+            anyhow::Ok(statuses)
+        })
     }
 }

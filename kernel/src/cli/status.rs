@@ -33,13 +33,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         .map(|(name, _)| name.as_str())
         .collect();
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
-    let statuses = actix::System::new().block_on(async {
-        let host = setup.start_host()?;
-        host.wait_settled(setup.startup_wait()).await;
-        let statuses = host.statuses();
-        host.shutdown().await;
-        anyhow::Ok(statuses)
-    })?;
+    let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
         let detail = status.reason.map(|r| format!(" — {r}")).unwrap_or_default();

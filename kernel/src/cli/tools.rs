@@ -15,13 +15,7 @@ use super::kernel::Setup;
 /// Starts every plugin, waits for them to settle, prints their status.
 pub fn list(common: &CommonArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let setup = Setup::load(common)?;
-    let statuses = actix::System::new().block_on(async {
-        let host = setup.start_host()?;
-        host.wait_settled(setup.startup_wait()).await;
-        let statuses = host.statuses();
-        host.shutdown().await;
-        anyhow::Ok(statuses)
-    })?;
+    let statuses = setup.plugin_statuses()?;
     let mut out = std::io::stdout().lock();
     if as_json {
         writeln!(out, "{}", serde_json::to_string_pretty(&statuses_json(&statuses))?)?;
