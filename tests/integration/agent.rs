@@ -41,13 +41,7 @@ impl AgentEnv {
     }
 
     pub(crate) fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(bin("oxibot"));
-        command
-            .args(args)
-            .env("OXIBOT_HOME", self.home.path())
-            .env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80")
-            .env_remove("RUST_LOG");
-        command
+        oxibot_tests::kernel_command(self.home.path(), args)
     }
 
     pub(crate) fn agent(&self, message: &str) -> Output {

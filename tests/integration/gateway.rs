@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use oxibot_tests::TempDir;
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::{is_alive, sigkill, wait_until};
-use oxibot_tests::{TempDir, bin};
 use serde_json::{Value, json};
 
 /// A data dir whose config enables the loopback channel and points the model at the
@@ -54,13 +54,7 @@ impl GatewayEnv {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(bin("oxibot"));
-        command
-            .args(args)
-            .env("OXIBOT_HOME", self.home.path())
-            .env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80")
-            .env_remove("RUST_LOG");
-        command
+        oxibot_tests::kernel_command(self.home.path(), args)
     }
 
     /// Starts the gateway and waits until the loopback channel runs.

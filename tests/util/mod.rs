@@ -101,6 +101,18 @@ pub fn context(workspace: &Path) -> CallContext {
     CallContext { workspace: workspace.display().to_string(), ..CallContext::default() }
 }
 
+/// The `oxibot` command with `args`, its data dir at `home`, the provider's retries shortened
+/// to 20, 40 and 80 ms, and no `RUST_LOG` from the test's environment.
+pub fn kernel_command(home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(bin("oxibot"));
+    command
+        .args(args)
+        .env("OXIBOT_HOME", home)
+        .env("OXIBOT_PROVIDER_RETRY_DELAYS_MS", "20,40,80")
+        .env_remove("RUST_LOG");
+    command
+}
+
 /// Runs the `oxibot` binary with `OXIBOT_HOME` pointing at `home`.
 pub fn oxibot(home: &Path, cwd: &Path, args: &[&str]) -> Output {
     Command::new(bin("oxibot"))
@@ -112,7 +124,6 @@ pub fn oxibot(home: &Path, cwd: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// stdout of a command as text.
 /// Where the kernel keeps session `key` of `workspace` when its data dir is `home`: outside
 /// the workspace, in the data dir's private session directory.
 pub fn session_path(home: &Path, workspace: &Path, key: &str) -> PathBuf {
@@ -120,6 +131,7 @@ pub fn session_path(home: &Path, workspace: &Path, key: &str) -> PathBuf {
     private_dir(home, workspace).join(storage_name(key))
 }
 
+/// stdout of a command as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
