@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::{is_alive, sigkill, wait_until};
+use oxibot_tests::wait::DEADLINE;
 use oxibot_tests::{TempDir, bin};
 use serde_json::{Value, json};
 
@@ -316,7 +317,7 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
 
     let status = gateway.terminate_and_wait();
     assert!(status.success(), "exit status {status:?}");
-    assert!(wait_until(Duration::from_secs(5), || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
+    assert!(wait_until(DEADLINE, || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
 }
 
 #[test]
