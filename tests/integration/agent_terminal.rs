@@ -89,7 +89,11 @@ fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
         out.split_once("half a line").is_some_and(|(_, after)| after.contains("you ›"))
     });
     terminal.send("next question\r");
-    terminal.wait_for("the next answer", |out| out.contains("fresh answer"));
+    // Ctrl-D only once the line editor is back: typed while the answer is still being
+    // printed, the terminal is not in raw mode and the keystroke can be lost.
+    terminal.wait_for("the next answer, then a new prompt", |out| {
+        out.split_once("fresh answer").is_some_and(|(_, after)| after.contains("you ›"))
+    });
     terminal.send("\x04");
     let status = terminal.finish();
     let out = terminal.output();
