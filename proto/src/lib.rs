@@ -10,7 +10,7 @@
 //! With the default features this crate depends on no async runtime: the codec works on byte
 //! slices ([`encode`], [`FrameDecoder`]) and blocking readers ([`read_message`]).
 //!
-//! - `tokio`: the [`framing`] module, the async framing the kernel and the Rust plugin SDK share:
+//! - `tokio`: the `framing` module, the async framing the kernel and the Rust plugin SDK share:
 //!   a frame reader over any tokio `AsyncRead` and a writer task that batches queued frames.
 //!   It still opens no socket and spawns nothing; the caller brings the stream.
 //!
