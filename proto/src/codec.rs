@@ -130,8 +130,8 @@ fn read_full<R: Read>(reader: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Sans-IO incremental decoder: feed it whatever bytes arrived, take out whole messages.
 ///
-/// Used by async readers on both sides of the connection, which read into
-/// [`FrameDecoder::spare`] and then call [`FrameDecoder::next_message`] until it yields `None`.
+/// The async `framing::FrameReader` (feature `tokio`) feeds it what each read returned with
+/// [`FrameDecoder::extend`] and then calls [`FrameDecoder::next_message`] until it yields `None`.
 #[derive(Debug)]
 pub struct FrameDecoder {
     /// Received bytes; `buf[start..]` is not yet consumed.

@@ -5,6 +5,15 @@
 //! types and a codec only: it opens no sockets, spawns nothing, and knows nothing of the
 //! kernel. Everything a plugin author needs, in any language, is on this page.
 //!
+//! # Cargo features
+//!
+//! With the default features this crate depends on no async runtime: the codec works on byte
+//! slices ([`encode`], [`FrameDecoder`]) and blocking readers ([`read_message`]).
+//!
+//! - `tokio`: the `framing` module, the async framing the kernel and the Rust plugin SDK share:
+//!   a frame reader over any tokio `AsyncRead` and a writer task that batches queued frames.
+//!   It still opens no socket and spawns nothing; the caller brings the stream.
+//!
 //! # Transport
 //!
 //! The kernel creates a private directory (mode `0700`), listens on a Unix-domain socket in it,
@@ -125,6 +134,8 @@
 //! version it does not speak.
 
 mod codec;
+#[cfg(feature = "tokio")]
+pub mod framing;
 mod messages;
 #[cfg(test)]
 mod tests;

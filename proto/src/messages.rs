@@ -3,44 +3,76 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Every message on the wire. The `type` field of the MessagePack map names the variant.
-///
-/// A receiver that meets a `type` it does not know decodes it as [`Message::Unknown`] and
-/// ignores it; unknown fields inside a known message are ignored as well.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Message {
-    /// First message in each direction. Plugin → kernel, then kernel → plugin.
-    Hello(Hello),
-    /// The tools a plugin offers. Plugin → kernel, once, right after the kernel's `Hello`.
-    Manifest(Manifest),
-    /// Run one tool. Kernel → plugin.
-    Call(Call),
-    /// The outcome of a call. Plugin → kernel, exactly once per `Call`.
-    Result(ToolResult),
-    /// Stop working on a call. Kernel → plugin. A late `Result` for it is ignored.
-    Cancel(Cancel),
-    /// A log line for the kernel's log. Plugin → kernel.
-    Log(Log),
-    /// Liveness probe. Either direction; the receiver answers with `Pong` and the same nonce.
-    Ping(Ping),
-    /// Answer to `Ping`. Either direction.
-    Pong(Ping),
-    /// The sender is about to close the connection. Either direction.
-    Goodbye(Goodbye),
-    /// A chat message a user sent. Channel plugin → kernel.
-    Inbound(Inbound),
-    /// The kernel has persisted an inbound message. Kernel → channel plugin.
-    InboundAccepted(InboundAccepted),
-    /// A message to deliver to a chat. Kernel → channel plugin.
-    Outbound(Outbound),
-    /// A piece of a reply being streamed. Kernel → channel plugin.
-    Delta(Delta),
-    /// Whether an outbound message was delivered. Channel plugin → kernel.
-    DeliveryAck(DeliveryAck),
-    /// A message type this build does not know. Never sent; receivers ignore it.
-    #[serde(other)]
-    Unknown,
+/// Declares [`Message`] with each variant's wire name written once: the name becomes the
+/// variant's serde tag and what [`Message::type_name`] returns, so the two cannot disagree.
+/// The macro adds the `Unknown` catch-all itself.
+macro_rules! messages {
+    (
+        $(#[$enum_meta:meta])*
+        pub enum Message {
+            $( $(#[$meta:meta])* $tag:literal => $variant:ident($body:ty), )*
+        }
+    ) => {
+        $(#[$enum_meta])*
+        pub enum Message {
+            $( $(#[$meta])* #[serde(rename = $tag)] $variant($body), )*
+            /// A message type this build does not know. Never sent; receivers ignore it.
+            #[serde(other, rename = "unknown")]
+            Unknown,
+        }
+
+        impl Message {
+            /// The `type` this message has on the wire, e.g. `"delivery_ack"`.
+            ///
+            /// [`Message::Unknown`] gives `"unknown"`, the tag it would be written with; the
+            /// `type` it arrived with is not kept.
+            pub fn type_name(&self) -> &'static str {
+                match self {
+                    $( Message::$variant(_) => $tag, )*
+                    Message::Unknown => "unknown",
+                }
+            }
+        }
+    };
+}
+
+messages! {
+    /// Every message on the wire. The `type` field of the MessagePack map names the variant.
+    ///
+    /// A receiver that meets a `type` it does not know decodes it as [`Message::Unknown`] and
+    /// ignores it; unknown fields inside a known message are ignored as well.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(tag = "type")]
+    pub enum Message {
+        /// First message in each direction. Plugin → kernel, then kernel → plugin.
+        "hello" => Hello(Hello),
+        /// The tools a plugin offers. Plugin → kernel, once, right after the kernel's `Hello`.
+        "manifest" => Manifest(Manifest),
+        /// Run one tool. Kernel → plugin.
+        "call" => Call(Call),
+        /// The outcome of a call. Plugin → kernel, exactly once per `Call`.
+        "result" => Result(ToolResult),
+        /// Stop working on a call. Kernel → plugin. A late `Result` for it is ignored.
+        "cancel" => Cancel(Cancel),
+        /// A log line for the kernel's log. Plugin → kernel.
+        "log" => Log(Log),
+        /// Liveness probe. Either direction; the receiver answers with `Pong` and the same nonce.
+        "ping" => Ping(Ping),
+        /// Answer to `Ping`. Either direction.
+        "pong" => Pong(Ping),
+        /// The sender is about to close the connection. Either direction.
+        "goodbye" => Goodbye(Goodbye),
+        /// A chat message a user sent. Channel plugin → kernel.
+        "inbound" => Inbound(Inbound),
+        /// The kernel has persisted an inbound message. Kernel → channel plugin.
+        "inbound_accepted" => InboundAccepted(InboundAccepted),
+        /// A message to deliver to a chat. Kernel → channel plugin.
+        "outbound" => Outbound(Outbound),
+        /// A piece of a reply being streamed. Kernel → channel plugin.
+        "delta" => Delta(Delta),
+        /// Whether an outbound message was delivered. Channel plugin → kernel.
+        "delivery_ack" => DeliveryAck(DeliveryAck),
+    }
 }
 
 /// The first message each way: who is speaking, which protocol, and the one-time token.

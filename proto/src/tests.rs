@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 
 /// One sample of every message type, named for its golden file.
-fn samples() -> Vec<(&'static str, Message)> {
+pub(crate) fn samples() -> Vec<(&'static str, Message)> {
     let mut hello = Hello::new("fs", PeerKind::Tool, "0123abcd");
     hello.features = vec![Feature::Cancel, Feature::Other("telepathy".into())];
     vec![
@@ -120,6 +120,43 @@ fn encoded_messages_match_the_checked_in_golden_bytes() {
         assert_eq!(to_hex(&frame), golden.trim(), "wire bytes of {name} changed: bump PROTOCOL_VERSION if intended");
         let decoded = read_message(&mut from_hex(&golden).as_slice(), DEFAULT_MAX_FRAME_LEN).unwrap();
         assert_eq!(decoded, Some(message), "golden {name} no longer decodes to the same message");
+    }
+}
+
+/// Which variant a message is; a variant added without a case here does not compile.
+fn variant_index(message: &Message) -> usize {
+    match message {
+        Message::Hello(_) => 0,
+        Message::Manifest(_) => 1,
+        Message::Call(_) => 2,
+        Message::Result(_) => 3,
+        Message::Cancel(_) => 4,
+        Message::Log(_) => 5,
+        Message::Ping(_) => 6,
+        Message::Pong(_) => 7,
+        Message::Goodbye(_) => 8,
+        Message::Inbound(_) => 9,
+        Message::InboundAccepted(_) => 10,
+        Message::Outbound(_) => 11,
+        Message::Delta(_) => 12,
+        Message::DeliveryAck(_) => 13,
+        Message::Unknown => 14,
+    }
+}
+
+#[test]
+fn every_type_name_is_the_type_tag_the_message_is_written_with() {
+    let messages: Vec<Message> = samples().into_iter().map(|(_, message)| message).chain([Message::Unknown]).collect();
+    let mut seen: Vec<usize> = messages.iter().map(variant_index).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..=14).collect::<Vec<_>>(), "every variant needs a sample");
+    for message in messages {
+        let frame = encode(&message).unwrap();
+        let body: serde_json::Value = rmp_serde::from_slice(&frame[HEADER_LEN..]).unwrap();
+        assert_eq!(body["type"], message.type_name(), "type_name() of {message:?} is not its wire tag");
+    }
+    for (name, message) in samples() {
+        assert_eq!(message.type_name(), name, "the golden file of {name} is named after another type");
     }
 }
 

@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use oxibot_tests::llm::Reply;
@@ -49,7 +50,7 @@ fn on_a_terminal_the_agent_renders_markdown_shows_progress_and_keeps_a_history()
     env.write("notes.md", "the secret word is marmalade\n");
     env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
     env.llm.push(Reply::Text("The word is **marmalade**.\n\n- found in `notes.md`".into()));
-    let Some(mut terminal) = Terminal::start(&env, &["agent"]) else { return };
+    let mut terminal = Terminal::start(&env, &["agent"]);
     terminal.wait_for("the first prompt", |out| out.contains("you ›"));
     terminal.send("what is the word?\r");
     terminal.wait_for("the answer, then a new prompt", |out| {
@@ -74,7 +75,7 @@ fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
     let env = AgentEnv::new();
     env.llm.push(Reply::SlowFirstToken { delay_ms: 10_000, text: "too late".into() });
     env.llm.push(Reply::Text("fresh answer".into()));
-    let Some(mut terminal) = Terminal::start(&env, &["agent"]) else { return };
+    let mut terminal = Terminal::start(&env, &["agent"]);
     terminal.wait_for("the first prompt", |out| out.contains("you ›"));
     terminal.send("tell me a long story\r");
     assert!(wait_until(LIMIT, || !env.llm.requests().is_empty()), "the model was never called");
@@ -88,7 +89,11 @@ fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
         out.split_once("half a line").is_some_and(|(_, after)| after.contains("you ›"))
     });
     terminal.send("next question\r");
-    terminal.wait_for("the next answer", |out| out.contains("fresh answer"));
+    // Ctrl-D only once the line editor is back: typed while the answer is still being
+    // printed, the terminal is not in raw mode and the keystroke can be lost.
+    terminal.wait_for("the next answer, then a new prompt", |out| {
+        out.split_once("fresh answer").is_some_and(|(_, after)| after.contains("you ›"))
+    });
     terminal.send("\x04");
     let status = terminal.finish();
     let out = terminal.output();
@@ -104,10 +109,10 @@ fn a_one_shot_reply_on_a_terminal_is_markdown_unless_no_markdown_is_given() {
     let env = AgentEnv::new();
     env.llm.push(Reply::Text("a **bold** move".into()));
     env.llm.push(Reply::Text("a **bold** move".into()));
-    let Some(mut styled) = Terminal::start(&env, &["agent", "-m", "hi"]) else { return };
+    let mut styled = Terminal::start(&env, &["agent", "-m", "hi"]);
     assert!(styled.finish().success(), "{}", styled.output());
     assert!(styled.output().contains("a \x1b[1mbold\x1b[0m move"), "{:?}", styled.output());
-    let Some(mut plain) = Terminal::start(&env, &["agent", "-m", "hi", "--no-markdown"]) else { return };
+    let mut plain = Terminal::start(&env, &["agent", "-m", "hi", "--no-markdown"]);
     assert!(plain.finish().success(), "{}", plain.output());
     assert!(plain.output().contains("a **bold** move"), "{:?}", plain.output());
 }
@@ -117,16 +122,29 @@ struct Terminal {
     child: Child,
     input: ChildStdin,
     output: Arc<Mutex<Vec<u8>>>,
+    /// Copies the terminal's output into `output`; ends when `script` has exited.
+    reader: Option<JoinHandle<()>>,
+}
+
+/// Where util-linux `script` is: on the `PATH` or in the usual places. A missing `script`
+/// fails the test: these tests must not pass by not running.
+fn script_command() -> PathBuf {
+    let on_path =
+        std::env::var_os("PATH").map(|path| std::env::split_paths(&path).collect::<Vec<_>>()).unwrap_or_default();
+    let candidates = on_path.into_iter().chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")]);
+    candidates.map(|dir| dir.join("script")).find(|path| path.is_file()).unwrap_or_else(|| {
+        panic!(
+            "util-linux `script` is not installed, and the terminal tests need it for a pseudo-terminal: \
+             install it (Debian and Ubuntu: `apt-get install bsdutils`; Fedora: `dnf install util-linux-script`); \
+             .ci/run installs it"
+        )
+    })
 }
 
 impl Terminal {
-    /// Starts `oxibot ARGS` as `env` would; `None` (the test is skipped) without `script`.
-    fn start(env: &AgentEnv, args: &[&str]) -> Option<Terminal> {
-        let Some(script) = ["/usr/bin/script", "/bin/script"].into_iter().map(PathBuf::from).find(|p| p.exists())
-        else {
-            eprintln!("skipped: util-linux `script` is not installed");
-            return None;
-        };
+    /// Starts `oxibot ARGS` as `env` would, on a pseudo-terminal made by `script`.
+    fn start(env: &AgentEnv, args: &[&str]) -> Terminal {
+        let script = script_command();
         let inner = env.command(args);
         let line = std::iter::once(bin("oxibot").display().to_string())
             .chain(args.iter().map(|arg| arg.to_string()))
@@ -148,7 +166,7 @@ impl Terminal {
         let mut pty_out = child.stdout.take().unwrap();
         let output = Arc::new(Mutex::new(Vec::new()));
         let collected = output.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
             while let Ok(read) = pty_out.read(&mut buffer) {
                 if read == 0 {
@@ -157,7 +175,7 @@ impl Terminal {
                 collected.lock().unwrap().extend_from_slice(&buffer[..read]);
             }
         });
-        Some(Terminal { child, input, output })
+        Terminal { child, input, output, reader: Some(reader) }
     }
 
     /// What the terminal showed so far, escape sequences included.
@@ -182,8 +200,12 @@ impl Terminal {
             panic!("oxibot did not exit: {:?}", self.output());
         }
         let status = self.child.wait().unwrap();
-        // The reader thread may still be taking the last bytes.
-        std::thread::sleep(Duration::from_millis(100));
+        // The reader thread may still be taking the last bytes; it ends at the end of the
+        // output, which comes when `script` has exited.
+        if let Some(reader) = self.reader.take() {
+            assert!(wait_until(LIMIT, || reader.is_finished()), "the terminal's output never ended");
+            reader.join().unwrap();
+        }
         status
     }
 }

@@ -148,11 +148,14 @@ async fn heartbeats_go_out_on_schedule_carrying_the_last_sequence_number() {
     let count = fake.beats().len();
     fake.wait_until("four more heartbeats", |f| f.beats().len() >= count + 4).await;
     let beats = fake.beats();
-    for pair in beats.windows(2) {
-        let gap = pair[1].at - pair[0].at;
-        assert!(gap >= Duration::from_millis(HEARTBEAT_MS * 3 / 4), "beats {gap:?} apart");
-        assert!(gap <= Duration::from_millis(HEARTBEAT_MS * 3), "beats {gap:?} apart");
-    }
+    // The fake stamps a beat when it arrives, and a busy machine can delay any one arrival, so
+    // one gap alone says little; over the whole run the beats keep to the schedule: never
+    // faster than the interval, and not far slower.
+    let gaps = u32::try_from(beats.len() - 1).unwrap();
+    let span = beats.last().unwrap().at - beats[0].at;
+    let interval = Duration::from_millis(HEARTBEAT_MS);
+    assert!(span >= interval * gaps * 3 / 4, "{gaps} gaps in {span:?}: beats come faster than every {interval:?}");
+    assert!(span <= interval * gaps * 3, "{gaps} gaps in {span:?}: beats come far slower than every {interval:?}");
     assert_eq!(beats.last().unwrap().seq, json!(seq), "the last beat carries the last sequence number");
     assert_eq!(fake.connections(), 1, "acknowledged beats keep the one connection");
     host.shutdown().await;

@@ -79,8 +79,12 @@ async fn a_direct_message_arrives_as_an_inbound_and_its_envelope_is_acked_only_a
         inbound.metadata,
         json!({"ts": "1700000000.000100", "thread_ts": "1700000000.000100", "is_group": false, "team": "T1"})
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(slack.acks().is_empty(), "acked before the kernel accepted: {:?}", slack.acks());
+    // A barrier instead of a pause: the channel reads envelopes in order and queues their
+    // acks in order, and it acks channel chatter at once. Once the chatter's ack is in, an ack
+    // of the direct message sent on arrival would have come before it.
+    slack.deliver("env-barrier", channel_message("C7", "U42", "just chatting", "1700000000.000200"), 0).await;
+    slack.wait_ack("env-barrier").await;
+    assert_eq!(slack.acks(), ["env-barrier"], "acked before the kernel accepted");
     accept(&host, &inbound);
     slack.wait_ack("env-dm-1").await;
     let auth = slack.calls("auth.test");

@@ -12,6 +12,7 @@ use oxibot_tests::TempDir;
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::{is_alive, sigkill, wait_until};
+use oxibot_tests::wait::DEADLINE;
 use serde_json::{Value, json};
 
 /// A data dir whose config enables the loopback channel and points the model at the
@@ -310,7 +311,7 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
 
     let status = gateway.terminate_and_wait();
     assert!(status.success(), "exit status {status:?}");
-    assert!(wait_until(Duration::from_secs(5), || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
+    assert!(wait_until(DEADLINE, || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
 }
 
 #[test]

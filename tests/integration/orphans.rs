@@ -2,9 +2,9 @@
 //! kernel is killed with SIGKILL and runs no cleanup.
 
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use oxibot_tests::procs::{pids_with_cmdline, sigkill, wait_until};
+use oxibot_tests::wait::DEADLINE;
 use oxibot_tests::{TempDir, bin};
 
 fn unique(label: &str) -> String {
@@ -36,14 +36,11 @@ fn plugins_die_with_a_kernel_killed_by_sigkill() {
         &ws,
         &["tools", "call", "misbehave", "--workspace", &ws_arg, "--args", r#"{"action":"hang"}"#],
     );
-    assert!(
-        wait_until(Duration::from_secs(10), || !pids_with_cmdline(&marker).is_empty()),
-        "the stress plugin never started"
-    );
+    assert!(wait_until(DEADLINE, || !pids_with_cmdline(&marker).is_empty()), "the stress plugin never started");
     sigkill(kernel.id());
     kernel.wait().unwrap();
     assert!(
-        wait_until(Duration::from_secs(3), || pids_with_cmdline(&marker).is_empty()),
+        wait_until(DEADLINE, || pids_with_cmdline(&marker).is_empty()),
         "plugin outlived the kernel: {:?}",
         pids_with_cmdline(&marker)
     );
@@ -59,14 +56,8 @@ fn commands_started_by_exec_die_with_a_kernel_killed_by_sigkill() {
     let args = serde_json::json!({"command": command, "timeout": 600}).to_string();
     let mut kernel = spawn_kernel(&home, &ws, &["tools", "call", "exec", "--args", &args]);
     let needle = format!("sleep {seconds}.5 ");
-    assert!(
-        wait_until(Duration::from_secs(10), || !pids_with_cmdline(&needle).is_empty()),
-        "the command never started"
-    );
+    assert!(wait_until(DEADLINE, || !pids_with_cmdline(&needle).is_empty()), "the command never started");
     sigkill(kernel.id());
     kernel.wait().unwrap();
-    assert!(
-        wait_until(Duration::from_secs(3), || pids_with_cmdline(&needle).is_empty()),
-        "exec's command outlived the kernel"
-    );
+    assert!(wait_until(DEADLINE, || pids_with_cmdline(&needle).is_empty()), "exec's command outlived the kernel");
 }

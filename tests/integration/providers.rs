@@ -8,6 +8,7 @@ use oxibot_kernel::config::Config;
 use oxibot_kernel::message::{ChatMessage, Role, ToolCall};
 use oxibot_kernel::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage, Wire};
 use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS, Reply, ScriptedLlm};
+use oxibot_tests::wait::within_deadline;
 use serde_json::{Value, json};
 
 const WIRES: [Wire; 2] = [Wire::OpenAiCompatible, Wire::Anthropic];
@@ -336,12 +337,13 @@ async fn a_slow_first_token_still_succeeds() {
 async fn a_response_silent_past_the_idle_timeout_is_retried() {
     let mut setup = Setup::new(Wire::OpenAiCompatible);
     setup.provider = setup.provider.clone().with_idle_timeout(Duration::from_millis(200));
-    setup.llm.push(Reply::SlowFirstToken { delay_ms: 2_000, text: "too late".into() });
+    // The first answer stays silent for ten minutes: only the idle timeout can end the wait
+    // within the test's deadline.
+    setup.llm.push(Reply::SlowFirstToken { delay_ms: 600_000, text: "too late".into() });
     setup.llm.push(Reply::Text("in time".into()));
-    let started = Instant::now();
-    let reply = setup.chat(true).await.0.unwrap();
+    let reply = within_deadline("gave up after the idle timeout, not the delay", setup.chat(true)).await.0.unwrap();
     assert_eq!(reply.content.as_deref(), Some("in time"));
-    assert!(started.elapsed() < Duration::from_secs(2), "gave up after the idle timeout, not the delay");
+    assert_eq!(setup.llm.requests().len(), 2, "the silent request was retried");
 }
 
 #[tokio::test]

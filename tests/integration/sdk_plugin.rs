@@ -2,9 +2,8 @@
 //! sdk_demo.rs`) and the real host: answers, panics become error results followed by a clean
 //! exit and a restart, and a cancelled call stops its handler.
 
-use std::time::Duration;
-
 use oxibot_kernel::plugin::{Origin, PluginSpec};
+use oxibot_tests::wait::eventually;
 use oxibot_tests::{TempDir, bin_dir, context, start_host};
 use serde_json::json;
 
@@ -39,12 +38,17 @@ async fn a_panicking_handler_becomes_an_error_result_then_the_plugin_restarts() 
 async fn a_cancelled_call_stops_its_handler() {
     let dir = TempDir::new("sdk-cancel");
     let marker = dir.path().join("marker");
+    let (started, dropped) = (dir.path().join("started"), dir.path().join("dropped"));
     let host = start_host(vec![sdk_demo()]).await;
-    let args = json!({"ms": 400, "marker": marker});
-    let abandoned =
-        tokio::time::timeout(Duration::from_millis(100), host.call("nap", args, context(dir.path()), None)).await;
-    assert!(abandoned.is_err());
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // A ten-minute nap: only a cancel can end its handler within the test.
+    let args = json!({"ms": 600_000, "marker": marker, "started": started, "dropped": dropped});
+    let call = host.call("nap", args, context(dir.path()), None);
+    // The caller stops waiting once the handler runs; dropping the call sends the cancel.
+    tokio::select! {
+        outcome = call => panic!("the nap cannot have finished: {outcome:?}"),
+        () = eventually("the nap handler started", || started.exists()) => {}
+    }
+    eventually("the cancelled handler was dropped", || dropped.exists()).await;
     assert!(!marker.exists(), "the handler kept running after cancel");
     let finished = host.call("nap", json!({"ms": 10, "marker": marker}), context(dir.path()), None).await.unwrap();
     assert_eq!(finished.content, "rested");

@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::bin_dir;
 
 /// How long a test waits for a line or an event before failing.
-pub const WAIT: Duration = Duration::from_secs(5);
+pub const WAIT: Duration = crate::wait::DEADLINE;
 
 /// The bundled loopback channel listening on `port`, built the way the gateway builds specs.
 pub fn loopback_spec(port: u16) -> PluginSpec {

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -235,13 +235,9 @@ impl FakeDiscord {
     }
 
     /// Waits (without blocking the caller's runtime) until `done` holds, failing the test
-    /// with `what` after five seconds.
+    /// with `what` after the generous [`crate::wait::DEADLINE`].
     pub async fn wait_until(&self, what: &str, done: impl Fn(&FakeDiscord) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !done(self) {
-            assert!(Instant::now() < deadline, "fake discord: timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        crate::wait::eventually(&format!("fake discord: {what}"), || done(self)).await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

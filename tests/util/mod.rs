@@ -9,6 +9,7 @@ pub mod fakes_telegram;
 pub mod http;
 pub mod llm;
 pub mod procs;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -92,7 +93,7 @@ pub fn test_host_config() -> HostConfig {
 /// Starts a host running `specs` with test settings, waiting until they settle.
 pub async fn start_host(specs: Vec<PluginSpec>) -> PluginHost {
     let host = PluginHost::start(specs, test_host_config()).unwrap();
-    host.wait_settled(Duration::from_secs(5)).await;
+    host.wait_settled(wait::DEADLINE).await;
     host
 }
 

@@ -117,6 +117,9 @@ impl Drop for Spinner {
 
 #[cfg(test)]
 mod tests {
+    // Time is paused in every test: tokio moves the clock straight to the next timer whenever
+    // the runtime is idle, so ticks land exactly where the sleeps put them, however busy the
+    // machine is.
     use super::*;
 
     /// A writer whose output the test can read.
@@ -139,7 +142,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_hidden_spinner_draws_nothing() {
         let out = Captured::default();
         let spinner = Spinner::with_writer(Box::new(out.clone()), 80);
@@ -148,7 +151,7 @@ mod tests {
         assert_eq!(out.text(), "");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_shown_spinner_draws_at_once_and_keeps_turning() {
         let out = Captured::default();
         let spinner = Spinner::with_writer(Box::new(out.clone()), 80);
@@ -161,7 +164,7 @@ mod tests {
         drop(spinner);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn pausing_leaves_a_clean_line_and_stops_drawing() {
         let out = Captured::default();
         let spinner = Spinner::with_writer(Box::new(out.clone()), 80);
@@ -176,7 +179,7 @@ mod tests {
         assert_eq!(out.text(), paused, "a second pause writes nothing");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn show_soon_waits_for_the_next_tick() {
         let out = Captured::default();
         let spinner = Spinner::with_writer(Box::new(out.clone()), 80);
@@ -192,7 +195,7 @@ mod tests {
         assert!(out.text().contains("writing…"), "{:?}", out.text());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn dropping_a_visible_spinner_erases_it() {
         let out = Captured::default();
         let spinner = Spinner::with_writer(Box::new(out.clone()), 80);
@@ -202,7 +205,7 @@ mod tests {
         assert!(out.text().ends_with(ERASE), "{:?}", out.text());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_new_label_is_drawn_at_once_and_long_labels_are_cut_to_the_width() {
         let out = Captured::default();
         let spinner = Spinner::with_writer(Box::new(out.clone()), 12);

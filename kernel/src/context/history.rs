@@ -5,7 +5,11 @@
 //! at most [`MAX_ENTRIES`] entries, each cut to [`MAX_ENTRY_CHARS`], and the whole list to about
 //! [`MAX_SECTION_CHARS`], dropping the oldest entries first.
 
+use std::io;
+use std::path::Path;
+
 use crate::history::HistoryEntry as Entry;
+use crate::history::read_tail;
 
 /// Most entries shown.
 pub const MAX_ENTRIES: usize = 50;
@@ -26,10 +30,16 @@ pub(crate) fn dream_cursor(text: Option<&str>) -> u64 {
     text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
 }
 
-/// The entries of `history` with a cursor above `since`, in file order.
-#[cfg(test)]
-pub(crate) fn unprocessed(history: &str, since: u64) -> Vec<Entry> {
-    history.lines().filter_map(Entry::parse).filter(|e| e.cursor > since).collect()
+/// The section for the archive at `path`: its newest entries with a cursor above `since`
+/// (Dream's cursor), or `None` when there are none.
+///
+/// Only the file's tail is read: the archive can hold years of entries when Dream is off.
+pub(crate) fn section(path: &Path, since: u64) -> io::Result<Option<String>> {
+    let entries = read_tail(path, since, MAX_ENTRIES)?;
+    // Cursors count up by one per entry, so the newest one tells how many are unprocessed.
+    let total =
+        entries.last().map_or(0, |last| usize::try_from(last.cursor.saturating_sub(since)).unwrap_or(usize::MAX));
+    Ok(render(&entries, total))
 }
 
 /// The `# Recent History` section for `entries` (the newest of `total` unprocessed ones), or
@@ -75,20 +85,24 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn render_all(entries: &[Entry]) -> Option<String> {
-        render(entries, entries.len())
-    }
+    use crate::testing::TempDir;
 
     fn line(cursor: u64, content: &str) -> String {
         serde_json::json!({"cursor": cursor, "timestamp": "2026-04-15 14:58", "content": content}).to_string()
     }
 
+    /// The section the prompt shows for an archive holding `lines`, with Dream's cursor at
+    /// `since`: written to a file and read back by the same function the prompt uses.
+    fn section_of(lines: &[String], since: u64) -> Option<String> {
+        let ws = TempDir::new("history-section");
+        let path = ws.write("memory/history.jsonl", &(lines.join("\n") + "\n"));
+        section(&path, since).expect("read the archive")
+    }
+
     #[test]
     fn only_entries_after_the_dream_cursor_are_shown() {
-        let history = [line(1, "old"), line(2, "seen"), line(3, "new"), line(4, "newer")].join("\n");
-        let entries = unprocessed(&history, dream_cursor(Some("2\n")));
-        let section = render_all(&entries).expect("section");
+        let history = [line(1, "old"), line(2, "seen"), line(3, "new"), line(4, "newer")];
+        let section = section_of(&history, dream_cursor(Some("2\n"))).expect("section");
         assert!(section.starts_with("# Recent History\n\n"));
         assert!(!section.contains("] old") && !section.contains("] seen"));
         assert!(section.ends_with("- [2026-04-15 14:58] new\n- [2026-04-15 14:58] newer"), "{section}");
@@ -103,15 +117,17 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_skipped() {
-        let history = format!("{}\nnot json\n{{\"timestamp\":\"x\"}}\n\n{}", line(1, "a"), line(2, "b"));
-        let entries = unprocessed(&history, 0);
-        assert_eq!(entries.iter().map(|e| e.cursor).collect::<Vec<_>>(), [1, 2]);
+        let history =
+            [line(1, "a"), "not json".to_owned(), "{\"timestamp\":\"x\"}".to_owned(), String::new(), line(2, "b")];
+        let section = section_of(&history, 0).expect("section");
+        assert!(section.ends_with("- [2026-04-15 14:58] a\n- [2026-04-15 14:58] b"), "{section}");
+        assert_eq!(section.matches("\n- [").count(), 2, "{section}");
     }
 
     #[test]
     fn at_most_fifty_entries_are_shown_the_newest() {
         let history: Vec<String> = (1..=80).map(|n| line(n, &format!("entry {n}"))).collect();
-        let section = render_all(&unprocessed(&history.join("\n"), 0)).expect("section");
+        let section = section_of(&history, 0).expect("section");
         assert_eq!(section.matches("\n- [").count(), 50);
         assert!(!section.contains("entry 30\n") && section.contains("entry 31\n") && section.ends_with("entry 80"));
         assert!(section.contains("(30 older entries left out"));
@@ -121,7 +137,7 @@ mod tests {
     fn huge_entries_are_cut_and_the_section_stays_within_budget() {
         let huge = "x".repeat(50_000);
         let history: Vec<String> = (1..=40).map(|n| line(n, &huge)).collect();
-        let section = render_all(&unprocessed(&history.join("\n"), 0)).expect("section");
+        let section = section_of(&history, 0).expect("section");
         assert!(section.chars().count() < MAX_SECTION_CHARS + 400, "section is {} chars", section.chars().count());
         assert!(section.contains("… (truncated)"));
         assert!(section.matches("\n- [").count() >= 5);
@@ -129,15 +145,14 @@ mod tests {
 
     #[test]
     fn multi_line_content_stays_inside_its_list_item() {
-        let entries = unprocessed(&line(1, "- asked about X\n- decided Y"), 0);
-        let section = render_all(&entries).expect("section");
+        let section = section_of(&[line(1, "- asked about X\n- decided Y")], 0).expect("section");
         assert!(section.ends_with("- [2026-04-15 14:58] - asked about X\n  - decided Y"), "{section}");
     }
 
     #[test]
     fn no_entries_means_no_section() {
         assert_eq!(render(&[], 0), None);
-        assert_eq!(render_all(&unprocessed(&line(3, "x"), 3)), None);
+        assert_eq!(section_of(&[line(3, "x")], 3), None);
     }
 
     #[test]

@@ -56,12 +56,8 @@ fn memory(workspace: &Path, files: &mut FileCache) -> Option<String> {
 fn recent_history(workspace: &Path, files: &mut FileCache) -> Option<String> {
     let cursor = files.read(&workspace.join(DREAM_CURSOR_FILE));
     let since = history::dream_cursor(cursor.as_deref());
-    // Only the file's tail is read: the archive can hold years of entries when Dream is off.
     let section = files.derive(&workspace.join(HISTORY_FILE), &since.to_string(), |path| {
-        let entries = crate::history::read_tail(path, since, history::MAX_ENTRIES).ok()?;
-        let total =
-            entries.last().map_or(0, |last| usize::try_from(last.cursor.saturating_sub(since)).unwrap_or(usize::MAX));
-        Some(history::render(&entries, total).unwrap_or_default())
+        Some(history::section(path, since).ok()?.unwrap_or_default())
     })?;
     (!section.is_empty()).then(|| section.to_string())
 }

@@ -5,7 +5,8 @@
 //! [`RestartTracker`]: it either stops itself so actix's `Supervisor` restarts it — the
 //! `restarting` hook publishes the new state and `started` spawns a fresh instance after the
 //! backoff — or it gives up and stays alive in the `Failed` state so status queries still see
-//! it. Handlers never panic (a panic would kill the actor for good, see ARCHITECTURE.md).
+//! it. Handlers never panic: a panic would end the task that runs both the actor and its
+//! `Supervisor`, so nothing would be left to restart the plugin.
 //!
 //! Tool and channel plugins share this path. An instance emits [`PluginEvent::Ready`] once it
 //! is published as ready and [`PluginEvent::Down`] once its process is gone and its reader has

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::error::PluginError;
 use super::events::{EventBus, PluginEvent};
-use super::wire::{self, FrameReader};
+use super::wire::{FrameReader, Outgoing, Shared, write_frames};
 
 /// Why a connection ended, as first noticed by the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ struct Inner {
     /// The plugin's name, for errors.
     plugin: String,
     /// Encoded frames for the writer task.
-    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    outgoing: mpsc::UnboundedSender<Outgoing>,
     /// Pending calls and the error cell.
     state: Mutex<State>,
     /// Source of call ids.
@@ -116,7 +116,7 @@ impl Connection {
     ) -> (Connection, ConnectionTasks) {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let (trouble_tx, trouble) = mpsc::unbounded_channel();
-        tokio::spawn(wire::write_frames(stream, queue));
+        tokio::spawn(write_frames(Shared(stream), queue));
         let inner = Arc::new(Inner {
             plugin: plugin.to_owned(),
             outgoing,
@@ -137,7 +137,7 @@ impl Connection {
     pub async fn call(&self, tool: &str, arguments: Value, context: CallContext, timeout: Duration) -> Reply {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let call = Message::Call(Call { id, tool: tool.to_owned(), arguments, context });
-        let frame = wire::frame(&call)
+        let frame = oxibot_proto::encode(&call)
             .map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
         let (tx, rx) = oneshot::channel();
         {
@@ -147,7 +147,7 @@ impl Connection {
             }
             state.pending.insert(id, tx);
         }
-        let _ = self.inner.outgoing.send(frame);
+        let _ = self.inner.outgoing.send(Outgoing::Frame(frame));
         let mut guard = CancelOnDrop { inner: &self.inner, id, armed: true };
         let outcome = tokio::time::timeout(timeout, rx).await;
         match outcome {
@@ -181,8 +181,8 @@ impl Connection {
 
     /// Queues a message for the plugin (used for `goodbye` on shutdown).
     pub fn send(&self, message: &Message) {
-        if let Ok(frame) = wire::frame(message) {
-            let _ = self.inner.outgoing.send(frame);
+        if let Ok(frame) = oxibot_proto::encode(message) {
+            let _ = self.inner.outgoing.send(Outgoing::Frame(frame));
         }
     }
 
@@ -195,9 +195,9 @@ impl Connection {
                 state: "restarting".into(),
             }));
         }
-        let frame = wire::frame(message)
+        let frame = oxibot_proto::encode(message)
             .map_err(|e| PluginError::Encode { plugin: self.inner.plugin.clone(), reason: e.to_string() })?;
-        self.inner.outgoing.send(frame).map_err(|_| self.closed_error())
+        self.inner.outgoing.send(Outgoing::Frame(frame)).map_err(|_| self.closed_error())
     }
 
     /// Whether the connection is going down (new calls should wait for the replacement).
@@ -242,8 +242,8 @@ impl Drop for CancelOnDrop<'_> {
             return;
         }
         self.inner.lock().pending.remove(&self.id);
-        if let Ok(frame) = wire::frame(&Message::Cancel(Cancel { id: self.id })) {
-            let _ = self.inner.outgoing.send(frame);
+        if let Ok(frame) = oxibot_proto::encode(&Message::Cancel(Cancel { id: self.id })) {
+            let _ = self.inner.outgoing.send(Outgoing::Frame(frame));
         }
     }
 }
@@ -262,8 +262,8 @@ async fn route_messages(mut reader: FrameReader, inner: &Inner) -> CloseCause {
             Ok(Some(Message::Result(result))) => deliver(inner, result),
             Ok(Some(Message::Log(log))) => forward_log(&inner.plugin, &log),
             Ok(Some(Message::Ping(ping))) => {
-                if let Ok(frame) = wire::frame(&Message::Pong(ping)) {
-                    let _ = inner.outgoing.send(frame);
+                if let Ok(frame) = oxibot_proto::encode(&Message::Pong(ping)) {
+                    let _ = inner.outgoing.send(Outgoing::Frame(frame));
                 }
             }
             Ok(Some(Message::Goodbye(bye))) => {

@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::StartError;
 use super::process::{PluginProcess, describe_status};
-use super::wire::{self, FrameReader};
+use super::wire::{self, FrameReader, Shared};
 
 /// A plugin connection that passed the handshake.
 #[derive(Debug)]
@@ -71,10 +71,10 @@ async fn exited_early(process: &mut PluginProcess) -> Option<StartError> {
 
 async fn handshake(listener: &Listener, token: &str) -> Result<Handshaken, StartError> {
     let stream = Arc::new(listener.accept().await.map_err(|e| StartError::Handshake(format!("accept failed: {e}")))?);
-    let mut reader = FrameReader::new(stream.clone());
+    let mut reader = FrameReader::new(Shared(stream.clone()));
     let hello = match next(&mut reader).await? {
         Message::Hello(hello) => hello,
-        other => return Err(StartError::Handshake(format!("expected hello first, got {}", wire::type_name(&other)))),
+        other => return Err(StartError::Handshake(format!("expected hello first, got {}", wire::describe(&other)))),
     };
     if let Err(reason) = check_hello(&hello, token) {
         let _ = send(&stream, &Message::Goodbye(Goodbye { reason: reason.clone() })).await;
@@ -85,7 +85,7 @@ async fn handshake(listener: &Listener, token: &str) -> Result<Handshaken, Start
         match next(&mut reader).await? {
             Message::Manifest(manifest) => break manifest,
             Message::Log(_) | Message::Unknown => continue,
-            other => return Err(StartError::Handshake(format!("expected manifest, got {}", wire::type_name(&other)))),
+            other => return Err(StartError::Handshake(format!("expected manifest, got {}", wire::describe(&other)))),
         }
     };
     if let Err(reason) = check_manifest(&hello, &manifest) {
@@ -139,7 +139,7 @@ async fn next(reader: &mut FrameReader) -> Result<Message, StartError> {
 }
 
 async fn send(stream: &Stream, message: &Message) -> Result<(), StartError> {
-    let frame = wire::frame(message).map_err(|e| StartError::Handshake(e.to_string()))?;
+    let frame = oxibot_proto::encode(message).map_err(|e| StartError::Handshake(e.to_string()))?;
     let mut writer = stream;
     writer.write_all(&frame).await.map_err(|e| StartError::Handshake(format!("cannot write to the plugin: {e}")))
 }

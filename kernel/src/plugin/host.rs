@@ -109,7 +109,7 @@ impl PluginHost {
         if !matches!(message, Message::Outbound(_) | Message::Delta(_) | Message::InboundAccepted(_)) {
             return Err(PluginError::NotForChannel {
                 plugin: plugin.to_owned(),
-                message: super::wire::type_name(&message).to_owned(),
+                message: super::wire::describe(&message).to_owned(),
             });
         }
         let conn = match &*slot.state.borrow() {

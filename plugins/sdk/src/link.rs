@@ -1,6 +1,6 @@
 //! The plugin's end of the kernel connection, shared by tool and channel plugins: the process
-//! entry (runtime and exit codes), connecting, the hello exchange, a frame reader and a
-//! batching writer.
+//! entry (runtime and exit codes), connecting and the hello exchange. Frames are read and
+//! written with `oxibot_proto::framing`.
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use oxibot_proto::{
-    DEFAULT_MAX_FRAME_LEN, DecodeError, EncodeError, FrameDecoder, Hello, Manifest, Message, PROTOCOL_NAME,
-    PROTOCOL_VERSION,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+pub(crate) use oxibot_proto::encode;
+pub(crate) use oxibot_proto::framing::Outgoing;
+use oxibot_proto::framing::{Shared, write_frames};
+use oxibot_proto::{DecodeError, EncodeError, Hello, Manifest, Message, PROTOCOL_NAME, PROTOCOL_VERSION};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -43,14 +42,6 @@ pub(crate) enum ServeError {
     Wire(#[from] DecodeError),
     #[error("{0}")]
     Launch(#[from] crate::launch::LaunchError),
-}
-
-/// What the writer task is asked to do.
-pub(crate) enum Outgoing {
-    /// Write one encoded frame.
-    Frame(Vec<u8>),
-    /// Everything queued before this has been written; stop.
-    Close,
 }
 
 /// Where frames for the kernel are queued.
@@ -101,8 +92,8 @@ impl Link {
     pub(crate) async fn open(env: &LaunchEnv, hello: Hello, manifest: Manifest) -> Result<Link, ServeError> {
         let stream = connect(env).await?;
         let (outgoing, queue) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_frames(stream.clone(), queue));
-        let mut reader = FrameReader::new(stream);
+        let writer = tokio::spawn(write_frames(Shared(stream.clone()), queue));
+        let mut reader = FrameReader::new(Shared(stream));
         let _ = queue_message(&outgoing, &Message::Hello(hello));
         await_kernel_hello(&mut reader).await?;
         let _ = queue_message(&outgoing, &Message::Manifest(manifest));
@@ -121,13 +112,6 @@ impl Link {
 pub(crate) fn queue_message(outgoing: &Sender, message: &Message) -> Result<(), EncodeError> {
     let _ = outgoing.send(Outgoing::Frame(encode(message)?));
     Ok(())
-}
-
-/// Encodes a message into one frame, refusing one over the frame limit.
-pub(crate) fn encode(message: &Message) -> Result<Vec<u8>, EncodeError> {
-    let mut frame = Vec::new();
-    oxibot_proto::encode_into(message, &mut frame, DEFAULT_MAX_FRAME_LEN)?;
-    Ok(frame)
 }
 
 /// The text of a panic payload.
@@ -168,53 +152,5 @@ async fn await_kernel_hello(reader: &mut FrameReader) -> Result<(), ServeError> 
     }
 }
 
-/// Writes queued frames, coalescing whatever is queued into one write.
-async fn write_frames(stream: Arc<Stream>, mut queue: mpsc::UnboundedReceiver<Outgoing>) {
-    let mut batch = Vec::with_capacity(8 * 1024);
-    while let Some(first) = queue.recv().await {
-        let mut closing = false;
-        let mut next = Some(first);
-        while let Some(item) = next {
-            match item {
-                Outgoing::Frame(frame) => batch.extend_from_slice(&frame),
-                Outgoing::Close => {
-                    closing = true;
-                    break;
-                }
-            }
-            next = queue.try_recv().ok();
-        }
-        if (&*stream).write_all(&batch).await.is_err() || closing {
-            return;
-        }
-        batch.clear();
-    }
-}
-
-/// Reads whole messages from the connection.
-pub(crate) struct FrameReader {
-    stream: Arc<Stream>,
-    decoder: FrameDecoder,
-    chunk: Box<[u8]>,
-}
-
-impl FrameReader {
-    fn new(stream: Arc<Stream>) -> FrameReader {
-        FrameReader { stream, decoder: FrameDecoder::default(), chunk: vec![0; 16 * 1024].into_boxed_slice() }
-    }
-
-    /// The next message, or `None` when the kernel closed the connection between frames.
-    pub(crate) async fn next(&mut self) -> Result<Option<Message>, DecodeError> {
-        loop {
-            if let Some(message) = self.decoder.next_message()? {
-                return Ok(Some(message));
-            }
-            let read = (&*self.stream).read(&mut self.chunk).await?;
-            if read == 0 {
-                self.decoder.finish()?;
-                return Ok(None);
-            }
-            self.decoder.extend(&self.chunk[..read]);
-        }
-    }
-}
+/// Reads whole messages from the connection; `None` when the kernel closed it between frames.
+pub(crate) type FrameReader = oxibot_proto::framing::FrameReader<Shared<Stream>>;

@@ -1,5 +1,6 @@
 //! The stress plugin's tools and the ways `misbehave` can go wrong.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -13,6 +14,8 @@ use crate::wire::{self, Writer};
 const PANIC_EXIT: i32 = 101;
 /// Delay of the `slow` action when neither the call nor the environment gives one.
 const DEFAULT_DELAY_MS: u64 = 500;
+/// How often the `slow` action looks for its `until_file`.
+const GATE_POLL: Duration = Duration::from_millis(5);
 
 /// Settings read once from the environment.
 #[derive(Debug, Clone)]
@@ -71,6 +74,7 @@ pub fn manifest(config: &Config) -> Manifest {
             },
             "text": {"type": "string", "description": "Returned by the echo action"},
             "delay_ms": {"type": "integer", "minimum": 0, "description": "Sleep of the slow action"},
+            "until_file": {"type": "string", "description": "The slow action waits until this file exists instead"},
         },
     });
     let tool = |tool: &str, description: &str, parameters: Value, read_only: bool| ToolSpec {
@@ -171,8 +175,19 @@ fn misbehave(config: &Config, call: &Call, writer: &Writer) {
         Action::Echo => reply(writer, id, text_arg(&call.arguments).unwrap_or_default().to_owned(), false),
         Action::Error => reply(writer, id, "Error: asked to fail".to_owned(), true),
         Action::Slow => {
-            let delay = call.arguments.get("delay_ms").and_then(Value::as_u64).unwrap_or(config.default_delay_ms);
-            thread::sleep(Duration::from_millis(delay));
+            match call.arguments.get("until_file").and_then(Value::as_str) {
+                // A gate the test opens: the answer comes exactly when the test wants it.
+                Some(gate) => {
+                    while !Path::new(gate).exists() {
+                        thread::sleep(GATE_POLL);
+                    }
+                }
+                None => {
+                    let delay =
+                        call.arguments.get("delay_ms").and_then(Value::as_u64).unwrap_or(config.default_delay_ms);
+                    thread::sleep(Duration::from_millis(delay));
+                }
+            }
             reply(writer, id, "slow done".to_owned(), false);
         }
         Action::Hang => eprintln!("stress: call {id} will never be answered"),

@@ -15,7 +15,8 @@
 //! | `OXIBOT_STRESS_EXTRA_TOOL` | one more tool, named exactly this, that does nothing (default: none) |
 //!
 //! Tools: `noop` (read-only, returns ""), `echo` (returns `text`), `misbehave` (`action` one of
-//! `echo`, `panic`, `garbage`, `oversize`, `hang`, `sigkill`, `slow`, `error`). Pings are
+//! `echo`, `panic`, `garbage`, `oversize`, `hang`, `sigkill`, `slow`, `error`). `slow` sleeps
+//! `delay_ms`, or with `until_file` waits until that file exists, then answers `slow done`. Pings are
 //! answered; cancels are announced as a feature but only logged (`cancel <id>` on stderr), never
 //! acted on. The process exits 0 when the kernel closes the connection or says goodbye.
 
