@@ -41,3 +41,8 @@ pub use error::SandboxError;
 pub use landlock::{DISABLE_VAR, Status, Support, apply, detect};
 pub use policy::{ARGS_MARKER, Policy};
 pub use privileges::drop_capabilities;
+
+/// Environment variable in which the kernel tells a confined plugin which extra paths its
+/// sandbox grants (its `allowPaths`), as a `PATH`-like list, so the plugin can grant them again
+/// to what it confines further (the shell plugin to the commands it runs).
+pub const ALLOW_PATHS_VAR: &str = "OXIBOT_SANDBOX_ALLOW_PATHS";

@@ -2,9 +2,11 @@
 //! baseline never includes.
 //!
 //! The baseline ([`Policy::system`]) lets a process load libraries and run the system's
-//! programs (`sh`, `python3`, `git` from `/usr`), read configuration under `/etc` and process
-//! information under `/proc` and `/sys`, and use a few devices that reach no one's data. Raw
-//! disks, terminals and `/dev/shm` stay out of reach.
+//! programs (`sh`, `python3`, `git` from `/usr`), read the parts of `/etc` that programs need to
+//! start, resolve names and check certificates ([`ETC_ENTRIES`]), read process information under
+//! `/proc` and `/sys`, and use a few devices that reach no one's data. The rest of `/etc`
+//! (`passwd`, `shadow`, `ssh/`, `ssl/private/`, …), raw disks, terminals and `/dev/shm` stay out
+//! of reach.
 //!
 //! *Private* directories are the user's home (`$HOME`) and oxibot's data directory
 //! (`$OXIBOT_HOME`, else `~/.oxibot`, which holds `config.json` with the API keys and the
@@ -19,21 +21,57 @@ use crate::policy::Policy;
 /// Directories of programs and libraries: read and execute.
 pub const EXECUTABLE_DIRS: &[&str] =
     &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/nix/store"];
-/// Directories of configuration and system information: read only.
-pub const READ_ONLY_DIRS: &[&str] = &["/etc", "/proc", "/sys", "/run/systemd/resolve", "/run/resolvconf"];
+/// Directories of system information: read only.
+pub const READ_ONLY_DIRS: &[&str] = &["/proc", "/sys", "/run/systemd/resolve", "/run/resolvconf"];
+/// What of `/etc` programs need: the dynamic loader's cache, time zone and locale, name
+/// resolution, certificates, and the language runtimes' own settings. Read only.
+pub const ETC_ENTRIES: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/default/locale",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust",
+    "/etc/crypto-policies",
+    "/etc/mime.types",
+    "/etc/magic",
+    "/etc/terminfo",
+    "/etc/inputrc",
+    "/etc/python3",
+    "/etc/perl",
+    "/etc/gitconfig",
+];
 /// Devices every confined process may read and write.
 pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 impl Policy {
-    /// The baseline: [`EXECUTABLE_DIRS`], [`READ_ONLY_DIRS`] and [`DEVICES`]; the network
-    /// stays allowed.
+    /// The baseline: [`EXECUTABLE_DIRS`], [`READ_ONLY_DIRS`], [`ETC_ENTRIES`], the
+    /// `/etc/python3.*` directories and [`DEVICES`]; the network stays allowed.
     pub fn system() -> Policy {
         let mut policy = Policy::new();
         for dir in EXECUTABLE_DIRS {
             policy.allow_execute(dir);
         }
-        for dir in READ_ONLY_DIRS {
-            policy.allow_read_only(dir);
+        for path in READ_ONLY_DIRS.iter().chain(ETC_ENTRIES) {
+            policy.allow_read_only(path);
+        }
+        for python in versioned_python_settings() {
+            policy.allow_read_only(python);
         }
         for device in DEVICES {
             policy.allow_read_write(device);
@@ -51,6 +89,16 @@ impl Policy {
         }
         self
     }
+}
+
+/// `/etc/python3.N` directories (Debian keeps `sitecustomize.py` there).
+fn versioned_python_settings() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/etc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_name().to_str().is_some_and(|name| name.starts_with("python3.")))
+        .map(|entry| entry.path())
+        .collect()
 }
 
 /// The user's home directory, unless unset or `/`.
@@ -95,10 +143,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_baseline_runs_system_programs_and_reads_etc_but_not_all_of_dev() {
+    fn the_baseline_runs_system_programs_and_reads_some_of_etc_but_not_all_of_etc_or_dev() {
         let policy = Policy::system();
         assert!(policy.can_execute_in(Path::new("/usr/bin")));
-        assert!(policy.read_only().contains(&PathBuf::from("/etc")));
+        assert!(policy.read_only().contains(&PathBuf::from("/etc/resolv.conf")));
+        assert!(!policy.read_only().iter().any(|path| path == Path::new("/etc") || path.ends_with("passwd")));
         assert!(policy.read_write().contains(&PathBuf::from("/dev/null")));
         assert!(!policy.read_write().iter().chain(policy.read_only()).any(|path| path == Path::new("/dev")));
         assert!(policy.network_allowed());
