@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::paths;
+use crate::plugin::spec::Confinement;
 use crate::plugin::{Origin, PluginSpec};
 
 /// A config file could not be used.
@@ -177,6 +178,10 @@ pub struct PluginEntry {
     /// Set to false to keep the entry without starting it.
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+    /// Paths outside the workspace the plugin may read and write while the workspace is
+    /// restricted (its sandbox reaches nothing else there; `~` allowed).
+    #[serde(default, alias = "allow_paths")]
+    pub allow_paths: Vec<String>,
 }
 
 fn enabled_by_default() -> bool {
@@ -188,7 +193,15 @@ impl PluginEntry {
     pub fn to_spec(&self) -> PluginSpec {
         let command = paths::expand_tilde(Path::new(&self.command));
         let name = self.name.clone().unwrap_or_else(|| crate::plugin::spec::name_from_command(&command));
-        PluginSpec { name, command, args: self.args.clone(), env: self.env.clone(), origin: Origin::Config }
+        let allow_paths = self.allow_paths.iter().map(|path| paths::expand_tilde(Path::new(path))).collect();
+        PluginSpec {
+            name,
+            command,
+            args: self.args.clone(),
+            env: self.env.clone(),
+            origin: Origin::Config,
+            confinement: Confinement { workspace: None, allow_paths },
+        }
     }
 }
 

@@ -22,6 +22,8 @@
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
+//! - `sandbox`: the OS sandbox around `exec` and every plugin, attacked with run-time paths,
+//!   deletions, escaping children and a plugin reading the config file;
 //! - `secrets`: provider errors scrubbed of keys; plugins start without the kernel's secrets;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
@@ -48,6 +50,7 @@ mod nanobot_compat;
 mod orphans;
 mod providers;
 mod python_plugin;
+mod sandbox;
 mod sdk_plugin;
 mod secrets;
 mod tidy;

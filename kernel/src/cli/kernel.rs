@@ -74,9 +74,12 @@ impl Setup {
         Ok(Setup { config, workspace, plugins, host })
     }
 
-    /// Starts the plugin host (inside the running actix system).
+    /// Starts the plugin host (inside the running actix system), every plugin confined to the
+    /// workspace by the launcher's sandbox while the restriction is on.
     pub fn start_host(&self) -> anyhow::Result<PluginHost> {
-        PluginHost::start(self.plugins.clone(), self.host.clone()).context("cannot start the plugin host")
+        let workspace = self.config.tools.restrict_to_workspace.then_some(self.workspace.as_path());
+        let plugins = self.plugins.iter().cloned().map(|spec| spec.confined_to(workspace)).collect();
+        PluginHost::start(plugins, self.host.clone()).context("cannot start the plugin host")
     }
 
     /// How long to wait for plugins to finish starting.

@@ -33,6 +33,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         .map(|(name, _)| name.as_str())
         .collect();
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
+    println!("sandbox:   {}", sandbox_line(setup.config.tools.restrict_to_workspace, &setup.workspace));
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
@@ -45,6 +46,29 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     }
     print_gateway(common, &setup);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which sandbox confines `exec` and the plugins, in one line.
+fn sandbox_line(restricted: bool, workspace: &std::path::Path) -> String {
+    let support = oxibot_sandbox::detect();
+    if !restricted {
+        return format!("{support}; not used: tools.restrictToWorkspace is false, exec and plugins run unconfined");
+    }
+    if !support.is_available() {
+        return format!(
+            "{support} — exec refuses while restrictToWorkspace is on, and plugins run unconfined \
+             (use a kernel with Landlock, or set tools.restrictToWorkspace to false)"
+        );
+    }
+    let mut line = format!("{support}, exec and plugins confined to the workspace");
+    let data = paths::data_dir();
+    if data.starts_with(workspace) {
+        line.push_str(&format!(
+            " (warning: the data dir {} is inside the workspace, so the sandbox cannot keep config.json from tools)",
+            data.display()
+        ));
+    }
+    line
 }
 
 /// The running gateway's channels, asked of its health endpoint.

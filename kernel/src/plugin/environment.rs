@@ -32,6 +32,8 @@ const PASSED: &[&str] = &[
     "no_proxy",
     "all_proxy",
     "OXIBOT_HOME",
+    // Can only switch the sandbox off, which makes `exec` refuse: never a widening.
+    "OXIBOT_SANDBOX_DISABLE",
 ];
 
 /// Variables passed through by prefix (the locale categories).

@@ -1,12 +1,17 @@
-//! Starting a plugin process and capturing its stderr into the log and a tail buffer.
+//! Starting a plugin process (confined by the launcher's sandbox when its spec says so) and
+//! capturing its stderr into the log and a tail buffer.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::ffi::OsString;
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use oxibot_proto::{ENV_KERNEL_PID, ENV_SOCKET, ENV_TOKEN};
+use oxibot_sandbox::{ALLOW_PATHS_VAR, Support};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
@@ -50,6 +55,29 @@ pub struct PluginProcess {
     tail: OutputTail,
     /// Tasks forwarding stdout/stderr lines into tracing; they end at EOF.
     forwarders: Vec<JoinHandle<()>>,
+    /// The confined plugin's private temporary directory, removed with this handle.
+    _tmp: Option<PrivateTmp>,
+}
+
+/// A confined plugin's `TMPDIR`: a 0700 directory next to its socket in the kernel's private
+/// run directory, removed when dropped (and with the run directory).
+#[derive(Debug)]
+struct PrivateTmp(PathBuf);
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What confining one plugin takes: the launcher's policy arguments, its variables, its tmp.
+struct Sandboxing {
+    /// `oxibot_sandbox::Policy::to_args`, placed before the launcher's `--`.
+    launcher_args: Vec<OsString>,
+    /// `TMPDIR` and the extra paths for the plugin to pass on.
+    env: Vec<(&'static str, OsString)>,
+    /// The private temporary directory.
+    tmp: PrivateTmp,
 }
 
 /// How the kernel starts plugin processes.
@@ -70,10 +98,16 @@ impl PluginProcess {
     /// Must run on a long-lived thread: the launcher's parent-death signal fires when the
     /// spawning *thread* exits.
     pub fn spawn(spec: &PluginSpec, launch: &Launch<'_>) -> Result<PluginProcess, StartError> {
+        let sandboxing =
+            sandboxing(spec, launch).map_err(|source| StartError::Spawn { command: spec.command_line(), source })?;
         let mut command = match launch.launcher {
             Some(launcher) => {
                 let mut command = Command::new(launcher);
-                command.arg(crate::launcher::SUBCOMMAND).arg("--").arg(&spec.command);
+                command.arg(crate::launcher::SUBCOMMAND);
+                if let Some(sandboxing) = &sandboxing {
+                    command.args(&sandboxing.launcher_args);
+                }
+                command.arg("--").arg(&spec.command);
                 command
             }
             None => Command::new(&spec.command),
@@ -94,6 +128,9 @@ impl PluginProcess {
             // group) is for the kernel, which stops the turn; it must not kill plugins.
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(sandboxing) = &sandboxing {
+            command.envs(sandboxing.env.iter().map(|(name, value)| (name, value)));
+        }
         let mut child = command.spawn().map_err(|source| StartError::Spawn { command: spec.command_line(), source })?;
         let pid = child.id().unwrap_or(0);
         let tail = OutputTail::default();
@@ -104,7 +141,7 @@ impl PluginProcess {
         if let Some(stdout) = child.stdout.take() {
             forwarders.push(tokio::spawn(forward_lines(stdout, spec.name.clone(), tail.clone())));
         }
-        Ok(PluginProcess { child, pid, tail, forwarders })
+        Ok(PluginProcess { child, pid, tail, forwarders, _tmp: sandboxing.map(|sandboxing| sandboxing.tmp) })
     }
 
     /// The process id.
@@ -144,6 +181,42 @@ impl PluginProcess {
         }
         status
     }
+}
+
+/// How to confine the plugin of `spec`: `None` when it is not to be confined, or cannot be
+/// (no launcher, or no sandbox on this system: then a warning is logged once and the plugin
+/// runs unconfined; `exec` refuses on its own). Creates the private temporary directory and a
+/// channel's media directory (a sandbox rule needs an existing path).
+fn sandboxing(spec: &PluginSpec, launch: &Launch<'_>) -> std::io::Result<Option<Sandboxing>> {
+    if !spec.is_confined() {
+        return Ok(None);
+    }
+    if launch.launcher.is_none() {
+        tracing::warn!(plugin = %spec.name, "no launcher to confine the plugin; it runs unconfined");
+        return Ok(None);
+    }
+    if let Support::Unavailable { reason } = oxibot_sandbox::detect() {
+        static WARNED: Once = Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "no sandbox is available ({reason}): plugins run unconfined, and exec refuses commands \
+                 while tools.restrictToWorkspace is on"
+            );
+        });
+        return Ok(None);
+    }
+    let tmp = PrivateTmp(launch.socket.with_extension("tmp"));
+    DirBuilder::new().mode(0o700).create(&tmp.0)?;
+    if let Some(media) = spec.media_dir() {
+        std::fs::create_dir_all(media)?;
+    }
+    let Some(policy) = spec.sandbox_policy(&tmp.0) else { return Ok(None) };
+    let mut env = vec![("TMPDIR", tmp.0.clone().into_os_string())];
+    let extra = spec.extra_paths();
+    if !extra.is_empty() {
+        env.push((ALLOW_PATHS_VAR, std::env::join_paths(extra).unwrap_or_default()));
+    }
+    Ok(Some(Sandboxing { launcher_args: policy.to_args(), env, tmp }))
 }
 
 /// `exit code 3`, `signal 9 (SIGKILL)`, …

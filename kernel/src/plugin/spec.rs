@@ -1,10 +1,14 @@
-//! What the host knows about a plugin before starting it: name, command line, environment.
+//! What the host knows about a plugin before starting it: name, command line, environment, and
+//! the sandbox the launcher confines it to ([`Confinement`], [`PluginSpec::sandbox_policy`]).
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use oxibot_proto::PeerKind;
+use oxibot_proto::{ENV_CHANNEL_CONFIG, PeerKind};
+use oxibot_sandbox::Policy;
+use serde_json::Value;
 
 /// File-name prefix of tool plugin executables.
 pub const TOOL_PREFIX: &str = "oxibot-tool-";
@@ -46,13 +50,112 @@ pub struct PluginSpec {
     pub env: BTreeMap<String, String>,
     /// Where it was found.
     pub origin: Origin,
+    /// The sandbox the launcher applies before the plugin starts.
+    pub confinement: Confinement,
+}
+
+/// How the launcher confines a plugin while the workspace restriction is on.
+///
+/// Every confined plugin may read and execute the system's programs (see
+/// `oxibot_sandbox::Policy::system`) and its own program, and read and write a private
+/// temporary directory. A tool plugin (bundled or third-party) may also read and write the
+/// workspace; a channel plugin gets its media directory instead (`mediaDir` in its config, else
+/// `<data dir>/media/<name>`). Neither reaches the rest of the data directory (config, API
+/// keys, sessions, plugins) or the home directory. Both get the paths of `allow_paths`
+/// read-write. A third-party plugin whose program or interpreter lives in the home directory
+/// (say `~/.pyenv/shims/python3`) also gets that tree (`~/.pyenv`) to read and execute.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confinement {
+    /// The workspace when the restriction is on; `None` starts the plugin unconfined.
+    pub workspace: Option<PathBuf>,
+    /// Extra paths the plugin may read and write: `allowPaths` of its `plugins` entry (or of
+    /// its channel section).
+    pub allow_paths: Vec<PathBuf>,
 }
 
 impl PluginSpec {
     /// A spec for an executable with no arguments, named after the file.
     pub fn for_executable(command: PathBuf, origin: Origin) -> PluginSpec {
         let name = name_from_command(&command);
-        PluginSpec { name, command, args: Vec::new(), env: BTreeMap::new(), origin }
+        PluginSpec {
+            name,
+            command,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            origin,
+            confinement: Confinement::default(),
+        }
+    }
+
+    /// The same spec, confined to `workspace` (`Some` while the restriction is on) or not.
+    pub fn confined_to(mut self, workspace: Option<&Path>) -> PluginSpec {
+        self.confinement.workspace = workspace.map(Path::to_path_buf);
+        self
+    }
+
+    /// Whether the launcher must confine the plugin.
+    pub fn is_confined(&self) -> bool {
+        self.confinement.workspace.is_some()
+    }
+
+    /// The directory a channel plugin saves attachments in: `mediaDir` of its config section,
+    /// else `<data dir>/media/<name>`; `None` for a tool plugin.
+    pub fn media_dir(&self) -> Option<PathBuf> {
+        if self.expected_kind() != PeerKind::Channel {
+            return None;
+        }
+        let configured =
+            self.channel_setting(&["mediaDir", "media_dir"]).and_then(|value| value.as_str().map(str::to_owned));
+        Some(match configured.filter(|dir| !dir.is_empty()) {
+            Some(dir) => crate::paths::expand_tilde(Path::new(&dir)),
+            None => crate::paths::data_dir().join("media").join(&self.name),
+        })
+    }
+
+    /// Every extra read-write path: `allow_paths`, and a channel config's `allowPaths`.
+    pub fn extra_paths(&self) -> Vec<PathBuf> {
+        let from_channel = self.channel_setting(&["allowPaths", "allow_paths"]).and_then(|value| match value {
+            Value::Array(items) => Some(items),
+            _ => None,
+        });
+        let from_channel = from_channel.into_iter().flatten().filter_map(|item| item.as_str().map(str::to_owned));
+        let from_channel = from_channel.map(|path| crate::paths::expand_tilde(Path::new(&path)));
+        self.confinement.allow_paths.iter().cloned().chain(from_channel).filter(|path| path.is_absolute()).collect()
+    }
+
+    /// The sandbox policy of this plugin, with `tmp` as its private temporary directory;
+    /// `None` when it is not confined. See [`Confinement`].
+    pub fn sandbox_policy(&self, tmp: &Path) -> Option<Policy> {
+        let workspace = self.confinement.workspace.as_ref()?;
+        let mut policy = Policy::system();
+        let search_path = self.env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH"));
+        if let Some(search_path) = &search_path {
+            policy.allow_public_search_path(search_path);
+        }
+        let third_party = self.origin != Origin::Bundled;
+        oxibot_sandbox::program::allow_program(
+            &mut policy,
+            &self.command,
+            &self.args,
+            search_path.as_deref().map(OsStr::new),
+            third_party,
+        );
+        policy.allow_read_write(tmp);
+        match self.media_dir() {
+            Some(media) => policy.allow_read_write(media),
+            None => policy.allow_read_write(workspace),
+        };
+        for path in self.extra_paths() {
+            policy.allow_read_write(path);
+        }
+        Some(policy)
+    }
+
+    /// A key of the channel config section passed in `OXIBOT_CHANNEL_CONFIG`, under any of
+    /// `names`.
+    fn channel_setting(&self, names: &[&str]) -> Option<Value> {
+        let config: Value = serde_json::from_str(self.env.get(ENV_CHANNEL_CONFIG)?).ok()?;
+        names.iter().find_map(|name| config.get(name).cloned())
     }
 
     /// The kind the executable's name suggests (`oxibot-channel-*` is a channel, anything
@@ -77,4 +180,59 @@ pub fn name_from_command(command: &std::path::Path) -> String {
     let stem = command.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let short = stem.strip_prefix(TOOL_PREFIX).or_else(|| stem.strip_prefix(CHANNEL_PREFIX));
     short.map(str::to_owned).unwrap_or(stem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel(name: &str, config: Value) -> PluginSpec {
+        let mut spec =
+            PluginSpec::for_executable(PathBuf::from(format!("/opt/oxibot/oxibot-channel-{name}")), Origin::Bundled);
+        spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
+        spec
+    }
+
+    #[test]
+    fn an_unconfined_spec_has_no_policy() {
+        let spec = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled);
+        assert!(!spec.is_confined());
+        assert_eq!(spec.sandbox_policy(Path::new("/run/x.tmp")), None);
+    }
+
+    #[test]
+    fn a_tool_plugin_gets_the_workspace_its_tmp_and_its_own_program() {
+        let spec = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled)
+            .confined_to(Some(Path::new("/ws")));
+        let policy = spec.sandbox_policy(Path::new("/run/fs-0.tmp")).unwrap();
+        assert!(policy.read_write().contains(&PathBuf::from("/ws")));
+        assert!(policy.read_write().contains(&PathBuf::from("/run/fs-0.tmp")));
+        assert!(policy.executable().contains(&PathBuf::from("/opt/oxibot/oxibot-tool-fs")));
+        let data = crate::paths::data_dir();
+        let all = policy.read_write().iter().chain(policy.read_only()).chain(policy.executable());
+        assert!(
+            all.filter(|path| data.starts_with(path) || path.starts_with(&data)).all(|path| path == Path::new("/ws"))
+        );
+    }
+
+    #[test]
+    fn a_channel_plugin_gets_its_media_dir_and_allowed_paths_but_not_the_workspace() {
+        let spec = channel("telegram", serde_json::json!({"mediaDir": "/srv/media", "allowPaths": ["/srv/certs"]}))
+            .confined_to(Some(Path::new("/ws")));
+        let policy = spec.sandbox_policy(Path::new("/run/t.tmp")).unwrap();
+        assert!(policy.read_write().contains(&PathBuf::from("/srv/media")));
+        assert!(policy.read_write().contains(&PathBuf::from("/srv/certs")));
+        assert!(!policy.read_write().contains(&PathBuf::from("/ws")));
+        let default = channel("slack", serde_json::json!({}));
+        assert_eq!(default.media_dir(), Some(crate::paths::data_dir().join("media/slack")));
+    }
+
+    #[test]
+    fn configured_allow_paths_are_granted_read_write() {
+        let mut spec = PluginSpec::for_executable(PathBuf::from("/opt/x/weather"), Origin::Config);
+        spec.confinement.allow_paths = vec![PathBuf::from("/srv/data"), PathBuf::from("relative")];
+        let policy = spec.confined_to(Some(Path::new("/ws"))).sandbox_policy(Path::new("/run/w.tmp")).unwrap();
+        assert!(policy.read_write().contains(&PathBuf::from("/srv/data")));
+        assert!(!policy.read_write().contains(&PathBuf::from("relative")));
+    }
 }

@@ -8,9 +8,11 @@ use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args, worksp
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::confine::{SANDBOX_FAILED_EXIT, SANDBOX_FAILED_PREFIX};
 use crate::output;
 use crate::policy;
 use crate::process::{self, Ending, Run};
+use crate::sandbox::Confinement;
 
 /// Seconds a command may run when the call does not say.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
@@ -25,8 +27,9 @@ const _: () = assert!(MANIFEST_TIMEOUT_SECS > MAX_TIMEOUT_SECS);
 /// What the model reads about the tool.
 const DESCRIPTION: &str = "Run a shell command (sh -c) and return what it printed: stdout, then \
 stderr, then the exit code when it is not zero. Commands run in the workspace unless working_dir \
-says otherwise. Very long output is shortened in the middle. Destructive commands are refused, \
-and while the workspace is restricted so are paths outside it.";
+says otherwise. Very long output is shortened in the middle. Destructive commands are refused. \
+While the workspace is restricted, commands run in a sandbox: they can use the workspace, a \
+private TMPDIR and the system's programs, and nothing else on the filesystem.";
 
 /// The arguments of one call.
 #[derive(Debug, Deserialize)]
@@ -83,9 +86,14 @@ pub async fn execute(guardian: &Path, ctx: CallContext, args: Value) -> ToolOutp
     policy::check(&args.command, &ctx)?;
     let cwd = working_dir(&ctx, args.working_dir.as_deref())?;
     let timeout = timeout_secs(args.timeout);
-    let run = process::run(guardian, &args.command, &cwd, Duration::from_secs(timeout))
+    // Fails closed: a restricted call without a sandbox is refused here.
+    let confinement = Confinement::prepare(&ctx)?;
+    let run = process::run(guardian, &args.command, &cwd, Duration::from_secs(timeout), confinement.as_ref())
         .await
         .map_err(|e| ToolError::new(format!("could not start the command: {e}")))?;
+    if let Some(error) = sandbox_failure(&run) {
+        return Err(error);
+    }
     match run.ending {
         Ending::Exited(code) => Ok(output::render(&run.stdout, &run.stderr, Some(code))),
         Ending::TimedOut => Err(timed_out(timeout, &run)),
@@ -117,6 +125,17 @@ fn timeout_secs(requested: Option<f64>) -> u64 {
         }
         _ => DEFAULT_TIMEOUT_SECS,
     }
+}
+
+/// The error for a command whose sandbox could not be applied (so it never ran).
+fn sandbox_failure(run: &Run) -> Option<ToolError> {
+    if run.ending != Ending::Exited(i32::from(SANDBOX_FAILED_EXIT)) {
+        return None;
+    }
+    let (stderr, _) = run.stderr.text();
+    let line = stderr.lines().find(|line| line.starts_with(SANDBOX_FAILED_PREFIX))?;
+    let reason = line.trim_start_matches(SANDBOX_FAILED_PREFIX).trim();
+    Some(ToolError::new(crate::sandbox::unavailable_message(reason)))
 }
 
 /// The error for a command that ran out of time, with what it printed before that.

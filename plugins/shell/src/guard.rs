@@ -1,11 +1,19 @@
-//! Guardian mode: `oxibot-tool-shell __guard -- PROGRAM [ARGS…]`.
+//! Guardian mode: `oxibot-tool-shell __guard [POLICY] -- PROGRAM [ARGS…]`.
 //!
 //! The plugin starts its own binary this way as the leader of a new process group, with stdin
-//! a pipe whose only writer is the plugin. The guardian runs PROGRAM in the same group (stdin
-//! from `/dev/null`, stdout and stderr shared with the guardian) and blocks a thread on reading
-//! stdin. End of file means the plugin is gone or has given up on the command; the guardian then
-//! kills the whole group, itself included. Because the kernel closes the pipe when the plugin
-//! dies for any reason, SIGKILL included, no command outlives the plugin that started it.
+//! a pipe whose only writer is the plugin. The guardian makes itself a child subreaper, so
+//! everything PROGRAM starts stays its descendant even after a double fork or `setsid`, then
+//! runs PROGRAM (stdin from `/dev/null`, stdout and stderr shared with the guardian) and blocks
+//! a thread on reading stdin. End of file means the plugin is gone or has given up on the
+//! command (timeout, cancellation); the guardian then kills every descendant, round after round
+//! until none is left ([`crate::tree`]), and finally its own group, itself included. Because
+//! the kernel closes the pipe when the plugin dies for any reason, SIGKILL included, no command
+//! outlives the plugin that started it.
+//!
+//! With a sandbox policy (see [`oxibot_sandbox::Policy::to_args`]) before `--`, PROGRAM is not
+//! started directly but through [`crate::confine`]: this binary again, which confines itself
+//! and then becomes PROGRAM. The guardian itself stays outside that sandbox, so with Landlock
+//! scoping the command cannot signal it and escape the clean-up.
 //!
 //! When PROGRAM exits by itself, the guardian exits with its status (a signal `n` becomes
 //! `128 + n`, as shells report it) and leaves the rest of the group alone.
@@ -13,11 +21,16 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::sync::{Mutex, PoisonError};
 
-use rustix::process::{Pid, Signal, getpgrp, getpid, kill_process};
+use oxibot_sandbox::Policy;
+use rustix::process::{Pid, Signal, getpgrp, getpid, kill_process, set_child_subreaper};
 
+use crate::confine::CONFINE_ARG;
 use crate::group::kill_group;
+use crate::tree::kill_descendants;
 
 /// The first argument that switches the binary into guardian mode.
 pub const GUARD_ARG: &str = "__guard";
@@ -26,6 +39,13 @@ pub const GUARD_ARG: &str = "__guard";
 const USAGE_EXIT: u8 = 2;
 /// Exit status when PROGRAM could not be started (what shells use for "not found").
 const NOT_STARTED_EXIT: u8 = 127;
+/// Exit status after the guardian killed everything without leading a group (`128 + SIGKILL`).
+const KILLED_EXIT: i32 = 137;
+
+/// Held by whichever thread ends the guardian: the one reporting PROGRAM's exit, or the one
+/// killing everything. The other then waits until the process is gone, so a kill in progress
+/// is never cut short by the process exiting.
+static ENDING: Mutex<()> = Mutex::new(());
 
 /// The arguments after `__guard`, when the process was started in guardian mode.
 pub fn guard_args(args: &[OsString]) -> Option<&[OsString]> {
@@ -37,12 +57,30 @@ pub fn guard_args(args: &[OsString]) -> Option<&[OsString]> {
 
 /// Runs the guardian with the arguments after `__guard` and returns PROGRAM's exit status.
 pub fn run(args: &[OsString]) -> ExitCode {
-    let Some((program, program_args)) = split_command(args) else {
-        eprintln!("oxibot-tool-shell: usage: oxibot-tool-shell {GUARD_ARG} -- PROGRAM [ARGS...]");
-        return ExitCode::from(USAGE_EXIT);
+    let (policy, rest) = match Policy::from_args(args) {
+        Ok(parsed) => parsed,
+        Err(error) => return usage(&error.to_string()),
+    };
+    let Some((program, program_args)) = split_command(rest) else {
+        return usage("a command must follow --");
     };
     let leads_group = getpgrp() == getpid();
-    let mut child = match Command::new(program).args(program_args).stdin(Stdio::null()).spawn() {
+    // Orphans of the command are re-parented to the guardian, so the clean-up still finds them.
+    // Without it (not Linux) the clean-up still reaches everything that kept its parent.
+    let _ = set_child_subreaper(Some(getpid()));
+    let mut command = match policy {
+        Some(_) => {
+            let mut command = Command::new(own_executable());
+            command.arg(CONFINE_ARG).args(args);
+            command
+        }
+        None => {
+            let mut command = Command::new(program);
+            command.args(program_args);
+            command
+        }
+    };
+    let mut child = match command.stdin(Stdio::null()).spawn() {
         Ok(child) => child,
         Err(error) => {
             eprintln!("oxibot-tool-shell: cannot run {}: {error}", program.to_string_lossy());
@@ -54,18 +92,32 @@ pub fn run(args: &[OsString]) -> ExitCode {
         wait_for_end_of_input();
         kill_everything(leads_group, child_pid);
     });
-    match child.wait() {
-        Ok(status) => ExitCode::from(exit_status_byte(status)),
+    let code = match child.wait() {
+        Ok(status) => i32::from(exit_status_byte(status)),
         Err(error) => {
             eprintln!("oxibot-tool-shell: lost track of {}: {error}", program.to_string_lossy());
             kill_everything(leads_group, child_pid);
-            ExitCode::FAILURE
         }
-    }
+    };
+    let _ending = ENDING.lock().unwrap_or_else(PoisonError::into_inner);
+    std::process::exit(code)
+}
+
+/// Reports a usage error.
+fn usage(problem: &str) -> ExitCode {
+    eprintln!("oxibot-tool-shell: {problem}; usage: oxibot-tool-shell {GUARD_ARG} [POLICY] -- PROGRAM [ARGS...]");
+    ExitCode::from(USAGE_EXIT)
+}
+
+/// This binary, for starting it again in confine mode: `/proc/self/exe` on Linux, which still
+/// reaches this exact binary after an upgrade replaced the file on disk.
+fn own_executable() -> PathBuf {
+    let own = PathBuf::from("/proc/self/exe");
+    if own.exists() { own } else { std::env::current_exe().unwrap_or(own) }
 }
 
 /// Splits `-- PROGRAM ARGS…` into PROGRAM and its arguments.
-fn split_command(args: &[OsString]) -> Option<(&OsString, &[OsString])> {
+pub fn split_command(args: &[OsString]) -> Option<(&OsString, &[OsString])> {
     match args {
         [separator, program, rest @ ..] if separator == "--" => Some((program, rest)),
         _ => None,
@@ -86,16 +138,18 @@ fn wait_for_end_of_input() {
     }
 }
 
-/// Kills the guardian's group, or only PROGRAM when the guardian does not lead its own group.
+/// Kills every descendant, then the guardian's group (itself included); never returns.
 ///
 /// Not leading a group means someone started the guardian without a new group (by hand, say);
-/// killing that shared group would hit the launcher, so only the direct child is killed.
-fn kill_everything(leads_group: bool, child: Pid) {
+/// killing that shared group would hit the launcher, so the guardian exits instead.
+fn kill_everything(leads_group: bool, child: Pid) -> ! {
+    let _ending = ENDING.lock().unwrap_or_else(PoisonError::into_inner);
+    let _ = kill_process(child, Signal::KILL);
+    kill_descendants(getpid());
     if leads_group {
         kill_group(getpid());
-    } else {
-        let _ = kill_process(child, Signal::KILL);
     }
+    std::process::exit(KILLED_EXIT)
 }
 
 /// The exit status byte a shell would report for `status`: its code, or 128 plus the signal.

@@ -1,18 +1,27 @@
 //! The shell tool plugin: the `exec` tool, which runs a shell command for the model.
 //!
 //! Every command runs under a *guardian*: this same binary re-executed in guardian mode
-//! ([`guard`]) as the leader of a fresh process group. The guardian starts `sh -c COMMAND` in
-//! that group and watches a pipe from the plugin; when the pipe closes (the plugin died, or it
-//! abandoned the call) it kills the whole group. The plugin kills the group itself on timeout
-//! and when a call is cancelled ([`process`]), so nothing a command started outlives it.
+//! ([`guard`]) as the leader of a fresh process group and a child subreaper. The guardian starts
+//! `sh -c COMMAND` and watches a pipe from the plugin; when the pipe closes (the plugin died, or
+//! it gave up on the call: timeout or cancellation, see [`process`]) it kills every process the
+//! command started, even those that left the group or lost their parent ([`tree`]), so nothing
+//! a command started outlives it.
 //!
-//! Before running, a command is checked against a deny list of destructive commands and, when
-//! the workspace is restricted, against paths leading outside it ([`policy`]). Output is
-//! collected in bounded memory and shortened in the middle for the model ([`output`]).
+//! While the workspace is restricted the command runs in an OS sandbox ([`sandbox`], applied by
+//! [`confine`] between the guardian and `sh`): it can reach the workspace, a private temporary
+//! directory and the system's programs, and nothing of the user's home or oxibot's data
+//! directory. Without a sandbox, restricted calls are refused. Before running, a command is also
+//! checked against a deny list of destructive commands and, when restricted, against literal
+//! paths leading outside the workspace ([`policy`]): a friendly first answer, not the boundary.
+//! Output is collected in bounded memory and shortened in the middle for the model
+//! ([`output`]).
 
+pub mod confine;
 pub mod exec;
 pub mod group;
 pub mod guard;
 pub mod output;
 pub mod policy;
 pub mod process;
+pub mod sandbox;
+pub mod tree;

@@ -1,6 +1,7 @@
 //! Which commands `exec` refuses to run.
 //!
-//! Two best-effort checks on the command's text (string matching, not a sandbox):
+//! Two best-effort checks on the command's text (string matching; the boundary itself is the OS
+//! sandbox in [`crate::sandbox`], which also covers paths built at run time):
 //! - the deny list, always on: commands that destroy data or stop the machine;
 //! - the workspace restriction, when the call is restricted: `..` path steps, and absolute or
 //!   home-relative paths that lead outside the workspace (a few harmless devices such as
@@ -30,9 +31,15 @@ struct Rule {
 /// The deny list.
 const RULES: &[Rule] = &[
     Rule {
-        pattern: r"\brm\s+(?:[^;&|\n]*\s)?(?:-[a-z]*[rf]|--(?:recursive|force)\b)",
+        pattern: r#"\brm["']?\s+(?:[^;&|\n]*\s)?(?:-[a-z]*[rf]|--(?:recursive|force)\b)"#,
         danger: "a recursive or forced delete (rm -r / rm -f)",
     },
+    Rule {
+        pattern: r"\$\{?\w+\}?\s+(?:[^;&|\n]*\s)?-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)",
+        danger: "a recursive forced delete through a variable ($cmd -rf)",
+    },
+    Rule { pattern: r"\bfind\b[^;&|\n]*\s-delete\b", danger: "deleting files with find -delete" },
+    Rule { pattern: r"\b(?:rmtree|remove_tree)\b", danger: "deleting a directory tree (rmtree)" },
     Rule { pattern: r"\b(?:mkfs|diskpart)\b", danger: "formatting a filesystem" },
     Rule { pattern: r"(?:^|[;&|(\n]\s*)format\b", danger: "formatting a disk" },
     Rule { pattern: r"\bdel\s+/[fq]\b|\brmdir\s+/s\b", danger: "a forced or recursive delete" },
@@ -189,6 +196,15 @@ mod tests {
             "rm --recursive x",
             "rm x --force",
             "cd /tmp && rm -f a",
+            "\"rm\" -rf x",
+            "'rm' -r x",
+            "r=rm; $r -rf x",
+            "${r} -fr x",
+            "find x -delete",
+            "find . -name '*.o' -delete",
+            "python3 -c 'import shutil; shutil.rmtree(\"x\")'",
+            "perl -MFile::Path=rmtree -e 'rmtree(q(x))'",
+            "perl -MFile::Path=remove_tree -e 'remove_tree(q(x))'",
         ] {
             assert!(refused(command), "{command}");
         }
@@ -225,7 +241,16 @@ mod tests {
 
     #[test]
     fn ordinary_commands_pass_the_deny_list() {
-        for command in ["ls -la", "dd if=a.img of=b.img", "echo hi > /dev/null", "cargo fmt", "git log --format=%h"] {
+        for command in [
+            "ls -la",
+            "dd if=a.img of=b.img",
+            "echo hi > /dev/null",
+            "cargo fmt",
+            "git log --format=%h",
+            "find . -name '*.rs'",
+            "$CC -f x.c",
+            "echo $HOME -r",
+        ] {
             assert!(!refused(command), "{command}");
         }
     }

@@ -1,9 +1,11 @@
 //! Running one command under a guardian process and collecting what it prints.
 //!
-//! The guardian (see [`crate::guard`]) leads a new process group whose id is its pid, so the
-//! plugin can kill the command's whole tree with one signal to that group: on timeout here, and
-//! through [`KillOnDrop`] when the call's future is dropped. The guardian's stdin is a pipe only
-//! the plugin writes to; if the plugin dies, the pipe closes and the guardian kills the group.
+//! The guardian (see [`crate::guard`]) leads a new process group and holds a pipe from the
+//! plugin on its stdin, the [`Lifeline`]. On timeout here, and when the call's future is
+//! dropped, the lifeline is cut: the guardian then kills every process the command started,
+//! including ones that left the group, and itself. Should the guardian not be gone within
+//! [`CLEAN_UP_GRACE`], its group is killed from here. If the plugin dies, the pipe closes just
+//! the same.
 //!
 //! A command that finishes by itself leaves the group alone, so processes it deliberately put
 //! in the background with their output redirected keep running, as they would in a terminal.
@@ -18,9 +20,10 @@ use rustix::process::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 
-use crate::group::KillOnDrop;
+use crate::group::{CLEAN_UP_GRACE, Lifeline};
 use crate::guard::{GUARD_ARG, exit_status_byte};
 use crate::output::Capture;
+use crate::sandbox::Confinement;
 
 /// How long a killed guardian gets to be reaped before the result is reported anyway.
 const REAP_GRACE: Duration = Duration::from_secs(2);
@@ -45,18 +48,23 @@ pub struct Run {
     pub stderr: Capture,
 }
 
-/// Runs `command` with `sh -c` in `cwd`, under the guardian executable `guardian`.
+/// Runs `command` with `sh -c` in `cwd`, under the guardian executable `guardian`, confined by
+/// `confinement` when given.
 ///
 /// Waits until the command exits and both output streams close, or until `timeout` passes,
 /// whichever is first. On timeout, and if the returned future is dropped before it completes,
-/// the command's whole process group is killed. Errors are failures to start the guardian.
-pub async fn run(guardian: &Path, command: &str, cwd: &Path, timeout: Duration) -> io::Result<Run> {
-    let mut child = guardian_command(guardian, command, cwd).spawn()?;
+/// the command's whole process tree is killed. Errors are failures to start the guardian.
+pub async fn run(
+    guardian: &Path,
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    confinement: Option<&Confinement>,
+) -> io::Result<Run> {
+    let mut child = guardian_command(guardian, command, cwd, confinement).spawn()?;
     let group = group_of(&child).ok_or_else(|| io::Error::other("the guardian has no process id"))?;
     // Declared after `child`, so it is dropped first, while the guardian's pid is still held.
-    let mut killer = KillOnDrop::new(group);
-    // Held, never written: closing it tells the guardian to kill the group.
-    let _lifeline = child.stdin.take();
+    let mut lifeline = Lifeline::new(group, child.stdin.take());
     let (Some(stdout_pipe), Some(stderr_pipe)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the guardian's output pipes are missing"));
     };
@@ -71,12 +79,16 @@ pub async fn run(guardian: &Path, command: &str, cwd: &Path, timeout: Duration) 
     let ending = match finished {
         Ok(status) => {
             let status = status?;
-            killer.disarm();
+            lifeline.disarm();
             Ending::Exited(i32::from(exit_status_byte(status)))
         }
         Err(_elapsed) => {
-            killer.kill_now();
-            reap(&mut child).await;
+            lifeline.cut();
+            if tokio::time::timeout(CLEAN_UP_GRACE, child.wait()).await.is_err() {
+                lifeline.kill_group_now();
+                reap(&mut child).await;
+            }
+            lifeline.disarm();
             Ending::TimedOut
         }
     };
@@ -84,10 +96,13 @@ pub async fn run(guardian: &Path, command: &str, cwd: &Path, timeout: Duration) 
 }
 
 /// The command that starts the guardian for `command`, in a new process group.
-fn guardian_command(guardian: &Path, command: &str, cwd: &Path) -> Command {
+fn guardian_command(guardian: &Path, command: &str, cwd: &Path, confinement: Option<&Confinement>) -> Command {
     let mut cmd = Command::new(guardian);
-    cmd.arg(GUARD_ARG)
-        .args(["--", "sh", "-c", command])
+    cmd.arg(GUARD_ARG);
+    if let Some(confinement) = confinement {
+        cmd.args(confinement.policy().to_args()).envs(confinement.env());
+    }
+    cmd.args(["--", "sh", "-c", command])
         .current_dir(cwd)
         // The kernel connection's secrets are the plugin's, not the command's.
         .env_remove(ENV_SOCKET)
@@ -97,7 +112,8 @@ fn guardian_command(guardian: &Path, command: &str, cwd: &Path) -> Command {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        // Never SIGKILL the guardian from here first: it must live to kill the command's tree.
+        .kill_on_drop(false);
     cmd
 }
 

@@ -1,0 +1,21 @@
+//! Why a process could not be confined, or a policy could not be read.
+
+/// An error of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The running system offers no sandbox this crate can apply.
+    #[error("no sandbox is available: {reason}")]
+    Unavailable {
+        /// Why, in words a user can act on.
+        reason: String,
+    },
+    /// The kernel refused the Landlock ruleset or the confinement.
+    #[error("cannot confine the process: {0}")]
+    Landlock(String),
+    /// A policy given on the command line is malformed.
+    #[error("bad sandbox arguments: {0}")]
+    BadArguments(String),
+    /// Capabilities could not be dropped.
+    #[error("cannot drop capabilities: {0}")]
+    Capabilities(std::io::Error),
+}
