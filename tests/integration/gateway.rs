@@ -46,7 +46,7 @@ impl GatewayEnv {
         let health_port = free_port();
         let config = json!({
             "agents": {"defaults": {"workspace": workspace, "model": "test-model", "provider": "custom"}},
-            "providers": {"custom": {"apiKey": "k", "apiBase": llm.base_url()}},
+            "providers": {"custom": {"apiKey": "gateway-test-key", "apiBase": llm.base_url()}},
             "channels": channels,
             "gateway": {"port": health_port}
         });

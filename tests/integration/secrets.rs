@@ -4,8 +4,10 @@
 use serde_json::json;
 
 use crate::agent::AgentEnv;
+use crate::gateway::GatewayEnv;
+use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::Reply;
-use oxibot_tests::stderr;
+use oxibot_tests::{http, stderr};
 
 /// The key `AgentEnv` configures.
 const KEY: &str = "test-key";
@@ -58,4 +60,23 @@ fn tool_plugins_see_neither_the_kernels_keys_nor_config_variables() {
     assert!(!result.contains("sk-from-the-environment-1234"), "a ${{VAR}} value reached exec: {result}");
     assert!(!result.contains("sk-ant-kernel-only-5678"), "the kernel's key reached exec: {result}");
     assert!(result.contains("PATH="), "exec still has a working environment: {result}");
+}
+
+#[test]
+fn an_api_client_never_gets_the_key_a_provider_error_echoed() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let _gateway = env.start_with("api");
+    env.llm.push(Reply::Status {
+        code: 400,
+        retry_after: None,
+        body: r#"{"error": {"message": "rejected: Authorization: Bearer gateway-test-key"}}"#.into(),
+    });
+    let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "hi"}], "session_id": "leak"});
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let reply =
+        runtime.block_on(async { http::post_json(port, "/v1/chat/completions", &[], &body).await.text().await });
+    assert!(reply.contains("[redacted]"), "the client hears about the failure: {reply}");
+    assert!(!reply.contains("gateway-test-key"), "the client got the key: {reply}");
+    assert!(!env.session_file("api:leak").contains("gateway-test-key"));
 }
