@@ -96,7 +96,7 @@ fn an_existing_nanobot_config_and_workspace_work_unchanged() {
     assert!(replayed.contains(&"my tomato plants are wilting"), "the old conversation is replayed");
     assert!(messages.iter().any(|m| m["tool_call_id"] == "call_a1"), "the old tool exchange is replayed intact");
 
-    assert!(!ws.path().join("sessions/cli_direct.jsonl").exists(), "the session moved out of the workspace");
+    assert!(!ws.path().join("sessions").exists(), "the session moved out of the workspace");
     let text = std::fs::read_to_string(oxibot_tests::session_path(home.path(), ws.path(), "cli:direct")).unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["metadata"]["title"], "garden", "nanobot's metadata is kept");

@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,11 +44,17 @@ impl SessionStore {
         }
         match location::migrate_all(&legacy, &dir) {
             Ok(0) => {}
-            Ok(moved) => info!(moved, to = %dir.display(), "moved session files out of the workspace"),
+            Ok(moved) => {
+                info!(moved, to = %dir.display(), "moved session files out of the workspace");
+                // Only an empty directory goes; anything else left in it stays.
+                let _ = fs::remove_dir(&legacy);
+            }
             Err(error) => warn!(from = %legacy.display(), %error, "cannot move session files out of the workspace"),
         }
-        if dir.exists() {
-            location::write_marker(&dir, workspace);
+        // Private to the user: the files hold whole conversations.
+        match fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+            Ok(()) => location::write_marker(&dir, workspace),
+            Err(error) => warn!(dir = %dir.display(), %error, "cannot create the session directory"),
         }
         SessionStore { dir, legacy: Some(legacy) }
     }
