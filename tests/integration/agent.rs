@@ -109,6 +109,25 @@ fn a_message_too_long_for_the_model_is_saved_whole_and_the_model_gets_its_start_
 }
 
 #[test]
+fn a_model_repeating_one_tool_call_gets_notes_instead_of_runs_and_the_turn_ends_clearly() {
+    let env = AgentEnv::with_defaults(json!({"maxToolIterations": 20}));
+    env.write("notes.md", "the note\n");
+    for _ in 0..8 {
+        env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
+    }
+    let out = env.agent("read my notes");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("kept repeating the same tool call (read_file)"), "{}", stdout(&out));
+    let lines = env.session_lines();
+    let results: Vec<String> =
+        lines.iter().filter(|l| l["role"] == "tool").map(|l| l["content"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(results.len(), 5, "two runs, then three refused steps end the turn");
+    assert!(results[..2].iter().all(|r| r.contains("the note")), "{results:?}");
+    assert!(results[2..].iter().all(|r| r.starts_with("Not run again")), "{results:?}");
+    assert_eq!(env.llm.requests().len(), 5, "no model call after the turn gave up");
+}
+
+#[test]
 fn a_plain_turn_prints_the_answer_and_stores_both_messages() {
     let env = AgentEnv::new();
     env.llm.push(Reply::Text("Hello from the model".into()));
@@ -267,8 +286,9 @@ fn an_empty_reply_is_retried_once_then_answered_with_a_fallback() {
 #[test]
 fn hitting_the_iteration_cap_ends_the_turn_with_a_message_saying_so() {
     let env = AgentEnv::new();
-    for _ in 0..5 {
-        env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), "{}".into())]));
+    // A model that keeps working (each call different), never answering.
+    for step in 0..5 {
+        env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), format!(r#"{{"path": ".", "step": {step}}}"#))]));
     }
     let out = env.agent("loop forever");
     assert!(out.status.success(), "stderr: {}", stderr(&out));

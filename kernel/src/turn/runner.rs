@@ -11,8 +11,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::budget;
 use super::hooks::{CompositeHook, IterationInfo, StepInfo};
-use super::tool_batch;
-use crate::message::{ChatMessage, Role};
+use super::repeats::{self, RepeatGuard, Verdict};
+use super::tool_batch::{self, ToolOutput};
+use crate::message::{ChatMessage, Role, ToolCall};
 use crate::plugin::PluginHost;
 use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
 use crate::session::SessionError;
@@ -130,6 +131,7 @@ impl Turn<'_> {
     pub async fn run(mut self, mut messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
         let mut usage = Usage::default();
         let mut retried_empty = false;
+        let mut repeats = RepeatGuard::default();
         let mut iteration = 0;
         while iteration < self.spec.max_iterations {
             iteration += 1;
@@ -143,7 +145,12 @@ impl Turn<'_> {
                 tool_calls: response.tool_calls.len(),
             });
             if !response.tool_calls.is_empty() {
-                self.run_tools(&mut messages, response).await?;
+                let calls = response.tool_calls.clone();
+                if self.run_tools(&mut messages, response, &mut repeats).await? {
+                    let content = repeats::stuck_message(&calls);
+                    self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
+                    return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
+                }
                 continue;
             }
             let text = response.content.clone().unwrap_or_default();
@@ -190,7 +197,14 @@ impl Turn<'_> {
         response
     }
 
-    async fn run_tools(&mut self, messages: &mut Vec<ChatMessage>, response: ChatResponse) -> Result<(), RunError> {
+    /// Runs one step's tool calls (repeats refused by `repeats`) and stores their results;
+    /// returns whether the turn is stuck on repeats and should end.
+    async fn run_tools(
+        &mut self,
+        messages: &mut Vec<ChatMessage>,
+        response: ChatResponse,
+        repeats: &mut RepeatGuard,
+    ) -> Result<bool, RunError> {
         let calls = response.tool_calls.clone();
         let assistant = assistant_message(response.content.as_deref().unwrap_or(""), &response);
         messages.push(assistant.clone());
@@ -202,14 +216,30 @@ impl Turn<'_> {
                 arguments: call.function.arguments.clone(),
             });
         }
-        let results = tool_batch::execute(
+        let verdicts: Vec<Verdict> = calls.iter().map(|call| repeats.check(call)).collect();
+        let to_run: Vec<ToolCall> =
+            calls.iter().zip(&verdicts).filter(|(_, v)| **v == Verdict::Run).map(|(c, _)| c.clone()).collect();
+        let mut ran = tool_batch::execute(
             self.host,
-            &calls,
+            &to_run,
             &self.call_context,
             self.spec.max_tool_result_chars,
             self.gate.as_deref(),
         )
-        .await;
+        .await
+        .into_iter();
+        let results: Vec<ToolOutput> = calls
+            .iter()
+            .zip(verdicts)
+            .map(|(call, verdict)| match verdict {
+                Verdict::Refuse(note) => ToolOutput { message: ChatMessage::tool_result(call, note), is_error: true },
+                Verdict::Run => ran.next().unwrap_or_else(|| ToolOutput {
+                    message: ChatMessage::tool_result(call, "Error: the call produced no result"),
+                    is_error: true,
+                }),
+            })
+            .collect();
+        let stuck = repeats.step(to_run.is_empty());
         for (call, output) in calls.iter().zip(&results) {
             let _ = self
                 .events
@@ -217,7 +247,8 @@ impl Turn<'_> {
         }
         let results: Vec<ChatMessage> = results.into_iter().map(|output| output.message).collect();
         messages.extend(results.iter().cloned());
-        self.store(results)
+        self.store(results)?;
+        Ok(stuck)
     }
 
     fn store(&mut self, new_messages: Vec<ChatMessage>) -> Result<(), RunError> {
