@@ -11,11 +11,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
+use crate::app::App;
 use crate::body::ReplyBody;
 use crate::openai::{CompletionId, unix_now};
 use crate::request::ChatRequest;
 use crate::responses::{ApiFailure, guarded_json_response};
-use crate::server::App;
 use crate::stream;
 use crate::waiters::Reply;
 

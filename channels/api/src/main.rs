@@ -17,6 +17,7 @@
 //! session's oldest waiting request. An outbound message marked `_progress` in its metadata
 //! (a progress note, not a reply) is acked and not shown.
 
+mod app;
 mod body;
 mod completions;
 mod config;
@@ -35,9 +36,10 @@ use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin, Outbound};
 use serde_json::Value;
 
+use crate::app::App;
 use crate::config::{Config, ConfigError};
 use crate::delivery::DeliveryGuard;
-use crate::server::{App, serve_connection};
+use crate::server::serve_connection;
 use crate::waiters::Waiters;
 
 fn main() -> ExitCode {

@@ -10,28 +10,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use oxibot_plugin::ChannelHandle;
 use serde_json::json;
 use tokio::net::TcpStream;
 
+use crate::app::App;
 use crate::body::ReplyBody;
 use crate::completions::chat_completions;
 use crate::config::Config;
 use crate::openai::model_list;
 use crate::responses::{ApiFailure, json_response};
-use crate::waiters::Waiters;
-
-/// What every request needs.
-pub struct App {
-    /// The connection to the kernel.
-    pub channel: ChannelHandle,
-    /// Requests waiting for replies.
-    pub waiters: Arc<Waiters>,
-    /// The channel's settings.
-    pub config: Config,
-    /// When the channel started, reported as the model's `created`.
-    pub started: u64,
-}
 
 /// Serves the requests of one connection until the client closes it.
 pub async fn serve_connection(stream: TcpStream, app: Arc<App>) {

@@ -23,7 +23,17 @@ enum Outcome {
     Panicked,
 }
 
-pub(crate) fn run(plugin: Plugin) -> ExitCode {
+impl Plugin {
+    /// Connects to the kernel and serves calls until the kernel hangs up.
+    ///
+    /// Exit codes: 0 after a normal close, 2 when not started by the kernel or refused by it,
+    /// 70 after a tool panicked (the panic was reported as that call's error first).
+    pub fn run(self) -> ExitCode {
+        run(self)
+    }
+}
+
+fn run(plugin: Plugin) -> ExitCode {
     let name = plugin.name.clone();
     link::run_main(&name, |env| serve(plugin, env))
 }

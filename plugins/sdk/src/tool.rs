@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_proto::{CallContext, ToolSpec};
@@ -130,13 +129,5 @@ impl Plugin {
         self.handlers.insert(tool.spec.name.clone(), handler);
         self.tools.push(tool.spec);
         self
-    }
-
-    /// Connects to the kernel and serves calls until the kernel hangs up.
-    ///
-    /// Exit codes: 0 after a normal close, 2 when not started by the kernel or refused by it,
-    /// 70 after a tool panicked (the panic was reported as that call's error first).
-    pub fn run(self) -> ExitCode {
-        crate::serve::run(self)
     }
 }
