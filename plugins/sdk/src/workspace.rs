@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use oxibot_proto::CallContext;
 
 use crate::ToolError;
-use crate::beneath::AccessError;
+use crate::beneath::error::AccessError;
 
 /// The workspace root of a call: its `workspace`, or the current directory when empty.
 pub fn root(ctx: &CallContext) -> PathBuf {

@@ -14,10 +14,17 @@ use std::process::{Command, ExitCode};
 
 use oxibot_sandbox::{Policy, apply, drop_capabilities};
 
-use crate::guard::split_command;
-
 /// The first argument that switches the binary into confine mode.
 pub const CONFINE_ARG: &str = "__confine";
+
+/// Splits `-- PROGRAM ARGS…` into PROGRAM and its arguments.
+pub fn split_command(args: &[OsString]) -> Option<(&OsString, &[OsString])> {
+    match args {
+        [separator, program, rest @ ..] if separator == "--" => Some((program, rest)),
+        _ => None,
+    }
+}
+
 /// Exit status when the sandbox could not be applied.
 pub const SANDBOX_FAILED_EXIT: u8 = 125;
 /// Start of the stderr line explaining a sandbox failure.

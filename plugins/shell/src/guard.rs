@@ -28,7 +28,7 @@ use std::sync::{Mutex, PoisonError};
 use oxibot_sandbox::Policy;
 use rustix::process::{Pid, Signal, getpgrp, getpid, kill_process, set_child_subreaper};
 
-use crate::confine::CONFINE_ARG;
+use crate::confine::{CONFINE_ARG, split_command};
 use crate::group::kill_group;
 use crate::tree::kill_descendants;
 
@@ -114,14 +114,6 @@ fn usage(problem: &str) -> ExitCode {
 fn own_executable() -> PathBuf {
     let own = PathBuf::from("/proc/self/exe");
     if own.exists() { own } else { std::env::current_exe().unwrap_or(own) }
-}
-
-/// Splits `-- PROGRAM ARGS…` into PROGRAM and its arguments.
-pub fn split_command(args: &[OsString]) -> Option<(&OsString, &[OsString])> {
-    match args {
-        [separator, program, rest @ ..] if separator == "--" => Some((program, rest)),
-        _ => None,
-    }
 }
 
 /// Blocks until stdin reaches end of file or fails.

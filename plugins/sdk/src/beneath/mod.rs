@@ -37,7 +37,7 @@ use oxibot_proto::CallContext;
 use rustix::fs::{CWD, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::{ToolError, workspace};
+use crate::workspace;
 
 /// Environment variable that forces a [`Resolver`]: `walk` makes a plugin resolve paths as
 /// on a kernel without `openat2` (for tests of that path); anything else is ignored.
@@ -62,60 +62,6 @@ pub enum Resolver {
     Openat2,
     /// The component-by-component walk alone, as on kernels without `openat2`.
     Walk,
-}
-
-/// Why a path could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum AccessError {
-    /// The path leads outside a restricted workspace (found before or while opening it).
-    #[error(
-        "path '{shown}' is outside the workspace {} and access outside it is restricted; use a path inside the workspace",
-        .root.display()
-    )]
-    Outside {
-        /// The path as the model wrote it.
-        shown: String,
-        /// The workspace root.
-        root: PathBuf,
-    },
-    /// The workspace root itself cannot be opened.
-    #[error("cannot open the workspace {}: {source}", .root.display())]
-    Workspace {
-        /// The workspace root.
-        root: PathBuf,
-        /// What the system said.
-        source: io::Error,
-    },
-    /// Any other failure, as the system reported it.
-    #[error(transparent)]
-    Io(#[from] io::Error),
-}
-
-impl AccessError {
-    /// The kind of a system error, `None` for the other variants.
-    pub fn io_kind(&self) -> Option<io::ErrorKind> {
-        match self {
-            AccessError::Io(e) => Some(e.kind()),
-            _ => None,
-        }
-    }
-
-    /// Whether this is "no such file or directory".
-    pub fn is_not_found(&self) -> bool {
-        self.io_kind() == Some(io::ErrorKind::NotFound)
-    }
-}
-
-impl From<Errno> for AccessError {
-    fn from(errno: Errno) -> AccessError {
-        AccessError::Io(errno.into())
-    }
-}
-
-impl From<AccessError> for ToolError {
-    fn from(error: AccessError) -> ToolError {
-        ToolError::new(error.to_string())
-    }
 }
 
 /// A path resolved against a [`WorkspaceDir`], not yet opened.
@@ -376,9 +322,11 @@ impl WorkspaceDir {
 }
 
 mod dir;
+pub(crate) mod error;
 mod walk;
 
 pub use dir::{DirEntry, DirHandle, EntryKind};
+pub use error::AccessError;
 use walk::{Walk, configured_resolver, openat2, openat2_works};
 
 #[cfg(test)]
