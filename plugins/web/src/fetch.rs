@@ -60,7 +60,7 @@ pub async fn run(fetcher: &Fetcher, args: Value) -> ToolOutput {
     let fetched = fetcher.get(&args.url).await.map_err(ToolError::from)?;
     let extracted = extract::extract(&fetched, args.extract_mode);
     let mut out = extract::untrusted_header(fetched.url.as_str());
-    if fetched.url.as_str() != args.url.trim() {
+    if crate::http::parse_url(&args.url).is_ok_and(|asked| asked != fetched.url) {
         out.push_str(&format!("\nRequested: {}", args.url.trim()));
     }
     if let Some(title) = &extracted.title {

@@ -97,11 +97,21 @@ impl Resolve for GuardedResolver {
     }
 }
 
-/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) as the IPv4 address it stands for.
+/// An IPv6 address that stands for an IPv4 one — mapped (`::ffff:10.0.0.1`), compatible
+/// (`::10.0.0.1`), NAT64 (`64:ff9b::a00:1`) or 6to4 (`2002:a00:1::`) — as that IPv4 address,
+/// so an internal IPv4 address cannot be reached through its IPv6 spelling.
 fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        IpAddr::V4(_) => ip,
+    let IpAddr::V6(v6) = ip else { return ip };
+    let s = v6.segments();
+    let embedded = |high: u16, low: u16| IpAddr::V4(Ipv4Addr::from((u32::from(high) << 16) | u32::from(low)));
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    match s {
+        [0, 0, 0, 0, 0, 0, high, low] if high != 0 => embedded(high, low),
+        [0x64, 0xff9b, 0, 0, 0, 0, high, low] => embedded(high, low),
+        [0x2002, high, low, ..] => embedded(high, low),
+        _ => ip,
     }
 }
 
@@ -168,6 +178,9 @@ mod tests {
             "ff02::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::1",
         ] {
             assert!(!guard.allows(ip(blocked)), "{blocked} must be refused");
         }

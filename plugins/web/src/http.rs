@@ -12,8 +12,10 @@ use crate::guard::SsrfGuard;
 
 /// The most redirects one request follows.
 pub const MAX_REDIRECTS: usize = 5;
-/// How long one request (connect to last byte, per hop) may take.
-pub const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one fetch may take, every redirect hop and the whole body included.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long connecting to one address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most bytes of a response body read.
 pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 /// What the plugin calls itself to servers.
@@ -49,8 +51,7 @@ impl Fetcher {
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .dns_resolver(guard.resolver())
-            .timeout(TIMEOUT)
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(USER_AGENT)
             .build()
             .map_err(|e| WebError::Config(format!("cannot build the HTTP client: {e}")))?;
@@ -63,13 +64,23 @@ impl Fetcher {
     }
 
     /// Sends the request `build` makes for `url`, then follows redirects with plain GETs, each
-    /// hop's host checked by the guard; fails on an error status.
+    /// hop's host checked by the guard; fails on an error status, or after [`TIMEOUT`].
     pub async fn send(
         &self,
         url: &str,
         build: impl FnOnce(&Client, Url) -> RequestBuilder,
     ) -> Result<Fetched, WebError> {
         let start = parse_url(url)?;
+        let timed_out = || WebError::Timeout { url: start.to_string(), secs: TIMEOUT.as_secs() };
+        tokio::time::timeout(TIMEOUT, self.send_within(start.clone(), build)).await.map_err(|_| timed_out())?
+    }
+
+    /// [`Fetcher::send`] without the time limit.
+    async fn send_within(
+        &self,
+        start: Url,
+        build: impl FnOnce(&Client, Url) -> RequestBuilder,
+    ) -> Result<Fetched, WebError> {
         self.check(&start).await?;
         let mut response = self.execute(build(&self.client, start.clone()), &start).await?;
         let mut redirects = 0;

@@ -107,3 +107,13 @@ async fn the_same_url_a_third_time_in_a_turn_is_refused() {
     assert_eq!(server.received().len(), 2);
     web.fetch(ctx("t:2"), args).await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_never_answers_times_out_with_a_readable_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/slow", listener.local_addr().unwrap());
+    // Accepted (by the kernel's backlog) but never answered; paused time jumps to the deadline.
+    let error = web(LOCAL_ONLY).fetch(ctx("t:1"), json!({"url": url})).await.unwrap_err();
+    assert_eq!(error.message(), format!("timed out after 60 s fetching {url}"));
+    drop(listener);
+}
