@@ -51,14 +51,17 @@ impl Web {
 
     /// Runs `web_fetch`.
     pub async fn fetch(&self, ctx: CallContext, args: Value) -> ToolOutput {
+        // The same page however it is spelled (`http://a.example` and `http://A.example/`).
         let url = args.get("url").and_then(Value::as_str).unwrap_or_default().trim();
+        let url = http::parse_url(url).map_or_else(|_| url.to_owned(), |url| url.to_string());
         self.repeats.admit(ctx.session_key.as_deref(), &format!("web_fetch {url}")).map_err(ToolError::new)?;
         fetch::run(&self.fetcher, args).await
     }
 
     /// Runs `web_search`.
     pub async fn search(&self, ctx: CallContext, args: Value) -> ToolOutput {
-        let query = args.get("query").and_then(Value::as_str).unwrap_or_default().trim().to_lowercase();
+        let query = args.get("query").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+        let query = query.split_whitespace().collect::<Vec<_>>().join(" ");
         self.repeats.admit(ctx.session_key.as_deref(), &format!("web_search '{query}'")).map_err(ToolError::new)?;
         search::run(&self.fetcher, &self.search, args).await
     }

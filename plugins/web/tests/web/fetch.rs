@@ -100,7 +100,7 @@ async fn the_same_url_a_third_time_in_a_turn_is_refused() {
     let server = serve(|_| Reply::ok("text/plain", "same")).await;
     let web = web(LOCAL_ONLY);
     let args = json!({"url": server.url("/")});
-    web.fetch(ctx("t:1"), args.clone()).await.unwrap();
+    web.fetch(ctx("t:1"), json!({"url": server.url("")})).await.unwrap();
     web.fetch(ctx("t:1"), args.clone()).await.unwrap();
     let error = web.fetch(ctx("t:1"), args.clone()).await.unwrap_err();
     assert!(error.message().contains("already done 2 times in this turn"), "{error}");

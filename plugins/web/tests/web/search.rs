@@ -154,3 +154,14 @@ async fn a_search_endpoint_on_a_private_address_is_refused_unless_whitelisted() 
     assert!(error.message().starts_with("refused: 127.0.0.1"), "{error}");
     assert!(server.received().is_empty());
 }
+
+#[tokio::test]
+async fn the_same_query_a_third_time_in_a_turn_is_refused_whatever_its_case() {
+    let server = recorded("application/json", SEARXNG).await;
+    let web = web(&config("searxng", &server.url("/"), ""));
+    web.search(CallContext::default(), json!({"query": "green tea"})).await.unwrap();
+    web.search(CallContext::default(), json!({"query": "Green  Tea "})).await.unwrap();
+    let error = web.search(CallContext::default(), json!({"query": "GREEN TEA"})).await.unwrap_err();
+    assert!(error.message().contains("already done 2 times in this turn"), "{error}");
+    assert_eq!(server.received().len(), 2);
+}
