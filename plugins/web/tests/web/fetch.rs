@@ -70,6 +70,11 @@ async fn internal_addresses_are_refused_without_a_whitelist() {
         "http://169.254.169.254/latest/meta-data/".to_owned(),
         "http://[::1]/".to_owned(),
         "http://[fd00:ec2::254]/".to_owned(),
+        // Other spellings of 127.0.0.1 (decimal, hex, short) that URL parsers accept.
+        format!("http://2130706433:{port}/"),
+        format!("http://0x7f.1:{port}/"),
+        format!("http://127.1:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
     ] {
         let error = web.fetch(ctx("t:1"), json!({"url": url})).await.unwrap_err();
         assert!(error.message().starts_with("refused: "), "{url}: {error}");
