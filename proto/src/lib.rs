@@ -158,6 +158,9 @@ pub const ENV_KERNEL_PID: &str = "OXIBOT_KERNEL_PID";
 /// Environment variable through which the kernel passes a channel plugin the JSON text of its
 /// config section; a channel started without it behaves as if it held `{}`.
 pub const ENV_CHANNEL_CONFIG: &str = "OXIBOT_CHANNEL_CONFIG";
+/// Environment variable through which the kernel passes a bundled tool plugin that needs
+/// settings (today `web`) the JSON text of them; see that plugin's docs for the shape.
+pub const ENV_TOOL_CONFIG: &str = "OXIBOT_TOOL_CONFIG";
 
 /// The protocol name sent in every `Hello`.
 pub const PROTOCOL_NAME: &str = "oxibot";

@@ -26,6 +26,7 @@
 //!   deletions, escaping children and a plugin reading the config file;
 //! - `secrets`: provider errors scrubbed of keys; plugins start without the kernel's secrets;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
+//! - `web`: `web_fetch` through `oxibot agent`: a whitelisted local page as Markdown, the SSRF refusal;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -54,3 +55,4 @@ mod sandbox;
 mod sdk_plugin;
 mod secrets;
 mod tidy;
+mod web;

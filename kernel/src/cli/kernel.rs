@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, discover};
+use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover};
 
 use super::CommonArgs;
 
@@ -69,7 +69,8 @@ impl Setup {
             plugin_dir: Some(paths::plugins_dir()),
             configured: config.plugin_specs(),
         };
-        let plugins = discover(&sources);
+        let mut plugins = discover(&sources);
+        configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
         let host = HostConfig { launcher: Some(exe), ..HostConfig::default() };
         Ok(Setup { config, workspace, plugins, host })
     }

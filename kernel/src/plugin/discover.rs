@@ -1,11 +1,12 @@
 //! Finding plugins: bundled `oxibot-tool-*` executables, the plugins directory, config entries;
-//! and the spec of one bundled `oxibot-channel-*` executable, started only when configured.
+//! the spec of one bundled `oxibot-channel-*` executable, started only when configured; and the
+//! settings handed to the bundled `web` tool.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use oxibot_proto::ENV_CHANNEL_CONFIG;
-use serde_json::Value;
+use oxibot_proto::{ENV_CHANNEL_CONFIG, ENV_TOOL_CONFIG};
+use serde_json::{Map, Value};
 
 use super::error::ChannelSpecError;
 pub use super::spec::{CHANNEL_PREFIX, TOOL_PREFIX};
@@ -63,6 +64,30 @@ pub fn channel_spec(bundled_dir: &Path, name: &str, config: &Value) -> Result<Pl
     spec.name = name.to_owned();
     spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
     Ok(spec)
+}
+
+/// The search providers' key variables, passed to the bundled `web` plugin and no other.
+pub const WEB_KEY_VARIABLES: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY", "JINA_API_KEY"];
+
+/// Hands the bundled `web` plugin its settings: `tools.web` and `tools.ssrfWhitelist` of
+/// `tools` as JSON (`{"web": …, "ssrfWhitelist": …}`) in `OXIBOT_TOOL_CONFIG`, and those of
+/// [`WEB_KEY_VARIABLES`] that `env` (the kernel's environment) has. Tool plugins otherwise get
+/// no config and a scrubbed environment; a user's own `web` plugin gets nothing.
+pub fn configure_web(specs: &mut [PluginSpec], tools: &Map<String, Value>, env: impl Fn(&str) -> Option<String>) {
+    let mut config = Map::new();
+    for (key, names) in [("web", &["web"][..]), ("ssrfWhitelist", &["ssrfWhitelist", "ssrf_whitelist"][..])] {
+        if let Some(value) = names.iter().find_map(|name| tools.get(*name)).filter(|value| !value.is_null()) {
+            config.insert(key.to_owned(), value.clone());
+        }
+    }
+    for spec in specs.iter_mut().filter(|spec| spec.origin == Origin::Bundled && spec.name == "web") {
+        spec.env.insert(ENV_TOOL_CONFIG.to_owned(), Value::Object(config.clone()).to_string());
+        for name in WEB_KEY_VARIABLES {
+            if let Some(value) = env(name) {
+                spec.env.insert((*name).to_owned(), value);
+            }
+        }
+    }
 }
 
 /// Executable regular files in `dir` whose names pass `filter`, sorted by name.
@@ -139,6 +164,31 @@ mod tests {
         let missing = channel_spec(&dir, "mute", &Value::Null).unwrap_err();
         assert!(missing.to_string().starts_with("channel 'mute' is not installed"), "{missing}");
         assert!(matches!(channel_spec(&dir, "../fs", &Value::Null), Err(ChannelSpecError::InvalidName(_))));
+    }
+
+    #[test]
+    fn only_the_bundled_web_plugin_gets_the_web_settings_and_search_keys() {
+        let dir = temp("web-config");
+        touch(&dir.join("oxibot-tool-web"), 0o755);
+        touch(&dir.join("oxibot-tool-fs"), 0o755);
+        let mut specs = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
+        let tools = serde_json::json!({
+            "web": {"search": {"provider": "brave"}},
+            "ssrf_whitelist": ["10.0.0.0/8"],
+            "exec": {"timeout": 5}
+        });
+        let env = |name: &str| (name == "BRAVE_API_KEY" || name == "ANTHROPIC_API_KEY").then(|| "secret".to_owned());
+        configure_web(&mut specs, tools.as_object().unwrap(), env);
+        let web = specs.iter().find(|s| s.name == "web").unwrap();
+        let config: Value = serde_json::from_str(&web.env[ENV_TOOL_CONFIG]).unwrap();
+        assert_eq!(
+            config,
+            serde_json::json!({"web": {"search": {"provider": "brave"}}, "ssrfWhitelist": ["10.0.0.0/8"]})
+        );
+        assert_eq!(web.env.get("BRAVE_API_KEY").map(String::as_str), Some("secret"));
+        assert_eq!(web.env.len(), 2, "no other kernel variable: {:?}", web.env);
+        let fs = specs.iter().find(|s| s.name == "fs").unwrap();
+        assert!(fs.env.is_empty(), "{:?}", fs.env);
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub mod slot;
 pub mod spec;
 pub mod wire;
 
-pub use discover::{PluginSources, channel_spec, discover};
+pub use discover::{PluginSources, channel_spec, configure_web, discover};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;
 pub use host::{PluginHost, PluginStatus};

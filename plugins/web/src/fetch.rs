@@ -1,0 +1,72 @@
+//! The `web_fetch` tool: its manifest entry, arguments and handler.
+
+use oxibot_plugin::{Tool, ToolError, ToolOutput, parse_args};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::extract::{self, ExtractMode};
+use crate::http::Fetcher;
+
+/// Characters returned when the call does not say.
+pub const DEFAULT_MAX_CHARS: usize = 50_000;
+/// The fewest characters a call may ask for.
+const MIN_MAX_CHARS: usize = 100;
+
+/// What the model reads about the tool.
+const DESCRIPTION: &str = "Fetch a web page or file over HTTP(S) and return its readable content: HTML as \
+Markdown (or plain text), text as it is; images, PDFs and other binaries are described by type and size. \
+Long content is cut at maxChars. Only public addresses can be reached.";
+
+/// The arguments of one call.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    /// The URL.
+    url: String,
+    /// Markdown or text.
+    #[serde(default, alias = "extract_mode")]
+    extract_mode: ExtractMode,
+    /// The most characters to return.
+    #[serde(default, alias = "max_chars")]
+    max_chars: Option<usize>,
+}
+
+/// The `web_fetch` tool's manifest entry.
+pub fn tool() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "description": "The http or https URL to fetch"},
+            "extractMode": {
+                "type": "string",
+                "enum": ["markdown", "text"],
+                "description": "How to return HTML: markdown (default) or text"
+            },
+            "maxChars": {
+                "type": "integer",
+                "minimum": MIN_MAX_CHARS,
+                "description": format!("The most characters to return (default {DEFAULT_MAX_CHARS})")
+            }
+        },
+        "required": ["url"]
+    });
+    Tool::new("web_fetch", DESCRIPTION, schema).read_only().timeout_secs(crate::TOOL_TIMEOUT_SECS)
+}
+
+/// Fetches the URL of `args` and renders it for the model.
+pub async fn run(fetcher: &Fetcher, args: Value) -> ToolOutput {
+    let args: Args = parse_args(args)?;
+    let max_chars = args.max_chars.unwrap_or(DEFAULT_MAX_CHARS).max(MIN_MAX_CHARS);
+    let fetched = fetcher.get(&args.url).await.map_err(ToolError::from)?;
+    let extracted = extract::extract(&fetched, args.extract_mode);
+    let mut out = extract::untrusted_header(fetched.url.as_str());
+    if crate::http::parse_url(&args.url).is_ok_and(|asked| asked != fetched.url) {
+        out.push_str(&format!("\nRequested: {}", args.url.trim()));
+    }
+    if let Some(title) = &extracted.title {
+        out.push_str(&format!("\nTitle: {title}"));
+    }
+    out.push_str("\n\n");
+    out.push_str(&extract::truncate(&extracted.text, max_chars));
+    Ok(out)
+}

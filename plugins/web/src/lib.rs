@@ -1,0 +1,82 @@
+//! The `web` tool plugin: `web_fetch` (a page as Markdown or text) and `web_search` (Brave,
+//! Tavily, SearXNG, Jina, or keyless DuckDuckGo), every request behind an SSRF guard.
+//!
+//! Settings come from the kernel in `OXIBOT_TOOL_CONFIG` ([`config`]): `tools.web` and
+//! `tools.ssrfWhitelist`. Every request, redirect hops included, goes only to addresses the
+//! [`guard::SsrfGuard`] allows, and the client's resolver filters the same way, so the address
+//! checked is the address connected to. Every result opens with a line marking it as untrusted
+//! web content. The same URL or query more than twice in a turn is refused ([`repeat`]).
+//!
+//! What this crate is not: no browser (no JavaScript runs), no cache, no cookies.
+
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod fetch;
+pub mod guard;
+pub mod http;
+pub mod repeat;
+pub mod search;
+
+use std::sync::Arc;
+
+use oxibot_plugin::{CallContext, Plugin, ToolError, ToolOutput};
+use serde_json::Value;
+
+use crate::config::{SearchConfig, WebConfig};
+use crate::error::WebError;
+use crate::http::Fetcher;
+use crate::repeat::RepeatGuard;
+
+/// How long the kernel waits for a web call: a request with all its redirects, plus slack.
+pub const TOOL_TIMEOUT_SECS: u64 = 90;
+
+/// What every call shares: the guarded HTTP client, the search settings, the repeat counts.
+#[derive(Debug)]
+pub struct Web {
+    /// Guarded requests.
+    fetcher: Fetcher,
+    /// `tools.web.search`.
+    search: SearchConfig,
+    /// Refuses loops of the same URL or query.
+    repeats: RepeatGuard,
+}
+
+impl Web {
+    /// The plugin's state for `config`.
+    pub fn new(config: &WebConfig) -> Result<Web, WebError> {
+        let fetcher = Fetcher::new(config.guard()?)?;
+        Ok(Web { fetcher, search: config.web.search.clone(), repeats: RepeatGuard::default() })
+    }
+
+    /// Runs `web_fetch`.
+    pub async fn fetch(&self, ctx: CallContext, args: Value) -> ToolOutput {
+        // The same page however it is spelled (`http://a.example` and `http://A.example/`).
+        let url = args.get("url").and_then(Value::as_str).unwrap_or_default().trim();
+        let url = http::parse_url(url).map_or_else(|_| url.to_owned(), |url| url.to_string());
+        self.repeats.admit(ctx.session_key.as_deref(), &format!("web_fetch {url}")).map_err(ToolError::new)?;
+        fetch::run(&self.fetcher, args).await
+    }
+
+    /// Runs `web_search`.
+    pub async fn search(&self, ctx: CallContext, args: Value) -> ToolOutput {
+        let query = args.get("query").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+        let query = query.split_whitespace().collect::<Vec<_>>().join(" ");
+        self.repeats.admit(ctx.session_key.as_deref(), &format!("web_search '{query}'")).map_err(ToolError::new)?;
+        search::run(&self.fetcher, &self.search, args).await
+    }
+}
+
+/// The plugin serving both tools from `web`.
+pub fn plugin(web: Arc<Web>) -> Plugin {
+    let for_search = Arc::clone(&web);
+    Plugin::new("web")
+        .tool(fetch::tool(), move |ctx, args| {
+            let web = Arc::clone(&web);
+            async move { web.fetch(ctx, args).await }
+        })
+        .tool(search::tool(), move |ctx, args| {
+            let web = Arc::clone(&for_search);
+            async move { web.search(ctx, args).await }
+        })
+}
