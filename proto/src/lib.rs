@@ -158,6 +158,9 @@ pub const ENV_KERNEL_PID: &str = "OXIBOT_KERNEL_PID";
 /// Environment variable through which the kernel passes a channel plugin the JSON text of its
 /// config section; a channel started without it behaves as if it held `{}`.
 pub const ENV_CHANNEL_CONFIG: &str = "OXIBOT_CHANNEL_CONFIG";
+/// Environment variable through which the kernel passes the MCP bridge plugin
+/// (`oxibot-tool-mcp`) the JSON config of the one MCP server it serves.
+pub const ENV_MCP_CONFIG: &str = "OXIBOT_MCP_CONFIG";
 
 /// The protocol name sent in every `Hello`.
 pub const PROTOCOL_NAME: &str = "oxibot";
