@@ -76,6 +76,10 @@ pub struct McpServerConfig {
     /// exposes all.
     #[serde(alias = "enabled_tools")]
     pub enabled_tools: Option<Vec<String>>,
+    /// Paths outside the workspace the bridge and its server may read and write while the
+    /// workspace is restricted, as for a `plugins` entry (`~` allowed; `cwd` is added).
+    #[serde(alias = "allow_paths")]
+    pub allow_paths: Vec<String>,
     /// Keys this version does not use.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -138,6 +142,8 @@ pub fn mcp_specs(bundled_dir: &Path, servers: &BTreeMap<String, McpServerConfig>
         let mut spec = PluginSpec::for_executable(bundled_dir.join(MCP_BRIDGE), Origin::Config);
         spec.name = plugin_name(server);
         spec.startup_timeout = Some(MCP_STARTUP_TIMEOUT);
+        let paths = config.allow_paths.iter().chain(config.cwd.as_ref());
+        spec.confinement.allow_paths = paths.map(|path| crate::paths::expand_tilde(Path::new(path))).collect();
         spec.env.insert(ENV_MCP_CONFIG.to_owned(), config.bridge_config(server).to_string());
         specs.push(spec);
     }
@@ -173,7 +179,7 @@ mod tests {
     fn each_server_becomes_a_bridge_spec_carrying_its_config() {
         let servers: BTreeMap<String, McpServerConfig> = serde_json::from_value(json!({
             "files": {"command": "python3", "args": ["s.py"], "toolTimeout": 7},
-            "my.web": {"url": "http://127.0.0.1:1/mcp", "headers": {"X-Key": "k"}},
+            "my.web": {"url": "http://127.0.0.1:1/mcp", "headers": {"X-Key": "k"}, "allowPaths": ["/srv/a"], "cwd": "/srv/b"},
             "broken": {},
         }))
         .unwrap();
@@ -189,5 +195,6 @@ mod tests {
         let config: Value = serde_json::from_str(&specs[1].env[ENV_MCP_CONFIG]).unwrap();
         assert_eq!(config["type"], "streamableHttp");
         assert_eq!(config["headers"], json!({"X-Key": "k"}));
+        assert_eq!(specs[1].confinement.allow_paths, [Path::new("/srv/a"), Path::new("/srv/b")]);
     }
 }
