@@ -36,8 +36,8 @@ pub enum ConfigError {
 pub enum Transport {
     /// A child process speaking JSON-RPC on stdin/stdout.
     Stdio,
-    /// The legacy HTTP+SSE transport (served by the streamable HTTP client, which falls back
-    /// to reading a server-sent event stream when the server answers with one).
+    /// The legacy HTTP+SSE transport. rmcp has no client for it, so the streamable HTTP client
+    /// is tried at the URL: servers that speak both transports work, SSE-only servers do not.
     Sse,
     /// Streamable HTTP at one URL.
     #[serde(alias = "streamable_http", alias = "http")]
