@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::paths;
+use crate::plugin::mcp::McpServerConfig;
 use crate::plugin::spec::Confinement;
 use crate::plugin::{Origin, PluginSpec};
 
@@ -149,6 +150,9 @@ pub struct ToolsConfig {
     /// Keep tools inside the workspace (on unless set to false).
     #[serde(alias = "restrict_to_workspace")]
     pub restrict_to_workspace: bool,
+    /// MCP servers by name, each served by its own bridge plugin.
+    #[serde(alias = "mcp_servers")]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// Keys this version does not use.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -156,7 +160,7 @@ pub struct ToolsConfig {
 
 impl Default for ToolsConfig {
     fn default() -> Self {
-        ToolsConfig { restrict_to_workspace: true, extra: Map::new() }
+        ToolsConfig { restrict_to_workspace: true, mcp_servers: BTreeMap::new(), extra: Map::new() }
     }
 }
 
@@ -201,6 +205,7 @@ impl PluginEntry {
             env: self.env.clone(),
             origin: Origin::Config,
             confinement: Confinement { workspace: None, allow_paths },
+            startup_timeout: None,
         }
     }
 }
@@ -237,6 +242,11 @@ impl Config {
     /// Specs for the enabled `plugins` entries.
     pub fn plugin_specs(&self) -> Vec<PluginSpec> {
         self.plugins.iter().filter(|p| p.enabled).map(PluginEntry::to_spec).collect()
+    }
+
+    /// Specs for the `tools.mcpServers` entries: the bridge in `bundled_dir`, once per server.
+    pub fn mcp_specs(&self, bundled_dir: &Path) -> Vec<PluginSpec> {
+        crate::plugin::mcp::mcp_specs(bundled_dir, &self.tools.mcp_servers)
     }
 }
 

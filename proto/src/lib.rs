@@ -162,6 +162,10 @@ pub const ENV_CHANNEL_CONFIG: &str = "OXIBOT_CHANNEL_CONFIG";
 /// settings (today `web`) the JSON text of them; see that plugin's docs for the shape.
 pub const ENV_TOOL_CONFIG: &str = "OXIBOT_TOOL_CONFIG";
 
+/// Environment variable through which the kernel passes the MCP bridge plugin
+/// (`oxibot-tool-mcp`) the JSON config of the one MCP server it serves.
+pub const ENV_MCP_CONFIG: &str = "OXIBOT_MCP_CONFIG";
+
 /// The protocol name sent in every `Hello`.
 pub const PROTOCOL_NAME: &str = "oxibot";
 

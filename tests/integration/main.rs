@@ -18,6 +18,8 @@
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
+//! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
+//!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
@@ -46,6 +48,7 @@ mod gateway_channels;
 mod host_calls;
 mod host_failures;
 mod layering;
+mod mcp;
 mod memory;
 mod nanobot_compat;
 mod orphans;

@@ -64,11 +64,10 @@ impl Setup {
             anyhow::bail!("workspace {} is not a directory (create it, or pass --workspace)", workspace.display());
         }
         let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
-        let sources = PluginSources {
-            bundled_dir: exe.parent().map(PathBuf::from),
-            plugin_dir: Some(paths::plugins_dir()),
-            configured: config.plugin_specs(),
-        };
+        let bundled_dir = exe.parent().map(PathBuf::from);
+        let mut configured = config.plugin_specs();
+        configured.extend(bundled_dir.iter().flat_map(|dir| config.mcp_specs(dir)));
+        let sources = PluginSources { bundled_dir, plugin_dir: Some(paths::plugins_dir()), configured };
         let mut plugins = discover(&sources);
         configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
         let host = HostConfig { launcher: Some(exe), ..HostConfig::default() };
@@ -85,7 +84,8 @@ impl Setup {
 
     /// How long to wait for plugins to finish starting.
     pub fn startup_wait(&self) -> Duration {
-        self.host.handshake_timeout + Duration::from_secs(1)
+        let longest = self.plugins.iter().filter_map(|spec| spec.startup_timeout).max().unwrap_or_default();
+        self.host.handshake_timeout.max(longest) + Duration::from_secs(1)
     }
 
     /// Starts every plugin, waits for them to settle, stops them, and returns how each did.

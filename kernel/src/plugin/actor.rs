@@ -283,7 +283,8 @@ impl Instance {
         let listener = handshake::listen(&socket)?;
         let launch = Launch { launcher: self.shared.config.launcher.as_deref(), socket: &socket, token: &token };
         let mut process = PluginProcess::spawn(&self.spec, &launch)?;
-        match handshake::accept(listener, &socket, &mut process, &token, self.shared.config.handshake_timeout).await {
+        let limit = self.spec.startup_timeout.unwrap_or(self.shared.config.handshake_timeout);
+        match handshake::accept(listener, &socket, &mut process, &token, limit).await {
             Ok(handshaken) => Ok((process, handshaken)),
             Err(error) => {
                 let _ = process.kill_and_reap(Duration::from_millis(200)).await;

@@ -32,7 +32,10 @@ pub fn discover(sources: &PluginSources) -> Vec<PluginSpec> {
         found.extend(executables(dir, |_| true).into_iter().map(|p| PluginSpec::for_executable(p, Origin::PluginDir)));
     }
     if let Some(dir) = &sources.bundled_dir {
-        let bundled = executables(dir, |name| name.starts_with(TOOL_PREFIX) && !name.contains('.'));
+        // The MCP bridge serves only configured servers (see `mcp::mcp_specs`), never on its own.
+        let bundled = executables(dir, |name| {
+            name.starts_with(TOOL_PREFIX) && !name.contains('.') && name != super::mcp::MCP_BRIDGE
+        });
         found.extend(bundled.into_iter().map(|p| PluginSpec::for_executable(p, Origin::Bundled)));
     }
     let mut seen = std::collections::HashSet::new();
@@ -130,6 +133,7 @@ mod tests {
         touch(&dir.join("oxibot-tool-fs.d"), 0o644);
         touch(&dir.join("oxibot-tool-notexec"), 0o644);
         touch(&dir.join("oxibot"), 0o755);
+        touch(&dir.join("oxibot-tool-mcp"), 0o755);
         let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
         let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["fs"]);

@@ -137,7 +137,7 @@ impl PluginHost {
         let route = match self.shared.registry.route(tool) {
             Some(route) => route,
             None => {
-                self.wait_settled(self.shared.config.handshake_timeout).await;
+                self.wait_settled(self.startup_limit()).await;
                 self.shared.registry.route(tool).ok_or_else(|| self.unknown_tool(tool))?
             }
         };
@@ -180,6 +180,13 @@ impl PluginHost {
     /// The status of every plugin, in discovery order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
         self.slots.iter().map(|slot| status_of(slot, &self.shared.registry)).collect()
+    }
+
+    /// The longest any plugin may take to start: the handshake timeout, or longer for a
+    /// plugin whose spec allows more.
+    pub fn startup_limit(&self) -> Duration {
+        let longest = self.slots.iter().filter_map(|slot| slot.spec.startup_timeout).max();
+        longest.map_or(self.shared.config.handshake_timeout, |t| t.max(self.shared.config.handshake_timeout))
     }
 
     /// Waits until every plugin is running, failed or stopped, or `limit` passes.

@@ -4,7 +4,8 @@
 //! Code map: [`discover`] finds plugins (and builds channel specs); [`host::PluginHost`]
 //! starts one [`actor::PluginActor`] per plugin and routes calls through the [`registry`];
 //! an actor's instance listens in the [`rundir`], spawns the [`process`], runs the
-//! [`handshake`] and then serves calls over a [`connection`]; [`policy`] decides restarts.
+//! [`handshake`] and then serves calls over a [`connection`]; [`policy`] decides restarts;
+//! [`mcp`] turns `tools.mcpServers` entries into specs of the MCP bridge plugin.
 //! Channel messages and lifecycle changes reach the gateway through [`events`].
 
 pub mod actor;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod handshake;
 pub mod host;
+pub mod mcp;
 pub mod policy;
 pub mod process;
 pub mod registry;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use oxibot_proto::{ENV_CHANNEL_CONFIG, PeerKind};
 use oxibot_sandbox::Policy;
@@ -52,6 +53,9 @@ pub struct PluginSpec {
     pub origin: Origin,
     /// The sandbox the launcher applies before the plugin starts.
     pub confinement: Confinement,
+    /// How long the plugin may take to complete its handshake; the host's handshake timeout
+    /// when `None`. The MCP bridge gets longer: it starts and initializes its server first.
+    pub startup_timeout: Option<Duration>,
 }
 
 /// How the launcher confines a plugin while the workspace restriction is on.
@@ -84,6 +88,7 @@ impl PluginSpec {
             env: BTreeMap::new(),
             origin,
             confinement: Confinement::default(),
+            startup_timeout: None,
         }
     }
 

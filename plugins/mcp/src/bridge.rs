@@ -1,0 +1,246 @@
+//! The connection to the MCP server: connecting over its transport, listing its tools, calling
+//! one with a timeout, and noticing when the server goes away.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use oxibot_plugin::{Tool, ToolError};
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ServiceError, ServiceExt};
+use serde_json::Value;
+
+use crate::config::{ServerConfig, Transport};
+use crate::{naming, render, schema};
+
+/// Seconds the kernel waits beyond `toolTimeout` before it treats the bridge as hung, so the
+/// bridge's own, clearer timeout error comes first.
+const KERNEL_TIMEOUT_MARGIN_SECS: u64 = 5;
+
+/// Why the bridge could not reach the server.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// The server program could not be started.
+    #[error("MCP server '{server}': cannot start `{command}`: {source}")]
+    Spawn {
+        /// The server's name.
+        server: String,
+        /// The program.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A configured header is not a valid HTTP header.
+    #[error("MCP server '{server}': invalid header `{header}`")]
+    Header {
+        /// The server's name.
+        server: String,
+        /// The header's name.
+        header: String,
+    },
+    /// The MCP handshake failed.
+    #[error("MCP server '{server}': initialization failed: {reason}")]
+    Initialize {
+        /// The server's name.
+        server: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Listing the tools failed.
+    #[error("MCP server '{server}': cannot list tools: {source}")]
+    ListTools {
+        /// The server's name.
+        server: String,
+        /// The client's error.
+        source: ServiceError,
+    },
+}
+
+/// One exposed tool: its MCP name and the spec the kernel sees.
+#[derive(Debug, Clone)]
+pub struct BridgedTool {
+    /// The tool's name on the MCP server.
+    pub mcp_name: String,
+    /// The oxibot tool (name `mcp_<server>_<tool>`, normalised schema).
+    pub tool: Tool,
+    /// The oxibot name.
+    pub name: String,
+}
+
+/// A connected server.
+pub struct Bridge {
+    /// The server's config.
+    config: ServerConfig,
+    /// The running client; taken by [`Bridge::watch`].
+    service: Option<RunningService<RoleClient, ()>>,
+    /// Handle to send requests through.
+    peer: Peer<RoleClient>,
+    /// Set once the connection has ended, so calls after it fail with that cause.
+    closed: Arc<AtomicBool>,
+}
+
+impl Bridge {
+    /// Connects to the server and runs the MCP initialization (protocol version negotiated by
+    /// rmcp).
+    pub async fn connect(config: ServerConfig) -> Result<Bridge, BridgeError> {
+        let server = config.name.clone();
+        let init_error = |reason: String| BridgeError::Initialize { server: server.clone(), reason };
+        let service = match config.transport() {
+            Transport::Stdio => {
+                let mut command = tokio::process::Command::new(&config.command);
+                command.args(&config.args).envs(&config.env);
+                if let Some(cwd) = config.cwd.as_deref().filter(|dir| !dir.is_empty()) {
+                    command.current_dir(cwd);
+                }
+                let transport = TokioChildProcess::new(command).map_err(|source| BridgeError::Spawn {
+                    server: server.clone(),
+                    command: config.command.clone(),
+                    source,
+                })?;
+                ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
+            }
+            Transport::Sse | Transport::StreamableHttp => {
+                let headers = http_headers(&config)?;
+                let settings =
+                    StreamableHttpClientTransportConfig::with_uri(config.url.clone()).custom_headers(headers);
+                let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), settings);
+                ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
+            }
+        };
+        let peer = service.peer().clone();
+        Ok(Bridge { config, service: Some(service), peer, closed: Arc::default() })
+    }
+
+    /// The server's tools that `enabledTools` lets through, as oxibot tools.
+    pub async fn tools(&self) -> Result<Vec<BridgedTool>, BridgeError> {
+        let server = &self.config.name;
+        let listed = self
+            .peer
+            .list_all_tools()
+            .await
+            .map_err(|source| BridgeError::ListTools { server: server.clone(), source })?;
+        let timeout = self.config.tool_timeout().as_secs() + KERNEL_TIMEOUT_MARGIN_SECS;
+        let mut tools = Vec::new();
+        for listed in listed {
+            let mcp_name = listed.name.to_string();
+            let name = naming::tool_name(server, &mcp_name);
+            if !naming::is_enabled(self.config.enabled_tools.as_deref(), &mcp_name, &name) {
+                continue;
+            }
+            let description = listed.description.as_deref().or(listed.title.as_deref()).unwrap_or(&mcp_name);
+            let description = format!("{description} (MCP server '{server}')");
+            let parameters = schema::normalise(&Value::Object((*listed.input_schema).clone()));
+            let mut tool = Tool::new(name.clone(), description, parameters).timeout_secs(timeout);
+            if listed.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true) {
+                tool = tool.read_only();
+            }
+            tools.push(BridgedTool { mcp_name, tool, name });
+        }
+        Ok(tools)
+    }
+
+    /// A handle that calls tools on this server.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            server: Arc::from(self.config.name.as_str()),
+            peer: self.peer.clone(),
+            timeout: self.config.tool_timeout(),
+            closed: self.closed.clone(),
+        }
+    }
+
+    /// Waits until the connection ends (the server exited, crashed or hung up) and returns a
+    /// description of why.
+    pub async fn watch(mut self) -> String {
+        let Some(service) = self.service.take() else { return "the connection was already closed".to_owned() };
+        let reason = match service.waiting().await {
+            Ok(reason) => format!("{reason:?}"),
+            Err(error) => error.to_string(),
+        };
+        self.closed.store(true, Ordering::SeqCst);
+        reason
+    }
+}
+
+/// Calls tools on the server; cheap to clone into every handler.
+#[derive(Clone)]
+pub struct Caller {
+    /// The server's name, for error messages.
+    server: Arc<str>,
+    /// Handle to send requests through.
+    peer: Peer<RoleClient>,
+    /// How long one call may take.
+    timeout: std::time::Duration,
+    /// Set once the connection has ended.
+    closed: Arc<AtomicBool>,
+}
+
+impl Caller {
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Calls MCP tool `tool` with `arguments`; the result's text, or an error the model can read.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<String, ToolError> {
+        let server = &self.server;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ToolError::new(format!("MCP server '{server}' has stopped; it is being restarted, try again")));
+        }
+        let arguments: JsonObject = match arguments {
+            Value::Object(map) => map,
+            Value::Null => JsonObject::new(),
+            other => return Err(ToolError::new(format!("invalid arguments: expected an object, got {other}"))),
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let outcome = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
+        let result = match outcome {
+            Err(_) => {
+                let secs = self.timeout.as_secs();
+                return Err(ToolError::new(format!(
+                    "MCP tool '{tool}' on server '{server}' timed out after {secs} s (toolTimeout)"
+                )));
+            }
+            Ok(Err(error)) => return Err(call_error(server, tool, &error)),
+            Ok(Ok(result)) => result,
+        };
+        let result = serde_json::to_value(&result)
+            .map_err(|e| ToolError::new(format!("MCP server '{server}' sent a result that cannot be read: {e}")))?;
+        let text = render::render(&result);
+        if render::is_error(&result) { Err(ToolError::new(text)) } else { Ok(text) }
+    }
+}
+
+/// The model-readable error for a failed call.
+fn call_error(server: &str, tool: &str, error: &ServiceError) -> ToolError {
+    match error {
+        ServiceError::McpError(error) => {
+            ToolError::new(format!("MCP tool '{tool}' on server '{server}' failed: {}", error.message))
+        }
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) | ServiceError::Cancelled { .. } => {
+            ToolError::new(format!(
+                "MCP server '{server}' went away during the call to '{tool}' ({error}); it is being restarted, try again"
+            ))
+        }
+        other => ToolError::new(format!("MCP tool '{tool}' on server '{server}' failed: {other}")),
+    }
+}
+
+/// The configured headers as HTTP headers.
+fn http_headers(
+    config: &ServerConfig,
+) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, BridgeError> {
+    let invalid = |header: &str| BridgeError::Header { server: config.name.clone(), header: header.to_owned() };
+    config
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let header_name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid(name))?;
+            let header_value = reqwest::header::HeaderValue::from_str(value).map_err(|_| invalid(name))?;
+            Ok((header_name, header_value))
+        })
+        .collect()
+}
