@@ -197,3 +197,30 @@ fn a_streamable_http_server_is_called_with_the_configured_headers() {
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "42");
 }
+
+#[test]
+fn a_model_calls_an_mcp_tool_in_a_turn_and_reads_its_result() {
+    use crate::agent::AgentEnv;
+    use oxibot_tests::llm::Reply;
+
+    let env = AgentEnv::new();
+    let config = json!({
+        "agents": {"defaults": {"workspace": env.workspace, "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "test-key", "apiBase": env.llm.base_url()}},
+        // The test server's Python lives outside the system dirs a confined bridge may read.
+        "tools": {"restrictToWorkspace": false,
+                  "mcpServers": {"test": {"command": "python3", "args": [server_script(), "stdio"]}}}
+    });
+    env.write_config(&config);
+    env.llm.push(Reply::ToolCalls(vec![("mcp_test_echo".into(), r#"{"text": "from the model"}"#.into())]));
+    env.llm.push(Reply::Text("the server echoed it".into()));
+    let out = env.agent("use the echo server");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "the server echoed it");
+    let requests = env.llm.requests();
+    let offered = requests[0]["tools"].to_string();
+    assert!(offered.contains("mcp_test_echo"), "the MCP tool is offered to the model: {offered}");
+    let result = requests[1]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(result["role"], "tool");
+    assert!(result["content"].as_str().unwrap().contains("from the model"), "{result}");
+}

@@ -140,11 +140,11 @@ impl ToolRegistry {
         self.tools.read().unwrap_or_else(PoisonError::into_inner).get(tool).map(|owner| owner.route.clone())
     }
 
-    /// Every registered tool, sorted by name.
+    /// Every registered tool in the order offered to the model (see [`offer_order`]).
     pub fn specs(&self) -> Vec<ToolSpec> {
         let map = self.tools.read().unwrap_or_else(PoisonError::into_inner);
         let mut specs: Vec<ToolSpec> = map.values().map(|owner| ToolSpec::clone(&owner.route.spec)).collect();
-        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs.sort_by(|a, b| offer_order(&a.name, &b.name));
         specs
     }
 
@@ -157,7 +157,7 @@ impl ToolRegistry {
         // between reading the specs and caching their JSON.
         let map = self.tools.read().unwrap_or_else(PoisonError::into_inner);
         let mut specs: Vec<&ToolSpec> = map.values().map(|owner| &*owner.route.spec).collect();
-        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs.sort_by(|a, b| offer_order(&a.name, &b.name));
         let json: Arc<str> = serde_json::to_string(&specs).unwrap_or_default().into();
         *self.json.write().unwrap_or_else(PoisonError::into_inner) = Some(json.clone());
         json
@@ -172,6 +172,13 @@ impl ToolRegistry {
             .min()
             .map(|(_, name)| name.clone())
     }
+}
+
+/// The order tools are offered in: by name, MCP servers' tools (`mcp_…`) after all others, so
+/// that adding or dropping an MCP server leaves the start of the tool list — and the provider's
+/// prompt cache over it — as it was.
+fn offer_order(a: &str, b: &str) -> std::cmp::Ordering {
+    (a.starts_with("mcp_"), a).cmp(&(b.starts_with("mcp_"), b))
 }
 
 /// Levenshtein distance, for short names.
@@ -192,7 +199,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{edit_distance, is_valid_tool_name};
+    use super::{edit_distance, is_valid_tool_name, offer_order};
+
+    #[test]
+    fn mcp_tools_are_offered_after_every_other_tool() {
+        let mut names = vec!["read_file", "mcp_notes_search", "web_fetch", "exec", "mcp_a_b"];
+        names.sort_by(|a, b| offer_order(a, b));
+        assert_eq!(names, ["exec", "read_file", "web_fetch", "mcp_a_b", "mcp_notes_search"]);
+    }
 
     #[test]
     fn tool_names_follow_what_providers_accept() {
