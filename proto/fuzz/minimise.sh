@@ -9,8 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1
 # The AFL++ that `cargo afl config --build` built. Its afl-cmin.bash is used rather than the
-# Python afl-cmin that `cargo afl cmin` runs, which recorded no coverage at all with these targets.
+# Python afl-cmin that `cargo afl cmin` runs, which recorded no coverage at all with these targets;
+# it looks for afl-showmap on PATH first, where an older one (Debian's afl++ 4.04c) may be.
 afl_bin=$(ls -dt "${XDG_DATA_HOME:-$HOME/.local/share}"/afl.rs/rustc-*/afl.rs-*/afl/bin | head -n 1)
+export PATH="$afl_bin:$PATH"
 cargo afl build --release
 for target in ${TARGETS:-frame_decoder decode_body}; do
     work=$(mktemp -d)
