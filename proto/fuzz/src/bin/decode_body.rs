@@ -3,5 +3,5 @@
 //! Every input is a frame body; see `oxibot_proto_fuzz::checks::check_body` for what is checked.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| oxibot_proto_fuzz::checks::check_body(data));
+    oxibot_proto_fuzz::on_small_stack(|| afl::fuzz!(|data: &[u8]| oxibot_proto_fuzz::checks::check_body(data)));
 }

@@ -4,5 +4,5 @@
 //! `oxibot_proto_fuzz::checks::check_frames` for what is checked.
 
 fn main() {
-    afl::fuzz!(|data: &[u8]| oxibot_proto_fuzz::checks::check_frames(data));
+    oxibot_proto_fuzz::on_small_stack(|| afl::fuzz!(|data: &[u8]| oxibot_proto_fuzz::checks::check_frames(data)));
 }
