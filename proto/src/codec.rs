@@ -2,6 +2,8 @@
 
 use std::io::{self, Read};
 
+use serde::Deserialize;
+
 use crate::Message;
 
 /// Bytes in the length prefix.
@@ -87,9 +89,19 @@ pub fn body_len(prefix: [u8; HEADER_LEN], max_len: usize) -> Result<usize, Decod
     Ok(len)
 }
 
+/// A body whose MessagePack arrays and maps nest this many levels deep (the message's own map
+/// counts) is malformed.
+///
+/// Decoding recurses once per level, and rmp-serde's own limit (1024) overflows a 2 MiB thread
+/// stack in a debug build at about 550 levels: a plugin could crash the kernel with a 1 KiB frame.
+/// 256 is twice serde_json's limit, so any value parsed from JSON fits inside a message.
+const MAX_DEPTH: usize = 256;
+
 /// Decodes one frame body (without its prefix).
 pub fn decode_body(body: &[u8]) -> Result<Message, DecodeError> {
-    Ok(rmp_serde::from_slice(body)?)
+    let mut deserializer = rmp_serde::Deserializer::from_read_ref(body);
+    deserializer.set_max_depth(MAX_DEPTH);
+    Ok(Message::deserialize(&mut deserializer)?)
 }
 
 /// Reads one message from a blocking reader.

@@ -42,7 +42,8 @@
 //! The end of the stream between two frames is a normal close. The end of the stream inside a
 //! frame, a body that is not valid MessagePack, or a body that is not a map with a string `type`
 //! field is a protocol violation: the receiver closes the connection. The kernel then treats the
-//! plugin as crashed (kills and restarts it).
+//! plugin as crashed (kills and restarts it). Arrays and maps nested 256 levels deep or more (the
+//! message's own map counts) are refused as not valid, so decoding cannot exhaust a thread's stack.
 //!
 //! # Messages
 //!
