@@ -136,13 +136,7 @@ fn stack_rss(health_port: u16) -> Vec<(String, u64)> {
 }
 
 fn rss_of(pid: u64) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    oxibot_tests::procs::rss_kb(&pid.to_string())
 }
 
 fn mb(kb: u64) -> f64 {

@@ -31,13 +31,7 @@ fn main() {
 }
 
 fn rss_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    oxibot_tests::procs::rss_kb("self")
 }
 
 fn tokenizer_load() {

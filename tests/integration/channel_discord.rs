@@ -7,6 +7,7 @@ use std::time::Duration;
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use oxibot_tests::channels::event_where;
+use oxibot_tests::channels::outbound;
 use oxibot_tests::fakes_discord::{
     BOT_ID, FakeDiscord, HEARTBEAT_MS, SESSION_ID, TOKEN, direct_message, guild_message,
 };
@@ -48,17 +49,6 @@ async fn next_ack(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryAck {
 
 fn accept(host: &PluginHost, inbound: &Inbound) {
     host.send("discord", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
-}
-
-fn reply(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
-    Message::Outbound(Outbound {
-        id,
-        chat_id: chat_id.into(),
-        content: content.into(),
-        media: vec![],
-        stream_id: None,
-        metadata,
-    })
 }
 
 /// A line of code `width` characters long.
@@ -200,7 +190,7 @@ async fn a_reply_of_4500_characters_becomes_three_posts_with_balanced_fences_the
     while content.chars().count() < 4500 {
         content.push_str(" More.");
     }
-    host.send("discord", reply(31, "dm-7", &content, json!({"message_id": "111", "is_group": false}))).unwrap();
+    host.send("discord", outbound(31, "dm-7", &content, json!({"message_id": "111", "is_group": false}))).unwrap();
     assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 31, ok: true, error: None });
     let posts = fake.posts();
     assert_eq!(posts.len(), 3, "{:#?}", posts.iter().map(|p| &p.json["content"]).collect::<Vec<_>>());
@@ -229,7 +219,7 @@ async fn a_rate_limited_post_is_retried_after_the_wait_discord_asked_for() {
     let fake = FakeDiscord::start();
     let (host, mut events) = discord_host(&fake, json!({})).await;
     fake.fail_posts(429, r#"{"message": "You are being rate limited.", "retry_after": 0.4, "global": false}"#, 1);
-    host.send("discord", reply(32, "dm-7", "hi again", json!({}))).unwrap();
+    host.send("discord", outbound(32, "dm-7", "hi again", json!({}))).unwrap();
     assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 32, ok: true, error: None });
     let attempts: Vec<_> = fake.requests().into_iter().filter(|r| r.path.ends_with("/messages")).collect();
     assert_eq!(attempts.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 200]);
@@ -244,7 +234,7 @@ async fn a_post_that_keeps_failing_is_acked_with_an_error() {
     let fake = FakeDiscord::start();
     let (host, mut events) = discord_host(&fake, json!({})).await;
     fake.fail_posts(500, r#"{"message": "Internal Server Error", "code": 0}"#, usize::MAX);
-    host.send("discord", reply(33, "dm-7", "doomed", json!({}))).unwrap();
+    host.send("discord", outbound(33, "dm-7", "doomed", json!({}))).unwrap();
     let ack = next_ack(&mut events).await;
     assert_eq!((ack.id, ack.ok), (33, false));
     assert!(ack.error.as_deref().unwrap_or_default().contains("500"), "{ack:?}");

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
-use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, Outbound, PeerKind};
+use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, PeerKind};
 use oxibot_tests::channels::event_where;
+use oxibot_tests::channels::outbound;
 use oxibot_tests::fakes_slack::{
     APP_TOKEN, BOT_TOKEN, FakeSlack, PostReply, app_mention, channel_message, direct_message,
 };
@@ -50,17 +51,6 @@ async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryA
 
 fn accept(host: &PluginHost, inbound: &Inbound) {
     host.send("slack", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
-}
-
-fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
-    Message::Outbound(Outbound {
-        id,
-        chat_id: chat_id.into(),
-        content: content.into(),
-        media: vec![],
-        stream_id: None,
-        metadata,
-    })
 }
 
 #[actix_rt::test]

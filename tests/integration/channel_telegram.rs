@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
-use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
+use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message};
 use oxibot_tests::channels::event_where;
+use oxibot_tests::channels::outbound;
 use oxibot_tests::fakes_telegram::{BOT_USERNAME, FIRST_UPDATE_ID, FakeTelegram, group_text, private_text, user};
 use oxibot_tests::{TempDir, bin_dir, start_host};
 use serde_json::{Value, json};
@@ -72,17 +73,6 @@ impl Harness {
     fn offsets(&self) -> Vec<Option<i64>> {
         self.fake.calls_of("getUpdates").iter().map(|p| p["offset"].as_i64()).collect()
     }
-}
-
-fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
-    Message::Outbound(Outbound {
-        id,
-        chat_id: chat_id.into(),
-        content: content.into(),
-        media: vec![],
-        stream_id: None,
-        metadata,
-    })
 }
 
 fn delta(stream_id: u64, text: &str) -> Message {

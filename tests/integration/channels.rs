@@ -5,10 +5,8 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginError, PluginEvent, PluginHost};
-use oxibot_proto::{
-    Call, CallContext, DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind,
-};
-use oxibot_tests::channels::{LineClient, event_where, free_port, loopback_spec};
+use oxibot_proto::{Call, CallContext, DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, PeerKind};
+use oxibot_tests::channels::{LineClient, event_where, free_port, loopback_spec, outbound};
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::{context, start_host, stderr, stress_spec};
 use serde_json::json;
@@ -32,17 +30,6 @@ async fn submit_line(client: &mut LineClient, events: &mut UnboundedReceiver<Plu
         }
         _ => unreachable!(),
     }
-}
-
-fn outbound(id: u64, chat_id: &str, content: &str) -> Message {
-    Message::Outbound(Outbound {
-        id,
-        chat_id: chat_id.into(),
-        content: content.into(),
-        media: vec![],
-        stream_id: None,
-        metadata: json!({}),
-    })
 }
 
 fn accepted(inbound: &Inbound) -> Message {
@@ -80,7 +67,7 @@ async fn an_accepted_inbound_and_an_outbound_come_back_as_lines_and_the_delivery
     assert_eq!(client.line().await, format!("ACCEPTED {}", inbound.id));
     host.send("loopback", Message::Delta(Delta { stream_id: 1, chat_id: "chat-1".into(), text: "Hel".into() }))
         .unwrap();
-    host.send("loopback", outbound(42, "chat-1", "Hello\nalice")).unwrap();
+    host.send("loopback", outbound(42, "chat-1", "Hello\nalice", json!({}))).unwrap();
     assert_eq!(client.line().await, "DELTA chat-1 Hel");
     assert_eq!(client.line().await, "OUT chat-1 Hello\\nalice");
     let delivery = event_where(&mut events, |e| matches!(e, PluginEvent::Delivery { .. })).await;
@@ -95,7 +82,7 @@ async fn an_accepted_inbound_and_an_outbound_come_back_as_lines_and_the_delivery
 async fn an_outbound_with_nobody_to_receive_it_is_acked_with_an_error() {
     let port = free_port();
     let (host, mut events) = loopback_host(port).await;
-    host.send("loopback", outbound(7, "chat-1", "anyone?")).unwrap();
+    host.send("loopback", outbound(7, "chat-1", "anyone?", json!({}))).unwrap();
     let PluginEvent::Delivery { ack, .. } =
         event_where(&mut events, |e| matches!(e, PluginEvent::Delivery { .. })).await
     else {
@@ -148,9 +135,9 @@ async fn a_tool_plugin_in_the_same_host_still_serves_calls_and_statuses_tell_the
 async fn send_refuses_unknown_plugins_tool_plugins_and_messages_that_are_not_for_channels() {
     let port = free_port();
     let host = start_host(vec![stress_spec("stress", &[]), loopback_spec(port)]).await;
-    let error = host.send("nope", outbound(1, "c", "x")).unwrap_err();
+    let error = host.send("nope", outbound(1, "c", "x", json!({}))).unwrap_err();
     assert!(matches!(error, PluginError::UnknownPlugin { .. }), "{error}");
-    let error = host.send("stress", outbound(1, "c", "x")).unwrap_err();
+    let error = host.send("stress", outbound(1, "c", "x", json!({}))).unwrap_err();
     assert_eq!(error.to_string(), "plugin 'stress' is a tool plugin, not a channel");
     let call =
         Message::Call(Call { id: 1, tool: "echo".into(), arguments: json!({}), context: CallContext::default() });
@@ -173,7 +160,7 @@ async fn a_channel_whose_service_keeps_failing_is_given_up_and_send_says_it_is_n
     assert!(settled.await.is_ok(), "{:?}", host.statuses()[0].state);
     let reason = host.statuses()[0].reason.clone().unwrap();
     assert!(reason.contains("cannot listen on 127.0.0.1"), "{reason}");
-    let error = host.send("loopback", outbound(1, "c", "x")).unwrap_err();
+    let error = host.send("loopback", outbound(1, "c", "x", json!({}))).unwrap_err();
     assert!(matches!(&error, PluginError::NotRunning { state, .. } if state == "failed"), "{error}");
     drop(taken);
     host.shutdown().await;

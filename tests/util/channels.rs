@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginEvent, PluginSpec, channel_spec};
-use serde_json::json;
+use oxibot_proto::{Message, Outbound};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -89,4 +90,16 @@ pub async fn event_where(
         }
     };
     tokio::time::timeout(WAIT, search).await.unwrap_or_else(|_| panic!("no matching plugin event within {WAIT:?}"))
+}
+
+/// A reply from the kernel to chat `chat_id`, delivery `id`, with the channel's `metadata`.
+pub fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Message {
+    Message::Outbound(Outbound {
+        id,
+        chat_id: chat_id.into(),
+        content: content.into(),
+        media: vec![],
+        stream_id: None,
+        metadata,
+    })
 }

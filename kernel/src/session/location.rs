@@ -99,8 +99,10 @@ pub(super) fn migrate_one(from: &Path, to: &Path) -> io::Result<bool> {
 
 /// The session key in the metadata line of `path`.
 fn key_of(path: &Path) -> Option<String> {
-    let text = fs::read_to_string(path).ok()?;
-    let header: Value = serde_json::from_str(text.lines().next()?.trim()).ok()?;
+    // Only the metadata line: a session file can hold years of conversation.
+    let mut first = String::new();
+    io::BufRead::read_line(&mut io::BufReader::new(fs::File::open(path).ok()?), &mut first).ok()?;
+    let header: Value = serde_json::from_str(first.trim()).ok()?;
     header.get("key").and_then(Value::as_str).map(str::to_owned)
 }
 
