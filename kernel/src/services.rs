@@ -5,7 +5,7 @@
 //! fields stay private so that what an actor may touch is what these methods hand out.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use crate::config::Config;
@@ -15,6 +15,7 @@ use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::session::SessionStore;
 use crate::turn::Engine;
+use crate::turn::builtin::BuiltinTools;
 use crate::turn::runner::RunSpec;
 
 /// Longest tool result kept in a conversation, in characters.
@@ -39,6 +40,9 @@ pub struct Services {
     /// Whether sessions are consolidated in the background after each turn (off for a
     /// one-shot `oxibot agent -m`, which exits right after its answer).
     background_consolidation: bool,
+    /// The kernel's built-in tools (`cron`, `spawn`, `message`), installed once at start by
+    /// whoever runs the kernel and knows which of them can work there.
+    builtins: OnceLock<BuiltinTools>,
 }
 
 impl Services {
@@ -62,6 +66,7 @@ impl Services {
             workspace,
             started: Instant::now(),
             background_consolidation: true,
+            builtins: OnceLock::new(),
         }
     }
 
@@ -129,6 +134,17 @@ impl Services {
     /// Whether sessions are consolidated in the background after each turn.
     pub fn background_consolidation(&self) -> bool {
         self.background_consolidation
+    }
+
+    /// Installs the built-in tools every session's turns offer; returns `false` (and changes
+    /// nothing) when a set was installed already.
+    pub fn install_builtins(&self, tools: BuiltinTools) -> bool {
+        self.builtins.set(tools).is_ok()
+    }
+
+    /// The built-in tools a session's turn offers (none until installed).
+    pub fn builtins(&self) -> BuiltinTools {
+        self.builtins.get().cloned().unwrap_or_default()
     }
 
     /// The configured IANA timezone name, if any.

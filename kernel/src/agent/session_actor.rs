@@ -19,6 +19,7 @@ use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
+use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
 use crate::turn::runner::{CheckpointError, TurnEvent};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
@@ -257,7 +258,8 @@ impl TurnJob {
             let session = guard.as_mut().ok_or(CheckpointError::NotLoaded)?;
             Ok(store.append(session, messages)?)
         });
-        RunTurn { messages, call_context, hooks, events, checkpoint }
+        let context = BuiltinContext { call: call_context, source: TurnSource::User };
+        RunTurn { messages, context, builtins: self.services.builtins(), hooks, events, checkpoint }
     }
 
     /// Archives old messages when the prompt has grown to its budget (`Scope::OverBudget`),

@@ -14,6 +14,7 @@ use oxibot_proto::CallContext;
 use tokio::sync::mpsc;
 
 use super::gate::{DREAM_TOOLS, DreamGate};
+use crate::turn::builtin::{BuiltinContext, BuiltinTools, TurnSource};
 use super::prompts::{
     DREAM_PHASE1, DREAM_PHASE2, MemoryFiles, analysis_is_skip, dream_phase1_input, dream_phase2_input,
 };
@@ -173,13 +174,17 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
         host: services.host(),
         spec: &spec,
         tools,
-        call_context: CallContext {
-            session_key: Some("system:dream".to_owned()),
-            channel: Some("system".to_owned()),
-            chat_id: Some("dream".to_owned()),
-            workspace: services.workspace().display().to_string(),
-            restrict_to_workspace: true,
+        context: BuiltinContext {
+            call: CallContext {
+                session_key: Some("system:dream".to_owned()),
+                channel: Some("system".to_owned()),
+                chat_id: Some("dream".to_owned()),
+                workspace: services.workspace().display().to_string(),
+                restrict_to_workspace: true,
+            },
+            source: TurnSource::System,
         },
+        builtins: BuiltinTools::default(),
         hooks: CompositeHook::new(vec![Box::new(StripThinking)]),
         events,
         // Dream's turn is not a conversation: nothing of it is kept but the edits themselves.

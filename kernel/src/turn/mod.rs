@@ -3,11 +3,12 @@
 //!
 //! Code map: [`runner::Turn`] is the loop (model call, [`tool_batch`], [`hooks`],
 //! checkpoints, [`budget::fit`] before each call, [`repeats`] against a model stuck on one
-//! call); [`runner_actor::RunnerActor`] runs one turn as an actor that `/stop` can cancel. [`Engine`] is the narrow handle a turn needs:
+//! call, [`builtin`] tools that run inside the kernel); [`runner_actor::RunnerActor`] runs one turn as an actor that `/stop` can cancel. [`Engine`] is the narrow handle a turn needs:
 //! the model, the tools, and the turn settings. Nothing here knows about sessions, memory or
 //! channels; those layers call down into this one.
 
 pub mod budget;
+pub mod builtin;
 pub mod hooks;
 pub mod repeats;
 pub mod runner;

@@ -5,11 +5,12 @@
 //! cap is hit. Every model step and every tool batch is checkpointed to the session file
 //! before the loop moves on, so a killed kernel loses at most the step in flight.
 
-use oxibot_proto::{CallContext, ToolSpec};
+use oxibot_proto::ToolSpec;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::budget;
+use super::builtin::{BuiltinContext, BuiltinTools};
 use super::hooks::{CompositeHook, IterationInfo, StepInfo};
 use super::repeats::{self, RepeatGuard, Verdict};
 use super::tool_batch::{self, ToolOutput};
@@ -114,8 +115,10 @@ pub struct Turn<'a> {
     pub spec: &'a RunSpec,
     /// Tools offered to the model.
     pub tools: Vec<ToolSpec>,
-    /// Passed with every tool call.
-    pub call_context: CallContext,
+    /// Passed with every tool call, with why the turn runs.
+    pub context: BuiltinContext,
+    /// Tools that run inside the kernel (asked before the plugins).
+    pub builtins: BuiltinTools,
     /// Extension points.
     pub hooks: CompositeHook,
     /// Progress for the caller.
@@ -219,15 +222,13 @@ impl Turn<'_> {
         let verdicts: Vec<Verdict> = calls.iter().map(|call| repeats.check(call)).collect();
         let to_run: Vec<ToolCall> =
             calls.iter().zip(&verdicts).filter(|(_, v)| **v == Verdict::Run).map(|(c, _)| c.clone()).collect();
-        let mut ran = tool_batch::execute(
-            self.host,
-            &to_run,
-            &self.call_context,
-            self.spec.max_tool_result_chars,
-            self.gate.as_deref(),
-        )
-        .await
-        .into_iter();
+        let toolbox = tool_batch::Toolbox {
+            host: self.host,
+            builtins: &self.builtins,
+            context: &self.context,
+            gate: self.gate.as_deref(),
+        };
+        let mut ran = tool_batch::execute(&toolbox, &to_run, self.spec.max_tool_result_chars).await.into_iter();
         let results: Vec<ToolOutput> = calls
             .iter()
             .zip(verdicts)

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use oxibot_proto::CallContext;
+use oxibot_proto::ToolSpec;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
 use super::Engine;
+use super::builtin::{BuiltinContext, BuiltinTools};
 use super::hooks::CompositeHook;
 use super::runner::{Checkpoint, RunError, Turn, TurnEvent, TurnOutcome};
 use crate::message::ChatMessage;
@@ -52,8 +53,10 @@ impl Actor for RunnerActor {
 pub struct RunTurn {
     /// System prompt, history and the user's message.
     pub messages: Vec<ChatMessage>,
-    /// Passed to every tool call.
-    pub call_context: CallContext,
+    /// Passed to every tool call, with why the turn runs.
+    pub context: BuiltinContext,
+    /// Tools that run inside the kernel, offered next to the plugins' tools.
+    pub builtins: BuiltinTools,
     /// Hooks for this turn.
     pub hooks: CompositeHook,
     /// Progress for the caller.
@@ -70,13 +73,14 @@ impl Handler<RunTurn> for RunnerActor {
         self.reply = Some(tx);
         let engine = self.engine.clone();
         let work = async move {
-            let tools = engine.host().tools();
+            let tools = offered_tools(engine.host().tools(), &turn.builtins);
             let run = Turn {
                 provider: engine.provider(),
                 host: engine.host(),
                 spec: engine.spec(),
                 tools,
-                call_context: turn.call_context,
+                context: turn.context,
+                builtins: turn.builtins,
                 hooks: turn.hooks,
                 events: turn.events,
                 checkpoint: turn.checkpoint,
@@ -93,6 +97,19 @@ impl Handler<RunTurn> for RunnerActor {
         self.work = Some(handle);
         Box::pin(async move { rx.await.unwrap_or(Err(TurnFailure::Lost)) })
     }
+}
+
+/// The tools a turn offers: the plugins' own tools, then the built-ins, then MCP servers'
+/// tools (`mcp_…`), so the stable part of the list comes first and prompt caches hit. A
+/// plugin tool named like a built-in is not offered: the built-in answers that name.
+pub fn offered_tools(plugin_tools: Vec<ToolSpec>, builtins: &BuiltinTools) -> Vec<ToolSpec> {
+    let (mcp, mut tools): (Vec<ToolSpec>, Vec<ToolSpec>) = plugin_tools
+        .into_iter()
+        .filter(|t| !builtins.contains(&t.name))
+        .partition(|t| t.name.starts_with("mcp_"));
+    tools.extend(builtins.specs());
+    tools.extend(mcp);
+    tools
 }
 
 /// Stop the running turn now.

@@ -5,6 +5,7 @@ use futures_util::future::join_all;
 use oxibot_proto::CallContext;
 use serde_json::Value;
 
+use super::builtin::{BuiltinContext, BuiltinTools};
 use crate::message::{ChatMessage, ToolCall};
 use crate::plugin::{PluginError, PluginHost};
 
@@ -28,18 +29,29 @@ pub trait ToolGate: Send + Sync {
     fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
 }
 
+/// Where one step's calls run: the plugin host, the turn's built-in tools (asked first), the
+/// context every call gets, and the gate that may refuse a call.
+pub struct Toolbox<'a> {
+    /// The plugins' tools.
+    pub host: &'a PluginHost,
+    /// Tools that run inside the kernel.
+    pub builtins: &'a BuiltinTools,
+    /// Session, channel and workspace of the calls, and why the turn runs.
+    pub context: &'a BuiltinContext,
+    /// Refuses calls before they run, when set.
+    pub gate: Option<&'a dyn ToolGate>,
+}
+
 /// Runs `calls` and returns one output per call, in the calls' order.
 ///
 /// Consecutive read-only calls run concurrently; any other call runs alone, so writes and
-/// exclusive tools such as `exec` never overlap with anything.
-pub async fn execute(
-    host: &PluginHost,
-    calls: &[ToolCall],
-    context: &CallContext,
-    max_chars: usize,
-    gate: Option<&dyn ToolGate>,
-) -> Vec<ToolOutput> {
-    let read_only: Vec<bool> = calls.iter().map(|c| is_read_only(host, &c.function.name)).collect();
+/// exclusive tools such as `exec` never overlap with anything. Built-in tools never count as
+/// read-only.
+pub async fn execute(toolbox: &Toolbox<'_>, calls: &[ToolCall], max_chars: usize) -> Vec<ToolOutput> {
+    let read_only: Vec<bool> = calls
+        .iter()
+        .map(|c| !toolbox.builtins.contains(&c.function.name) && is_read_only(toolbox.host, &c.function.name))
+        .collect();
     let mut results = Vec::with_capacity(calls.len());
     let mut start = 0;
     while start < calls.len() {
@@ -49,7 +61,7 @@ pub async fn execute(
                 end += 1;
             }
         }
-        let group = calls[start..end].iter().map(|call| run_one(host, call, context, max_chars, gate));
+        let group = calls[start..end].iter().map(|call| run_one(toolbox, call, max_chars));
         results.extend(join_all(group).await);
         start = end;
     }
@@ -60,24 +72,29 @@ fn is_read_only(host: &PluginHost, tool: &str) -> bool {
     host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
 }
 
-async fn run_one(
-    host: &PluginHost,
-    call: &ToolCall,
-    context: &CallContext,
-    max_chars: usize,
-    gate: Option<&dyn ToolGate>,
-) -> ToolOutput {
-    let arguments = parse_arguments(&call.function.name, &call.function.arguments)
-        .and_then(|arguments| gate.map_or(Ok(()), |g| g.check(&call.function.name, &arguments)).map(|()| arguments));
+async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, max_chars: usize) -> ToolOutput {
+    let name = &call.function.name;
+    let arguments = parse_arguments(name, &call.function.arguments)
+        .and_then(|arguments| toolbox.gate.map_or(Ok(()), |g| g.check(name, &arguments)).map(|()| arguments));
     let (content, is_error) = match arguments {
         Err(message) => (format!("Error: {message}{ERROR_HINT}"), true),
-        Ok(arguments) => match host.call(&call.function.name, arguments, context.clone(), None).await {
-            Ok(result) if result.is_error => (format!("{}{ERROR_HINT}", result.content), true),
-            Ok(result) => (result.content, false),
-            Err(error) => (format!("Error: {}{ERROR_HINT}", describe(&error)), true),
+        Ok(arguments) => match toolbox.builtins.get(name) {
+            Some(tool) => {
+                let reply = tool.call(arguments, toolbox.context).await;
+                if reply.is_error { (format!("{}{ERROR_HINT}", reply.content), true) } else { (reply.content, false) }
+            }
+            None => run_in_plugin(toolbox.host, name, arguments, &toolbox.context.call).await,
         },
     };
     ToolOutput { message: ChatMessage::tool_result(call, truncate(content, max_chars)), is_error }
+}
+
+async fn run_in_plugin(host: &PluginHost, tool: &str, arguments: Value, context: &CallContext) -> (String, bool) {
+    match host.call(tool, arguments, context.clone(), None).await {
+        Ok(result) if result.is_error => (format!("{}{ERROR_HINT}", result.content), true),
+        Ok(result) => (result.content, false),
+        Err(error) => (format!("Error: {}{ERROR_HINT}", describe(&error)), true),
+    }
 }
 
 /// Parses the model's argument text; an empty string means no arguments.

@@ -1,0 +1,181 @@
+//! Kernel built-in tools: the tools that need the kernel's own state (`cron`, `spawn`,
+//! `message`) and so run inside the kernel instead of a plugin process. A turn offers them
+//! next to the plugins' tools; [`super::tool_batch`] runs a call through the built-in of that
+//! name before it looks for a plugin.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use oxibot_proto::{CallContext, ToolSpec};
+use serde_json::Value;
+
+/// What a built-in tool answers: the text the model reads and whether the call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolReply {
+    /// The result text (`Error: …` for failures, by the tools' convention).
+    pub content: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+impl ToolReply {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> ToolReply {
+        ToolReply { content: content.into(), is_error: false }
+    }
+
+    /// A failure the model can read; `problem` is prefixed with `Error: `.
+    pub fn error(problem: impl std::fmt::Display) -> ToolReply {
+        ToolReply { content: format!("Error: {problem}"), is_error: true }
+    }
+}
+
+/// Why a turn runs: a built-in may behave differently (the `cron` tool adds no job from
+/// inside a cron run, for example).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnSource {
+    /// A message from the user (terminal or chat channel).
+    #[default]
+    User,
+    /// A scheduled job firing.
+    Cron,
+    /// The periodic heartbeat.
+    Heartbeat,
+    /// A background helper's own turn.
+    Subagent,
+    /// A kernel notice to the session (a helper's result coming back).
+    System,
+}
+
+/// What a built-in call runs with: the call context plugins get, and why the turn runs.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinContext {
+    /// Session, channel, chat and workspace of the call.
+    pub call: CallContext,
+    /// Why the turn runs.
+    pub source: TurnSource,
+}
+
+/// The future a built-in call returns (it runs on the turn's own task; no `Send` needed).
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolReply> + 'a>>;
+
+/// One built-in tool.
+pub trait BuiltinTool: Send + Sync {
+    /// Name, description and JSON schema, as the model sees them.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs one call with the model's (already parsed, object) arguments.
+    fn call<'a>(&'a self, arguments: Value, context: &'a BuiltinContext) -> ToolFuture<'a>;
+}
+
+/// The built-in tools one turn offers, in a fixed order (so the prompt prefix stays the same
+/// from turn to turn and provider caches hit).
+#[derive(Clone, Default)]
+pub struct BuiltinTools {
+    tools: Vec<Arc<dyn BuiltinTool>>,
+}
+
+impl BuiltinTools {
+    /// A set of `tools`; a later tool with the name of an earlier one is left out.
+    pub fn new(tools: Vec<Arc<dyn BuiltinTool>>) -> BuiltinTools {
+        let mut kept: Vec<Arc<dyn BuiltinTool>> = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let name = tool.spec().name;
+            if kept.iter().all(|k| k.spec().name != name) {
+                kept.push(tool);
+            }
+        }
+        BuiltinTools { tools: kept }
+    }
+
+    /// The same set without the tools named in `names` (a helper's turn offers no `spawn`).
+    pub fn without(&self, names: &[&str]) -> BuiltinTools {
+        let tools = self.tools.iter().filter(|t| !names.contains(&t.spec().name.as_str())).cloned().collect();
+        BuiltinTools { tools }
+    }
+
+    /// The same set plus `tool` (replacing a tool of the same name).
+    pub fn with(&self, tool: Arc<dyn BuiltinTool>) -> BuiltinTools {
+        let name = tool.spec().name;
+        let mut tools: Vec<_> = self.tools.iter().filter(|t| t.spec().name != name).cloned().collect();
+        tools.push(tool);
+        BuiltinTools { tools }
+    }
+
+    /// The tool called `name`, if this set has one.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn BuiltinTool>> {
+        self.tools.iter().find(|t| t.spec().name == name)
+    }
+
+    /// Whether the set has a tool called `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// The tools' specs, in the set's order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    /// The tools' names, in the set's order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name).collect()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+impl std::fmt::Debug for BuiltinTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo(&'static str);
+
+    impl BuiltinTool for Echo {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.to_owned(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+                read_only: false,
+                exclusive: false,
+                timeout_secs: None,
+            }
+        }
+
+        fn call<'a>(&'a self, arguments: Value, _: &'a BuiltinContext) -> ToolFuture<'a> {
+            Box::pin(async move { ToolReply::ok(arguments.to_string()) })
+        }
+    }
+
+    #[test]
+    fn a_set_keeps_its_order_and_drops_what_is_left_out() {
+        let set = BuiltinTools::new(vec![Arc::new(Echo("message")), Arc::new(Echo("spawn")), Arc::new(Echo("cron"))]);
+        assert_eq!(set.names(), ["message", "spawn", "cron"]);
+        assert_eq!(set.without(&["spawn", "message"]).names(), ["cron"]);
+        assert!(!set.without(&["cron"]).contains("cron"));
+    }
+
+    #[test]
+    fn a_duplicate_name_keeps_the_first_tool() {
+        let set = BuiltinTools::new(vec![Arc::new(Echo("cron")), Arc::new(Echo("cron"))]);
+        assert_eq!(set.names(), ["cron"]);
+    }
+
+    #[test]
+    fn errors_start_with_the_convention_models_know() {
+        let reply = ToolReply::error("unknown timezone 'Mars/Base'");
+        assert!(reply.is_error);
+        assert_eq!(reply.content, "Error: unknown timezone 'Mars/Base'");
+    }
+}
