@@ -12,12 +12,13 @@
 //! 5. `context` — the system prompt;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `services` — what every actor above shares;
-//! 8. `memory` — consolidation, Dream, git;
+//! 8. `memory` — consolidation, Dream, git; `automation` — the kernel acting on its own;
 //! 9. `agent` — sessions and commands;
 //! 10. `gateway` — the daemon serving channels;
 //! 11. `cli` (in the binary) — the edge.
 
 pub mod agent;
+pub mod automation;
 pub mod config;
 pub mod context;
 pub mod fsutil;

@@ -23,6 +23,12 @@ pub fn plugins_dir() -> PathBuf {
     data_dir().join("plugins")
 }
 
+/// Where files the assistant receives or makes are kept: `<data dir>/media` (channels use a
+/// folder per channel inside it).
+pub fn media_dir() -> PathBuf {
+    data_dir().join("media")
+}
+
 /// The user's home directory (`$HOME`, else `/`).
 pub fn home_dir() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))

@@ -14,7 +14,7 @@ const RUNGS: &[&[&str]] = &[
     &["context"],
     &["turn"],
     &["services"],
-    &["memory"],
+    &["memory", "automation"],
     &["agent"],
     &["gateway"],
 ];

@@ -5,6 +5,7 @@
 //! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
+//! - `automation`: the assistant acting on its own through `oxibot gateway`: the `message` tool;
 //! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
@@ -35,6 +36,7 @@
 
 mod agent;
 mod agent_terminal;
+mod automation;
 mod channel_api;
 mod channel_discord;
 mod channel_slack;

@@ -21,6 +21,7 @@ use crate::memory::MemoryActors;
 use crate::memory::consolidator::ConsolidateError;
 use crate::services::Services;
 use crate::session::{SessionError, SessionKey};
+use crate::turn::builtin::TurnSource;
 use crate::turn::runner::TurnEvent;
 use crate::turn::runner_actor::{RunnerActor, StopTurn, TurnFailure};
 pub use session_actor::ChannelOrigin;
@@ -141,9 +142,41 @@ impl SessionManager {
             let stopped = control.stop();
             return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
         }
-        addr.send(UserTurn { text: text.to_owned(), events, origin: None, persisted: None, resume: false })
-            .await
-            .map_err(|_| AgentError::Gone)?
+        self.deliver(addr, text, events, TurnSource::User).await
+    }
+
+    /// Runs a turn in session `key` on a message the kernel wrote itself (a cron job's
+    /// message, the heartbeat's tasks, a helper's result): stored as the session's next user
+    /// message, marked with its `source`, after the session's current turn (never
+    /// interleaved with it), and never read as a slash command.
+    pub async fn send_system(
+        &self,
+        key: impl Into<SessionKey>,
+        text: &str,
+        source: TurnSource,
+        events: UnboundedSender<TurnEvent>,
+    ) -> Result<TurnReply, AgentError> {
+        let (addr, _) = self.session(key);
+        self.deliver(addr, text, events, source).await
+    }
+
+    async fn deliver(
+        &self,
+        addr: Addr<SessionActor>,
+        text: &str,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+    ) -> Result<TurnReply, AgentError> {
+        let turn = UserTurn { text: text.to_owned(), events, origin: None, persisted: None, resume: false, source };
+        addr.send(turn).await.map_err(|_| AgentError::Gone)?
+    }
+
+    /// Records in session `key` a message the assistant sent there on its own (the `message`
+    /// tool, from another session): appended as an assistant message after the session's
+    /// current turn, without waiting for it.
+    pub fn record_sent(&self, key: impl Into<SessionKey>, content: &str) {
+        let (addr, _) = self.session(key);
+        addr.do_send(session_actor::RecordSent { content: content.to_owned() });
     }
 
     /// Handles one message from a chat channel: `persisted` fires once it is on disk (or
@@ -168,6 +201,7 @@ impl SessionManager {
             origin: Some(origin),
             persisted: Some(persisted),
             resume: false,
+            source: TurnSource::User,
         })
         .await
         .map_err(|_| AgentError::Gone)?
@@ -188,7 +222,8 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
-        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true })
+        let source = TurnSource::User;
+        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true, source })
             .await
             .map_err(|_| AgentError::Gone)?
     }

@@ -85,7 +85,14 @@ pub struct UserTurn {
     pub persisted: Option<tokio::sync::oneshot::Sender<()>>,
     /// No new message: answer the session's last message if a crash left it unanswered.
     pub resume: bool,
+    /// Who wrote the message: the user, or the kernel itself (a cron job, the heartbeat, a
+    /// helper's result). Only the user's messages are read as slash commands.
+    pub source: TurnSource,
 }
+
+/// Key under which a message the kernel wrote into a session records why (`cron`,
+/// `heartbeat`, `system`); the user's own messages have none.
+pub const SOURCE_KEY: &str = "source";
 
 /// Note in the session's metadata (`undelivered`) that a reply never reached its chat.
 #[derive(Message)]
@@ -101,23 +108,39 @@ impl Handler<RecordUndelivered> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, note: RecordUndelivered, _: &mut Context<Self>) {
-        let mut guard = lock(&self.parts.session);
-        let session = match guard.as_mut() {
-            Some(session) => session,
-            None => match self.parts.services.sessions().load(self.parts.key.as_str()) {
-                Ok(loaded) => guard.insert(loaded.session),
-                Err(error) => {
-                    return tracing::warn!(session = %self.parts.key, %error, "cannot record an undelivered reply");
-                }
-            },
-        };
         let entry = serde_json::json!({"at": crate::session::now_timestamp(), "error": note.error, "content": note.content.chars().take(500).collect::<String>()});
-        match session.metadata.entry("undelivered").or_insert_with(|| serde_json::Value::Array(Vec::new())) {
-            serde_json::Value::Array(list) => list.push(entry),
-            other => *other = serde_json::Value::Array(vec![entry]),
-        }
-        if let Err(error) = self.parts.services.sessions().save_metadata(session) {
+        let saved = self.parts.with_session(|session, store| {
+            match session.metadata.entry("undelivered").or_insert_with(|| serde_json::Value::Array(Vec::new())) {
+                serde_json::Value::Array(list) => list.push(entry),
+                other => *other = serde_json::Value::Array(vec![entry]),
+            }
+            store.save_metadata(session).map_err(AgentError::Session)
+        });
+        if let Err(error) = saved {
             tracing::warn!(session = %self.parts.key, %error, "cannot record an undelivered reply");
+        }
+    }
+}
+
+/// Append a message the assistant sent to this session's chat from another session (the
+/// `message` tool), so this session's conversation shows it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RecordSent {
+    /// What was sent.
+    pub content: String,
+}
+
+impl Handler<RecordSent> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, sent: RecordSent, _: &mut Context<Self>) {
+        let mut message = ChatMessage::text(Role::Assistant, sent.content);
+        message.extra.insert(SOURCE_KEY.to_owned(), serde_json::Value::String("message".to_owned()));
+        let saved =
+            self.parts.with_session(|session, store| store.append(session, vec![message]).map_err(AgentError::Session));
+        if let Err(error) = saved {
+            tracing::warn!(session = %self.parts.key, %error, "cannot record a message sent to this chat");
         }
     }
 }
@@ -172,6 +195,17 @@ struct TurnJob {
 }
 
 impl TurnJob {
+    /// Runs `change` on the session, loading it first when no turn has yet.
+    fn with_session(
+        &self,
+        change: impl FnOnce(&mut Session, &crate::session::SessionStore) -> Result<(), AgentError>,
+    ) -> Result<(), AgentError> {
+        self.ensure_loaded()?;
+        let mut guard = lock(&self.session);
+        let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
+        change(session, self.services.sessions())
+    }
+
     async fn run(self, mut turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
         let seen = turn.origin.as_ref().and_then(|o| self.find_inbound(&o.inbound_id));
@@ -191,11 +225,14 @@ impl TurnJob {
             }
             None => {
                 self.close_unanswered()?;
-                if let Some(command) = Command::parse(&turn.text) {
+                if let Some(command) = Command::parse(&turn.text).filter(|_| turn.source == TurnSource::User) {
                     notify(&mut turn.persisted);
                     return self.command(command).await;
                 }
                 let mut user = ChatMessage::text(Role::User, self.fit_for_the_model(&turn.text));
+                if let Some(name) = source_name(turn.source) {
+                    user.extra.insert(SOURCE_KEY.to_owned(), serde_json::Value::String(name.to_owned()));
+                }
                 if let Some(origin) = &turn.origin {
                     user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(origin.inbound_id.clone()));
                     user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), origin.metadata.clone());
@@ -220,7 +257,7 @@ impl TurnJob {
         let messages = self.request_messages(system);
         let runner = RunnerActor::new(self.services.engine().clone()).start();
         self.control.set_runner(Some(runner.clone()));
-        let outcome = runner.send(self.run_turn(messages, turn.events)).await;
+        let outcome = runner.send(self.run_turn(messages, turn.events, turn.source)).await;
         self.control.set_runner(None);
         match outcome.unwrap_or(Err(TurnFailure::Lost)) {
             Ok(outcome) => {
@@ -242,7 +279,7 @@ impl TurnJob {
         }
     }
 
-    fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>) -> RunTurn {
+    fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>, source: TurnSource) -> RunTurn {
         let call_context = CallContext {
             session_key: Some(self.key.to_string()),
             channel: Some(self.key.channel().to_owned()),
@@ -258,7 +295,7 @@ impl TurnJob {
             let session = guard.as_mut().ok_or(CheckpointError::NotLoaded)?;
             Ok(store.append(session, messages)?)
         });
-        let context = BuiltinContext { call: call_context, source: TurnSource::User };
+        let context = BuiltinContext { call: call_context, source };
         RunTurn { messages, context, builtins: self.services.builtins(), hooks, events, checkpoint }
     }
 
@@ -449,6 +486,17 @@ enum Seen {
     Answered,
     /// Stored as the last message, never answered.
     Pending,
+}
+
+/// How a message the kernel wrote is marked in the session file.
+fn source_name(source: TurnSource) -> Option<&'static str> {
+    match source {
+        TurnSource::User => None,
+        TurnSource::Cron => Some("cron"),
+        TurnSource::Heartbeat => Some("heartbeat"),
+        TurnSource::Subagent => Some("subagent"),
+        TurnSource::System => Some("system"),
+    }
 }
 
 fn notify(persisted: &mut Option<tokio::sync::oneshot::Sender<()>>) {

@@ -21,8 +21,12 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::SessionManager;
+use crate::automation::dispatch::Dispatcher;
+use crate::automation::message::MessageTool;
 use crate::memory::dream_actor::StartSchedule;
+use crate::paths;
 use crate::services::Services;
+use crate::turn::builtin::BuiltinTools;
 use access::Access;
 use router::Router;
 use settings::GatewaySettings;
@@ -68,11 +72,14 @@ pub async fn run(
     let mut interrupt = signal(SignalKind::interrupt()).map_err(GatewayError::Signals)?;
 
     let events = services.host().subscribe();
+    let (dispatcher, requests) = Dispatcher::channel();
+    services.install_builtins(builtin_tools(&dispatcher));
     let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
+    actix::spawn(router.clone().serve_requests(requests));
     let health_services = services.clone();
     let source =
         health::HealthSource { report: Rc::new(move || health::report(health_services.host(), started)), started };
@@ -96,6 +103,11 @@ pub async fn run(
     }
     services.host().shutdown().await;
     Ok(())
+}
+
+/// The built-in tools of a gateway's sessions.
+fn builtin_tools(dispatcher: &Dispatcher) -> BuiltinTools {
+    BuiltinTools::new(vec![Arc::new(MessageTool::new(dispatcher.clone(), Some(paths::media_dir())))])
 }
 
 /// Answers messages a previous run persisted but never answered.

@@ -4,7 +4,7 @@
 //! retries.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,8 @@ use std::time::Duration;
 use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+
+mod requests;
 
 use super::access::{Access, Decision};
 use super::settings::{AllowFrom, GatewaySettings};
@@ -46,6 +48,12 @@ pub struct Router {
     in_flight: Cell<usize>,
     /// Waits between delivery attempts.
     retry_delays: Vec<Duration>,
+    /// The chat a person wrote from most recently: channel, chat id and the channel's details
+    /// (where the heartbeat reports).
+    last_active: RefCell<Option<(String, String, Value)>>,
+    /// Sessions whose running turn already sent a message to their own chat with the
+    /// `message` tool: the turn's final reply is not sent as well.
+    sent_by_tool: RefCell<HashSet<SessionKey>>,
 }
 
 impl Router {
@@ -68,6 +76,8 @@ impl Router {
             accepting: Cell::new(true),
             in_flight: Cell::new(0),
             retry_delays: retry_delays.unwrap_or_else(|| DELIVERY_RETRY_DELAYS.to_vec()),
+            last_active: RefCell::default(),
+            sent_by_tool: RefCell::default(),
         })
     }
 
@@ -144,17 +154,18 @@ impl Router {
                 let text = format!(
                     "Hi! I don't know you yet. Ask my owner to approve you with:\n\n    oxibot pairing approve {code}"
                 );
-                self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
+                let _ = self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
                 return;
             }
         }
+        *self.last_active.borrow_mut() = Some((channel.clone(), inbound.chat_id.clone(), inbound.metadata.clone()));
         if let Some(code) = inbound.content.trim().strip_prefix("/pairing approve ") {
             self.accept(&channel, &inbound.id);
             let text = match self.access.approve(code) {
                 Ok(p) => format!("Approved {} on {}.", p.sender_id, p.channel),
                 Err(error) => format!("Cannot approve: {error}"),
             };
-            self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
+            let _ = self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
             return;
         }
         self.in_flight.set(self.in_flight.get() + 1);
@@ -225,6 +236,10 @@ impl Router {
         stream_id: Option<u64>,
         metadata: Value,
     ) {
+        if self.sent_by_tool.borrow_mut().remove(&SessionKey::new(channel, chat_id)) {
+            tracing::debug!(%channel, %chat_id, "the turn sent its message with the message tool; no second reply");
+            return;
+        }
         let text = match reply {
             Ok(TurnReply::AlreadyAnswered) => return,
             Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => text,
@@ -234,12 +249,32 @@ impl Router {
         if text.trim().is_empty() {
             return;
         }
-        self.deliver(channel, chat_id, text, stream_id, metadata).await;
+        let _ = self.deliver(channel, chat_id, text, stream_id, metadata).await;
     }
 
     /// Sends one reply, retrying (1 s, 2 s, 4 s) until the channel acknowledges it; a
-    /// delivery that finally fails is logged and recorded in the session.
-    async fn deliver(&self, channel: &str, chat_id: &str, content: String, stream_id: Option<u64>, metadata: Value) {
+    /// delivery that finally fails is logged, recorded in the session, and returned.
+    async fn deliver(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        content: String,
+        stream_id: Option<u64>,
+        metadata: Value,
+    ) -> Result<(), String> {
+        self.deliver_with_media(channel, chat_id, content, Vec::new(), stream_id, metadata).await
+    }
+
+    /// [`Router::deliver`] with attachments.
+    async fn deliver_with_media(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        content: String,
+        media: Vec<String>,
+        stream_id: Option<u64>,
+        metadata: Value,
+    ) -> Result<(), String> {
         let mut last_error = String::new();
         let delays = std::iter::once(Duration::ZERO).chain(self.retry_delays.iter().copied());
         for delay in delays {
@@ -251,7 +286,7 @@ impl Router {
                 id,
                 chat_id: chat_id.to_owned(),
                 content: content.clone(),
-                media: Vec::new(),
+                media: media.clone(),
                 stream_id,
                 metadata: metadata.clone(),
             };
@@ -261,7 +296,7 @@ impl Router {
                 continue;
             }
             match tokio::time::timeout(ACK_TIMEOUT, ack_rx).await {
-                Ok(Ok(Ok(()))) => return,
+                Ok(Ok(Ok(()))) => return Ok(()),
                 Ok(Ok(Err(error))) => last_error = error,
                 Ok(Err(_)) => last_error = "the channel went away".to_owned(),
                 Err(_) => {
@@ -274,6 +309,7 @@ impl Router {
         tracing::error!(%channel, %chat_id, error = %last_error, "delivery failed for good");
         let key = SessionKey::new(channel, chat_id);
         self.manager.record_undelivered(&key, &content, &last_error).await;
+        Err(last_error)
     }
 
     fn accept(&self, channel: &str, id: &str) {

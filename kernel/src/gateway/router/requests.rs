@@ -1,0 +1,112 @@
+//! The kernel's own requests, served by the router: turns the kernel starts itself (a cron
+//! job, a helper's result, the heartbeat) and messages the `message` tool sends. Both go
+//! through the same delivery as any reply (retried until acknowledged, a final failure
+//! recorded in the session).
+
+use std::rc::Rc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::Router;
+use crate::agent::TurnReply;
+use crate::automation::dispatch::{Request, RunRequest, SendRequest, Target};
+use crate::session::SessionKey;
+
+impl Router {
+    /// Serves the kernel's requests until every [`crate::automation::dispatch::Dispatcher`] is
+    /// gone.
+    pub async fn serve_requests(self: Rc<Self>, mut requests: mpsc::UnboundedReceiver<Request>) {
+        while let Some(request) = requests.recv().await {
+            let router = self.clone();
+            match request {
+                Request::Run(run) => actix::spawn(async move { router.run_requested(run).await }),
+                Request::Send(send) => actix::spawn(async move { router.send_requested(send).await }),
+            };
+        }
+    }
+
+    async fn run_requested(self: Rc<Self>, request: RunRequest) {
+        if !self.accepting.get() {
+            if let Some(done) = request.done {
+                let _ = done.send(Err("the gateway is shutting down".to_owned()));
+            }
+            return;
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        let (channel, chat_id) = (request.key.channel().to_owned(), request.key.chat_id().to_owned());
+        let deliver = request.deliver && self.settings.channel(&channel).is_some();
+        let (events, stream_id) = if deliver {
+            self.stream_to(&channel, &chat_id)
+        } else {
+            let (events, mut rx) = mpsc::unbounded_channel();
+            actix::spawn(async move { while rx.recv().await.is_some() {} });
+            (events, None)
+        };
+        let reply = self.manager.send_system(&request.key, &request.text, request.source, events).await;
+        let answer = match &reply {
+            Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => Ok(text.clone()),
+            Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),
+            Ok(TurnReply::AlreadyAnswered) => Ok(String::new()),
+            Err(error) => Err(error.to_string()),
+        };
+        if deliver {
+            let metadata = self.chat_metadata(&channel, &chat_id);
+            self.deliver_reply(&channel, &chat_id, reply, stream_id, metadata).await;
+        } else {
+            self.sent_by_tool.borrow_mut().remove(&request.key);
+            if request.deliver {
+                tracing::info!(session = %request.key, "no channel of this gateway serves the session; the reply stays in the session");
+            }
+        }
+        if let Some(done) = request.done {
+            let _ = done.send(answer);
+        }
+        self.in_flight.set(self.in_flight.get() - 1);
+    }
+
+    async fn send_requested(self: Rc<Self>, request: SendRequest) {
+        let result = self.send_message(&request).await;
+        let _ = request.done.send(result);
+    }
+
+    async fn send_message(&self, request: &SendRequest) -> Result<(), String> {
+        let (channel, chat_id, metadata) = match &request.target {
+            Target::Chat { channel, chat_id } => {
+                (channel.clone(), chat_id.clone(), self.chat_metadata(channel, chat_id))
+            }
+            Target::LastActive => self
+                .last_active
+                .borrow()
+                .clone()
+                .ok_or_else(|| "nobody has written to the assistant since the gateway started".to_owned())?,
+        };
+        if self.settings.channel(&channel).is_none() {
+            let running: Vec<&str> = self.settings.channels.iter().map(|c| c.name.as_str()).collect();
+            return Err(format!("no channel named '{channel}' runs in this gateway (running: {})", running.join(", ")));
+        }
+        let key = SessionKey::new(&channel, &chat_id);
+        self.in_flight.set(self.in_flight.get() + 1);
+        let sent = self
+            .deliver_with_media(&channel, &chat_id, request.content.clone(), request.media.clone(), None, metadata)
+            .await;
+        self.in_flight.set(self.in_flight.get() - 1);
+        sent?;
+        if request.from.as_ref() == Some(&key) {
+            // Already in that session, as the tool call; its turn's reply is not sent twice.
+            self.sent_by_tool.borrow_mut().insert(key);
+        } else {
+            self.manager.record_sent(&key, &request.content);
+        }
+        Ok(())
+    }
+
+    /// The channel's details of the last message from `chat_id` (thread, reply-to), when it
+    /// is the chat a person wrote from most recently; none otherwise.
+    fn chat_metadata(&self, channel: &str, chat_id: &str) -> Value {
+        match &*self.last_active.borrow() {
+            Some((c, id, metadata)) if c == channel && id == chat_id => metadata.clone(),
+            _ => Value::Object(Default::default()),
+        }
+    }
+}

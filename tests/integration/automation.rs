@@ -1,0 +1,134 @@
+//! The assistant acting on its own, through the real `oxibot gateway`, its channel plugins
+//! and the scripted LLM: the `message` tool sending to another channel's chat.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+
+use futures_util::{SinkExt, StreamExt};
+use oxibot_tests::channels::free_port;
+use oxibot_tests::llm::Reply;
+use oxibot_tests::procs::wait_until;
+use oxibot_tests::wait::DEADLINE;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use super::gateway::GatewayEnv;
+
+/// A client of the loopback channel: `sender:chat:text` lines in, `OUT chat text` lines out.
+pub(crate) struct Loopback {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Loopback {
+    pub(crate) fn connect(port: u16) -> Loopback {
+        let mut stream = None;
+        assert!(
+            wait_until(DEADLINE, || {
+                stream = TcpStream::connect(("127.0.0.1", port)).ok();
+                stream.is_some()
+            }),
+            "the loopback channel never listened"
+        );
+        let stream = stream.unwrap();
+        stream.set_read_timeout(Some(DEADLINE)).unwrap();
+        Loopback { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream }
+    }
+
+    pub(crate) fn say(&mut self, sender: &str, chat: &str, text: &str) {
+        writeln!(self.writer, "{sender}:{chat}:{text}").unwrap();
+    }
+
+    /// The next line starting with `prefix` (others are skipped).
+    pub(crate) fn expect(&mut self, prefix: &str) -> String {
+        loop {
+            let mut line = String::new();
+            let n = self.reader.read_line(&mut line).unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}"));
+            assert!(n > 0, "the channel closed while waiting for {prefix:?}");
+            if line.starts_with(prefix) {
+                return line.trim_end().to_owned();
+            }
+        }
+    }
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
+}
+
+/// The next `message` frame a WebSocket client receives.
+async fn next_message<S>(socket: &mut S) -> Value
+where
+    S: StreamExt<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let frame = tokio::time::timeout(DEADLINE, socket.next()).await.expect("a frame in time").unwrap().unwrap();
+        let WsMessage::Text(text) = frame else { continue };
+        let frame: Value = serde_json::from_str(&text).unwrap();
+        if frame["type"] == "message" {
+            return frame;
+        }
+    }
+}
+
+#[test]
+fn the_message_tool_delivers_to_another_channels_chat_and_records_it_there() {
+    let (loopback_port, ws_port) = (free_port(), free_port());
+    let env = GatewayEnv::with_channels(json!({
+        "loopback": {"enabled": true, "port": loopback_port, "allowFrom": "*"},
+        "websocket": {"enabled": true, "port": ws_port, "allowFrom": "*"}
+    }));
+    let _gateway = env.start_with("websocket");
+    env.wait_running("loopback");
+    block_on(async {
+        let (mut room, _) =
+            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}/ws?chat_id=room7")).await.unwrap();
+        // Say something first, so the websocket chat exists for the gateway.
+        env.llm.push(Reply::Text("welcome".into()));
+        room.send(WsMessage::text(json!({"type": "message", "text": "hello"}).to_string())).await.unwrap();
+        assert_eq!(next_message(&mut room).await["text"], "welcome");
+
+        let arguments = json!({"content": "The build is green.", "channel": "websocket", "chat_id": "room7"});
+        env.llm.push(Reply::ToolCalls(vec![("message".into(), arguments.to_string())]));
+        env.llm.push(Reply::Text("Told them.".into()));
+        let mut terminal = Loopback::connect(loopback_port);
+        terminal.say("alice", "desk", "tell room7 the build is green");
+        assert_eq!(next_message(&mut room).await["text"], "The build is green.");
+        assert_eq!(terminal.expect("OUT desk"), "OUT desk Told them.");
+    });
+    let tool_result = env.llm.requests()[2]["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    assert!(tool_result.as_str().unwrap().contains("Message sent to websocket:room7"), "{tool_result}");
+    let recorded = || env.session_file("websocket:room7").contains("The build is green.");
+    assert!(wait_until(DEADLINE, recorded), "the sent text is in the target session");
+    assert!(env.session_file("websocket:room7").contains("welcome"));
+}
+
+#[test]
+fn a_message_to_a_channel_that_does_not_run_is_an_error_the_model_reads() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let _gateway = env.start_with("loopback");
+    let arguments = json!({"content": "hi", "channel": "slack", "chat_id": "C1"});
+    env.llm.push(Reply::ToolCalls(vec![("message".into(), arguments.to_string())]));
+    env.llm.push(Reply::Text("Slack is not connected.".into()));
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "ping slack");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Slack is not connected.");
+    let result = env.llm.requests()[1]["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    assert!(result.as_str().unwrap().contains("no channel named 'slack'"), "{result}");
+}
+
+#[test]
+fn a_message_the_turn_sends_to_its_own_chat_is_not_followed_by_a_second_reply() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let _gateway = env.start_with("loopback");
+    env.llm.push(Reply::ToolCalls(vec![("message".into(), json!({"content": "Here it is."}).to_string())]));
+    env.llm.push(Reply::Text("I sent it.".into()));
+    env.llm.push(Reply::Text("next answer".into()));
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "send it to me");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Here it is.");
+    client.say("alice", "c1", "and now?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 next answer", "the turn's own reply was not sent after the message");
+}
