@@ -88,6 +88,9 @@ pub struct AgentDefaults {
     pub max_tool_iterations: u32,
     /// IANA timezone for the time shown to the model (`UTC` by default).
     pub timezone: Option<String>,
+    /// Most background helpers (`spawn`) running at once; more wait for a free place.
+    #[serde(alias = "max_concurrent_subagents")]
+    pub max_concurrent_subagents: usize,
     /// Reasoning effort hint for models that take one.
     #[serde(alias = "reasoning_effort")]
     pub reasoning_effort: Option<String>,
@@ -109,6 +112,7 @@ impl Default for AgentDefaults {
             temperature: Some(0.1),
             max_tool_iterations: 40,
             timezone: None,
+            max_concurrent_subagents: 3,
             reasoning_effort: None,
             dream: Value::Null,
             extra: Map::new(),

@@ -132,3 +132,103 @@ fn a_message_the_turn_sends_to_its_own_chat_is_not_followed_by_a_second_reply() 
     client.say("alice", "c1", "and now?");
     assert_eq!(client.expect("OUT c1"), "OUT c1 next answer", "the turn's own reply was not sent after the message");
 }
+
+/// Marks requests made by a helper's turn (its system prompt), for `ScriptedLlm::route`.
+const HELPER: &str = "The main assistant started you for one task";
+
+/// A gateway with the loopback channel, open to everyone, and a client connected to it.
+fn loopback_gateway() -> (GatewayEnv, super::gateway::Gateway, Loopback) {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let gateway = env.start_with("loopback");
+    let client = Loopback::connect(port);
+    (env, gateway, client)
+}
+
+/// The requests a helper's turn made.
+fn helper_requests(env: &GatewayEnv) -> Vec<Value> {
+    env.llm.requests().into_iter().filter(|r| oxibot_tests::llm::system_prompt(r).contains(HELPER)).collect()
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn a_background_helpers_report_comes_back_into_the_session_and_gets_a_follow_up_reply() {
+    let (env, _gateway, mut client) = loopback_gateway();
+    let spawn = json!({"task": "Count the notes in the workspace", "label": "count notes"});
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), spawn.to_string())]));
+    env.llm.push(Reply::Text("I asked a helper to count them.".into()));
+    env.llm.route(HELPER, Reply::Text("There are 3 notes.".into()));
+    env.llm.push(Reply::Text("The helper counted 3 notes.".into()));
+    client.say("alice", "c1", "how many notes do I have?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 I asked a helper to count them.");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 The helper counted 3 notes.");
+
+    let helper = &helper_requests(&env)[0];
+    let task = helper["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(task.contains("Count the notes in the workspace"), "{task}");
+    let follow_up = env.llm.requests().last().unwrap().clone();
+    let notice = follow_up["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(notice.contains("There are 3 notes.") && notice.contains("count notes"), "{notice}");
+    let session = env.session_file("loopback:c1");
+    assert!(session.contains(r#""source":"system""#), "the report is stored as a kernel-written message: {session}");
+}
+
+#[test]
+fn a_helper_with_wait_returns_its_report_as_the_tool_result() {
+    let (env, _gateway, mut client) = loopback_gateway();
+    let spawn = json!({"task": "What is six times seven?", "wait": true});
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), spawn.to_string())]));
+    env.llm.route(HELPER, Reply::Text("42".into()));
+    env.llm.push(Reply::Text("It is 42.".into()));
+    client.say("alice", "c1", "six times seven?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 It is 42.");
+    let requests = env.llm.requests();
+    let last = requests.last().unwrap()["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["role"].as_str(), last["content"].as_str()), (Some("tool"), Some("42")));
+}
+
+#[test]
+fn a_helper_is_offered_neither_spawn_nor_message_and_calling_them_fails() {
+    let (env, _gateway, mut client) = loopback_gateway();
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), json!({"task": "Try to escape", "wait": true}).to_string())]));
+    let escape = vec![
+        ("spawn".into(), json!({"task": "again"}).to_string()),
+        ("message".into(), json!({"content": "hi", "channel": "loopback", "chat_id": "c1"}).to_string()),
+    ];
+    env.llm.route(HELPER, Reply::ToolCalls(escape));
+    env.llm.route(HELPER, Reply::Text("I could not.".into()));
+    env.llm.push(Reply::Text("The helper could not.".into()));
+    client.say("alice", "c1", "go");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 The helper could not.");
+
+    let helper = helper_requests(&env);
+    let offered = tool_names(&helper[0]);
+    assert!(!offered.iter().any(|t| ["spawn", "message", "cron"].contains(&t.as_str())), "{offered:?}");
+    assert!(tool_names(&env.llm.requests()[0]).contains(&"spawn".to_owned()), "the session itself has spawn");
+    let results: Vec<Value> =
+        helper[1]["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").cloned().collect();
+    assert_eq!(results.len(), 2);
+    for result in results {
+        assert!(result["content"].as_str().unwrap().starts_with("Error: unknown tool"), "{result}");
+    }
+}
+
+#[test]
+fn stop_ends_the_sessions_helpers_and_no_report_follows() {
+    let (env, _gateway, mut client) = loopback_gateway();
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), json!({"task": "Think for a long time"}).to_string())]));
+    env.llm.push(Reply::Text("Started.".into()));
+    env.llm.route(HELPER, Reply::SlowFirstToken { delay_ms: 20_000, text: "too late".into() });
+    client.say("alice", "c1", "think");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Started.");
+    let helper_asked = || !helper_requests(&env).is_empty();
+    assert!(wait_until(DEADLINE, helper_asked), "the helper's turn reached the model");
+    client.say("alice", "c1", "/stop");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Stopping, and one helper.");
+    env.llm.push(Reply::Text("still here".into()));
+    client.say("alice", "c1", "anything else?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 still here", "no report of the stopped helper came first");
+}

@@ -137,10 +137,10 @@ impl SessionManager {
         text: &str,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
-        let (addr, control) = self.session(key);
+        let key = key.into();
+        let (addr, control) = self.session(key.clone());
         if text.trim() == "/stop" {
-            let stopped = control.stop();
-            return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
+            return Ok(self.stop_everything(&key, &control));
         }
         self.deliver(addr, text, events, TurnSource::User).await
     }
@@ -189,11 +189,11 @@ impl SessionManager {
         persisted: oneshot::Sender<()>,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
-        let (addr, control) = self.session(key);
+        let key = key.into();
+        let (addr, control) = self.session(key.clone());
         if text.trim() == "/stop" {
             let _ = persisted.send(());
-            let stopped = control.stop();
-            return Ok(TurnReply::Command(if stopped { "Stopping.".into() } else { "Nothing is running.".into() }));
+            return Ok(self.stop_everything(&key, &control));
         }
         addr.send(UserTurn {
             text: text.to_owned(),
@@ -205,6 +205,18 @@ impl SessionManager {
         })
         .await
         .map_err(|_| AgentError::Gone)?
+    }
+
+    /// `/stop`: the session's running turn and the helpers it started.
+    fn stop_everything(&self, key: &SessionKey, control: &TurnControl) -> TurnReply {
+        let turn = control.stop();
+        let helpers = self.services.builtins().stop_session(key.as_str());
+        TurnReply::Command(match (turn, helpers) {
+            (false, 0) => "Nothing is running.".to_owned(),
+            (true, 0) => "Stopping.".to_owned(),
+            (_, 1) => "Stopping, and one helper.".to_owned(),
+            (_, n) => format!("Stopping, and {n} helpers."),
+        })
     }
 
     /// Records in session `key` that a reply could not be delivered.

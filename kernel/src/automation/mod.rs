@@ -7,3 +7,5 @@
 
 pub mod dispatch;
 pub mod message;
+pub mod spawn;
+pub mod supervised;

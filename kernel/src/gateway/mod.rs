@@ -23,6 +23,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::agent::SessionManager;
 use crate::automation::dispatch::Dispatcher;
 use crate::automation::message::MessageTool;
+use crate::automation::spawn::{HelperSettings, SpawnTool};
 use crate::memory::dream_actor::StartSchedule;
 use crate::paths;
 use crate::services::Services;
@@ -73,7 +74,7 @@ pub async fn run(
 
     let events = services.host().subscribe();
     let (dispatcher, requests) = Dispatcher::channel();
-    services.install_builtins(builtin_tools(&dispatcher));
+    services.install_builtins(builtin_tools(&services, &dispatcher));
     let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
@@ -106,8 +107,18 @@ pub async fn run(
 }
 
 /// The built-in tools of a gateway's sessions.
-fn builtin_tools(dispatcher: &Dispatcher) -> BuiltinTools {
-    BuiltinTools::new(vec![Arc::new(MessageTool::new(dispatcher.clone(), Some(paths::media_dir())))])
+fn builtin_tools(services: &Services, dispatcher: &Dispatcher) -> BuiltinTools {
+    let helpers = HelperSettings {
+        engine: services.engine().clone(),
+        tools: BuiltinTools::default(),
+        max_concurrent: services.config().agents.defaults.max_concurrent_subagents,
+        dispatcher: Some(dispatcher.clone()),
+        timezone: services.timezone().map(str::to_owned),
+    };
+    BuiltinTools::new(vec![
+        Arc::new(MessageTool::new(dispatcher.clone(), Some(paths::media_dir()))),
+        Arc::new(SpawnTool::new(helpers)),
+    ])
 }
 
 /// Answers messages a previous run persisted but never answered.

@@ -67,6 +67,12 @@ pub trait BuiltinTool: Send + Sync {
 
     /// Runs one call with the model's (already parsed, object) arguments.
     fn call<'a>(&'a self, arguments: Value, context: &'a BuiltinContext) -> ToolFuture<'a>;
+
+    /// Stops what this tool still runs for session `session_key` (`/stop`); returns how many
+    /// pieces of work it stopped. Most tools run nothing past their call.
+    fn stop_session(&self, _session_key: &str) -> usize {
+        0
+    }
 }
 
 /// The built-in tools one turn offers, in a fixed order (so the prompt prefix stays the same
@@ -121,6 +127,12 @@ impl BuiltinTools {
     /// The tools' names, in the set's order.
     pub fn names(&self) -> Vec<String> {
         self.tools.iter().map(|t| t.spec().name).collect()
+    }
+
+    /// Stops what every tool still runs for session `session_key`; returns how many pieces of
+    /// work were stopped.
+    pub fn stop_session(&self, session_key: &str) -> usize {
+        self.tools.iter().map(|t| t.stop_session(session_key)).sum()
     }
 
     /// Whether the set is empty.
