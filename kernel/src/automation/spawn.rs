@@ -70,6 +70,7 @@ struct Helpers {
 }
 
 /// One helper's task, as the model gave it.
+#[derive(Debug)]
 struct Task {
     text: String,
     label: String,
