@@ -64,10 +64,13 @@ struct Helpers {
     settings: HelperSettings,
     places: Arc<Semaphore>,
     /// Running helpers by the session that started them.
-    running: Mutex<HashMap<String, Vec<(u64, Addr<SupervisedJob>)>>>,
+    running: Mutex<HashMap<String, Vec<RunningHelper>>>,
     next_id: AtomicU64,
     limit: Duration,
 }
+
+/// A running helper: its id and its job.
+type RunningHelper = (u64, Addr<SupervisedJob>);
 
 /// One helper's task, as the model gave it.
 #[derive(Debug)]
