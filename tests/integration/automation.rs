@@ -232,3 +232,46 @@ fn stop_ends_the_sessions_helpers_and_no_report_follows() {
     client.say("alice", "c1", "anything else?");
     assert_eq!(client.expect("OUT c1"), "OUT c1 still here", "no report of the stopped helper came first");
 }
+
+/// Marks the heartbeat's notify-or-not decision (its system prompt).
+const NOTIFY_DECISION: &str = "You decide whether the result of a scheduled background check";
+
+/// A loopback gateway whose heartbeat comes every second.
+fn gateway_with_a_fast_heartbeat() -> (GatewayEnv, super::gateway::Gateway, Loopback) {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    env.edit_config(|config| config["gateway"]["heartbeat"] = json!({"intervalS": 1}));
+    let gateway = env.start_with("loopback");
+    (env, gateway, Loopback::connect(port))
+}
+
+#[test]
+fn a_heartbeat_file_without_tasks_costs_no_model_call_over_several_beats() {
+    let (env, _gateway, _client) = gateway_with_a_fast_heartbeat();
+    let heartbeat = std::fs::read_to_string(env.workspace().join("HEARTBEAT.md")).unwrap();
+    assert!(heartbeat.contains("## Tasks"), "the workspace has the onboarding template");
+    std::thread::sleep(std::time::Duration::from_millis(3_500));
+    assert!(env.llm.requests().is_empty(), "three beats passed without a request to the model");
+}
+
+#[test]
+fn a_heartbeat_task_runs_and_its_notification_reaches_the_last_active_chat() {
+    let (env, _gateway, mut client) = gateway_with_a_fast_heartbeat();
+    env.llm.push(Reply::Text("hi".into()));
+    client.say("alice", "c1", "hello");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 hi");
+
+    env.llm.push(Reply::Text("The disk is 95% full.".into()));
+    let notify = json!({"notify": true, "message": "Your disk is 95% full."});
+    env.llm.route(NOTIFY_DECISION, Reply::ToolCalls(vec![("notify".into(), notify.to_string())]));
+    std::fs::write(env.workspace().join("HEARTBEAT.md"), "# Heartbeat\n\n## Tasks\n\n- Check the disk usage\n")
+        .unwrap();
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Your disk is 95% full.");
+    std::fs::write(env.workspace().join("HEARTBEAT.md"), "## Tasks\n").unwrap();
+
+    let turn = &env.llm.requests()[1];
+    let task = turn["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(task.contains("[Heartbeat]") && task.contains("- Check the disk usage"), "{task}");
+    let session = env.session_file("heartbeat:direct");
+    assert!(session.contains(r#""source":"heartbeat""#) && session.contains("95% full"), "{session}");
+}

@@ -54,6 +54,19 @@ impl GatewayEnv {
         GatewayEnv { home, workspace, llm, channel_port: 0, health_port }
     }
 
+    /// Changes the config file before the gateway starts.
+    pub(crate) fn edit_config(&self, edit: impl FnOnce(&mut Value)) {
+        let path = self.home.path().join("config.json");
+        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut config);
+        std::fs::write(path, config.to_string()).unwrap();
+    }
+
+    /// The workspace directory.
+    pub(crate) fn workspace(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         oxibot_tests::kernel_command(self.home.path(), args)
     }

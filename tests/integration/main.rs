@@ -6,7 +6,7 @@
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `automation`: the assistant acting on its own through `oxibot gateway`: the `message` tool,
-//!   background and waited-for helpers (`spawn`), `/stop` of helpers;
+//!   background and waited-for helpers (`spawn`), `/stop` of helpers, the heartbeat;
 //! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;

@@ -6,6 +6,7 @@
 //! `message` built-in tool.
 
 pub mod dispatch;
+pub mod heartbeat;
 pub mod message;
 pub mod spawn;
 pub mod supervised;

@@ -17,11 +17,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use actix::Actor as _;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::SessionManager;
 use crate::automation::dispatch::Dispatcher;
+use crate::automation::heartbeat::HeartbeatActor;
 use crate::automation::message::MessageTool;
 use crate::automation::spawn::{HelperSettings, SpawnTool};
 use crate::memory::dream_actor::StartSchedule;
@@ -77,6 +79,11 @@ pub async fn run(
     services.install_builtins(builtin_tools(&services, &dispatcher));
     let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
+    if settings.heartbeat.enabled {
+        let workspace = services.workspace().to_path_buf();
+        let engine = services.engine().clone();
+        HeartbeatActor::new(workspace, settings.heartbeat.interval, engine, dispatcher.clone()).start();
+    }
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));

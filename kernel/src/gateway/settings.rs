@@ -1,8 +1,9 @@
-//! The gateway's part of `config.json`: `gateway` (`host`, `port`) and `channels.<name>`
+//! The gateway's part of `config.json`: `gateway` (`host`, `port`, `heartbeat`) and `channels.<name>`
 //! (`enabled`, `allowFrom`, and whatever else the channel plugin reads).
 
 use serde_json::{Map, Value};
 
+use crate::automation::heartbeat::HeartbeatSettings;
 use crate::config::Config;
 
 /// Where the health endpoint listens by default (nanobot's gateway port).
@@ -49,6 +50,8 @@ pub struct GatewaySettings {
     pub port: u16,
     /// Channels with `enabled: true`, by name.
     pub channels: Vec<ChannelSettings>,
+    /// `gateway.heartbeat`.
+    pub heartbeat: HeartbeatSettings,
 }
 
 impl GatewaySettings {
@@ -78,7 +81,9 @@ impl GatewaySettings {
                 }
             }
         }
-        Ok(GatewaySettings { host, port, channels })
+        let heartbeat =
+            HeartbeatSettings::from_section(gateway.get("heartbeat")).map_err(|(key, problem)| error(&key, problem))?;
+        Ok(GatewaySettings { host, port, channels, heartbeat })
     }
 
     /// The settings of channel `name`, if enabled.
