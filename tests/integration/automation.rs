@@ -275,3 +275,19 @@ fn a_heartbeat_task_runs_and_its_notification_reaches_the_last_active_chat() {
     let session = env.session_file("heartbeat:direct");
     assert!(session.contains(r#""source":"heartbeat""#) && session.contains("95% full"), "{session}");
 }
+
+#[test]
+fn a_one_shot_agent_waits_for_its_helper_and_offers_no_message_tool() {
+    let env = super::agent::AgentEnv::new();
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), json!({"task": "Add 2 and 2"}).to_string())]));
+    env.llm.route(HELPER, Reply::Text("4".into()));
+    env.llm.push(Reply::Text("The helper says 4.".into()));
+    let out = env.agent("what is 2 + 2?");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("The helper says 4."));
+    let requests = env.llm.requests();
+    let offered = tool_names(&requests[0]);
+    assert!(offered.contains(&"spawn".to_owned()) && !offered.contains(&"message".to_owned()), "{offered:?}");
+    let result = requests.last().unwrap()["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(result["content"], "4", "the helper's report came back as the tool result, not later");
+}

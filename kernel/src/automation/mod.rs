@@ -2,11 +2,53 @@
 //! kernel starts itself (scheduled jobs, the heartbeat, helpers' results).
 //!
 //! Code map: [`dispatch`] is how tools and schedulers ask whoever runs the kernel (the
-//! gateway, the interactive agent) to run a turn or send a message; [`message`] is the
-//! `message` built-in tool.
+//! gateway, the interactive agent) to run a turn or send a message; [`message`] and
+//! [`spawn`] are built-in tools (a helper runs as a [`supervised::SupervisedJob`]);
+//! [`heartbeat`] is the periodic check of `HEARTBEAT.md`. [`builtin_tools`] assembles the set
+//! a kernel offers, from what works where it runs.
 
 pub mod dispatch;
 pub mod heartbeat;
 pub mod message;
 pub mod spawn;
 pub mod supervised;
+
+use std::sync::Arc;
+
+use crate::paths;
+use crate::services::Services;
+use crate::turn::builtin::{BuiltinTool, BuiltinTools};
+use dispatch::Dispatcher;
+use message::MessageTool;
+use spawn::{HelperSettings, SpawnTool};
+
+/// What the kernel running the tools can do, which decides the built-ins it offers.
+#[derive(Clone, Default)]
+pub struct Reach {
+    /// Runs turns the kernel starts itself (helpers' reports come back); without it, `spawn`
+    /// always waits for its helper.
+    pub dispatcher: Option<Dispatcher>,
+    /// Chat channels can deliver (`message` is offered).
+    pub channels: bool,
+    /// More built-ins that run here (`cron`, when its jobs will run).
+    pub extra: Vec<Arc<dyn BuiltinTool>>,
+}
+
+/// The built-in tools of a kernel with `reach`: `message` where channels deliver, `spawn`
+/// everywhere, then `reach.extra`.
+pub fn builtin_tools(services: &Services, reach: Reach) -> BuiltinTools {
+    let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
+    if let (true, Some(dispatcher)) = (reach.channels, &reach.dispatcher) {
+        tools.push(Arc::new(MessageTool::new(dispatcher.clone(), Some(paths::media_dir()))));
+    }
+    let helpers = HelperSettings {
+        engine: services.engine().clone(),
+        tools: BuiltinTools::default(),
+        max_concurrent: services.config().agents.defaults.max_concurrent_subagents,
+        dispatcher: reach.dispatcher,
+        timezone: services.timezone().map(str::to_owned),
+    };
+    tools.push(Arc::new(SpawnTool::new(helpers)));
+    tools.extend(reach.extra);
+    BuiltinTools::new(tools)
+}

@@ -1,11 +1,14 @@
 //! `oxibot agent`: talk to the assistant, one message (`-m`) or interactively.
 
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use oxibot_kernel::agent::{SessionManager, TurnReply};
+use oxibot_kernel::automation::dispatch::Dispatcher;
+use oxibot_kernel::automation::{Reach, builtin_tools};
 use oxibot_kernel::memory::dream_actor::StartSchedule;
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
@@ -13,6 +16,7 @@ use oxibot_kernel::services::Services;
 use tokio::signal::unix::SignalKind;
 
 use super::CommonArgs;
+use super::background;
 use super::kernel::{Setup, WorkspaceDefault};
 use super::repl;
 use super::stream::Style;
@@ -42,9 +46,15 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
             Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
                 .with_background_consolidation(options.message.is_none());
         let services = Arc::new(services);
-        let manager = SessionManager::new(services.clone());
-        if options.message.is_none() {
+        let interactive = options.message.is_none();
+        let (dispatcher, requests) = Dispatcher::channel();
+        // A one-shot run ends with its answer: a helper's report could not come back later.
+        let reach = Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra: Vec::new() };
+        services.install_builtins(builtin_tools(&services, reach));
+        let manager = Rc::new(SessionManager::new(services.clone()));
+        if interactive {
             manager.memory().dream.do_send(StartSchedule);
+            actix::spawn(background::serve(manager.clone(), requests));
         }
         let code = match &options.message {
             Some(message) => one_shot(&manager, &options, style, message).await,

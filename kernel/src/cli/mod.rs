@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 mod agent;
+mod background;
 mod gateway;
 mod kernel;
 mod markdown;

@@ -24,12 +24,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::agent::SessionManager;
 use crate::automation::dispatch::Dispatcher;
 use crate::automation::heartbeat::HeartbeatActor;
-use crate::automation::message::MessageTool;
-use crate::automation::spawn::{HelperSettings, SpawnTool};
+use crate::automation::{Reach, builtin_tools};
 use crate::memory::dream_actor::StartSchedule;
-use crate::paths;
 use crate::services::Services;
-use crate::turn::builtin::BuiltinTools;
 use access::Access;
 use router::Router;
 use settings::GatewaySettings;
@@ -76,7 +73,8 @@ pub async fn run(
 
     let events = services.host().subscribe();
     let (dispatcher, requests) = Dispatcher::channel();
-    services.install_builtins(builtin_tools(&services, &dispatcher));
+    let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra: Vec::new() };
+    services.install_builtins(builtin_tools(&services, reach));
     let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
     if settings.heartbeat.enabled {
@@ -111,21 +109,6 @@ pub async fn run(
     }
     services.host().shutdown().await;
     Ok(())
-}
-
-/// The built-in tools of a gateway's sessions.
-fn builtin_tools(services: &Services, dispatcher: &Dispatcher) -> BuiltinTools {
-    let helpers = HelperSettings {
-        engine: services.engine().clone(),
-        tools: BuiltinTools::default(),
-        max_concurrent: services.config().agents.defaults.max_concurrent_subagents,
-        dispatcher: Some(dispatcher.clone()),
-        timezone: services.timezone().map(str::to_owned),
-    };
-    BuiltinTools::new(vec![
-        Arc::new(MessageTool::new(dispatcher.clone(), Some(paths::media_dir()))),
-        Arc::new(SpawnTool::new(helpers)),
-    ])
 }
 
 /// Answers messages a previous run persisted but never answered.

@@ -1,0 +1,49 @@
+//! The interactive `oxibot agent`'s side of the kernel's own requests: a turn the kernel
+//! starts itself (a helper's report coming back, a scheduled job) runs in its session after
+//! the session's current turn, and its reply is printed between the user's turns.
+
+use std::io::Write;
+use std::rc::Rc;
+
+use oxibot_kernel::agent::{SessionManager, TurnReply};
+use oxibot_kernel::automation::dispatch::{Request, RunRequest};
+use tokio::sync::mpsc;
+
+/// Serves requests until every dispatcher is gone.
+pub async fn serve(manager: Rc<SessionManager>, mut requests: mpsc::UnboundedReceiver<Request>) {
+    while let Some(request) = requests.recv().await {
+        match request {
+            Request::Run(run) => {
+                let manager = manager.clone();
+                actix::spawn(async move { run_and_print(&manager, run).await });
+            }
+            Request::Send(send) => {
+                let _ = send.done.send(Err("only `oxibot gateway` sends messages to chats".to_owned()));
+            }
+        }
+    }
+}
+
+async fn run_and_print(manager: &SessionManager, request: RunRequest) {
+    let (events, mut rx) = mpsc::unbounded_channel();
+    actix::spawn(async move { while rx.recv().await.is_some() {} });
+    let reply = manager.send_system(&request.key, &request.text, request.source, events).await;
+    let answer = match &reply {
+        Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => Ok(text.clone()),
+        Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),
+        Ok(TurnReply::AlreadyAnswered) => Ok(String::new()),
+        Err(error) => Err(error.to_string()),
+    };
+    if request.deliver {
+        let mut out = std::io::stdout().lock();
+        let _ = match &answer {
+            Ok(text) if !text.trim().is_empty() => writeln!(out, "\n[{}] {text}", request.key),
+            Ok(_) => Ok(()),
+            Err(error) => writeln!(out, "\n[{}] error: {error}", request.key),
+        };
+        let _ = out.flush();
+    }
+    if let Some(done) = request.done {
+        let _ = done.send(answer);
+    }
+}
