@@ -139,7 +139,12 @@ impl Services {
     /// Installs the built-in tools every session's turns offer; returns `false` (and changes
     /// nothing) when a set was installed already.
     pub fn install_builtins(&self, tools: BuiltinTools) -> bool {
-        self.builtins.set(tools).is_ok()
+        let names = tools.names();
+        let installed = self.builtins.set(tools).is_ok();
+        if installed {
+            self.with_context(|context| context.set_builtin_tools(names));
+        }
+        installed
     }
 
     /// The built-in tools a session's turn offers (none until installed).

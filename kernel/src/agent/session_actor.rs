@@ -353,7 +353,8 @@ impl TurnJob {
     /// The prompt around the messages: system prompt and tool definitions.
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
         let tools = self.services.host().tools_json();
-        format!("{system}\n{tools}").into()
+        let builtins = serde_json::to_string(&self.services.builtins().specs()).unwrap_or_default();
+        format!("{system}\n{tools}\n{builtins}").into()
     }
 
     /// Whether the session's prompt may have reached its budget: the ledger's cheap bound

@@ -57,6 +57,9 @@ pub struct ContextBuilder {
     /// Whether copying the built-in skills has failed and been reported, so that a read-only
     /// workspace does not log a warning every turn.
     copy_failure_reported: bool,
+    /// The kernel built-in tools offered here (`cron`, `spawn`, `message`): the prompt
+    /// mentions only these, and skills that need another one are marked unavailable.
+    builtins: Vec<String>,
 }
 
 impl ContextBuilder {
@@ -65,7 +68,12 @@ impl ContextBuilder {
         let workspace = crate::paths::expand_tilde(&workspace);
         let workspace =
             std::fs::canonicalize(&workspace).or_else(|_| std::path::absolute(&workspace)).unwrap_or(workspace);
-        ContextBuilder { workspace, files: FileCache::default(), copy_failure_reported: false }
+        ContextBuilder { workspace, files: FileCache::default(), copy_failure_reported: false, builtins: Vec::new() }
+    }
+
+    /// Tells the builder which kernel built-in tools this kernel offers.
+    pub fn set_builtin_tools(&mut self, names: Vec<String>) {
+        self.builtins = names;
     }
 
     /// The workspace this builder reads.
@@ -77,7 +85,7 @@ impl ContextBuilder {
     /// clock; files are re-read only when their modification time or length has changed.
     pub fn system_prompt(&mut self, channel: &str) -> String {
         let skills = self.load_skills();
-        prompt::build(&self.workspace, channel, &mut self.files, &skills)
+        prompt::build(&self.workspace, channel, &mut self.files, &skills, &self.builtins)
     }
 
     /// Every skill, sorted by name: workspace skills, and the built-ins they do not override.
@@ -116,7 +124,11 @@ impl ContextBuilder {
             }
             Err(_) => {}
         }
-        skills::discover(&self.workspace, &mut self.files)
+        let mut skills = skills::discover(&self.workspace, &mut self.files);
+        for skill in &mut skills {
+            skill.check_tools(&self.builtins);
+        }
+        skills
     }
 
     /// How many times a file was read from disk (for cache tests).

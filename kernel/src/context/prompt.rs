@@ -21,14 +21,44 @@ pub use crate::history::{DREAM_CURSOR_FILE, HISTORY_FILE};
 const SECTION_SEPARATOR: &str = "\n\n---\n\n";
 
 /// The whole system prompt.
-pub(crate) fn build(workspace: &Path, channel: &str, files: &mut FileCache, skills: &[Skill]) -> String {
+pub(crate) fn build(
+    workspace: &Path,
+    channel: &str,
+    files: &mut FileCache,
+    skills: &[Skill],
+    builtins: &[String],
+) -> String {
     let mut parts = vec![identity(workspace, channel)];
+    parts.extend(acting_alone(builtins));
     parts.extend(bootstrap(workspace, files));
     parts.extend(memory(workspace, files));
     parts.extend(skills::render_loaded(skills));
     parts.extend(skills::render_summary(skills));
     parts.extend(recent_history(workspace, files));
     parts.join(SECTION_SEPARATOR)
+}
+
+/// What the kernel's built-in tools let the assistant do on its own, for those offered here.
+fn acting_alone(builtins: &[String]) -> Option<String> {
+    let notes: Vec<&str> = builtins
+        .iter()
+        .filter_map(|tool| match tool.as_str() {
+            "message" => Some(
+                "- `message` sends a message to a chat on your own: a notification, or a message to another \
+                 channel's chat. Answer the current conversation normally, not with it.",
+            ),
+            "spawn" => Some(
+                "- `spawn` starts a helper for a long or separate task. Its report comes back into this \
+                 conversation when it is done (at once with `wait: true`); tell the user you started it.",
+            ),
+            "cron" => Some(
+                "- `cron` schedules reminders and recurring tasks; they run even when nobody is talking to \
+                 you (see the `cron` skill).",
+            ),
+            _ => None,
+        })
+        .collect();
+    (!notes.is_empty()).then(|| format!("# Acting on your own\n\n{}", notes.join("\n")))
 }
 
 /// Each bootstrap file that exists and is not blank, under a heading with its name.

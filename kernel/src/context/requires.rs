@@ -26,6 +26,9 @@ pub(crate) struct SkillMeta {
     pub(crate) os: Vec<String>,
     /// Whether `metadata` asks for the skill to be always loaded.
     pub(crate) always: bool,
+    /// Kernel built-in tools (`cron`, `spawn`, `message`) that must be offered where the
+    /// skill is used (an oxibot addition: `requires.tools`).
+    pub(crate) tools: Vec<String>,
 }
 
 impl SkillMeta {
@@ -43,6 +46,7 @@ impl SkillMeta {
             env: strings(requires.get("env")),
             os: strings(inner.get("os")).into_iter().map(|os| os.to_ascii_lowercase()).collect(),
             always: inner.get("always").and_then(Value::as_bool).unwrap_or(false),
+            tools: strings(requires.get("tools")),
         }
     }
 
@@ -163,6 +167,7 @@ mod tests {
             env: vec!["PATH".into(), "OXIBOT_SURELY_UNSET_VAR".into()],
             os: vec!["plan9".into()],
             always: false,
+            tools: Vec::new(),
         };
         let missing = m.missing();
         assert_eq!(missing[0], "bin: oxibot-no-such-program");

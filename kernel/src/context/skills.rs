@@ -44,6 +44,8 @@ pub(crate) struct Skill {
     pub(crate) info: SkillInfo,
     /// The `SKILL.md` text after the frontmatter, trimmed.
     pub(crate) body: String,
+    /// Built-in tools it needs offered.
+    pub(crate) tools: Vec<String>,
 }
 
 impl Skill {
@@ -63,7 +65,17 @@ impl Skill {
             missing,
             source,
         };
-        Skill { info, body: body.trim().to_string() }
+        Skill { info, body: body.trim().to_string(), tools: meta.tools }
+    }
+
+    /// Marks the skill unavailable when a built-in tool it needs is not among `offered`.
+    pub(crate) fn check_tools(&mut self, offered: &[String]) {
+        for tool in &self.tools {
+            if !offered.contains(tool) {
+                self.info.missing.push(format!("tool: {tool}"));
+                self.info.available = false;
+            }
+        }
     }
 
     /// Whether the skill goes into the prompt in full: it asks to, and it can run.

@@ -176,3 +176,18 @@ fn a_relative_or_tilde_workspace_becomes_absolute() {
     let ws = TempDir::new("prompt-abs");
     assert_eq!(ContextBuilder::new(ws.path().to_path_buf()).workspace(), ws.path());
 }
+
+#[test]
+fn built_in_tools_are_described_only_where_offered_and_the_cron_skill_needs_its_tool() {
+    let ws = TempDir::new("ctx-builtins");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let without = builder.system_prompt("cli");
+    assert!(!without.contains("# Acting on your own"), "no built-in is offered yet");
+    assert!(without.contains("(unavailable, missing tool: cron)"), "{without}");
+
+    builder.set_builtin_tools(vec!["spawn".into(), "cron".into()]);
+    let with = builder.system_prompt("cli");
+    assert!(with.contains("- `spawn` starts a helper") && with.contains("- `cron` schedules"), "{with}");
+    assert!(!with.contains("`message` sends"), "message is not offered here");
+    assert!(!with.contains("missing tool: cron"), "{with}");
+}
