@@ -291,3 +291,34 @@ fn a_one_shot_agent_waits_for_its_helper_and_offers_no_message_tool() {
     let result = requests.last().unwrap()["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(result["content"], "4", "the helper's report came back as the tool result, not later");
 }
+
+#[test]
+fn in_the_interactive_agent_a_background_helpers_report_is_answered_and_printed() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let env = super::agent::AgentEnv::new();
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), json!({"task": "Find the answer"}).to_string())]));
+    env.llm.push(Reply::Text("A helper is on it.".into()));
+    env.llm.route(HELPER, Reply::Text("The answer is 42.".into()));
+    env.llm.push(Reply::Text("Your helper found it: 42.".into()));
+    let mut child =
+        env.command(&["agent"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"find the answer\n").unwrap();
+    let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let collected = out.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n @ 1..) = stdout.read(&mut buffer) {
+            collected.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..n]));
+        }
+    });
+    let printed = || out.lock().unwrap().contains("[cli:direct] Your helper found it: 42.");
+    assert!(wait_until(DEADLINE, printed), "the follow-up answer is printed: {}", out.lock().unwrap());
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    let out = out.lock().unwrap().clone();
+    assert!(out.contains("A helper is on it.") && out.contains("[cli:direct] Your helper found it: 42."), "{out}");
+}
