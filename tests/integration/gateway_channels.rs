@@ -183,3 +183,37 @@ fn one_gateway_with_all_five_channels_answers_in_each_and_stops_cleanly_on_sigte
     assert_eq!(slack.calls("chat.postMessage")[0].body["text"], "answer 3");
     assert!(gateway.terminate_and_wait().success(), "SIGTERM ends the gateway with status 0");
 }
+
+#[test]
+fn a_default_api_channel_answers_a_local_client_without_a_pairing_code() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port}}));
+    let _gateway = env.start_with("api");
+    env.llm.push(Reply::Text("Hello, local client".into()));
+    let reply = block_on(async {
+        let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "hi"}]});
+        http::post_json(port, "/v1/chat/completions", &[], &body).await.json().await
+    });
+    assert_eq!(reply["choices"][0]["message"]["content"], "Hello, local client");
+}
+
+#[test]
+fn a_default_websocket_channel_answers_a_local_client_without_a_pairing_code() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port}}));
+    let _gateway = env.start_with("websocket");
+    env.llm.push(Reply::Text("Hello, socket".into()));
+    block_on(async {
+        let (mut socket, _) =
+            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id=r1")).await.unwrap();
+        socket.send(WsMessage::text(json!({"type": "message", "text": "hi"}).to_string())).await.unwrap();
+        loop {
+            let WsMessage::Text(text) = socket.next().await.unwrap().unwrap() else { continue };
+            let frame: Value = serde_json::from_str(&text).unwrap();
+            if frame["type"] == "message" {
+                assert_eq!(frame["text"], "Hello, socket");
+                break;
+            }
+        }
+    });
+}

@@ -48,7 +48,9 @@ pub async fn chat_completions(app: &App, request: Request<Incoming>) -> Result<R
 /// Hands the message to the kernel and waits until it is persisted.
 async fn submit(app: &App, chat: &ChatRequest, request_id: &str, deadline: Instant) -> Result<(), ApiFailure> {
     let mut inbound = app.channel.inbound(request_id, SENDER_ID, chat.session_id.as_str(), chat.text.as_str());
-    inbound.metadata = json!({"is_group": false, "request_id": request_id, "stream": chat.stream});
+    // Every request that reaches here passed the key check, or came to a loopback-only server.
+    inbound.metadata =
+        json!({"is_group": false, "request_id": request_id, "stream": chat.stream, "authenticated": true});
     match timeout_at(deadline, app.channel.submit(inbound)).await {
         Ok(submitted) => Ok(submitted?),
         Err(_) => Err(ApiFailure::Timeout(app.config.timeout_secs)),

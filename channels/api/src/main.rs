@@ -12,8 +12,9 @@
 //! `stream: true`). A request's session is its `session_id`, else the `X-Session-Id` header,
 //! else its `user`, else `default`; it becomes the inbound message's `chat_id`. Only the last
 //! user message is sent: the kernel keeps each session's history. Inbound messages carry
-//! `sender_id` `api` and metadata `is_group` (false), `request_id` (the inbound id) and
-//! `stream`. A reply goes to the request whose `request_id` its metadata names, else to the
+//! `sender_id` `api` and metadata `is_group` (false), `request_id` (the inbound id),
+//! `stream` and `authenticated` (true: the key was checked, or the server is loopback-only, so
+//! the gateway asks for no pairing code). A reply goes to the request whose `request_id` its metadata names, else to the
 //! session's oldest waiting request. An outbound message marked `_progress` in its metadata
 //! (a progress note, not a reply) is acked and not shown.
 

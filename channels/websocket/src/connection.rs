@@ -162,8 +162,7 @@ async fn submit_in_order(
         };
         let mut inbound =
             channel.inbound(inbound_id.clone(), peer.client_id.clone(), peer.chat_id.clone(), message.text);
-        inbound.metadata =
-            json!({"is_group": false, "client_id": peer.client_id, "message_id": message.client_message_id});
+        inbound.metadata = json!({"is_group": false, "client_id": peer.client_id, "message_id": message.client_message_id, "authenticated": true});
         match channel.submit(inbound).await {
             Ok(()) => {
                 send(&queue, &ServerFrame::Accepted { id: message.client_message_id.as_deref().unwrap_or(&inbound_id) })

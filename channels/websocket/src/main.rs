@@ -10,7 +10,8 @@
 //! itself with `?client_id=` (default: a fresh id); both are announced in the first frame,
 //! `{"type":"ready","chat_id":…}`. Every client of a chat receives its replies. The frames are
 //! listed in [`frames`]. Inbound messages carry `sender_id` = the client id and metadata
-//! `is_group` (false), `client_id` and `message_id` (the client's id for the message, or null).
+//! `is_group` (false), `client_id`, `message_id` (the client's id for the message, or null) and
+//! `authenticated` (true: the token was checked, or the server is loopback-only).
 //! An outbound message for a chat with no connected client is acked with an error.
 
 mod admission;

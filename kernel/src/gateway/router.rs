@@ -23,6 +23,9 @@ use crate::services::Services;
 use crate::session::SessionKey;
 use crate::turn::runner::TurnEvent;
 
+/// Inbound metadata key a channel sets to `true` when it authenticated the client itself.
+pub const AUTHENTICATED_KEY: &str = "authenticated";
+
 /// Waits between delivery attempts: 1 s, 2 s, 4 s.
 const DELIVERY_RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
 /// How long a channel has to acknowledge one delivery attempt.
@@ -134,14 +137,15 @@ impl Router {
             // `oxibot pairing approve` may have run in another process since.
             self.access.refresh();
         }
-        match self.access.decide(
-            &channel,
-            &settings.allow_from,
-            &inbound.sender_id,
-            username,
-            &inbound.chat_id,
-            is_group,
-        ) {
+        // A channel that authenticated its client itself (the API key or token of a local
+        // server, or its loopback bind) says so; pairing codes are for strangers on chat services.
+        let authenticated = inbound.metadata.get(AUTHENTICATED_KEY).and_then(Value::as_bool) == Some(true);
+        let allow_from = if authenticated && settings.allow_from == AllowFrom::Pairing {
+            &AllowFrom::Everyone
+        } else {
+            &settings.allow_from
+        };
+        match self.access.decide(&channel, allow_from, &inbound.sender_id, username, &inbound.chat_id, is_group) {
             Decision::Allow => {}
             Decision::Deny => {
                 tracing::info!(%channel, sender = %inbound.sender_id, "message from a sender not allowed; dropped");
