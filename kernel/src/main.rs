@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         eprintln!("oxibot: {failure}");
         return ExitCode::from(127);
     }
+    quiet_on_closed_pipe();
     let cli = cli::Cli::parse();
     init_logging(cli.wants_logs());
     match cli::run(cli) {
@@ -24,6 +25,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Output into a pipe whose reader went away (`oxibot status | head -3`) ends the program
+/// quietly, as it does for other command-line tools, instead of with a panic and a backtrace.
+/// (SIGPIPE stays ignored, so a write to a dead plugin's socket is an error, never a kill.)
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors; info with `--logs`).

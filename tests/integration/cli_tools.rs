@@ -101,3 +101,19 @@ fn a_plugin_started_by_hand_explains_that_the_kernel_starts_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("started by the oxibot kernel"), "{}", stderr(&out));
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let home = TempDir::new("cli-home");
+    let mut child = oxibot_tests::kernel_command(home.path(), &["status"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the first line is written, as `| head -0` would.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+    assert!(out.status.success(), "{:?}", out.status);
+}
