@@ -38,3 +38,17 @@ fn a_python_plugin_dropped_into_the_plugins_directory_is_discovered() {
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "cba");
 }
+
+#[test]
+fn tools_list_names_an_unnamed_interpreted_plugin_by_what_it_announces() {
+    let home = TempDir::new("py-home");
+    let ws = TempDir::new("py-ws");
+    let config = serde_json::json!({"plugins": [{"command": "python3", "args": [example()]}]});
+    home.write("config.json", &config.to_string());
+    let ws_arg = ws.path().display().to_string();
+    let out = oxibot(home.path(), ws.path(), &["tools", "list", "--workspace", &ws_arg]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let line = text.lines().find(|l| l.contains("word_count")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with("pywords (python3)"), "{line}");
+}

@@ -75,13 +75,14 @@ fn write_table(out: &mut impl Write, statuses: &[PluginStatus]) -> std::io::Resu
         )?;
         return Ok(());
     }
-    let width = statuses.iter().map(|s| s.name.len()).max().unwrap_or(6).max(6);
+    let width = statuses.iter().map(|s| s.display_name().chars().count()).max().unwrap_or(6).max(6);
     writeln!(out, "{:<width$}  {:<10}  {:>7}  {:<7}  TOOLS", "PLUGIN", "STATE", "PID", "KIND")?;
     for status in statuses {
         let pid = status.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
         let tools = if status.tools.is_empty() { "-".to_owned() } else { status.tools.join(", ") };
         let kind = String::from(status.kind.clone());
-        writeln!(out, "{:<width$}  {:<10}  {:>7}  {kind:<7}  {tools}", status.name, status.state, pid)?;
+        let name = status.display_name();
+        writeln!(out, "{name:<width$}  {:<10}  {:>7}  {kind:<7}  {tools}", status.state, pid)?;
         for refused in &status.refused {
             writeln!(out, "{:<width$}  refused: {refused}", "")?;
         }
@@ -98,7 +99,7 @@ fn statuses_json(statuses: &[PluginStatus]) -> Value {
             .iter()
             .map(|s| {
                 json!({
-                    "name": s.name, "kind": String::from(s.kind.clone()), "state": s.state, "reason": s.reason, "pid": s.pid,
+                    "name": s.name, "announced": s.announced, "kind": String::from(s.kind.clone()), "state": s.state, "reason": s.reason, "pid": s.pid,
                     "tools": s.tools, "refused": s.refused, "command": s.command, "origin": s.origin,
                 })
             })

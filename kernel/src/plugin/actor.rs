@@ -250,6 +250,7 @@ impl Instance {
             tools,
             kind: kind.clone(),
             features: features.clone(),
+            announced: handshaken.hello.name.clone(),
         });
         // The reader task runs on this single-threaded arbiter and cannot run before this
         // future yields, so `Ready` precedes the instance's first inbound event.

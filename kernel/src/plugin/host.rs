@@ -38,6 +38,9 @@ struct Slot {
 pub struct PluginStatus {
     /// Its name.
     pub name: String,
+    /// The name it announced in its last `hello`, when that differs from `name` (a plugin
+    /// configured without a name is named after its command, e.g. `python3`, until then).
+    pub announced: Option<String>,
     /// `Tool` or `Channel`, as it last announced itself (before its first start: guessed
     /// from the executable's name).
     pub kind: PeerKind,
@@ -61,6 +64,17 @@ pub struct PluginStatus {
 pub struct PluginHost {
     shared: Arc<HostShared>,
     slots: Vec<Slot>,
+}
+
+impl PluginStatus {
+    /// The name to show a person: the one the plugin announced, followed by the configured
+    /// one in parentheses when they differ (`wordcount (python3)`).
+    pub fn display_name(&self) -> String {
+        match &self.announced {
+            Some(announced) => format!("{announced} ({})", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 impl PluginHost {
@@ -287,8 +301,13 @@ fn status_of(slot: &Slot, registry: &ToolRegistry) -> PluginStatus {
         SlotState::Restarting { reason } | SlotState::Failed { reason } => (None, Vec::new(), Some(reason.clone())),
         SlotState::Starting | SlotState::Stopped => (None, Vec::new(), None),
     };
+    let announced = match &state {
+        SlotState::Ready { announced, .. } if *announced != slot.name => Some(announced.clone()),
+        _ => None,
+    };
     PluginStatus {
         name: slot.name.clone(),
+        announced,
         kind: slot.kind.lock().unwrap_or_else(PoisonError::into_inner).clone(),
         state: state.label(),
         reason,

@@ -23,6 +23,9 @@ pub enum SlotState {
         kind: PeerKind,
         /// The features it announced in `hello`.
         features: Vec<Feature>,
+        /// The name it announced in `hello` (a plugin run by an interpreter is named after
+        /// the interpreter until then).
+        announced: String,
     },
     /// An instance died and a new one is being started.
     Restarting {
