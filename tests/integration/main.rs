@@ -18,6 +18,7 @@
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
 //! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, streams, order, keys;
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
+//! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
@@ -44,6 +45,7 @@ mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;
 mod channels;
+mod cli_service;
 mod cli_tools;
 mod fs_containment;
 mod gateway;

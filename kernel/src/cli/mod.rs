@@ -13,6 +13,7 @@ mod markdown;
 mod memory;
 mod onboard;
 mod repl;
+mod service;
 mod spinner;
 mod status;
 mod stream;
@@ -21,7 +22,7 @@ mod turn;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
 #[derive(Debug, Parser)]
-#[command(name = "oxibot", version, about, long_about = None)]
+#[command(name = "oxibot", version = env!("OXIBOT_VERSION"), about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,6 +78,39 @@ enum Command {
     /// workspace).
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Run the gateway as a service of your user: a systemd user unit on Linux, a launchd
+    /// agent on macOS.
+    #[command(subcommand)]
+    Service(ServiceCommand),
+    /// Print a shell completion script, e.g. `oxibot completions bash > ~/.local/share/bash-completion/completions/oxibot`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `oxibot man | man -l -`.
+    Man,
+}
+
+#[derive(Debug, Subcommand)]
+enum ServiceCommand {
+    /// Write the service definition for `oxibot gateway`, enable it and start it.
+    Install {
+        /// Only write the definition; do not enable or start it.
+        #[arg(long)]
+        no_start: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Stop and disable the service and remove its definition.
+    Uninstall,
+    /// Show whether the service runs.
+    Status,
+    /// Show the service's log.
+    Logs {
+        /// Keep showing new lines as they come.
+        #[arg(short, long)]
+        follow: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -183,5 +217,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
         Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),
+        Command::Service(ServiceCommand::Install { no_start, common }) => service::install(&common, no_start),
+        Command::Service(ServiceCommand::Uninstall) => service::uninstall(),
+        Command::Service(ServiceCommand::Status) => service::status(),
+        Command::Service(ServiceCommand::Logs { follow }) => service::logs(follow),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "oxibot", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

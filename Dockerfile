@@ -1,0 +1,33 @@
+# oxibot in a container: `docker build -t oxibot .` then `docker compose up -d` (compose.yaml).
+# Stage 1 builds the kernel and the bundled plugins; stage 2 holds only those binaries, run by
+# an unprivileged user whose data directory is the /data volume.
+
+FROM rust:1-slim-bookworm AS build
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends pkg-config git \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked \
+        -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell -p oxibot-tool-web -p oxibot-tool-mcp \
+        -p oxibot-channel-telegram -p oxibot-channel-discord -p oxibot-channel-slack \
+        -p oxibot-channel-websocket -p oxibot-channel-api \
+    && mkdir /out \
+    && cp target/release/oxibot target/release/oxibot-tool-* target/release/oxibot-channel-* /out/ \
+    && rm -f /out/*.d
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates tini \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 oxibot \
+    && mkdir /data && chown oxibot:oxibot /data
+COPY --from=build /out/ /usr/local/bin/
+USER oxibot
+ENV OXIBOT_HOME=/data
+VOLUME ["/data"]
+# The health endpoint; channels that serve clients (api 18791, websocket 18792) listen too.
+EXPOSE 18790 18791 18792
+HEALTHCHECK --interval=30s --timeout=5s CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/18790"]
+ENTRYPOINT ["tini", "--", "oxibot"]
+CMD ["gateway"]
