@@ -20,18 +20,17 @@ fn main() {
         None => version,
     };
     println!("cargo:rustc-env=OXIBOT_VERSION={full}");
+    // Only paths that exist: a missing one would run this script (and rebuild) every time.
     for watched in ["../.git/HEAD", "../.git/refs/heads", "../.git/packed-refs"] {
-        println!("cargo:rerun-if-changed={watched}");
+        if std::path::Path::new(watched).exists() {
+            println!("cargo:rerun-if-changed={watched}");
+        }
     }
+    println!("cargo:rerun-if-changed=build.rs");
 }
 
-/// The short hash of the checked-out commit, with `-dirty` when files differ from it.
+/// The short hash of the checked-out commit.
 fn revision() -> Option<String> {
-    let run = |args: &[&str]| {
-        let out = Command::new("git").args(args).output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    };
-    let hash = run(&["rev-parse", "--short=9", "HEAD"])?;
-    let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    Some(if dirty { format!("{hash}-dirty") } else { hash })
+    let out = Command::new("git").args(["rev-parse", "--short=9", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
