@@ -19,7 +19,7 @@ use crate::{naming, render, schema};
 
 /// Variables of the bridge's own environment its server must not inherit: the plugin socket's
 /// one-time token and the server's config (which may hold headers' secrets).
-const KEPT_FROM_SERVER: &[&str] = &[
+const WITHHELD_FROM_SERVER: &[&str] = &[
     oxibot_proto::ENV_SOCKET,
     oxibot_proto::ENV_TOKEN,
     oxibot_proto::ENV_MCP_CONFIG,
@@ -110,7 +110,7 @@ impl Bridge {
         let service = match config.transport {
             Transport::Stdio => {
                 let mut command = tokio::process::Command::new(&config.command);
-                for variable in KEPT_FROM_SERVER {
+                for variable in WITHHELD_FROM_SERVER {
                     command.env_remove(variable);
                 }
                 command.args(&config.args).envs(&config.env);
