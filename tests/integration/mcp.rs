@@ -305,7 +305,8 @@ fn an_sse_server_named_by_type_is_listed_with_its_tools_and_a_wrong_key_is_refus
 fn a_stdio_server_in_a_virtualenv_outside_the_system_dirs_runs_under_restriction() {
     // A virtualenv in a temporary directory, with a module in its own site-packages that the
     // server imports first: the server starts only if its sandbox lets it run the virtualenv's
-    // Python (a link to an interpreter elsewhere) and read the virtualenv.
+    // Python (a link to an interpreter elsewhere) and read the virtualenv. (Without Landlock
+    // the plugins run unconfined and this only shows the virtualenv works.)
     let scratch = TempDir::new("mcp-venv");
     let venv = scratch.path().join("venv");
     let made = Command::new("python3")

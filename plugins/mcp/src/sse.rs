@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::event_stream::{Event, EventParser, EventTooLarge};
 
-/// How long the server may take to name its endpoint once the stream is open.
+/// How long the server may take to answer the `GET`, and then to name its endpoint.
 pub const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Messages read off the stream and not yet taken by the client.
@@ -102,7 +102,11 @@ impl SseTransport {
     pub async fn connect(client: Client, url: &str, headers: HeaderMap) -> Result<SseTransport, SseError> {
         let url = Url::parse(url).map_err(|e| SseError::InvalidUrl { url: url.to_owned(), reason: e.to_string() })?;
         let request = client.get(url.clone()).headers(headers.clone()).header(ACCEPT, "text/event-stream");
-        let response = request.send().await.map_err(|source| SseError::Request { url: url.to_string(), source })?;
+        let no_endpoint = || SseError::NoEndpoint { url: url.to_string() };
+        let response = tokio::time::timeout(ENDPOINT_TIMEOUT, request.send())
+            .await
+            .map_err(|_| no_endpoint())?
+            .map_err(|source| SseError::Request { url: url.to_string(), source })?;
         if !response.status().is_success() {
             return Err(SseError::Status { url: url.to_string(), status: response.status() });
         }
@@ -113,7 +117,6 @@ impl SseTransport {
         let (named, endpoint) = oneshot::channel();
         let (forward, incoming) = mpsc::channel(INCOMING_CAPACITY);
         let reader = tokio::spawn(read_stream(response, url.clone(), named, forward));
-        let no_endpoint = || SseError::NoEndpoint { url: url.to_string() };
         let endpoint = match tokio::time::timeout(ENDPOINT_TIMEOUT, endpoint).await {
             Ok(Ok(endpoint)) => endpoint,
             Ok(Err(_)) | Err(_) => {
