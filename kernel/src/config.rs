@@ -208,7 +208,7 @@ impl PluginEntry {
             args: self.args.clone(),
             env: self.env.clone(),
             origin: Origin::Config,
-            confinement: Confinement { workspace: None, allow_paths },
+            confinement: Confinement { workspace: None, allow_paths, programs: Vec::new() },
             startup_timeout: None,
         }
     }

@@ -164,8 +164,17 @@ pub const ENV_CHANNEL_CONFIG: &str = "OXIBOT_CHANNEL_CONFIG";
 pub const ENV_TOOL_CONFIG: &str = "OXIBOT_TOOL_CONFIG";
 
 /// Environment variable through which the kernel passes the MCP bridge plugin
-/// (`oxibot-tool-mcp`) the JSON config of the one MCP server it serves.
+/// (`oxibot-tool-mcp`) the JSON config of the one MCP server it serves: that server's
+/// `tools.mcpServers` entry exactly as the user wrote it (`${VAR}`s expanded), unknown keys
+/// included; the bridge validates it.
 pub const ENV_MCP_CONFIG: &str = "OXIBOT_MCP_CONFIG";
+/// Environment variable through which the kernel passes the MCP bridge plugin the name of the
+/// server it serves (its key in `tools.mcpServers`).
+pub const ENV_MCP_SERVER: &str = "OXIBOT_MCP_SERVER";
+/// Environment variable through which the kernel passes a tool plugin that saves files for the
+/// model (today the MCP bridge, for images in results) the directory to save them in:
+/// `<data dir>/media/<plugin name>`. The kernel creates it, and a confined plugin may write there.
+pub const ENV_MEDIA_DIR: &str = "OXIBOT_MEDIA_DIR";
 
 /// The protocol name sent in every `Hello`.
 pub const PROTOCOL_NAME: &str = "oxibot";

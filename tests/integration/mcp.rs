@@ -1,6 +1,8 @@
 //! MCP servers from `tools.mcpServers`, each bridged by its own `oxibot-tool-mcp` plugin, against
-//! a real FastMCP server (Python `mcp` package, `tests/fixtures/mcp/server.py`) over stdio and
-//! streamable HTTP.
+//! a real FastMCP server (Python `mcp` package, `tests/fixtures/mcp/server.py`) over stdio,
+//! streamable HTTP and the legacy HTTP+SSE transport; images of results saved to the media
+//! directory; a server in a virtualenv outside the system directories under the sandbox; an
+//! entry the bridge refuses, by its key.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -9,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 
 use oxibot_kernel::plugin::mcp::{McpServerConfig, mcp_specs};
 use oxibot_kernel::plugin::{PluginError, PluginHost, PluginSpec};
+use oxibot_proto::ENV_MEDIA_DIR;
 use oxibot_tests::wait::{eventually, within_deadline};
 use oxibot_tests::{TempDir, bin_dir, context, oxibot, start_host, stderr, stdout};
 use serde_json::{Value, json};
@@ -33,7 +36,15 @@ fn home_with_tools(tools: Value) -> TempDir {
     home
 }
 
-/// The FastMCP server over streamable HTTP on 127.0.0.1, killed on drop.
+/// The bridge spec for a stdio server named `test` that saves images to `media`.
+fn stdio_spec_saving_to(media: &TempDir) -> PluginSpec {
+    let mut spec = stdio_spec(json!({}));
+    spec.env.insert(ENV_MEDIA_DIR.to_owned(), media.path().display().to_string());
+    spec
+}
+
+/// The FastMCP server over HTTP on 127.0.0.1 (`mode` `http` for streamable HTTP, `sse` for the
+/// legacy transport), killed on drop.
 struct HttpServer {
     child: Child,
     port: u16,
@@ -41,9 +52,14 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(token: &str) -> HttpServer {
+        HttpServer::start_mode("http", token, &[])
+    }
+
+    fn start_mode(mode: &str, token: &str, env: &[(&str, &str)]) -> HttpServer {
         let mut child = Command::new("python3")
-            .args([server_script().as_str(), "http"])
+            .args([server_script().as_str(), mode])
             .env("REQUIRED_TOKEN", token)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -97,16 +113,56 @@ async fn enabled_tools_limits_what_is_offered() {
     host.shutdown().await;
 }
 
+/// The path in a `[… saved to PATH (…)]` reference.
+fn saved_path(text: &str) -> PathBuf {
+    let start = text.find(" saved to ").unwrap_or_else(|| panic!("no saved file in {text:?}")) + " saved to ".len();
+    let end = start + text[start..].find(" (").unwrap();
+    PathBuf::from(&text[start..end])
+}
+
 #[actix_rt::test]
-async fn results_are_text_errors_are_tool_errors_and_images_are_described() {
-    let host = start_host(vec![stdio_spec(json!({}))]).await;
+async fn results_are_text_errors_are_tool_errors_and_images_are_saved_to_the_media_dir() {
+    let media = TempDir::new("mcp-media");
+    let host = start_host(vec![stdio_spec_saving_to(&media)]).await;
     let added = call(&host, "mcp_test_add", json!({"a": 2, "b": 3})).await.unwrap();
     assert_eq!((added.content.as_str(), added.is_error), ("5", false));
     let failed = call(&host, "mcp_test_fail", json!({"reason": "no luck"})).await.unwrap();
     // mcp 1.x includes the exception text, 2.x only names the tool.
     assert!(failed.is_error && failed.content.contains("fail"), "{failed:?}");
     let image = call(&host, "mcp_test_image", json!({})).await.unwrap();
-    assert!(image.content.starts_with("[image: image/png, ") && image.content.contains("bytes]"), "{image:?}");
+    assert!(!image.is_error, "{image:?}");
+    assert!(
+        image.content.starts_with("[image saved to ") && image.content.ends_with(" (image/png, 70 bytes)]"),
+        "{image:?}"
+    );
+    let path = saved_path(&image.content);
+    assert_eq!(path.parent(), Some(media.path()));
+    assert_eq!(path.extension().unwrap(), "png");
+    assert!(std::fs::read(&path).unwrap().starts_with(b"\x89PNG\r\n"), "the file holds the PNG itself");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn embedded_resources_read_as_text_and_a_binary_one_is_saved() {
+    let media = TempDir::new("mcp-media");
+    let host = start_host(vec![stdio_spec_saving_to(&media)]).await;
+    let report = call(&host, "mcp_test_report", json!({})).await.unwrap();
+    let lines: Vec<&str> = report.content.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "the report",
+            "[resource: memo://notes (text/plain)]",
+            "brew at 80 C",
+            "[resource: memo://raw (application/octet-stream)]"
+        ],
+        "{report:?}"
+    );
+    assert!(
+        lines[4].starts_with("[resource saved to ") && lines[4].ends_with(" (application/octet-stream, 8 bytes)]"),
+        "{report:?}"
+    );
+    assert_eq!(std::fs::read(saved_path(lines[4])).unwrap(), (0..8).collect::<Vec<u8>>());
     host.shutdown().await;
 }
 
@@ -199,6 +255,116 @@ fn a_streamable_http_server_is_called_with_the_configured_headers() {
 }
 
 #[test]
+fn a_legacy_sse_server_is_inferred_from_its_url_and_called_with_the_configured_headers() {
+    let server = HttpServer::start_mode("sse", "sse-key", &[]);
+    let url = format!("http://127.0.0.1:{}/sse", server.port);
+    let home = home_with_tools(json!({
+        "mcpServers": {"old": {"url": url, "headers": {"X-Api-Key": "sse-key"}}},
+    }));
+    let ws = TempDir::new("mcp-ws");
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "mcp_old_add", "--workspace", &ws_arg(&ws), "--args", r#"{"a":40,"b":2}"#],
+    );
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "42");
+    let out = oxibot(home.path(), ws.path(), &["tools", "call", "mcp_old_image", "--workspace", &ws_arg(&ws)]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let path = saved_path(stdout(&out).trim());
+    assert_eq!(
+        path.parent(),
+        Some(home.path().join("media/mcp-old").as_path()),
+        "the kernel's media dir for the bridge"
+    );
+    assert!(std::fs::read(path).unwrap().starts_with(b"\x89PNG"));
+}
+
+#[test]
+fn an_sse_server_named_by_type_is_listed_with_its_tools_and_a_wrong_key_is_refused() {
+    let server = HttpServer::start_mode("sse", "sse-key", &[("SSE_PATH", "/events")]);
+    let url = format!("http://127.0.0.1:{}/events", server.port);
+    let home = home_with_tools(json!({"mcpServers": {
+        "old": {"type": "sse", "url": url, "headers": {"X-Api-Key": "sse-key"}, "enabledTools": ["echo", "add"]},
+        "locked": {"type": "sse", "url": url, "headers": {"X-Api-Key": "wrong"}},
+    }}));
+    let ws = TempDir::new("mcp-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "list", "--json", "--workspace", &ws_arg(&ws)]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let plugin = |name: &str| listed.as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap();
+    let old = plugin("mcp-old");
+    assert_eq!(old["state"], "running", "{old}");
+    assert_eq!(old["tools"], json!(["mcp_old_add", "mcp_old_echo"]));
+    let locked = plugin("mcp-locked");
+    assert_eq!(locked["state"], "failed", "{locked}");
+    assert!(locked["reason"].as_str().unwrap().contains("answered HTTP 401"), "{locked}");
+}
+
+#[test]
+fn a_stdio_server_in_a_virtualenv_outside_the_system_dirs_runs_under_restriction() {
+    // A virtualenv in a temporary directory, with a module in its own site-packages that the
+    // server imports first: the server starts only if its sandbox lets it run the virtualenv's
+    // Python (a link to an interpreter elsewhere) and read the virtualenv. (Without Landlock
+    // the plugins run unconfined and this only shows the virtualenv works.)
+    let scratch = TempDir::new("mcp-venv");
+    let venv = scratch.path().join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip", "--system-site-packages"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let python = venv.join("bin/python");
+    let purelib = Command::new(&python)
+        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        .output()
+        .unwrap();
+    let site_packages = PathBuf::from(String::from_utf8(purelib.stdout).unwrap().trim());
+    assert!(site_packages.starts_with(&venv), "{}", site_packages.display());
+    std::fs::write(site_packages.join("oxibot_venv_probe.py"), "").unwrap();
+    let home = home_with_tools(json!({
+        "restrictToWorkspace": true,
+        "mcpServers": {"venv": {"command": python, "args": [server_script(), "stdio"], "env": {"VENV_MODULE": "oxibot_venv_probe"}}},
+    }));
+    let ws = TempDir::new("mcp-ws");
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "mcp_venv_echo", "--workspace", &ws_arg(&ws), "--args", r#"{"text":"from the venv"}"#],
+    );
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "from the venv");
+    // The confined bridge may write its media dir (and nothing else of the data dir).
+    let out = oxibot(home.path(), ws.path(), &["tools", "call", "mcp_venv_image", "--workspace", &ws_arg(&ws)]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(saved_path(stdout(&out).trim()).starts_with(home.path().join("media/mcp-venv")), "{}", stdout(&out));
+}
+
+#[test]
+fn an_entry_the_bridge_refuses_fails_only_its_own_bridge_naming_the_key() {
+    let home = home_with_tools(json!({
+        "restrictToWorkspace": false,
+        "mcpServers": {
+            "bad": {"command": "python3", "args": [server_script(), "stdio"], "toolTimeout": "soon"},
+            "empty": {},
+            "good": {"command": "python3", "args": [server_script(), "stdio"], "someFutureKey": {"a": 1}},
+        },
+    }));
+    let ws = TempDir::new("mcp-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "list", "--json", "--workspace", &ws_arg(&ws)]);
+    assert!(out.status.success(), "the rest of the config still loads: {}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let plugin = |name: &str| listed.as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap();
+    let bad = plugin("mcp-bad");
+    assert_eq!(bad["state"], "failed", "{bad}");
+    assert!(bad["reason"].as_str().unwrap().contains("tools.mcpServers.bad.toolTimeout: invalid type"), "{bad}");
+    let empty = plugin("mcp-empty");
+    assert!(empty["reason"].as_str().unwrap().contains("tools.mcpServers.empty: needs `command`"), "{empty}");
+    assert_eq!(plugin("mcp-good")["state"], "running", "an unknown key reaches the bridge, which ignores it");
+}
+
+#[test]
 fn a_model_calls_an_mcp_tool_in_a_turn_and_reads_its_result() {
     use crate::agent::AgentEnv;
     use oxibot_tests::llm::Reply;
@@ -207,9 +373,8 @@ fn a_model_calls_an_mcp_tool_in_a_turn_and_reads_its_result() {
     let config = json!({
         "agents": {"defaults": {"workspace": env.workspace, "model": "test-model", "provider": "custom"}},
         "providers": {"custom": {"apiKey": "test-key", "apiBase": env.llm.base_url()}},
-        // The test server's Python lives outside the system dirs a confined bridge may read.
-        "tools": {"restrictToWorkspace": false,
-                  "mcpServers": {"test": {"command": "python3", "args": [server_script(), "stdio"]}}}
+        // Confined (the default): the bridge may run the server's interpreter wherever it lives.
+        "tools": {"mcpServers": {"test": {"command": "python3", "args": [server_script(), "stdio"]}}}
     });
     env.write_config(&config);
     env.llm.push(Reply::ToolCalls(vec![("mcp_test_echo".into(), r#"{"text": "from the model"}"#.into())]));

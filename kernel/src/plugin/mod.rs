@@ -33,4 +33,4 @@ pub use host::{PluginHost, PluginStatus};
 pub use policy::RestartPolicy;
 pub use shared::HostConfig;
 pub use slot::SlotState;
-pub use spec::{Origin, PluginSpec};
+pub use spec::{Confinement, Origin, PluginSpec, Program};

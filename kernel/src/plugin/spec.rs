@@ -2,12 +2,12 @@
 //! the sandbox the launcher confines it to ([`Confinement`], [`PluginSpec::sandbox_policy`]).
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use oxibot_proto::{ENV_CHANNEL_CONFIG, PeerKind};
+use oxibot_proto::{ENV_CHANNEL_CONFIG, ENV_MEDIA_DIR, PeerKind};
 use oxibot_sandbox::Policy;
 use serde_json::Value;
 
@@ -67,7 +67,11 @@ pub struct PluginSpec {
 /// `<data dir>/media/<name>`). Neither reaches the rest of the data directory (config, API
 /// keys, sessions, plugins) or the home directory. Both get the paths of `allow_paths`
 /// read-write. A third-party plugin whose program or interpreter lives in the home directory
-/// (say `~/.pyenv/shims/python3`) also gets that tree (`~/.pyenv`) to read and execute.
+/// (say `~/.pyenv/shims/python3`) also gets that tree (`~/.pyenv`) to read and execute, and one
+/// installed under a prefix (`/srv/venv/bin/python`) that prefix (`/srv/venv`), symbolic links
+/// followed (see `oxibot_sandbox::program::allow_program`). A tool plugin that saves files for
+/// the model (`OXIBOT_MEDIA_DIR` in its environment, the MCP bridge) may write that directory,
+/// and each of its [`Confinement::programs`] gets what a third-party plugin's program gets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Confinement {
     /// The workspace when the restriction is on; `None` starts the plugin unconfined.
@@ -75,6 +79,22 @@ pub struct Confinement {
     /// Extra paths the plugin may read and write: `allowPaths` of its `plugins` entry (or of
     /// its channel section).
     pub allow_paths: Vec<PathBuf>,
+    /// Programs the plugin starts itself and that must run inside its sandbox: the MCP
+    /// bridge's stdio server.
+    pub programs: Vec<Program>,
+}
+
+/// A program a plugin starts, as its config names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Program {
+    /// The executable, a path or a name looked up on `search_path`.
+    pub command: PathBuf,
+    /// Its arguments (absolute paths to existing files among them are granted read).
+    pub args: Vec<String>,
+    /// The `PATH` it is looked up on.
+    pub search_path: Option<OsString>,
+    /// Its working directory, against which relative script arguments are found.
+    pub cwd: Option<PathBuf>,
 }
 
 impl PluginSpec {
@@ -103,11 +123,12 @@ impl PluginSpec {
         self.confinement.workspace.is_some()
     }
 
-    /// The directory a channel plugin saves attachments in: `mediaDir` of its config section,
-    /// else `<data dir>/media/<name>`; `None` for a tool plugin.
+    /// The directory a plugin saves files in: for a channel, `mediaDir` of its config section,
+    /// else `<data dir>/media/<name>`; for a tool, `OXIBOT_MEDIA_DIR` of its environment (the
+    /// MCP bridge's), else `None`.
     pub fn media_dir(&self) -> Option<PathBuf> {
         if self.expected_kind() != PeerKind::Channel {
-            return None;
+            return self.env.get(ENV_MEDIA_DIR).map(PathBuf::from).filter(|dir| dir.is_absolute());
         }
         let configured =
             self.channel_setting(&["mediaDir", "media_dir"]).and_then(|value| value.as_str().map(str::to_owned));
@@ -145,11 +166,21 @@ impl PluginSpec {
             search_path.as_deref().map(OsStr::new),
             third_party,
         );
+        for program in &self.confinement.programs {
+            let search_path = program.search_path.as_deref().or(search_path.as_deref().map(OsStr::new));
+            if let Some(search_path) = program.search_path.as_deref() {
+                policy.allow_public_search_path(search_path);
+            }
+            let args = absolute_args(&program.args, program.cwd.as_deref());
+            oxibot_sandbox::program::allow_program(&mut policy, &program.command, &args, search_path, true);
+        }
         policy.allow_read_write(tmp);
-        match self.media_dir() {
-            Some(media) => policy.allow_read_write(media),
-            None => policy.allow_read_write(workspace),
-        };
+        if let Some(media) = self.media_dir() {
+            policy.allow_read_write(media);
+        }
+        if self.expected_kind() == PeerKind::Tool {
+            policy.allow_read_write(workspace);
+        }
         for path in self.extra_paths() {
             policy.allow_read_write(path);
         }
@@ -177,6 +208,16 @@ impl PluginSpec {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// `args` with each relative one that names a file in `cwd` made absolute (so a script argument
+/// such as `server.py` is granted), the others as they are.
+fn absolute_args(args: &[String], cwd: Option<&Path>) -> Vec<String> {
+    let resolve = |arg: &String| match cwd {
+        Some(cwd) if Path::new(arg).is_relative() && cwd.join(arg).is_file() => cwd.join(arg).display().to_string(),
+        _ => arg.clone(),
+    };
+    args.iter().map(resolve).collect()
 }
 
 /// `…/oxibot-tool-fs` → `fs`; `…/oxibot-channel-telegram` → `telegram`; `…/weather.py` →
@@ -230,6 +271,27 @@ mod tests {
         assert!(!policy.read_write().contains(&PathBuf::from("/ws")));
         let default = channel("slack", serde_json::json!({}));
         assert_eq!(default.media_dir(), Some(crate::paths::data_dir().join("media/slack")));
+    }
+
+    #[test]
+    fn a_tool_that_saves_media_gets_its_media_dir_and_its_programs_besides_the_workspace() {
+        let dir = std::env::temp_dir().join(format!("oxibot-spec-venv-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("venv/bin")).unwrap();
+        std::fs::write(dir.join("server.py"), "pass").unwrap();
+        let mut spec = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-mcp"), Origin::Config);
+        spec.env.insert(ENV_MEDIA_DIR.to_owned(), "/data/media/mcp-x".to_owned());
+        spec.confinement.programs = vec![Program {
+            command: dir.join("venv/bin/python"),
+            args: vec!["server.py".to_owned(), "--flag".to_owned()],
+            search_path: None,
+            cwd: Some(dir.clone()),
+        }];
+        let policy = spec.confined_to(Some(Path::new("/ws"))).sandbox_policy(Path::new("/run/m.tmp")).unwrap();
+        assert!(policy.read_write().contains(&PathBuf::from("/data/media/mcp-x")));
+        assert!(policy.read_write().contains(&PathBuf::from("/ws")));
+        assert!(policy.executable().contains(&dir.join("venv")), "{:?}", policy.executable());
+        assert!(policy.read_only().contains(&dir.join("server.py")), "{:?}", policy.read_only());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The connection to the MCP server: connecting over its transport, listing its tools, calling
 //! one with a timeout, and noticing when the server goes away.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -14,7 +13,19 @@ use rmcp::{ServiceError, ServiceExt};
 use serde_json::Value;
 
 use crate::config::{ServerConfig, Transport};
+use crate::media::MediaDir;
+use crate::sse::{SseError, SseTransport};
 use crate::{naming, render, schema};
+
+/// Variables of the bridge's own environment its server must not inherit: the plugin socket's
+/// one-time token and the server's config (which may hold headers' secrets).
+const WITHHELD_FROM_SERVER: &[&str] = &[
+    oxibot_proto::ENV_SOCKET,
+    oxibot_proto::ENV_TOKEN,
+    oxibot_proto::ENV_MCP_CONFIG,
+    oxibot_proto::ENV_MCP_SERVER,
+    oxibot_proto::ENV_MEDIA_DIR,
+];
 
 /// Seconds the kernel waits beyond `toolTimeout` before it treats the bridge as hung, so the
 /// bridge's own, clearer timeout error comes first.
@@ -40,6 +51,14 @@ pub enum BridgeError {
         server: String,
         /// The header's name.
         header: String,
+    },
+    /// The legacy SSE stream could not be opened.
+    #[error("MCP server '{server}': {source}")]
+    Sse {
+        /// The server's name.
+        server: String,
+        /// What went wrong.
+        source: SseError,
     },
     /// The MCP handshake failed.
     #[error("MCP server '{server}': initialization failed: {reason}")]
@@ -88,11 +107,14 @@ impl Bridge {
     pub async fn connect(config: ServerConfig) -> Result<Bridge, BridgeError> {
         let server = config.name.clone();
         let init_error = |reason: String| BridgeError::Initialize { server: server.clone(), reason };
-        let service = match config.transport() {
+        let service = match config.transport {
             Transport::Stdio => {
                 let mut command = tokio::process::Command::new(&config.command);
+                for variable in WITHHELD_FROM_SERVER {
+                    command.env_remove(variable);
+                }
                 command.args(&config.args).envs(&config.env);
-                if let Some(cwd) = config.cwd.as_deref().filter(|dir| !dir.is_empty()) {
+                if let Some(cwd) = &config.cwd {
                     command.current_dir(cwd);
                 }
                 let transport = TokioChildProcess::new(command).map_err(|source| BridgeError::Spawn {
@@ -102,8 +124,15 @@ impl Bridge {
                 })?;
                 ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
             }
-            Transport::Sse | Transport::StreamableHttp => {
+            Transport::Sse => {
                 let headers = http_headers(&config)?;
+                let transport = SseTransport::connect(reqwest::Client::new(), &config.url, headers)
+                    .await
+                    .map_err(|source| BridgeError::Sse { server: server.clone(), source })?;
+                ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
+            }
+            Transport::StreamableHttp => {
+                let headers = http_headers(&config)?.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 let settings =
                     StreamableHttpClientTransportConfig::with_uri(config.url.clone()).custom_headers(headers);
                 let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), settings);
@@ -142,13 +171,14 @@ impl Bridge {
         Ok(tools)
     }
 
-    /// A handle that calls tools on this server.
-    pub fn caller(&self) -> Caller {
+    /// A handle that calls tools on this server, saving images of results to `media`.
+    pub fn caller(&self, media: MediaDir) -> Caller {
         Caller {
             server: Arc::from(self.config.name.as_str()),
             peer: self.peer.clone(),
             timeout: self.config.tool_timeout(),
             closed: self.closed.clone(),
+            media: Arc::new(media),
         }
     }
 
@@ -176,6 +206,8 @@ pub struct Caller {
     timeout: std::time::Duration,
     /// Set once the connection has ended.
     closed: Arc<AtomicBool>,
+    /// Where images and other binary content of results are saved.
+    media: Arc<MediaDir>,
 }
 
 impl Caller {
@@ -209,7 +241,8 @@ impl Caller {
         };
         let result = serde_json::to_value(&result)
             .map_err(|e| ToolError::new(format!("MCP server '{server}' sent a result that cannot be read: {e}")))?;
-        let text = render::render(&result);
+        let name = naming::tool_name(server, tool);
+        let text = render::render(&result, &self.media, &name);
         if render::is_error(&result) { Err(ToolError::new(text)) } else { Ok(text) }
     }
 }
@@ -230,9 +263,7 @@ fn call_error(server: &str, tool: &str, error: &ServiceError) -> ToolError {
 }
 
 /// The configured headers as HTTP headers.
-fn http_headers(
-    config: &ServerConfig,
-) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, BridgeError> {
+fn http_headers(config: &ServerConfig) -> Result<reqwest::header::HeaderMap, BridgeError> {
     let invalid = |header: &str| BridgeError::Header { server: config.name.clone(), header: header.to_owned() };
     config
         .headers

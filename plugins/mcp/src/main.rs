@@ -7,6 +7,7 @@ use std::time::Duration;
 use oxibot_plugin::{CallContext, Plugin};
 use oxibot_tool_mcp::bridge::Bridge;
 use oxibot_tool_mcp::config::ServerConfig;
+use oxibot_tool_mcp::media::MediaDir;
 use serde_json::Value;
 
 /// Exit status after the MCP server went away (EX_TEMPFAIL): the kernel restarts the bridge.
@@ -30,7 +31,11 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error),
     };
+    for key in &config.ignored_keys {
+        eprintln!("oxibot-tool-mcp: {key} is not a key this version reads; ignored");
+    }
     let server = config.name.clone();
+    let plugin_name = format!("mcp-{}", oxibot_tool_mcp::naming::plugin_suffix(&server));
     let connected = runtime.block_on(async {
         let bridge = Bridge::connect(config).await?;
         let tools = bridge.tools().await?;
@@ -40,14 +45,14 @@ fn main() -> ExitCode {
         Ok(connected) => connected,
         Err(error) => return fail(&error),
     };
-    let caller = bridge.caller();
+    let caller = bridge.caller(MediaDir::from_env(&plugin_name));
     runtime.spawn(async move {
         let reason = bridge.watch().await;
         eprintln!("oxibot-tool-mcp: MCP server '{server}' went away ({reason}); exiting so the kernel restarts it");
         tokio::time::sleep(REPORT_GRACE).await;
         std::process::exit(SERVER_GONE_EXIT);
     });
-    let mut plugin = Plugin::new(format!("mcp-{}", caller.server()));
+    let mut plugin = Plugin::new(plugin_name);
     for bridged in tools {
         let caller = caller.clone();
         let mcp_name = bridged.mcp_name;

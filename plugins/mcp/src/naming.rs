@@ -13,6 +13,12 @@ pub fn tool_name(server: &str, tool: &str) -> String {
     clean.chars().take(MAX_NAME_LEN).collect()
 }
 
+/// `server` with every character outside `[A-Za-z0-9_-]` replaced by `_`, as the kernel names
+/// the bridge plugin (`mcp-<this>`).
+pub fn plugin_suffix(server: &str) -> String {
+    server.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
 /// Whether `enabled_tools` lets MCP tool `tool` (oxibot name `name`) through: everything when
 /// absent or holding `*`, else a tool listed by either name.
 pub fn is_enabled(enabled_tools: Option<&[String]>, tool: &str, name: &str) -> bool {

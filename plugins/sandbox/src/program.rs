@@ -1,6 +1,6 @@
 //! The files a plugin's program needs in order to start: its executable, the interpreter its
-//! `#!` line names, script arguments, and (for programs the user installed in the home
-//! directory, such as a pyenv or nvm interpreter) the tree the program was installed in.
+//! `#!` line names, script arguments, and (for programs the user installed, such as a pyenv or
+//! nvm interpreter or a virtualenv's Python) the tree the program was installed in.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -14,13 +14,16 @@ const SHEBANG_BYTES: u64 = 256;
 
 /// Grants `policy` what the program `command ARGS…` needs to start.
 ///
-/// - the executable (found on `search_path` when `command` has no `/`), read and execute;
+/// - the executable (found on `search_path` when `command` has no `/`), read and execute, and
+///   the file it is a symbolic link to (a virtualenv's `bin/python`);
 /// - the interpreter of its `#!` line, also through `/usr/bin/env NAME`, read and execute;
 /// - each argument naming an existing file by an absolute path, read only (a script);
-/// - with `install_trees`, the top directory in the home directory that holds the executable
-///   or the interpreter (`~/.pyenv` for `~/.pyenv/shims/python3`), read and execute, unless
-///   that directory holds oxibot's data directory; a program inside the data directory only
-///   gets its own file.
+/// - with `install_trees`, for the executable and the interpreter, each as named and as its
+///   link resolves: the top directory in the home directory that holds it (`~/.pyenv` for
+///   `~/.pyenv/shims/python3`), and the prefix it is installed under (`/srv/venv` for
+///   `/srv/venv/bin/python`, where a Python finds its libraries), read and execute. Neither is
+///   granted when it is `/`, the home directory, or holds oxibot's data directory; a program
+///   inside the data directory only gets its own file.
 pub fn allow_program(
     policy: &mut Policy,
     command: &Path,
@@ -35,9 +38,12 @@ pub fn allow_program(
         }
         executables.push(program);
     }
-    for program in executables {
-        if install_trees && let Some(tree) = install_tree(&program) {
-            policy.allow_execute(tree);
+    let resolved: Vec<PathBuf> = executables.iter().filter_map(|program| std::fs::canonicalize(program).ok()).collect();
+    for program in executables.into_iter().chain(resolved) {
+        if install_trees {
+            for tree in install_tree(&program).into_iter().chain(install_prefix(&program)) {
+                policy.allow_execute(tree);
+            }
         }
         policy.allow_execute(program);
     }
@@ -83,6 +89,19 @@ fn install_tree(program: &Path) -> Option<PathBuf> {
         return None;
     }
     Some(tree)
+}
+
+/// The prefix `program` is installed under: `<prefix>` for `<prefix>/bin/<name>`, unless that
+/// is `/`, the home directory, or holds the data dir (a program in `~/bin` gets no prefix).
+fn install_prefix(program: &Path) -> Option<PathBuf> {
+    let bin = program.parent()?;
+    if bin.file_name() != Some(OsStr::new("bin")) {
+        return None;
+    }
+    let prefix = bin.parent().filter(|prefix| prefix.parent().is_some())?;
+    let holds_private =
+        home_dir().is_some_and(|home| home == prefix) || data_dir().is_some_and(|data| data.starts_with(prefix));
+    (!holds_private).then(|| prefix.to_path_buf())
 }
 
 /// Whether `path` is a regular file with an execute bit.
@@ -131,6 +150,35 @@ mod tests {
         allow_program(&mut policy, &dir.join("plugin"), &args, Some(dir.as_os_str()), false);
         assert_eq!(policy.executable(), [dir.join("python9"), dir.join("plugin")]);
         assert_eq!(policy.read_only(), [script]);
+    }
+
+    #[test]
+    fn a_linked_interpreter_gets_its_target_and_both_install_prefixes() {
+        let dir = scratch("venv");
+        let base = dir.join("base/bin");
+        let venv = dir.join("venv/bin");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::create_dir_all(&venv).unwrap();
+        write_executable(&base.join("python9"), "binary");
+        std::os::unix::fs::symlink(base.join("python9"), venv.join("python")).unwrap();
+        let mut policy = Policy::new();
+        allow_program(&mut policy, &venv.join("python"), &[], None, true);
+        for granted in [dir.join("venv"), venv.join("python"), dir.join("base"), base.join("python9")] {
+            assert!(policy.executable().contains(&granted), "{} not in {:?}", granted.display(), policy.executable());
+        }
+        let mut without_trees = Policy::new();
+        allow_program(&mut without_trees, &venv.join("python"), &[], None, false);
+        assert_eq!(without_trees.executable(), [venv.join("python"), base.join("python9")]);
+    }
+
+    #[test]
+    fn no_prefix_is_granted_for_the_root_the_home_directory_or_a_non_bin_directory() {
+        assert_eq!(install_prefix(Path::new("/bin/sh")), None);
+        assert_eq!(install_prefix(Path::new("/srv/tools/run")), None);
+        assert_eq!(install_prefix(Path::new("/srv/venv/bin/python")), Some(PathBuf::from("/srv/venv")));
+        if let Some(home) = home_dir() {
+            assert_eq!(install_prefix(&home.join("bin/tool")), None);
+        }
     }
 
     #[test]

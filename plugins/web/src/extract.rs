@@ -1,7 +1,9 @@
 //! Turning a fetched body into text for the model: readable HTML as Markdown or plain text,
-//! text passed through, binaries described; plus truncation and the untrusted-content header.
+//! text passed through (both decoded by their charset, [`charset`]), PDFs as their text
+//! ([`pdf`]), other binaries described; plus truncation and the untrusted-content header.
 
 use crate::http::Fetched;
+use crate::{charset, pdf};
 
 /// What `web_fetch` returns for an HTML page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -27,11 +29,17 @@ pub struct Extracted {
     pub text: String,
 }
 
-/// Renders `fetched` for the model in `mode`.
+/// Renders `fetched` for the model in `mode`. A PDF is parsed here, which takes a while for a
+/// large one: call this off the async threads.
 pub fn extract(fetched: &Fetched, mode: ExtractMode) -> Extracted {
     let kind = fetched.content_type.as_str();
-    let text = String::from_utf8_lossy(&fetched.body);
-    if is_html(kind, &text) {
+    let body = fetched.body.as_slice();
+    let charset = fetched.charset.as_deref();
+    if is_pdf(kind, body) {
+        return Extracted { title: None, text: pdf_text(kind, body) };
+    }
+    if is_html(kind, body) {
+        let text = charset::decode(body, charset, true);
         let title = title(&text);
         let markdown = html_to_markdown(readable_region(&text));
         let text = match mode {
@@ -40,13 +48,12 @@ pub fn extract(fetched: &Fetched, mode: ExtractMode) -> Extracted {
         };
         return Extracted { title, text };
     }
-    if is_textual(kind) || (kind.is_empty() && std::str::from_utf8(&fetched.body).is_ok()) {
-        return Extracted { title: None, text: text.into_owned() };
+    if is_textual(kind) || (kind.is_empty() && std::str::from_utf8(body).is_ok()) {
+        return Extracted { title: None, text: charset::decode(body, charset, false) };
     }
     let kind = if kind.is_empty() { "an unknown type" } else { kind };
     let what = match kind {
         k if k.starts_with("image/") => "an image",
-        "application/pdf" => "a PDF document",
         k if k.starts_with("audio/") => "audio",
         k if k.starts_with("video/") => "a video",
         _ => "binary content",
@@ -73,13 +80,40 @@ pub fn untrusted_header(url: &str) -> String {
     )
 }
 
+/// The text of a PDF with a line saying what it is, or what could not be read.
+fn pdf_text(kind: &str, body: &[u8]) -> String {
+    let kind = if kind.is_empty() { "application/pdf" } else { kind };
+    let size = body.len();
+    match pdf::text(body) {
+        Ok(pdf::PdfText { pages, text: Some(text) }) => {
+            format!("[text of a PDF document ({kind}, {size} bytes, {pages} pages)]\n\n{text}")
+        }
+        Ok(pdf::PdfText { pages, text: None }) => format!(
+            "[a PDF document ({kind}, {size} bytes, {pages} pages) with no text to extract; it may hold only \
+             scanned images]"
+        ),
+        Err(error) => format!("[a PDF document ({kind}, {size} bytes) whose text cannot be read: {error}]"),
+    }
+}
+
+/// Whether the body is a PDF: by type, or by its `%PDF-` signature when the type is absent or
+/// generic.
+fn is_pdf(kind: &str, body: &[u8]) -> bool {
+    match kind {
+        "application/pdf" | "application/x-pdf" => true,
+        "" | "application/octet-stream" | "binary/octet-stream" => body.starts_with(b"%PDF-"),
+        _ => false,
+    }
+}
+
 /// Whether the body is HTML, by type or, without one, by its first bytes.
-fn is_html(kind: &str, text: &str) -> bool {
+fn is_html(kind: &str, body: &[u8]) -> bool {
     if kind == "text/html" || kind == "application/xhtml+xml" {
         return true;
     }
-    let start = text.trim_start().get(..15).unwrap_or_default().to_ascii_lowercase();
-    kind.is_empty() && (start.starts_with("<!doctype html") || start.starts_with("<html"))
+    let body = body.strip_prefix(b"\xef\xbb\xbf").unwrap_or(body).trim_ascii_start();
+    let start = body[..body.len().min(15)].to_ascii_lowercase();
+    kind.is_empty() && (start.starts_with(b"<!doctype html") || start.starts_with(b"<html"))
 }
 
 /// Types shown as they are.
@@ -202,6 +236,7 @@ mod tests {
             url: url::Url::parse("http://example.com/").unwrap(),
             status: reqwest::StatusCode::OK,
             content_type: content_type.to_owned(),
+            charset: None,
             body: body.to_vec(),
         }
     }
@@ -241,8 +276,31 @@ mod tests {
     fn binaries_are_described_by_type_and_size() {
         let image = extract(&fetched("image/png", &[0x89, 0x50, 0x4e, 0x47, 0, 0xff]), ExtractMode::Markdown);
         assert_eq!(image.text, "[an image (image/png, 6 bytes); its content cannot be shown as text]");
+        let zip = extract(&fetched("application/zip", b"PK\x03\x04"), ExtractMode::Markdown);
+        assert_eq!(zip.text, "[binary content (application/zip, 4 bytes); its content cannot be shown as text]");
+    }
+
+    #[test]
+    fn a_pdf_that_cannot_be_read_is_described_with_the_reason() {
         let pdf = extract(&fetched("application/pdf", b"%PDF-1.7 \xff"), ExtractMode::Markdown);
-        assert!(pdf.text.starts_with("[a PDF document (application/pdf, 10 bytes)"), "{}", pdf.text);
+        assert!(
+            pdf.text.starts_with("[a PDF document (application/pdf, 10 bytes) whose text cannot be read: "),
+            "{}",
+            pdf.text
+        );
+        let sniffed = extract(&fetched("application/octet-stream", b"%PDF-1.7 \xff"), ExtractMode::Markdown);
+        assert!(sniffed.text.starts_with("[a PDF document (application/octet-stream, "), "{}", sniffed.text);
+    }
+
+    #[test]
+    fn a_page_in_a_legacy_charset_is_decoded() {
+        let mut page = fetched(
+            "text/html",
+            b"<html><head><title>Caf\xe9</title></head><body><p>cr\xe8me br\xfbl\xe9e</p></body></html>",
+        );
+        page.charset = Some("iso-8859-1".to_owned());
+        let out = extract(&page, ExtractMode::Text);
+        assert_eq!((out.title.as_deref(), out.text.as_str()), (Some("Café"), "crème brûlée"));
     }
 
     #[test]

@@ -14,8 +14,8 @@ const MIN_MAX_CHARS: usize = 100;
 
 /// What the model reads about the tool.
 const DESCRIPTION: &str = "Fetch a web page or file over HTTP(S) and return its readable content: HTML as \
-Markdown (or plain text), text as it is; images, PDFs and other binaries are described by type and size. \
-Long content is cut at maxChars. Only public addresses can be reached.";
+Markdown (or plain text), text as it is, PDFs as their text; images and other binaries are described by type \
+and size. Long content is cut at maxChars. Only public addresses can be reached.";
 
 /// The arguments of one call.
 #[derive(Debug, Deserialize)]
@@ -58,9 +58,14 @@ pub async fn run(fetcher: &Fetcher, args: Value) -> ToolOutput {
     let args: Args = parse_args(args)?;
     let max_chars = args.max_chars.unwrap_or(DEFAULT_MAX_CHARS).max(MIN_MAX_CHARS);
     let fetched = fetcher.get(&args.url).await.map_err(ToolError::from)?;
-    let extracted = extract::extract(&fetched, args.extract_mode);
-    let mut out = extract::untrusted_header(fetched.url.as_str());
-    if crate::http::parse_url(&args.url).is_ok_and(|asked| asked != fetched.url) {
+    let url = fetched.url.clone();
+    // Parsing a PDF (or a large page) is CPU work; it runs off the async threads.
+    let mode = args.extract_mode;
+    let extracted = tokio::task::spawn_blocking(move || extract::extract(&fetched, mode))
+        .await
+        .map_err(|e| ToolError::new(format!("reading the content of {url} failed: {e}")))?;
+    let mut out = extract::untrusted_header(url.as_str());
+    if crate::http::parse_url(&args.url).is_ok_and(|asked| asked != url) {
         out.push_str(&format!("\nRequested: {}", args.url.trim()));
     }
     if let Some(title) = &extracted.title {

@@ -30,6 +30,8 @@ pub struct Fetched {
     pub status: StatusCode,
     /// The `Content-Type` header, lowercased, without parameters (empty when absent).
     pub content_type: String,
+    /// The header's `charset` parameter, if any.
+    pub charset: Option<String>,
     /// The body.
     pub body: Vec<u8>,
 }
@@ -104,15 +106,10 @@ impl Fetcher {
         if !status.is_success() {
             return Err(WebError::Status { status: status.to_string(), url: url.to_string() });
         }
-        let content_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.split(';').next())
-            .map(|value| value.trim().to_ascii_lowercase())
-            .unwrap_or_default();
+        let header = response.headers().get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
+        let (content_type, charset) = split_content_type(header.unwrap_or_default());
         let body = read_body(response, &url).await?;
-        Ok(Fetched { url, status, content_type, body })
+        Ok(Fetched { url, status, content_type, charset, body })
     }
 
     /// Refuses `url` when its host is, or resolves only to, an address the guard refuses. The
@@ -140,6 +137,17 @@ pub fn parse_url(text: &str) -> Result<Url, WebError> {
         return Err(invalid("the URL has no host"));
     }
     Ok(url)
+}
+
+/// A `Content-Type` value as its lowercased type and its `charset` parameter (quotes removed).
+fn split_content_type(value: &str) -> (String, Option<String>) {
+    let mut parts = value.split(';');
+    let kind = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+    let charset = parts.find_map(|part| {
+        let (name, value) = part.split_once('=')?;
+        name.trim().eq_ignore_ascii_case("charset").then(|| value.trim().trim_matches('"').to_owned())
+    });
+    (kind, charset.filter(|charset| !charset.is_empty()))
 }
 
 /// Reads a body up to [`MAX_BODY_BYTES`].
@@ -174,4 +182,23 @@ fn transport_error(error: &reqwest::Error, url: &Url) -> WebError {
         cause = current.source();
     }
     WebError::Request { url: url.to_string(), reason: innermost }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_content_type_splits_into_its_type_and_charset() {
+        assert_eq!(
+            split_content_type("Text/HTML; Charset=\"Shift_JIS\""),
+            ("text/html".to_owned(), Some("Shift_JIS".to_owned()))
+        );
+        assert_eq!(split_content_type("application/json"), ("application/json".to_owned(), None));
+        assert_eq!(
+            split_content_type("text/plain; format=flowed; charset=latin1"),
+            ("text/plain".to_owned(), Some("latin1".to_owned()))
+        );
+        assert_eq!(split_content_type(""), (String::new(), None));
+    }
 }

@@ -1,4 +1,5 @@
-//! The `web` tool plugin: `web_fetch` (a page as Markdown or text) and `web_search` (Brave,
+//! The `web` tool plugin: `web_fetch` (a page as Markdown or text in whatever charset it
+//! declares, a PDF as its text) and `web_search` (Brave,
 //! Tavily, SearXNG, Jina, or keyless DuckDuckGo), every request behind an SSRF guard.
 //!
 //! Settings come from the kernel in `OXIBOT_TOOL_CONFIG` ([`config`]): `tools.web` and
@@ -9,12 +10,14 @@
 //!
 //! What this crate is not: no browser (no JavaScript runs), no cache, no cookies.
 
+pub mod charset;
 pub mod config;
 pub mod error;
 pub mod extract;
 pub mod fetch;
 pub mod guard;
 pub mod http;
+pub mod pdf;
 pub mod repeat;
 pub mod search;
 
