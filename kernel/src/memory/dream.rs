@@ -14,7 +14,6 @@ use oxibot_proto::CallContext;
 use tokio::sync::mpsc;
 
 use super::gate::{DREAM_TOOLS, DreamGate};
-use crate::turn::builtin::{BuiltinContext, BuiltinTools, TurnSource};
 use super::prompts::{
     DREAM_PHASE1, DREAM_PHASE2, MemoryFiles, analysis_is_skip, dream_phase1_input, dream_phase2_input,
 };
@@ -23,6 +22,7 @@ use crate::history::{HistoryEntry, HistoryError};
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
 use crate::services::Services;
+use crate::turn::builtin::{BuiltinContext, BuiltinTools, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, strip_think_blocks};
 use crate::turn::runner::{RunError, RunSpec, Turn, TurnEvent};
 

@@ -103,10 +103,8 @@ impl Handler<RunTurn> for RunnerActor {
 /// tools (`mcp_…`), so the stable part of the list comes first and prompt caches hit. A
 /// plugin tool named like a built-in is not offered: the built-in answers that name.
 pub fn offered_tools(plugin_tools: Vec<ToolSpec>, builtins: &BuiltinTools) -> Vec<ToolSpec> {
-    let (mcp, mut tools): (Vec<ToolSpec>, Vec<ToolSpec>) = plugin_tools
-        .into_iter()
-        .filter(|t| !builtins.contains(&t.name))
-        .partition(|t| t.name.starts_with("mcp_"));
+    let (mcp, mut tools): (Vec<ToolSpec>, Vec<ToolSpec>) =
+        plugin_tools.into_iter().filter(|t| !builtins.contains(&t.name)).partition(|t| t.name.starts_with("mcp_"));
     tools.extend(builtins.specs());
     tools.extend(mcp);
     tools
