@@ -14,9 +14,9 @@ pub enum ScheduleError {
     /// Not an IANA timezone name.
     #[error("unknown timezone '{0}' (use an IANA name such as Europe/Berlin)")]
     UnknownTimezone(String),
-    /// Not a cron expression.
+    /// Not a cron expression (the message says why; it is not repeated as a source).
     #[error("invalid cron expression: {0}")]
-    Expr(#[from] ExprError),
+    Expr(ExprError),
     /// Not an ISO date-time.
     #[error("'{0}' is not an ISO date-time such as 2026-02-12T10:30:00")]
     BadTime(String),
@@ -51,6 +51,12 @@ pub enum ScheduleError {
     /// A schedule of a kind oxibot does not know, or without its value.
     #[error("the schedule of kind '{0}' is incomplete or unknown")]
     Incomplete(String),
+}
+
+impl From<ExprError> for ScheduleError {
+    fn from(error: ExprError) -> ScheduleError {
+        ScheduleError::Expr(error)
+    }
 }
 
 /// What was typed for a schedule: exactly one of the three must be given.
