@@ -14,7 +14,7 @@ use oxibot_kernel::cron::change::{Applied, Change};
 use oxibot_kernel::cron::job::{CronJob, JobTarget, MissedPolicy, RunRecord};
 use oxibot_kernel::cron::store::{JobStore, StoreError};
 use oxibot_kernel::cron::timing::{ScheduleInput, describe, format_ms, zone};
-use oxibot_kernel::cron::{NewJob, new_id, now_ms, sorted};
+use oxibot_kernel::cron::{NewJob, now_ms, sorted};
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
@@ -272,13 +272,7 @@ fn add(
     let built = input.build(now, jobs.tz)?;
     let new =
         NewJob { name, message, schedule: built, target: JobTarget::session(session), delete_after_run: false, missed };
-    let mut job = new.into_job(now, jobs.tz)?;
-    loop {
-        match jobs.store.apply(&Change::Add(job.clone()), jobs.tz)? {
-            Applied::IdTaken => job.id = new_id(),
-            _ => break,
-        }
-    }
+    let job = jobs.store.add(new.into_job(now, jobs.tz)?, jobs.tz)?;
     let next = job.state.next_run_at_ms.map_or_else(|| "-".to_owned(), |at| jobs.show(at));
     println!("Added job '{}' (id: {}), {}; next run {next}.", job.name, job.id, describe(&job.schedule, jobs.tz));
     Ok(ExitCode::SUCCESS)

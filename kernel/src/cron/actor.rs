@@ -211,7 +211,7 @@ impl CronActor {
         // A consumer that is gone drops `done` with the message: recorded as not run.
         let _ = self.fire.send(CronFire { job, due_ms, done });
         let id = id.to_owned();
-        ctx.spawn(async move { outcome.await }.into_actor(self).map(move |outcome, actor, ctx| {
+        ctx.spawn(outcome.into_actor(self).map(move |outcome, actor, ctx| {
             let outcome = outcome.unwrap_or_else(|_| Err("not run".to_owned()));
             if let Err(error) = &outcome {
                 tracing::warn!(job = %id, %error, "cron job failed");
@@ -381,7 +381,7 @@ impl Handler<AddJob> for CronActor {
         while self.jobs.contains_key(&job.id) {
             job.id = new_id();
         }
-        self.commit(Change::Add(job.clone()), ctx);
+        self.commit(Change::Add(Box::new(job.clone())), ctx);
         MessageResult(job)
     }
 }

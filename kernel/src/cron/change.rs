@@ -14,7 +14,7 @@ use super::timing::{first_run, format_ms, run_after};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// Adds a job (refused when its id is taken).
-    Add(CronJob),
+    Add(Box<CronJob>),
     /// Removes a job.
     Remove {
         /// The job.
@@ -60,8 +60,8 @@ impl Change {
                 if jobs.job_mut(&job.id).is_some() {
                     return Applied::IdTaken;
                 }
-                jobs.insert(job.clone());
-                Applied::Changed(job.clone())
+                jobs.insert(CronJob::clone(job));
+                Applied::Changed(CronJob::clone(job))
             }
             Change::Remove { id } => jobs.remove(id).map_or(Applied::NotFound, Applied::Removed),
             Change::SetEnabled { id, enabled, now_ms } => {
@@ -305,8 +305,8 @@ mod tests {
     fn edits_apply_alike_to_the_file_list_and_the_scheduler_map() {
         let now = 100 * MINUTE;
         let changes = [
-            Change::Add(job("a", Schedule::every(MINUTE), Some(now + MINUTE))),
-            Change::Add(job("b", Schedule::every(MINUTE), Some(now + MINUTE))),
+            Change::Add(Box::new(job("a", Schedule::every(MINUTE), Some(now + MINUTE)))),
+            Change::Add(Box::new(job("b", Schedule::every(MINUTE), Some(now + MINUTE)))),
             Change::SetEnabled { id: "a".into(), enabled: false, now_ms: now },
             Change::Remove { id: "b".into() },
             Change::SetEnabled { id: "a".into(), enabled: true, now_ms: now + 5 },
@@ -318,7 +318,7 @@ mod tests {
         }
         assert_eq!(list, map.into_values().collect::<Vec<_>>());
         assert_eq!(list[0].state.next_run_at_ms, Some(now + 5 + MINUTE));
-        assert_eq!(Change::Add(list[0].clone()).apply(&mut list, UTC), Applied::IdTaken);
+        assert_eq!(Change::Add(Box::new(list[0].clone())).apply(&mut list, UTC), Applied::IdTaken);
         assert_eq!(Change::Remove { id: "zz".into() }.apply(&mut list, UTC), Applied::NotFound);
     }
 }

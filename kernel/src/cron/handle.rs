@@ -112,16 +112,7 @@ impl CronHandle {
             return actor.send(AddJob(job)).await.map_err(|_| CronError::Gone);
         }
         let (store, tz) = (self.store.clone(), self.tz);
-        blocking(move || {
-            let mut job = job;
-            loop {
-                match store.apply(&Change::Add(job.clone()), tz)? {
-                    Applied::IdTaken => job.id = new_id(),
-                    _ => return Ok(job),
-                }
-            }
-        })
-        .await
+        blocking(move || Ok(store.add(job, tz)?)).await
     }
 
     /// Every job, soonest next run first.

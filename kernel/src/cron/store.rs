@@ -12,7 +12,7 @@ use chrono_tz::Tz;
 use rustix::fs::{CWD, FlockOperation, RenameFlags};
 
 use super::change::{Applied, Change};
-use super::job::JobsFile;
+use super::job::{CronJob, JobsFile};
 use crate::fsutil::write_atomic;
 
 /// The file's name in the `cron/` directory.
@@ -215,6 +215,14 @@ impl JobStore {
         Ok(applied)
     }
 
+    /// Adds a job, giving it a fresh id if its own is taken; answers with the job as stored.
+    pub fn add(&self, mut job: CronJob, tz: Tz) -> Result<CronJob, StoreError> {
+        while self.apply(&Change::Add(Box::new(job.clone())), tz)? == Applied::IdTaken {
+            job.id = super::new_id();
+        }
+        Ok(job)
+    }
+
     /// Copies of unreadable files moved aside, oldest first.
     pub fn corrupt_copies(&self) -> Vec<PathBuf> {
         let mut copies: Vec<PathBuf> = std::fs::read_dir(&self.dir)
@@ -251,7 +259,7 @@ mod tests {
     use serde_json::{Map, json};
 
     use super::*;
-    use crate::cron::job::{CronJob, JobState, Payload, Schedule};
+    use crate::cron::job::{JobState, Payload, Schedule};
     use crate::testing::TempDir;
 
     fn job(id: &str) -> CronJob {
@@ -276,7 +284,7 @@ mod tests {
         let store = JobStore::new(dir.path());
         assert!(store.load().unwrap().jobs.is_empty());
         assert!(!store.path().exists(), "reading creates no file");
-        store.apply(&Change::Add(job("a")), chrono_tz::UTC).unwrap();
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
         let text = dir.read("cron/jobs.json");
         assert!(text.contains("\"everyMs\": 60000") && text.contains("\"version\": 1"), "{text}");
     }
@@ -292,7 +300,7 @@ mod tests {
         assert!(error.to_string().contains("moved to"), "{error}");
         assert_eq!(std::fs::read_to_string(backup).unwrap(), garbage);
         assert!(!store.path().exists());
-        store.apply(&Change::Add(job("a")), chrono_tz::UTC).unwrap();
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
         assert_eq!(std::fs::read_to_string(backup).unwrap(), garbage, "the copy is kept as it was");
         assert_eq!(store.corrupt_copies(), vec![backup.clone()]);
         dir.write("cron/jobs.json", "[]");
@@ -306,7 +314,7 @@ mod tests {
     fn a_failed_edit_changes_nothing() {
         let dir = TempDir::new("cron-store");
         let store = JobStore::new(dir.path());
-        store.apply(&Change::Add(job("a")), chrono_tz::UTC).unwrap();
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
         let before = store.stamp();
         assert_eq!(store.apply(&Change::Remove { id: "b".into() }, chrono_tz::UTC).unwrap(), Applied::NotFound);
         assert_eq!(store.stamp(), before, "nothing was written");
@@ -323,7 +331,7 @@ mod tests {
                     // A store per thread: separate lock-file descriptors, as separate processes have.
                     let store = JobStore::new(&workspace);
                     for i in 0..25 {
-                        store.apply(&Change::Add(job(&format!("w{w}-{i}"))), chrono_tz::UTC).unwrap();
+                        store.apply(&Change::Add(Box::new(job(&format!("w{w}-{i}")))), chrono_tz::UTC).unwrap();
                     }
                 })
             })

@@ -209,7 +209,7 @@ fn an_edit_by_another_process_is_noticed_without_a_restart_and_merged_with_the_s
         actor.send(Flush).await.unwrap();
         // Another process (the CLI) adds a job due in 300 ms, through the file and its lock.
         let store = JobStore::new(dir.path());
-        store.apply(&Change::Add(job("theirs", Schedule::at(now + 300), now)), UTC).unwrap();
+        store.apply(&Change::Add(Box::new(job("theirs", Schedule::at(now + 300), now))), UTC).unwrap();
         let fired = next_fire(&mut fires).await;
         assert_eq!(fired.job.id, "theirs");
         fired.done.send(Ok(())).unwrap();
