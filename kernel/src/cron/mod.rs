@@ -27,6 +27,8 @@ use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use actor::{CronActor, CronFire};
+/// The timezone type every schedule is computed in.
+pub use chrono_tz::Tz;
 pub use handle::{CronHandle, NewJob};
 pub use job::{CronJob, JobTarget};
 pub use tool::CronTool;
