@@ -47,7 +47,7 @@ pub struct CronActor {
     tz: Tz,
     /// Where due jobs go.
     fire: UnboundedSender<CronFire>,
-    /// Now, in ms since the epoch (the wall clock; tokio's paused clock in tests).
+    /// Now, in µs since the epoch (the wall clock; tokio's paused clock in tests).
     clock: Clock,
     /// Every job, by id.
     jobs: HashMap<String, CronJob>,
@@ -77,10 +77,11 @@ impl CronActor {
     /// (`agents.defaults.timezone`, UTC when unset). A file that does not parse is moved aside
     /// and reported, and the scheduler starts without its jobs.
     pub fn start(workspace: &Path, timezone: Tz, fire: UnboundedSender<CronFire>) -> Addr<CronActor> {
-        CronActor::start_with_clock(workspace, timezone, fire, Arc::new(|| chrono::Utc::now().timestamp_millis()))
+        CronActor::start_with_clock(workspace, timezone, fire, Arc::new(|| chrono::Utc::now().timestamp_micros()))
     }
 
-    /// Like [`CronActor::start`] with a clock of its own (tests use tokio's paused clock).
+    /// Like [`CronActor::start`] with a clock of its own, in µs since the epoch (tests use
+    /// tokio's paused clock).
     pub fn start_with_clock(
         workspace: &Path,
         timezone: Tz,
@@ -88,7 +89,7 @@ impl CronActor {
         clock: Clock,
     ) -> Addr<CronActor> {
         let store = JobStore::new(workspace);
-        let (cache, stamp) = initial_load(&store, timezone, clock());
+        let (cache, stamp) = initial_load(&store, timezone, clock() / 1000);
         let jobs: HashMap<String, CronJob> = cache.jobs.iter().map(|job| (job.id.clone(), job.clone())).collect();
         let worker = Worker {
             store: store.clone(),
@@ -118,8 +119,9 @@ impl CronActor {
         actor.start()
     }
 
+    /// Now, in ms since the epoch.
     fn now(&self) -> i64 {
-        (self.clock)()
+        (self.clock)() / 1000
     }
 
     fn rebuild_heap(&mut self) {
@@ -178,7 +180,8 @@ impl CronActor {
             }
             ctx.cancel_future(handle);
         }
-        let wait = Duration::from_millis(u64::try_from(at - self.now()).unwrap_or(0)).min(MAX_SLEEP);
+        // Counted in µs, so the timer (whole ms, rounded up) wakes less than 1 ms late.
+        let wait = Duration::from_micros(u64::try_from(at * 1000 - (self.clock)()).unwrap_or(0)).min(MAX_SLEEP);
         let handle = ctx.run_later(wait, |actor, ctx| {
             actor.timer = None;
             actor.fire_due(ctx);

@@ -20,7 +20,7 @@ use super::store::{FileStamp, JobStore, StoreError};
 /// How long to wait before retrying a write that failed (a full disk, say).
 const RETRY: Duration = Duration::from_secs(10);
 
-/// Now in ms since the epoch (the scheduler's clock).
+/// Now in µs since the epoch (the scheduler's clock; jobs count in ms, timers in µs).
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// What the scheduler asks of the thread.
@@ -152,7 +152,7 @@ impl Worker {
                     for change in &self.pending {
                         change.apply(&mut self.cache.jobs, self.tz);
                     }
-                    let now = (self.clock)();
+                    let now = (self.clock)() / 1000;
                     for job in &mut self.cache.jobs {
                         rewrite |= fill_next_run(job, now, self.tz);
                     }

@@ -23,14 +23,19 @@ fn noon() -> i64 {
     chrono::Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap().timestamp_millis()
 }
 
-/// A clock that starts at `base_ms` and follows tokio's (paused) time.
+/// A clock (in µs) that starts at `base_ms` and follows tokio's (paused) time.
 fn paused_clock(base_ms: i64) -> Clock {
     let start = tokio::time::Instant::now();
-    Arc::new(move || base_ms + i64::try_from(start.elapsed().as_millis()).unwrap())
+    Arc::new(move || base_ms * 1000 + i64::try_from(start.elapsed().as_micros()).unwrap())
 }
 
 fn wall_clock() -> Clock {
-    Arc::new(|| chrono::Utc::now().timestamp_millis())
+    Arc::new(|| chrono::Utc::now().timestamp_micros())
+}
+
+/// The clock's time in ms.
+fn ms(clock: &Clock) -> i64 {
+    clock() / 1000
 }
 
 fn job(name: &str, schedule: Schedule, now: i64) -> CronJob {
@@ -64,7 +69,7 @@ fn jobs_fire_in_order_of_their_next_run_exactly_when_due_and_runs_are_recorded()
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
         let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
-        let now = clock();
+        let now = ms(&clock);
         for (name, schedule) in [
             ("third", Schedule::at(now + 3_000)),
             ("first", Schedule::at(now + 1_000)),
@@ -80,10 +85,10 @@ fn jobs_fire_in_order_of_their_next_run_exactly_when_due_and_runs_are_recorded()
             seen.push((fired.job.name.clone(), due - now));
             // The timer wheel counts whole milliseconds from a start that is not on one.
             assert!(
-                (0..=1).contains(&(clock() - due)),
+                (0..=1).contains(&(ms(&clock) - due)),
                 "{} fired {} ms after it was due",
                 fired.job.name,
-                clock() - due
+                ms(&clock) - due
             );
             fired.done.send(Ok(())).unwrap();
         }
@@ -110,7 +115,7 @@ fn a_dropped_answer_is_recorded_as_not_run_and_a_failure_with_its_error() {
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
         let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
-        actor.send(AddJob(job("a", Schedule::every(1_000), clock()))).await.unwrap();
+        actor.send(AddJob(job("a", Schedule::every(1_000), ms(&clock)))).await.unwrap();
         drop(next_fire(&mut fires).await);
         next_fire(&mut fires).await.done.send(Err("the model is down".into())).unwrap();
         let _third = next_fire(&mut fires).await; // under way: the first two are recorded
@@ -132,11 +137,11 @@ fn a_job_run_by_hand_fires_at_once_and_keeps_its_schedule() {
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
         let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
-        let now = clock();
+        let now = ms(&clock);
         actor.send(AddJob(job("daily", Schedule::every(86_400_000), now))).await.unwrap();
         actor.send(RunJob("daily".into())).await.unwrap().unwrap();
         let fired = next_fire(&mut fires).await;
-        assert_eq!((fired.due_ms, clock()), (None, now));
+        assert_eq!((fired.due_ms, ms(&clock)), (None, now));
         assert!(matches!(actor.send(RunJob("daily".into())).await.unwrap(), Err(CronError::Running(_))));
         fired.done.send(Ok(())).unwrap();
         actor.send(Flush).await.unwrap();
@@ -154,7 +159,7 @@ fn a_disabled_or_removed_job_does_not_fire() {
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
         let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
-        let now = clock();
+        let now = ms(&clock);
         for name in ["off", "gone", "on"] {
             actor.send(AddJob(job(name, Schedule::every(1_000 + name.len() as i64), now))).await.unwrap();
         }
