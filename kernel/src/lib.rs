@@ -1,5 +1,5 @@
 //! The oxibot kernel: configuration, the plugin host, LLM providers, the session and runner
-//! actors, memory (consolidation, Dream, git) and the gateway. The `oxibot` binary in
+//! actors, scheduled jobs, memory (consolidation, Dream, git) and the gateway. The `oxibot` binary in
 //! `main.rs` is a thin shell over it.
 //!
 //! The modules form a ladder; each may import only those on lower rungs (ARCHITECTURE.md
@@ -11,16 +11,18 @@
 //! 4. `session`, `history`, `provider` — stores and the LLM client;
 //! 5. `context` — the system prompt;
 //! 6. `turn` — the LLM ↔ tools loop;
-//! 7. `services` — what every actor above shares;
-//! 8. `memory` — consolidation, Dream, git; `automation` — the kernel acting on its own;
-//! 9. `agent` — sessions and commands;
-//! 10. `gateway` — the daemon serving channels;
-//! 11. `cli` (in the binary) — the edge.
+//! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
+//! 8. `services` — what every actor above shares;
+//! 9. `memory` — consolidation, Dream, git; `automation` — the kernel acting on its own;
+//! 10. `agent` — sessions and commands;
+//! 11. `gateway` — the daemon serving channels;
+//! 12. `cli` (in the binary) — the edge.
 
 pub mod agent;
 pub mod automation;
 pub mod config;
 pub mod context;
+pub mod cron;
 pub mod fsutil;
 pub mod gateway;
 pub mod history;

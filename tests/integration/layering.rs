@@ -13,6 +13,7 @@ const RUNGS: &[&[&str]] = &[
     &["session", "history", "provider"],
     &["context"],
     &["turn"],
+    &["cron"],
     &["services"],
     &["memory", "automation"],
     &["agent"],

@@ -20,6 +20,8 @@
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
+//!   hand against the scripted LLM, a nanobot jobs file used as it is;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
@@ -47,6 +49,7 @@ mod channel_websocket;
 mod channels;
 mod cli_service;
 mod cli_tools;
+mod cron;
 mod fs_containment;
 mod gateway;
 mod gateway_channels;

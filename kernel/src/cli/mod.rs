@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod agent;
 mod background;
+mod cron;
 mod gateway;
 mod kernel;
 mod markdown;
@@ -74,6 +75,11 @@ enum Command {
     /// Inspect and call tool plugins.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Scheduled jobs (`<workspace>/cron/jobs.json`): list, add, remove, enable, disable, run.
+    ///
+    /// A running gateway picks up every change at once.
+    #[command(subcommand)]
+    Cron(cron::CronCommand),
     /// Dream's changes to SOUL.md, USER.md and memory/MEMORY.md (a git repository in the
     /// workspace).
     #[command(subcommand)]
@@ -214,6 +220,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => {
             tools::call(&common, &tool, &args, timeout)
         }
+        Command::Cron(command) => cron::run(command),
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
         Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),

@@ -1,0 +1,364 @@
+//! `<workspace>/cron/jobs.json` on disk: every writer (the scheduler, the CLI, the `cron`
+//! tool of another process) reads, edits and writes the file under an advisory lock on
+//! `cron/jobs.json.lock`, so no edit is lost; writes replace the file atomically, so no reader
+//! sees half of one; a file that does not parse is moved aside and never written over.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+
+use chrono_tz::Tz;
+use rustix::fs::{CWD, FlockOperation, RenameFlags};
+
+use super::change::{Applied, Change};
+use super::job::{CronJob, JobsFile};
+use crate::fsutil::write_atomic;
+
+/// The file's name in the `cron/` directory.
+pub const FILE_NAME: &str = "jobs.json";
+/// The lock file's name in the `cron/` directory.
+pub const LOCK_NAME: &str = "jobs.json.lock";
+/// How a copy moved aside is named: `jobs.json.corrupt-<unix seconds>`.
+pub const CORRUPT_PREFIX: &str = "jobs.json.corrupt-";
+
+/// Why the jobs file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file-system call failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: io::Error,
+    },
+    /// The file did not parse; it was moved aside and is kept.
+    #[error(
+        "{} could not be read ({reason}); it was moved to {} and is kept there: fix it and move it back, or delete it",
+        path.display(), backup.display()
+    )]
+    Corrupt {
+        /// The jobs file.
+        path: PathBuf,
+        /// Where it is now.
+        backup: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// The file did not parse and could not be moved aside; it is left alone.
+    #[error("{} could not be read ({reason}) and could not be moved aside ({source}); it is left as it is", path.display())]
+    CorruptInPlace {
+        /// The jobs file.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+        /// Why the move failed.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Identifies one version of the file (inode, size, times): a write by anyone changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        FileStamp {
+            device: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            changed_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        }
+    }
+}
+
+/// The jobs file of one workspace.
+#[derive(Debug, Clone)]
+pub struct JobStore {
+    /// `<workspace>/cron`.
+    dir: PathBuf,
+    /// `<workspace>/cron/jobs.json`.
+    path: PathBuf,
+}
+
+/// The held lock; released when dropped.
+#[derive(Debug)]
+pub struct StoreLock {
+    /// The locked lock file (closing it releases the lock).
+    _file: File,
+}
+
+impl JobStore {
+    /// The store of `workspace` (`<workspace>/cron/jobs.json`).
+    pub fn new(workspace: &Path) -> JobStore {
+        let dir = workspace.join("cron");
+        JobStore { path: dir.join(FILE_NAME), dir }
+    }
+
+    /// The jobs file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The `cron/` directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn io(&self, action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
+        let path = path.to_path_buf();
+        move |source| StoreError::Io { action, path, source }
+    }
+
+    /// Takes the lock every writer holds while it reads, edits and writes (blocking until
+    /// the holder, perhaps another process, lets go).
+    pub fn lock(&self) -> Result<StoreLock, StoreError> {
+        std::fs::create_dir_all(&self.dir).map_err(self.io("create", &self.dir))?;
+        let path = self.dir.join(LOCK_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(self.io("open the lock file", &path))?;
+        rustix::fs::flock(&file, FlockOperation::LockExclusive)
+            .map_err(|e| self.io("lock", &path)(io::Error::from(e)))?;
+        Ok(StoreLock { _file: file })
+    }
+
+    /// The current version's stamp; `None` when there is no file.
+    pub fn stamp(&self) -> Option<FileStamp> {
+        std::fs::metadata(&self.path).ok().map(|meta| FileStamp::of(&meta))
+    }
+
+    /// Reads the file (`None` when there is none). A file that does not parse is moved to
+    /// `jobs.json.corrupt-<unix seconds>` (never over an existing file) and reported.
+    pub fn read(&self, _lock: &StoreLock) -> Result<Option<(JobsFile, FileStamp)>, StoreError> {
+        let mut file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io("open", &self.path)(e)),
+        };
+        let stamp = FileStamp::of(&file.metadata().map_err(self.io("inspect", &self.path))?);
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(self.io("read", &self.path))?;
+        match serde_json::from_slice::<JobsFile>(&bytes) {
+            Ok(jobs) => Ok(Some((jobs, stamp))),
+            Err(error) => Err(self.set_aside(error.to_string())),
+        }
+    }
+
+    fn set_aside(&self, reason: String) -> StoreError {
+        let seconds = chrono::Utc::now().timestamp();
+        for n in 0..100 {
+            let name =
+                if n == 0 { format!("{CORRUPT_PREFIX}{seconds}") } else { format!("{CORRUPT_PREFIX}{seconds}-{n}") };
+            let backup = self.dir.join(name);
+            match rename_no_replace(&self.path, &backup) {
+                Ok(()) => {
+                    let error = StoreError::Corrupt { path: self.path.clone(), backup, reason };
+                    tracing::error!(%error, "cron jobs file moved aside");
+                    return error;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(source) => return StoreError::CorruptInPlace { path: self.path.clone(), reason, source },
+            }
+        }
+        let source = io::Error::new(io::ErrorKind::AlreadyExists, "too many copies already");
+        StoreError::CorruptInPlace { path: self.path.clone(), reason, source }
+    }
+
+    /// Replaces the file with `jobs` (atomically: readers see the old or the new file).
+    pub fn write(&self, _lock: &StoreLock, jobs: &JobsFile) -> Result<FileStamp, StoreError> {
+        let bytes = serde_json::to_vec_pretty(jobs)
+            .map_err(|e| self.io("encode", &self.path)(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        write_atomic(&self.path, &bytes).map_err(self.io("write", &self.path))?;
+        self.stamp().ok_or_else(|| self.io("inspect", &self.path)(io::ErrorKind::NotFound.into()))
+    }
+
+    /// The jobs (none when there is no file).
+    pub fn load(&self) -> Result<JobsFile, StoreError> {
+        let lock = self.lock()?;
+        Ok(self.read(&lock)?.map(|(jobs, _)| jobs).unwrap_or_default())
+    }
+
+    /// Reads, edits with `edit` and writes the file, all under the lock.
+    pub fn update<R>(&self, edit: impl FnOnce(&mut JobsFile) -> R) -> Result<R, StoreError> {
+        let lock = self.lock()?;
+        let mut jobs = self.read(&lock)?.map(|(jobs, _)| jobs).unwrap_or_default();
+        let result = edit(&mut jobs);
+        self.write(&lock, &jobs)?;
+        Ok(result)
+    }
+
+    /// Applies one change to the file (written only when the change did something); `tz`
+    /// is the default timezone of cron schedules.
+    pub fn apply(&self, change: &Change, tz: Tz) -> Result<Applied, StoreError> {
+        let lock = self.lock()?;
+        let mut jobs = self.read(&lock)?.map(|(jobs, _)| jobs).unwrap_or_default();
+        let applied = change.apply(&mut jobs.jobs, tz);
+        if matches!(applied, Applied::Changed(_) | Applied::Removed(_)) {
+            self.write(&lock, &jobs)?;
+        }
+        Ok(applied)
+    }
+
+    /// Adds a job, giving it a fresh id if its own is taken; answers with the job as stored.
+    pub fn add(&self, mut job: CronJob, tz: Tz) -> Result<CronJob, StoreError> {
+        while self.apply(&Change::Add(Box::new(job.clone())), tz)? == Applied::IdTaken {
+            job.id = super::new_id();
+        }
+        Ok(job)
+    }
+
+    /// Copies of unreadable files moved aside, oldest first.
+    pub fn corrupt_copies(&self) -> Vec<PathBuf> {
+        let mut copies: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with(CORRUPT_PREFIX))
+            .map(|entry| entry.path())
+            .collect();
+        copies.sort();
+        copies
+    }
+}
+
+/// Renames `from` to `to` unless `to` exists (atomically where the file system can).
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    match rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            // A file system without RENAME_NOREPLACE: check, then rename, under our lock.
+            if to.exists() {
+                return Err(io::ErrorKind::AlreadyExists.into());
+            }
+            std::fs::rename(from, to)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Map, json};
+
+    use super::*;
+    use crate::cron::job::{JobState, Payload, Schedule};
+    use crate::testing::TempDir;
+
+    fn job(id: &str) -> CronJob {
+        CronJob {
+            id: id.into(),
+            name: id.into(),
+            enabled: true,
+            schedule: Schedule::every(60_000),
+            payload: Payload::default(),
+            state: JobState::default(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            delete_after_run: false,
+            missed: None,
+            extra: Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_missing_file_is_an_empty_list_and_the_first_write_creates_it() {
+        let dir = TempDir::new("cron-store");
+        let store = JobStore::new(dir.path());
+        assert!(store.load().unwrap().jobs.is_empty());
+        assert!(!store.path().exists(), "reading creates no file");
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
+        let text = dir.read("cron/jobs.json");
+        assert!(text.contains("\"everyMs\": 60000") && text.contains("\"version\": 1"), "{text}");
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_reported_and_never_written_over() {
+        let dir = TempDir::new("cron-store");
+        let garbage = "{\"version\": 1, \"jobs\": [ {\"id\": ";
+        dir.write("cron/jobs.json", garbage);
+        let store = JobStore::new(dir.path());
+        let error = store.load().unwrap_err();
+        let StoreError::Corrupt { backup, .. } = &error else { panic!("{error}") };
+        assert!(error.to_string().contains("moved to"), "{error}");
+        assert_eq!(std::fs::read_to_string(backup).unwrap(), garbage);
+        assert!(!store.path().exists());
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
+        assert_eq!(std::fs::read_to_string(backup).unwrap(), garbage, "the copy is kept as it was");
+        assert_eq!(store.corrupt_copies(), vec![backup.clone()]);
+        dir.write("cron/jobs.json", "[]");
+        let second = store.load().unwrap_err();
+        let StoreError::Corrupt { backup: second_backup, .. } = &second else { panic!("{second}") };
+        assert_ne!(second_backup, backup, "a second bad file gets its own name");
+        assert_eq!(std::fs::read_to_string(backup).unwrap(), garbage);
+    }
+
+    #[test]
+    fn a_failed_edit_changes_nothing() {
+        let dir = TempDir::new("cron-store");
+        let store = JobStore::new(dir.path());
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
+        let before = store.stamp();
+        assert_eq!(store.apply(&Change::Remove { id: "b".into() }, chrono_tz::UTC).unwrap(), Applied::NotFound);
+        assert_eq!(store.stamp(), before, "nothing was written");
+    }
+
+    #[test]
+    fn concurrent_writers_under_the_lock_lose_no_edit() {
+        let dir = TempDir::new("cron-store");
+        let workspace = Arc::new(dir.path().to_path_buf());
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let workspace = workspace.clone();
+                std::thread::spawn(move || {
+                    // A store per thread: separate lock-file descriptors, as separate processes have.
+                    let store = JobStore::new(&workspace);
+                    for i in 0..25 {
+                        store.apply(&Change::Add(Box::new(job(&format!("w{w}-{i}")))), chrono_tz::UTC).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let jobs = JobStore::new(&workspace).load().unwrap().jobs;
+        assert_eq!(jobs.len(), 100);
+        let leftovers: Vec<_> = std::fs::read_dir(workspace.join("cron"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name != FILE_NAME && name != LOCK_NAME)
+            .collect();
+        assert!(leftovers.is_empty(), "no temporary files left: {leftovers:?}");
+    }
+
+    #[test]
+    fn a_file_with_unknown_keys_keeps_them_through_an_edit() {
+        let dir = TempDir::new("cron-store");
+        let original = json!({"version": 1, "jobs": [{"id": "a", "name": "a", "schedule": {"kind": "every", "everyMs": 1000}, "owner": "bob"}], "note": "hi"});
+        dir.write("cron/jobs.json", &original.to_string());
+        let store = JobStore::new(dir.path());
+        store.apply(&Change::SetEnabled { id: "a".into(), enabled: false, now_ms: 5 }, chrono_tz::UTC).unwrap();
+        let saved: serde_json::Value = serde_json::from_str(&dir.read("cron/jobs.json")).unwrap();
+        assert_eq!((saved["note"].clone(), saved["jobs"][0]["owner"].clone()), (json!("hi"), json!("bob")));
+        assert_eq!(saved["jobs"][0]["enabled"], json!(false));
+    }
+}
