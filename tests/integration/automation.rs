@@ -322,3 +322,145 @@ fn in_the_interactive_agent_a_background_helpers_report_is_answered_and_printed(
     let out = out.lock().unwrap().clone();
     assert!(out.contains("A helper is on it.") && out.contains("[cli:direct] Your helper found it: 42."), "{out}");
 }
+
+/// A gateway whose websocket channel serves everyone, and its port.
+fn websocket_gateway() -> (GatewayEnv, u16) {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port}}));
+    (env, port)
+}
+
+/// A WebSocket client in `chat`.
+async fn join(
+    port: u16,
+    chat: &str,
+) -> impl StreamExt<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>>
++ SinkExt<WsMessage, Error = tokio_tungstenite::tungstenite::Error>
++ Unpin {
+    let (socket, _) =
+        tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id={chat}")).await.unwrap();
+    socket
+}
+
+fn jobs(env: &GatewayEnv) -> Vec<Value> {
+    let text = std::fs::read_to_string(env.workspace().join("cron/jobs.json")).unwrap_or_default();
+    serde_json::from_str::<Value>(&text).ok().and_then(|v| v["jobs"].as_array().cloned()).unwrap_or_default()
+}
+
+#[test]
+fn a_job_added_in_chat_fires_into_its_session_repeats_and_stops_when_removed_from_the_cli() {
+    let (env, port) = websocket_gateway();
+    let _gateway = env.start_with("websocket");
+    let add = json!({"action": "add", "message": "Tell me to stretch", "every_seconds": 1, "name": "stretch"});
+    env.llm.push(Reply::ToolCalls(vec![("cron".into(), add.to_string())]));
+    env.llm.push(Reply::Text("Scheduled.".into()));
+    env.llm.push(Reply::Text("Time to stretch!".into()));
+    env.llm.push(Reply::Text("Stretch again!".into()));
+    block_on(async {
+        let mut room = join(port, "room1").await;
+        room.send(WsMessage::text(json!({"type": "message", "text": "remind me to stretch every second"}).to_string()))
+            .await
+            .unwrap();
+        assert_eq!(next_message(&mut room).await["text"], "Scheduled.");
+        assert_eq!(next_message(&mut room).await["text"], "Time to stretch!");
+        assert_eq!(next_message(&mut room).await["text"], "Stretch again!");
+    });
+    let listed = env.command(&["cron", "list"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listing.contains("stretch"), "oxibot cron list shows the job made in chat: {listing}");
+    let id = jobs(&env)[0]["id"].as_str().unwrap().to_owned();
+    let removed = env.command(&["cron", "remove", &id]).output().unwrap();
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    let settled = env.llm.requests().len();
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let after = env.llm.requests().len();
+    assert!(
+        after <= settled + 1,
+        "a job removed from the CLI stops firing in the running gateway ({settled} → {after})"
+    );
+
+    let cron_turn = &env.llm.requests()[2];
+    let message = cron_turn["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(message.contains("Tell me to stretch"), "{message}");
+    let session = env.session_file("websocket:room1");
+    assert!(session.contains(r#""source":"cron""#) && session.contains("Time to stretch!"), "{session}");
+}
+
+#[test]
+fn a_one_shot_job_missed_while_the_gateway_was_down_fires_once_after_start() {
+    let (env, port) = websocket_gateway();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let due = now_ms - 60_000;
+    let file = json!({"version": 1, "jobs": [{
+        "id": "a1b2c3d4", "name": "dentist", "enabled": true,
+        "schedule": {"kind": "at", "atMs": due},
+        "payload": {"kind": "agent_turn", "message": "Remind me to call the dentist", "sessionKey": "websocket:room9"},
+        "state": {"nextRunAtMs": due}, "createdAtMs": due - 1000, "updatedAtMs": due - 1000, "deleteAfterRun": true
+    }]});
+    std::fs::create_dir_all(env.workspace().join("cron")).unwrap();
+    std::fs::write(env.workspace().join("cron/jobs.json"), file.to_string()).unwrap();
+    env.llm.push(Reply::Text("Call the dentist!".into()));
+    block_on(async {
+        let gateway = env.start_with("websocket");
+        let mut room = join(port, "room9").await;
+        let wait_for_reply = async {
+            loop {
+                let reply = next_message(&mut room).await;
+                if reply["text"] == "Call the dentist!" {
+                    break;
+                }
+            }
+        };
+        // The firing may come before the client joined: then the reply waits in the session.
+        if tokio::time::timeout(std::time::Duration::from_secs(5), wait_for_reply).await.is_err() {
+            let stored = || env.session_file("websocket:room9").contains("Call the dentist!");
+            assert!(wait_until(DEADLINE, stored), "the missed job ran once after start");
+        }
+        assert!(
+            wait_until(DEADLINE, || jobs(&env).is_empty()),
+            "a one-shot job made to be deleted after its run is gone"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        assert_eq!(env.llm.requests().len(), 1, "the missed one-shot job ran exactly once");
+        drop(gateway);
+    });
+}
+
+#[test]
+fn jobs_survive_a_killed_gateway_and_fire_after_the_restart() {
+    let (env, port) = websocket_gateway();
+    let mut gateway = env.start_with("websocket");
+    let add = json!({"action": "add", "message": "Check the oven", "every_seconds": 3600, "name": "oven"});
+    env.llm.push(Reply::ToolCalls(vec![("cron".into(), add.to_string())]));
+    env.llm.push(Reply::Text("Will do.".into()));
+    block_on(async {
+        let mut room = join(port, "kitchen").await;
+        room.send(WsMessage::text(json!({"type": "message", "text": "remind me hourly"}).to_string())).await.unwrap();
+        assert_eq!(next_message(&mut room).await["text"], "Will do.");
+    });
+    gateway.kill();
+    let id = jobs(&env)[0]["id"].as_str().unwrap().to_owned();
+    let listed = env.command(&["cron", "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("oven"), "the job is still there after SIGKILL");
+
+    let _gateway = env.start_with("websocket");
+    env.llm.push(Reply::Text("The oven!".into()));
+    let ran = env.command(&["cron", "run", &id]).output().unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(env.session_file("websocket:kitchen").contains("The oven!"), "the job's run is in its session");
+}
+
+#[test]
+fn a_one_shot_agent_offers_cron_only_while_a_gateway_runs_the_jobs() {
+    let (env, _port) = websocket_gateway();
+    let offered = |env: &GatewayEnv| {
+        let before = env.llm.requests().len();
+        env.llm.push(Reply::Text("ok".into()));
+        let out = env.command(&["agent", "-m", "hello"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        tool_names(&env.llm.requests()[before]).contains(&"cron".to_owned())
+    };
+    assert!(!offered(&env), "no scheduler runs: a job added now would never fire");
+    let _gateway = env.start_with("websocket");
+    assert!(offered(&env), "the gateway runs the jobs");
+}

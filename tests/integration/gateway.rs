@@ -67,7 +67,7 @@ impl GatewayEnv {
         &self.workspace
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         oxibot_tests::kernel_command(self.home.path(), args)
     }
 
@@ -136,6 +136,12 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
+    /// Kills the gateway with SIGKILL and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM and waits (at most 10 s) for the exit status.
     pub(crate) fn terminate_and_wait(&mut self) -> std::process::ExitStatus {
         rustix::process::kill_process(

@@ -4,12 +4,14 @@
 //! Code map: [`dispatch`] is how tools and schedulers ask whoever runs the kernel (the
 //! gateway, the interactive agent) to run a turn or send a message; [`message`] and
 //! [`spawn`] are built-in tools (a helper runs as a [`supervised::SupervisedJob`]);
-//! [`heartbeat`] is the periodic check of `HEARTBEAT.md`. [`builtin_tools`] assembles the set
+//! [`heartbeat`] is the periodic check of `HEARTBEAT.md`; [`scheduling`] runs due cron jobs
+//! as turns. [`builtin_tools`] assembles the set
 //! a kernel offers, from what works where it runs.
 
 pub mod dispatch;
 pub mod heartbeat;
 pub mod message;
+pub mod scheduling;
 pub mod spawn;
 pub mod supervised;
 
@@ -32,6 +34,20 @@ pub struct Reach {
     pub channels: bool,
     /// More built-ins that run here (`cron`, when its jobs will run).
     pub extra: Vec<Arc<dyn BuiltinTool>>,
+}
+
+/// The `cron` tool, when a job added now will run: this process runs the workspace's
+/// scheduler, or another one does (a gateway next to a one-shot `oxibot agent -m`).
+pub fn cron_where_jobs_run(
+    workspace: &std::path::Path,
+    timezone: crate::cron::Tz,
+    scheduler: Option<&scheduling::Scheduler>,
+) -> Vec<Arc<dyn BuiltinTool>> {
+    if scheduler.is_some() || scheduling::scheduler_running(workspace) {
+        vec![scheduling::cron_tool(workspace, timezone, scheduler)]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The built-in tools of a kernel with `reach`: `message` where channels deliver, `spawn`

@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use oxibot_kernel::agent::{SessionManager, TurnReply};
 use oxibot_kernel::automation::dispatch::Dispatcher;
-use oxibot_kernel::automation::{Reach, builtin_tools};
+use oxibot_kernel::automation::scheduling::{self, Scheduler};
+use oxibot_kernel::automation::{Reach, builtin_tools, cron_where_jobs_run};
 use oxibot_kernel::memory::dream_actor::StartSchedule;
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
@@ -48,8 +49,14 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         let services = Arc::new(services);
         let interactive = options.message.is_none();
         let (dispatcher, requests) = Dispatcher::channel();
-        // A one-shot run ends with its answer: a helper's report could not come back later.
-        let reach = Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra: Vec::new() };
+        let timezone = scheduling::timezone(services.timezone());
+        // An interactive agent runs the workspace's scheduled jobs unless a gateway does; a
+        // one-shot run ends with its answer, so it schedules nothing (and a helper's report
+        // could not come back later).
+        let scheduler =
+            if interactive { Scheduler::start(services.workspace(), timezone, dispatcher.clone()) } else { None };
+        let extra = cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref());
+        let reach = Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra };
         services.install_builtins(builtin_tools(&services, reach));
         let manager = Rc::new(SessionManager::new(services.clone()));
         if interactive {
@@ -61,6 +68,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
             None => repl::run(&manager, &options.session, style).await,
         };
         services.host().shutdown().await;
+        drop(scheduler);
         code
     })
 }

@@ -19,6 +19,8 @@ use crate::fsutil::write_atomic;
 pub const FILE_NAME: &str = "jobs.json";
 /// The lock file's name in the `cron/` directory.
 pub const LOCK_NAME: &str = "jobs.json.lock";
+/// The lock file the workspace's one running scheduler holds.
+pub const SCHEDULER_LOCK_NAME: &str = "scheduler.lock";
 /// How a copy moved aside is named: `jobs.json.corrupt-<unix seconds>`.
 pub const CORRUPT_PREFIX: &str = "jobs.json.corrupt-";
 
@@ -136,6 +138,35 @@ impl JobStore {
         rustix::fs::flock(&file, FlockOperation::LockExclusive)
             .map_err(|e| self.io("lock", &path)(io::Error::from(e)))?;
         Ok(StoreLock { _file: file })
+    }
+
+    /// The lock only the workspace's one scheduler holds, for as long as it runs; `None`
+    /// when another process (a gateway, an interactive agent) holds it already.
+    pub fn try_scheduler_lock(&self) -> Result<Option<StoreLock>, StoreError> {
+        std::fs::create_dir_all(&self.dir).map_err(self.io("create", &self.dir))?;
+        let path = self.dir.join(SCHEDULER_LOCK_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(self.io("open the lock file", &path))?;
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(StoreLock { _file: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(error) => Err(self.io("lock", &path)(io::Error::from(error))),
+        }
+    }
+
+    /// Whether a scheduler runs for this workspace (in this or another process).
+    pub fn scheduler_running(&self) -> bool {
+        let path = self.dir.join(SCHEDULER_LOCK_NAME);
+        let Ok(file) = OpenOptions::new().write(true).open(&path) else { return false };
+        // A shared lock is refused only while the scheduler holds its exclusive one.
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => false,
+            Err(error) => error == rustix::io::Errno::WOULDBLOCK,
+        }
     }
 
     /// The current version's stamp; `None` when there is no file.
@@ -311,6 +342,19 @@ mod tests {
     }
 
     #[test]
+    fn only_one_scheduler_holds_a_workspace_and_others_can_see_it_runs() {
+        let dir = TempDir::new("cron-scheduler-lock");
+        let store = JobStore::new(dir.path());
+        assert!(!store.scheduler_running());
+        let held = store.try_scheduler_lock().unwrap().expect("the first scheduler gets the lock");
+        assert!(store.try_scheduler_lock().unwrap().is_none(), "a second scheduler does not start");
+        assert!(store.scheduler_running());
+        drop(held);
+        assert!(!store.scheduler_running(), "the lock goes with its holder");
+        assert!(store.try_scheduler_lock().unwrap().is_some());
+    }
+
+    #[test]
     fn a_failed_edit_changes_nothing() {
         let dir = TempDir::new("cron-store");
         let store = JobStore::new(dir.path());
@@ -345,7 +389,7 @@ mod tests {
             .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|name| name != FILE_NAME && name != LOCK_NAME)
+            .filter(|name| name != FILE_NAME && name != LOCK_NAME && name != SCHEDULER_LOCK_NAME)
             .collect();
         assert!(leftovers.is_empty(), "no temporary files left: {leftovers:?}");
     }

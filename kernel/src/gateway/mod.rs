@@ -24,7 +24,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::agent::SessionManager;
 use crate::automation::dispatch::Dispatcher;
 use crate::automation::heartbeat::HeartbeatActor;
-use crate::automation::{Reach, builtin_tools};
+use crate::automation::scheduling::{self, Scheduler};
+use crate::automation::{Reach, builtin_tools, cron_where_jobs_run};
 use crate::memory::dream_actor::StartSchedule;
 use crate::services::Services;
 use access::Access;
@@ -73,7 +74,11 @@ pub async fn run(
 
     let events = services.host().subscribe();
     let (dispatcher, requests) = Dispatcher::channel();
-    let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra: Vec::new() };
+    let timezone = scheduling::timezone(services.timezone());
+    // Kept for the gateway's life: dropping it lets another process schedule the jobs.
+    let scheduler = Scheduler::start(services.workspace(), timezone, dispatcher.clone());
+    let extra = cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref());
+    let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra };
     services.install_builtins(builtin_tools(&services, reach));
     let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
@@ -108,6 +113,7 @@ pub async fn run(
         tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
     }
     services.host().shutdown().await;
+    drop(scheduler);
     Ok(())
 }
 

@@ -1,0 +1,116 @@
+//! Scheduled jobs wired into the running kernel: the workspace's one scheduler (a
+//! [`CronActor`], started only by the process that gets the scheduler lock) whose due jobs run
+//! as turns through the [`Dispatcher`] — in the session they were made in, after its current
+//! turn, the reply delivered like any reply — and the `cron` tool that goes with it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use actix::Addr;
+use tokio::sync::{mpsc, oneshot};
+
+use super::dispatch::{Dispatcher, RunRequest};
+use crate::cron::actor::{CronActor, CronFire};
+use crate::cron::handle::CronHandle;
+use crate::cron::store::{JobStore, StoreLock};
+use crate::cron::timing::zone;
+use crate::cron::tool::CronTool;
+use crate::cron::{Tz, job::CronJob};
+use crate::session::SessionKey;
+use crate::turn::builtin::{BuiltinTool, TurnSource};
+
+/// The scheduler this process runs; it stops scheduling (and lets another process take
+/// over) when dropped with the process.
+pub struct Scheduler {
+    /// The running scheduler.
+    actor: Addr<CronActor>,
+    /// Held while this process is the workspace's scheduler.
+    _lock: StoreLock,
+}
+
+impl Scheduler {
+    /// Starts the workspace's scheduler in this process when no other process runs one;
+    /// due jobs become turns through `dispatcher`. `None` (logged) when another process
+    /// schedules this workspace's jobs, or the lock cannot be taken.
+    pub fn start(workspace: &Path, timezone: Tz, dispatcher: Dispatcher) -> Option<Scheduler> {
+        let lock = match JobStore::new(workspace).try_scheduler_lock() {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                tracing::info!("another oxibot process runs this workspace's scheduled jobs");
+                return None;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot take the scheduler lock; scheduled jobs run elsewhere or not at all");
+                return None;
+            }
+        };
+        let (fire, due) = mpsc::unbounded_channel();
+        let actor = CronActor::start(workspace, timezone, fire);
+        actix::spawn(run_due_jobs(due, dispatcher));
+        Some(Scheduler { actor, _lock: lock })
+    }
+
+    /// The scheduler's address.
+    pub fn actor(&self) -> &Addr<CronActor> {
+        &self.actor
+    }
+}
+
+/// The configured timezone for schedules (UTC when unset or unknown, with a warning).
+pub fn timezone(configured: Option<&str>) -> Tz {
+    match configured {
+        None => chrono_tz::UTC,
+        Some(name) => zone(name).unwrap_or_else(|error| {
+            tracing::warn!(%error, "agents.defaults.timezone is not a timezone; schedules use UTC");
+            chrono_tz::UTC
+        }),
+    }
+}
+
+/// The `cron` tool for a kernel over `workspace`: talking to `scheduler` when this process
+/// runs it, else editing the file (a scheduler elsewhere notices the change).
+pub fn cron_tool(workspace: &Path, timezone: Tz, scheduler: Option<&Scheduler>) -> Arc<dyn BuiltinTool> {
+    let handle = CronHandle::new(workspace, timezone);
+    let handle = match scheduler {
+        Some(scheduler) => handle.with_actor(scheduler.actor().clone()),
+        None => handle,
+    };
+    Arc::new(CronTool::new(handle))
+}
+
+/// Whether a process runs `workspace`'s scheduled jobs (so a job added now will fire).
+pub fn scheduler_running(workspace: &Path) -> bool {
+    JobStore::new(workspace).scheduler_running()
+}
+
+async fn run_due_jobs(mut due: mpsc::UnboundedReceiver<CronFire>, dispatcher: Dispatcher) {
+    while let Some(fire) = due.recv().await {
+        let CronFire { job, done, .. } = fire;
+        let Some(request) = turn_for(&job) else {
+            let _ = done.send(Err("the job names no session to run in".to_owned()));
+            continue;
+        };
+        let (answered, answer) = oneshot::channel();
+        tracing::info!(job = %job.id, name = %job.name, session = %request.key, "running a scheduled job");
+        if !dispatcher.run(RunRequest { done: Some(answered), ..request }) {
+            let _ = done.send(Err("the kernel is shutting down".to_owned()));
+            continue;
+        }
+        actix::spawn(async move {
+            let result = answer.await.unwrap_or_else(|_| Err("the turn was dropped".to_owned()));
+            let _ = done.send(result.map(|_| ()));
+        });
+    }
+}
+
+/// The turn a due job asks for.
+fn turn_for(job: &CronJob) -> Option<RunRequest> {
+    let target = job.payload.target()?;
+    Some(RunRequest {
+        key: SessionKey::from(target.session_key.as_str()),
+        text: job.payload.message.clone(),
+        source: TurnSource::Cron,
+        deliver: true,
+        done: None,
+    })
+}
