@@ -12,6 +12,7 @@ pub mod gate;
 pub mod git;
 pub mod git_actor;
 pub mod prompts;
+pub mod recall;
 pub mod schedule;
 pub mod tokens;
 
