@@ -49,9 +49,10 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         let interactive = options.message.is_none();
         let (dispatcher, requests) = Dispatcher::channel();
         // A one-shot run ends with its answer: a helper's report could not come back later.
-        let reach = Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra: Vec::new() };
-        services.install_builtins(builtin_tools(&services, reach));
         let manager = Rc::new(SessionManager::new(services.clone()));
+        let reach =
+            Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra: manager.memory().tools() };
+        services.install_builtins(builtin_tools(&services, reach));
         if interactive {
             manager.memory().dream.do_send(StartSchedule);
             actix::spawn(background::serve(manager.clone(), requests));

@@ -73,9 +73,9 @@ pub async fn run(
 
     let events = services.host().subscribe();
     let (dispatcher, requests) = Dispatcher::channel();
-    let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra: Vec::new() };
-    services.install_builtins(builtin_tools(&services, reach));
     let manager = Rc::new(SessionManager::new(services.clone()));
+    let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra: manager.memory().tools() };
+    services.install_builtins(builtin_tools(&services, reach));
     manager.memory().dream.do_send(StartSchedule);
     if settings.heartbeat.enabled {
         let workspace = services.workspace().to_path_buf();
