@@ -198,18 +198,23 @@ async fn read_request(socket: &mut BufReader<TcpStream>) -> Result<Request, Stri
 }
 
 /// Dimensions of the scripted embeddings.
-pub const EMBEDDING_DIMENSIONS: usize = 256;
+pub const EMBEDDING_DIMENSIONS: usize = 512;
 
-/// The scripted embedding of `text`: each lowercase word (and each of its 4-letter prefixes,
-/// so `planted` and `plants` meet) hashed into one of [`EMBEDDING_DIMENSIONS`] buckets,
-/// normalised to length 1. Deterministic across runs and machines.
+/// Words the scripted embedding ignores.
+const EMBEDDING_STOPWORDS: &[&str] = &["the", "and", "was", "did", "when", "what", "where", "who", "for", "with", "at"];
+
+/// The scripted embedding of `text`: each lowercase word of two letters or more but a few
+/// function words (and each word's 4-letter prefix, so `planted` and `plants` meet) hashed
+/// into one of [`EMBEDDING_DIMENSIONS`] buckets, normalised to length 1. Deterministic across
+/// runs and machines; similar only in shared words, not in meaning.
 pub fn embed(text: &str) -> Vec<f32> {
     let mut vector = vec![0.0f32; EMBEDDING_DIMENSIONS];
     let mut add = |token: &str, weight: f32| {
         let hash = token.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
         vector[(hash % EMBEDDING_DIMENSIONS as u64) as usize] += weight;
     };
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase) {
+    let words = text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase);
+    for word in words.filter(|w| !EMBEDDING_STOPWORDS.contains(&w.as_str())) {
         add(&word, 1.0);
         let prefix: String = word.chars().take(4).collect();
         if prefix.len() < word.len() {

@@ -381,7 +381,7 @@ impl MemoryIndex {
                 }
             })
             .collect();
-        let query_stems = terms.iter().map(|t| rank::stem(t).to_owned()).collect();
+        let query_stems = rank::stems(&terms.join(" "));
         let scored = rank::score(&candidates, &query_stems, query.weights, query.now);
         let picked = rank::mmr(&scored, &candidates, query.limit, query.weights.lambda);
         Ok(picked

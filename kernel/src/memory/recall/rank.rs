@@ -45,9 +45,34 @@ pub fn stem(word: &str) -> &str {
     word
 }
 
-/// The stems of `text`'s words, for overlap and diversity.
-pub fn stems(text: &str) -> HashSet<String> {
-    words(text).map(|w| stem(&w).to_owned()).collect()
+/// The stems of `text`'s words, hashed, sorted and without repeats: for overlap and
+/// diversity, compared by merging instead of hashing strings.
+pub fn stems(text: &str) -> Vec<u64> {
+    let mut hashes: Vec<u64> = words(text).map(|w| hash_stem(stem(&w))).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    hashes
+}
+
+fn hash_stem(stem: &str) -> u64 {
+    stem.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// How many values two sorted lists share.
+fn shared(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
 }
 
 /// An FTS5 query matching any of `terms` (each quoted, so no word is read as an operator).
@@ -63,8 +88,8 @@ pub struct Candidate {
     pub bm25: Option<f64>,
     /// Cosine similarity to the query vector, when both have one.
     pub cosine: Option<f64>,
-    /// Stems of the chunk's text.
-    pub stems: HashSet<String>,
+    /// Stems of the chunk's text ([`stems`]).
+    pub stems: Vec<u64>,
     /// When it was written (seconds since the epoch); `None` never ages.
     pub time: Option<i64>,
     /// Its vector, for diversity.
@@ -84,9 +109,9 @@ pub struct Weights {
     pub lambda: f64,
 }
 
-/// Old memory keeps at least this share of its score: recency breaks ties, it does not erase
-/// the past.
-const DECAY_FLOOR: f64 = 0.5;
+/// Old memory keeps at least this share of its score: recency breaks near-ties, it does not
+/// outweigh relevance or erase the past.
+const DECAY_FLOOR: f64 = 0.8;
 
 /// A scored candidate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,7 +132,7 @@ pub struct Scored {
 /// vectors, the hybrid is `vector·cosine + text·keywords` (weights normalised); a candidate
 /// without a vector (not embedded yet) is scored on keywords alone. Dated memory is then
 /// multiplied by `floor + (1 − floor)·0.5^(age / half-life)`.
-pub fn score(candidates: &[Candidate], query_stems: &HashSet<String>, weights: Weights, now: i64) -> Vec<Scored> {
+pub fn score(candidates: &[Candidate], query_stems: &[u64], weights: Weights, now: i64) -> Vec<Scored> {
     let best_bm25 = candidates.iter().filter_map(|c| c.bm25).fold(0.0_f64, f64::max);
     let total = weights.vector + weights.text;
     let (wv, wt) = if total > 0.0 { (weights.vector / total, weights.text / total) } else { (0.0, 1.0) };
@@ -115,7 +140,7 @@ pub fn score(candidates: &[Candidate], query_stems: &HashSet<String>, weights: W
         .iter()
         .enumerate()
         .map(|(index, candidate)| {
-            let matched = query_stems.iter().filter(|s| candidate.stems.contains(*s)).count();
+            let matched = shared(query_stems, &candidate.stems);
             let coverage = if query_stems.is_empty() { 0.0 } else { matched as f64 / query_stems.len() as f64 };
             let relative = match candidate.bm25 {
                 Some(bm25) if best_bm25 > 0.0 => bm25 / best_bm25,
@@ -148,20 +173,22 @@ pub fn decay(time: Option<i64>, now: i64, half_life_days: f64) -> f64 {
 /// vectors when both have one, else the Jaccard overlap of their stems.
 pub fn mmr(scored: &[Scored], candidates: &[Candidate], k: usize, lambda: f64) -> Vec<Scored> {
     let mut picked: Vec<Scored> = Vec::with_capacity(k);
-    let mut left: Vec<Scored> = scored.to_vec();
+    // Each candidate left, with its largest similarity to anything picked so far (updated
+    // against the newest pick only, so a round costs one similarity per candidate).
+    let mut left: Vec<(Scored, f64)> = scored.iter().map(|s| (*s, 0.0)).collect();
     while picked.len() < k && !left.is_empty() {
         let (at, _) = left
             .iter()
             .enumerate()
-            .map(|(at, s)| {
-                let redundancy = picked
-                    .iter()
-                    .map(|p| similarity(&candidates[s.index], &candidates[p.index]))
-                    .fold(0.0_f64, f64::max);
-                (at, lambda * s.score - (1.0 - lambda) * redundancy)
-            })
+            .map(|(at, (s, redundancy))| (at, lambda * s.score - (1.0 - lambda) * redundancy))
             .fold((0, f64::NEG_INFINITY), |best, next| if next.1 > best.1 { next } else { best });
-        picked.push(left.remove(at));
+        let (chosen, _) = left.remove(at);
+        if lambda < 1.0 {
+            for (s, redundancy) in &mut left {
+                *redundancy = redundancy.max(similarity(&candidates[s.index], &candidates[chosen.index]));
+            }
+        }
+        picked.push(chosen);
     }
     picked
 }
@@ -170,8 +197,9 @@ fn similarity(a: &Candidate, b: &Candidate) -> f64 {
     if let (Some(x), Some(y)) = (&a.vector, &b.vector) {
         return f64::from(cosine(x, y)).clamp(0.0, 1.0);
     }
-    let union = a.stems.union(&b.stems).count();
-    if union == 0 { 0.0 } else { a.stems.intersection(&b.stems).count() as f64 / union as f64 }
+    let both = shared(&a.stems, &b.stems);
+    let union = a.stems.len() + b.stems.len() - both;
+    if union == 0 { 0.0 } else { both as f64 / union as f64 }
 }
 
 /// Cosine similarity of two vectors (0 when either is zero or their lengths differ).
@@ -221,7 +249,7 @@ mod tests {
     fn older_memory_scores_less_but_never_below_the_floor() {
         let day = 86_400;
         assert_eq!(decay(None, 1000 * day, 30.0), 1.0);
-        assert!((decay(Some(0), 30 * day, 30.0) - 0.75).abs() < 1e-9);
+        assert!((decay(Some(0), 30 * day, 30.0) - 0.9).abs() < 1e-9);
         assert!(decay(Some(0), 3650 * day, 30.0) >= DECAY_FLOOR);
         assert_eq!(decay(Some(0), 3650 * day, 0.0), 1.0, "a half-life of 0 turns decay off");
     }
