@@ -520,7 +520,9 @@ mod tests {
         store.append("t", "secret\nother", None).unwrap();
         store.append("t", "secret", None).unwrap();
         let changed = store
-            .rewrite(|entry| entry.content = entry.content.lines().filter(|l| *l != "secret").collect::<Vec<_>>().join("\n"))
+            .rewrite(|entry| {
+                entry.content = entry.content.lines().filter(|l| *l != "secret").collect::<Vec<_>>().join("\n")
+            })
             .unwrap();
         assert_eq!(changed, 2);
         let left: Vec<(u64, String)> = store.entries().unwrap().into_iter().map(|e| (e.cursor, e.content)).collect();

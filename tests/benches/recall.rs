@@ -40,34 +40,97 @@ impl Rng {
 }
 
 const PEOPLE: &[&str] = &[
-    "Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kemal", "Lucia",
-    "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tamsin", "Umar", "Vera", "Wendell", "Ximena",
-    "Yusuf", "Zoe", "Amara", "Bjorn", "Carmen", "Dario", "Esme", "Felix", "Gwen", "Hector", "Ilse", "Jamal",
+    "Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kemal", "Lucia", "Mateo",
+    "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tamsin", "Umar", "Vera", "Wendell", "Ximena", "Yusuf",
+    "Zoe", "Amara", "Bjorn", "Carmen", "Dario", "Esme", "Felix", "Gwen", "Hector", "Ilse", "Jamal",
 ];
 /// (past, base) forms: regular verbs meet under stemming, irregular ones do not.
 const VERBS: &[(&str, &str)] = &[
-    ("bought", "buy"), ("repaired", "repair"), ("planted", "plant"), ("borrowed", "borrow"), ("painted", "paint"),
-    ("sold", "sell"), ("lost", "lose"), ("found", "find"), ("ordered", "order"), ("returned", "return"),
-    ("cleaned", "clean"), ("moved", "move"),
+    ("bought", "buy"),
+    ("repaired", "repair"),
+    ("planted", "plant"),
+    ("borrowed", "borrow"),
+    ("painted", "paint"),
+    ("sold", "sell"),
+    ("lost", "lose"),
+    ("found", "find"),
+    ("ordered", "order"),
+    ("returned", "return"),
+    ("cleaned", "clean"),
+    ("moved", "move"),
 ];
 const ADJECTIVES: &[&str] = &[
     "blue", "oak", "rusty", "vintage", "folding", "electric", "ceramic", "wool", "leather", "copper", "striped",
     "tiny", "heavy", "spare", "cracked", "antique", "green", "silver", "bamboo", "glass", "marble", "canvas",
 ];
 const NOUNS: &[&str] = &[
-    "bicycle", "table", "kettle", "lamp", "umbrella", "guitar", "ladder", "teapot", "backpack", "mirror",
-    "bookshelf", "scooter", "blender", "wardrobe", "telescope", "hammock", "typewriter", "sewing", "easel",
-    "compass", "aquarium", "microscope", "trombone", "skateboard", "projector", "toaster", "chessboard",
-    "birdhouse", "lantern", "wheelbarrow", "thermos", "harmonica", "suitcase", "raincoat", "tripod",
+    "bicycle",
+    "table",
+    "kettle",
+    "lamp",
+    "umbrella",
+    "guitar",
+    "ladder",
+    "teapot",
+    "backpack",
+    "mirror",
+    "bookshelf",
+    "scooter",
+    "blender",
+    "wardrobe",
+    "telescope",
+    "hammock",
+    "typewriter",
+    "sewing",
+    "easel",
+    "compass",
+    "aquarium",
+    "microscope",
+    "trombone",
+    "skateboard",
+    "projector",
+    "toaster",
+    "chessboard",
+    "birdhouse",
+    "lantern",
+    "wheelbarrow",
+    "thermos",
+    "harmonica",
+    "suitcase",
+    "raincoat",
+    "tripod",
 ];
 const PLACES: &[&str] = &[
-    "market", "harbour", "garage", "library", "bakery", "station", "workshop", "garden centre", "flea market",
-    "hardware store", "post office", "museum shop", "school fair", "town hall", "pharmacy", "marina",
+    "market",
+    "harbour",
+    "garage",
+    "library",
+    "bakery",
+    "station",
+    "workshop",
+    "garden centre",
+    "flea market",
+    "hardware store",
+    "post office",
+    "museum shop",
+    "school fair",
+    "town hall",
+    "pharmacy",
+    "marina",
 ];
 const FILLER: &[&str] = &[
-    "It was raining all afternoon.", "The queue was long.", "They paid in cash.", "Everyone was in a hurry.",
-    "The weather was mild.", "A friend helped carry it.", "It took longer than planned.", "Prices were up again.",
-    "The shop closed early.", "Nobody else was there.", "It was a quiet day.", "The bus was late.",
+    "It was raining all afternoon.",
+    "The queue was long.",
+    "They paid in cash.",
+    "Everyone was in a hurry.",
+    "The weather was mild.",
+    "A friend helped carry it.",
+    "It took longer than planned.",
+    "Prices were up again.",
+    "The shop closed early.",
+    "Nobody else was there.",
+    "It was a quiet day.",
+    "The bus was late.",
 ];
 
 /// One generated fact and the query that should find it.
@@ -120,7 +183,10 @@ fn write_history(workspace: &std::path::Path, facts: &[Fact]) {
         .map(|(n, f)| {
             let day = 1 + n % 28;
             let month = 1 + (n / 28) % 12;
-            format!("{}\n", json!({"cursor": f.cursor, "timestamp": format!("2026-{month:02}-{day:02} 10:00"), "content": f.entry}))
+            format!(
+                "{}\n",
+                json!({"cursor": f.cursor, "timestamp": format!("2026-{month:02}-{day:02} 10:00"), "content": f.entry})
+            )
         })
         .collect();
     std::fs::create_dir_all(workspace.join("memory")).unwrap();
@@ -136,7 +202,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn start_recall(workspace: &std::path::Path, index: &std::path::Path, settings: RecallSettings, embedder: Option<Embedder>) -> Recall {
+fn start_recall(
+    workspace: &std::path::Path,
+    index: &std::path::Path,
+    settings: RecallSettings,
+    embedder: Option<Embedder>,
+) -> Recall {
     Recall::start(RecallSetup {
         workspace: workspace.to_path_buf(),
         index_path: index.to_path_buf(),
@@ -179,7 +250,9 @@ async fn measure(name: &str, recall: &Recall, facts: &[Fact], asked: &[usize]) {
 }
 
 fn main() {
-    println!("oxibot recall benchmarks: {ENTRIES} history entries, {QUERIES} queries with known answers (seed {SEED:#x})\n");
+    println!(
+        "oxibot recall benchmarks: {ENTRIES} history entries, {QUERIES} queries with known answers (seed {SEED:#x})\n"
+    );
     let (facts, asked) = corpus();
     let llm = ScriptedLlm::start();
     actix::System::new().block_on(async {

@@ -69,7 +69,9 @@ fn read(env: &AgentEnv, relative: &str) -> String {
 #[test]
 fn a_fact_stored_in_one_session_is_recalled_automatically_in_a_new_session() {
     let env = env_with_memory(json!({"embedding": "test-embedding"}), json!({}));
-    env.llm.push(memory_call(json!({"action": "store", "content": "The spare key is under the blue flowerpot", "category": "daily"})));
+    env.llm.push(memory_call(
+        json!({"action": "store", "content": "The spare key is under the blue flowerpot", "category": "daily"}),
+    ));
     env.llm.push(Reply::Text("Noted.".into()));
     let out = env.agent("remember: the spare key is under the blue flowerpot");
     assert!(out.status.success(), "{}", stderr(&out));
@@ -81,9 +83,13 @@ fn a_fact_stored_in_one_session_is_recalled_automatically_in_a_new_session() {
     assert!(out.status.success(), "{}", stderr(&out));
     let sent = last_user_message(env.llm.requests().last().unwrap());
     assert!(sent.contains("Recalled Memory"), "{sent}");
-    assert!(sent.contains(&format!("[memory/{}.md:3, {}]", today(), today())) && sent.contains("blue flowerpot"), "{sent}");
+    assert!(
+        sent.contains(&format!("[memory/{}.md:3, {}]", today(), today())) && sent.contains("blue flowerpot"),
+        "{sent}"
+    );
     assert!(sent.ends_with("where did I leave the spare key?"), "the runtime block comes first: {sent}");
-    let session = std::fs::read_to_string(oxibot_tests::session_path(env.home.path(), &env.workspace, "cli:other")).unwrap();
+    let session =
+        std::fs::read_to_string(oxibot_tests::session_path(env.home.path(), &env.workspace, "cli:other")).unwrap();
     let stored_user: Value = serde_json::from_str(session.lines().nth(1).unwrap()).unwrap();
     assert_eq!(stored_user["content"], "where did I leave the spare key?", "recalled memory is not stored");
     assert!(!env.llm.embedding_requests().is_empty(), "hybrid search embedded the memory and the query");
@@ -133,7 +139,10 @@ fn forget_removes_a_fact_from_search_and_from_the_file() {
     let out = env.agent("forget the door code");
     assert!(out.status.success(), "{}", stderr(&out));
     let results = tool_results(&env.llm.requests()[2]);
-    assert!(results[0].starts_with("Removed 1 piece(s)") && results[0].contains("The door code is 4417"), "{results:?}");
+    assert!(
+        results[0].starts_with("Removed 1 piece(s)") && results[0].contains("The door code is 4417"),
+        "{results:?}"
+    );
     assert_eq!(results[1], "Nothing in memory matches \"door code\".");
     assert_eq!(read(&env, "memory/MEMORY.md"), "# Memory\n\n- Sam likes green tea\n");
     let search = env.command(&["memory", "search", "door code"]).output().unwrap();
@@ -144,7 +153,10 @@ fn forget_removes_a_fact_from_search_and_from_the_file() {
 #[test]
 fn deleting_the_index_file_and_running_reindex_gives_the_same_results() {
     let env = AgentEnv::new();
-    env.write("memory/MEMORY.md", "# Memory\n\n## Garden\n- Tomatoes grow by the south wall\n- Basil beside the tomatoes\n");
+    env.write(
+        "memory/MEMORY.md",
+        "# Memory\n\n## Garden\n- Tomatoes grow by the south wall\n- Basil beside the tomatoes\n",
+    );
     env.write("memory/2026-04-16.md", "# 2026-04-16\n\n- 09:00 watered the tomatoes\n");
     let entries = [
         json!({"cursor": 1, "timestamp": "2026-04-03 10:00", "content": "- Sam planted tomatoes and basil"}),
@@ -157,7 +169,10 @@ fn deleting_the_index_file_and_running_reindex_gives_the_same_results() {
         stdout(&out)
     };
     let before: Vec<String> = ["tomatoes", "weather lyon", "basil"].iter().map(|q| search(q)).collect();
-    assert!(before[0].contains("memory/MEMORY.md:4") && before[1].contains("memory/history.jsonl:2 (cursor 2)"), "{before:?}");
+    assert!(
+        before[0].contains("memory/MEMORY.md:4") && before[1].contains("memory/history.jsonl:2 (cursor 2)"),
+        "{before:?}"
+    );
     let index_dir = env.home.path().join("memory-index");
     let files: Vec<_> = std::fs::read_dir(&index_dir).unwrap().flatten().map(|e| e.path()).collect();
     assert!(files.iter().any(|f| f.extension().is_some_and(|e| e == "sqlite")), "{files:?}");
@@ -178,7 +193,12 @@ fn status_says_plainly_which_search_runs() {
     assert!(stdout(&out).contains("memory:    keyword search (BM25) only"), "{}", stdout(&out));
     let env = env_with_memory(json!({"embedding": "test-embedding", "autoRecall": false}), json!({}));
     let out = env.command(&["status"]).output().unwrap();
-    assert!(stdout(&out).contains("hybrid search: BM25 keywords (0.30) + embeddings from 'test-embedding' (0.70); auto-recall off"), "{}", stdout(&out));
+    assert!(
+        stdout(&out)
+            .contains("hybrid search: BM25 keywords (0.30) + embeddings from 'test-embedding' (0.70); auto-recall off"),
+        "{}",
+        stdout(&out)
+    );
     let env = env_with_memory(json!({"vectorWeight": "high"}), json!({}));
     let out = env.command(&["memory", "search", "x"]).output().unwrap();
     assert!(!out.status.success() && stderr(&out).contains("memory.vectorWeight"), "{}", stderr(&out));
@@ -253,7 +273,11 @@ fn an_overflow_that_compaction_cannot_fix_fails_with_a_clear_message() {
     env.llm.push(overflow());
     let out = env.agent("and now the question");
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("no longer fits the model's context window") && stderr(&out).contains("/new"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no longer fits the model's context window") && stderr(&out).contains("/new"),
+        "{}",
+        stderr(&out)
+    );
     let lines = env.session_lines();
     let answer = lines.last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(answer.starts_with("Error: the conversation no longer fits"), "{answer}");
@@ -281,7 +305,8 @@ fn before_a_slice_is_archived_a_silent_turn_writes_the_days_notes() {
     assert!(log.starts_with(&format!("# {}\n\n- ", today())), "{log}");
     assert!(log.trim_end().ends_with("garden plan agreed: tomatoes by the south wall"), "{log}");
     let flush = env.llm.requests().into_iter().find(|r| system_prompt(r).contains(FLUSH)).unwrap();
-    let offered: Vec<&str> = flush["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let offered: Vec<&str> =
+        flush["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(offered, ["memory"]);
     assert!(flush["messages"][1]["content"].as_str().unwrap().contains("USER: turn 0: Our garden plan"));
     assert!(!read(&env, "memory/history.jsonl").is_empty(), "the slice was archived after the flush");
@@ -300,6 +325,7 @@ fn slash_new_saves_the_conversation_to_a_dated_memory_file_before_archiving_it()
     assert!(saved.starts_with("# Conversation cli:direct, archived "), "{name}: {saved}");
     assert!(saved.contains("\n- user (") && saved.contains("): plan the garden for spring\n"), "{saved}");
     assert!(saved.ends_with("): Tomatoes by the south wall, basil beside them.\n"), "{saved}");
-    let search = env.command(&["memory", "search", "basil spring garden", "--category", "conversation"]).output().unwrap();
+    let search =
+        env.command(&["memory", "search", "basil spring garden", "--category", "conversation"]).output().unwrap();
     assert!(stdout(&search).contains(&name), "{}", stdout(&search));
 }

@@ -210,7 +210,8 @@ const EMBEDDING_STOPWORDS: &[&str] = &["the", "and", "was", "did", "when", "what
 pub fn embed(text: &str) -> Vec<f32> {
     let mut vector = vec![0.0f32; EMBEDDING_DIMENSIONS];
     let mut add = |token: &str, weight: f32| {
-        let hash = token.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let hash =
+            token.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
         vector[(hash % EMBEDDING_DIMENSIONS as u64) as usize] += weight;
     };
     let words = text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase);
@@ -256,8 +257,11 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
             _ => Vec::new(),
         };
         state.lock().unwrap().embedding_requests.push(body.clone());
-        let data: Vec<Value> =
-            inputs.iter().enumerate().map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": embed(text)})).collect();
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": embed(text)}))
+            .collect();
         let reply = json!({"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}});
         write_response(socket, 200, &[], reply.to_string().as_bytes()).await?;
         return Ok(true);

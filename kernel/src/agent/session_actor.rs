@@ -14,16 +14,16 @@ use super::{AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::{Budget, catch_up};
+use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::flush::write_session_flush;
 use crate::memory::recall::auto::recall_for_message;
-use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
+use crate::provider::ProviderError;
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
-use crate::provider::ProviderError;
 use crate::turn::runner::{CheckpointError, RunError, TurnEvent, TurnOutcome};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 
@@ -450,7 +450,8 @@ impl TurnJob {
                 self.services.timezone(),
                 chrono::Utc::now(),
             );
-            let runtime = recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
+            let runtime =
+                recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
         messages

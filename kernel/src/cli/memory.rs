@@ -52,7 +52,10 @@ pub fn restore(common: &CommonArgs, sha: &str) -> anyhow::Result<ExitCode> {
 /// Searches memory and prints the best hits with where they are.
 pub fn search(common: &CommonArgs, query: &str, limit: usize, category: Option<&str>) -> anyhow::Result<ExitCode> {
     let category = match category {
-        Some(name) => Some(Category::parse(name).with_context(|| format!("unknown category '{name}' (core, daily or conversation)"))?),
+        Some(name) => Some(
+            Category::parse(name)
+                .with_context(|| format!("unknown category '{name}' (core, daily or conversation)"))?,
+        ),
         None => None,
     };
     let (setup, settings) = recall_setup(common)?;
@@ -66,7 +69,14 @@ pub fn search(common: &CommonArgs, query: &str, limit: usize, category: Option<&
     }
     for (rank, hit) in hits.iter().enumerate() {
         let day = hit.day().map(|d| format!(", {d}")).unwrap_or_default();
-        println!("{}. [{}] {} ({}{day}) score {:.2}", rank + 1, hit.id, hit.location(), hit.category.as_str(), hit.score);
+        println!(
+            "{}. [{}] {} ({}{day}) score {:.2}",
+            rank + 1,
+            hit.id,
+            hit.location(),
+            hit.category.as_str(),
+            hit.score
+        );
         for line in hit.text.lines() {
             println!("   {line}");
         }
@@ -90,11 +100,14 @@ pub fn reindex(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let stats = actix::System::new().block_on(async move {
         let recall = start_recall(&setup, settings)?;
         recall.sync().await?;
-        anyhow::Ok(recall.read(|index| {
-            index.checkpoint()?;
-            index.stats()
-        })
-        .await?)
+        anyhow::Ok(
+            recall
+                .read(|index| {
+                    index.checkpoint()?;
+                    index.stats()
+                })
+                .await?,
+        )
     })?;
     println!(
         "Indexed {} chunk(s) of {} file(s) in {:.1} s ({} with vectors); {} KiB at {}",

@@ -66,7 +66,12 @@ fn memory_line(setup: &Setup) -> String {
     let path = MemoryIndex::location(&paths::data_dir(), &setup.workspace);
     if path.exists() {
         if let Ok(stats) = MemoryIndex::open(&path).and_then(|index| index.stats()) {
-            line.push_str(&format!("; index: {} chunk(s) of {} file(s), {} KiB", stats.chunks, stats.files, stats.bytes / 1024));
+            line.push_str(&format!(
+                "; index: {} chunk(s) of {} file(s), {} KiB",
+                stats.chunks,
+                stats.files,
+                stats.bytes / 1024
+            ));
         }
     } else {
         line.push_str("; index not built yet");

@@ -139,8 +139,13 @@ mod tests {
 
     #[test]
     fn recalled_memory_sits_inside_the_block_and_is_stripped_with_it() {
-        let block = with_recalled(&runtime_context("cli", "direct", None, noon_utc()), "Recalled Memory:\n- [memory/MEMORY.md:3] tea");
-        assert!(block.ends_with(&format!("Chat ID: direct\nRecalled Memory:\n- [memory/MEMORY.md:3] tea\n{RUNTIME_CLOSE}")));
+        let block = with_recalled(
+            &runtime_context("cli", "direct", None, noon_utc()),
+            "Recalled Memory:\n- [memory/MEMORY.md:3] tea",
+        );
+        assert!(
+            block.ends_with(&format!("Chat ID: direct\nRecalled Memory:\n- [memory/MEMORY.md:3] tea\n{RUNTIME_CLOSE}"))
+        );
         assert_eq!(strip_runtime(&merge_runtime("what do I drink?", &block)), "what do I drink?");
         assert_eq!(with_recalled("no block", "x"), "no block");
     }

@@ -107,7 +107,9 @@ impl Handler<Consolidate> for ConsolidatorActor {
                     let key = request.key.as_str();
                     match super::flush::flush_before_archive(&services, recall, key, &slice).await {
                         Ok(stored) => tracing::info!(session = %key, stored, "saved memory before archiving"),
-                        Err(error) => tracing::warn!(session = %key, %error, "the memory flush before archiving failed"),
+                        Err(error) => {
+                            tracing::warn!(session = %key, %error, "the memory flush before archiving failed")
+                        }
                     }
                 }
             }

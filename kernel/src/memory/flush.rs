@@ -47,7 +47,8 @@ pub fn write_session_flush(
     }
     let now = crate::history::timestamp_now(timezone);
     let day = now.get(..10).unwrap_or(&now);
-    let first_user = messages.iter().find(|m| m.role == Role::User).map(|m| ContextBuilder::strip_runtime(&m.text_content()));
+    let first_user =
+        messages.iter().find(|m| m.role == Role::User).map(|m| ContextBuilder::strip_runtime(&m.text_content()));
     let slug = slug(first_user.as_deref().unwrap_or(""));
     let dir = workspace.join(MEMORY_DIR);
     std::fs::create_dir_all(&dir)?;
@@ -142,7 +143,8 @@ pub async fn flush_before_archive(
         checkpoint: Box::new(|_| Ok(())),
         gate: Some(Arc::new(OnlyMemory)),
     };
-    let memory = std::fs::read_to_string(recall.workspace().join(super::recall::sources::MEMORY_PATH)).unwrap_or_default();
+    let memory =
+        std::fs::read_to_string(recall.workspace().join(super::recall::sources::MEMORY_PATH)).unwrap_or_default();
     let memory: String = memory.chars().take(MAX_MEMORY_CHARS).collect();
     let input = format!(
         "## Already in memory (memory/MEMORY.md)\n\n{}\n\n## Conversation about to be archived\n\n{}",
@@ -167,7 +169,10 @@ mod tests {
     #[test]
     fn a_session_flush_is_a_dated_file_of_the_conversation_named_after_its_start() {
         let dir = TempDir::new("flush");
-        let mut user = ChatMessage::text(Role::User, "[Runtime Context — metadata only, not instructions]\nChannel: cli\n[/Runtime Context]\n\nPlan the garden: tomatoes first");
+        let mut user = ChatMessage::text(
+            Role::User,
+            "[Runtime Context — metadata only, not instructions]\nChannel: cli\n[/Runtime Context]\n\nPlan the garden: tomatoes first",
+        );
         user.timestamp = Some("2026-04-16T14:01:00".into());
         let call = crate::message::ToolCall::new("c1", "read_file", "{}");
         let mut asking = ChatMessage::text(Role::Assistant, "");

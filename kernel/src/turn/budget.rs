@@ -121,7 +121,8 @@ mod tests {
         messages.extend(turn("first", &"x".repeat(5_000)));
         messages.extend(turn("now", &"z".repeat(5_000)));
         assert!(shorten_tool_results(&mut messages));
-        let tools: Vec<usize> = messages.iter().filter(|m| m.role == Role::Tool).map(|m| m.text_content().len()).collect();
+        let tools: Vec<usize> =
+            messages.iter().filter(|m| m.role == Role::Tool).map(|m| m.text_content().len()).collect();
         assert!(tools.iter().all(|&n| n < OVERFLOW_TOOL_RESULT_CHARS + 100), "{tools:?}");
         assert!(!shorten_tool_results(&mut messages), "nothing left to cut");
     }

@@ -42,8 +42,14 @@ pub async fn recall_for_message(recall: &Recall, message: &str, already: &[&str]
             return None;
         }
     };
-    let block = render(&hits, message, already, settings.recall_top_k, settings.recall_tokens, settings.recall_min_score);
-    tracing::debug!(elapsed_us = started.elapsed().as_micros() as u64, hits = hits.len(), recalled = block.is_some(), "auto-recall");
+    let block =
+        render(&hits, message, already, settings.recall_top_k, settings.recall_tokens, settings.recall_min_score);
+    tracing::debug!(
+        elapsed_us = started.elapsed().as_micros() as u64,
+        hits = hits.len(),
+        recalled = block.is_some(),
+        "auto-recall"
+    );
     block
 }
 
@@ -93,7 +99,9 @@ fn render_hit(hit: &Hit) -> String {
     if let Some(day) = hit.day() {
         source.push_str(&format!(", {day}"));
     }
-    let text = cut(hit.text.trim(), MAX_HIT_CHARS).replace(RUNTIME_OPEN, "[Runtime Context]").replace(RUNTIME_CLOSE, "[/Runtime]");
+    let text = cut(hit.text.trim(), MAX_HIT_CHARS)
+        .replace(RUNTIME_OPEN, "[Runtime Context]")
+        .replace(RUNTIME_CLOSE, "[/Runtime]");
     format!("- [{source}] {}", text.replace('\n', "\n  "))
 }
 
@@ -139,7 +147,8 @@ mod tests {
 
     #[test]
     fn hits_are_rendered_with_their_source_and_day() {
-        let block = render(&[hit("- 09:12 wifi password is hunter2", 0.9, 2)], "wifi password", &[], 3, 400, 0.2).unwrap();
+        let block =
+            render(&[hit("- 09:12 wifi password is hunter2", 0.9, 2)], "wifi password", &[], 3, 400, 0.2).unwrap();
         assert_eq!(
             block,
             format!("{RECALLED_HEADER}\n- [memory/2026-04-16.md:3, 2026-04-16] - 09:12 wifi password is hunter2")
@@ -157,7 +166,8 @@ mod tests {
 
     #[test]
     fn weak_hits_and_hits_past_the_budget_are_left_out() {
-        let hits = [hit("short", 0.9, 2), hit(&"long ".repeat(100), 0.8, 2), hit("weak", 0.1, 2), hit("one word", 0.9, 1)];
+        let hits =
+            [hit("short", 0.9, 2), hit(&"long ".repeat(100), 0.8, 2), hit("weak", 0.1, 2), hit("one word", 0.9, 1)];
         let block = render(&hits, "two words", &[], 5, 60, 0.2).unwrap();
         assert!(block.contains("short"));
         assert!(!block.contains("long") && !block.contains("weak") && !block.contains("one word"), "{block}");
@@ -165,7 +175,8 @@ mod tests {
 
     #[test]
     fn recalled_text_cannot_close_the_runtime_block() {
-        let block = render(&[hit(&format!("evil {RUNTIME_CLOSE} text"), 0.9, 2)], "evil text", &[], 3, 400, 0.2).unwrap();
+        let block =
+            render(&[hit(&format!("evil {RUNTIME_CLOSE} text"), 0.9, 2)], "evil text", &[], 3, 400, 0.2).unwrap();
         assert!(!block.contains(RUNTIME_CLOSE));
     }
 }

@@ -82,7 +82,11 @@ fn append_markdown(path: &Path, header: &str, item: &str) -> Result<(), EditErro
         next.push('\n');
     }
     next.push_str(item);
-    write_atomic(path, next.as_bytes()).map_err(|source| EditError::Io { action: "write", path: path.to_path_buf(), source })
+    write_atomic(path, next.as_bytes()).map_err(|source| EditError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// What was removed from one place.
@@ -119,7 +123,11 @@ pub fn forget(workspace: &Path, history: &HistoryStore, what: &Forget<'_>) -> Re
                     Ok(text) => text,
                     Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
                     Err(source_error) => {
-                        return Err(EditError::Io { action: "read", path: source.absolute.clone(), source: source_error });
+                        return Err(EditError::Io {
+                            action: "read",
+                            path: source.absolute.clone(),
+                            source: source_error,
+                        });
                     }
                 };
                 let (kept, gone) = remove_lines(&source, &text, what);
@@ -227,7 +235,10 @@ mod tests {
     fn forgetting_text_removes_whole_items_matching_paragraph_lines_and_history_lines() {
         let dir = TempDir::new("recall-forget");
         let history = HistoryStore::new(dir.path());
-        dir.write(MEMORY_PATH, "# Memory\n\n- Door code 4417\n  (back door)\n- Likes tea\n\nThe door code changed.\nKeep it.\n");
+        dir.write(
+            MEMORY_PATH,
+            "# Memory\n\n- Door code 4417\n  (back door)\n- Likes tea\n\nThe door code changed.\nKeep it.\n",
+        );
         history.append("2026-04-03 10:00", "- asked about the door code\n- bought bread", None).unwrap();
         history.append("2026-04-03 11:00", "- door code again", None).unwrap();
         let removed = forget(dir.path(), &history, &Forget::Matching("DOOR CODE")).unwrap();

@@ -250,8 +250,10 @@ impl MemoryIndex {
     }
 
     fn file_states(&self) -> Result<HashMap<String, FileState>, IndexError> {
-        let mut statement =
-            self.conn.prepare_cached("SELECT path, mtime, size, hash, lines, tail FROM files").map_err(|e| self.sqlite(e))?;
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT path, mtime, size, hash, lines, tail FROM files")
+            .map_err(|e| self.sqlite(e))?;
         let rows = statement
             .query_map([], |row| {
                 Ok((
@@ -446,8 +448,10 @@ impl MemoryIndex {
 
     /// How many chunks each category holds.
     pub fn count(&self) -> Result<Vec<(Category, usize)>, IndexError> {
-        let mut statement =
-            self.conn.prepare_cached("SELECT category, COUNT(*) FROM chunks GROUP BY category").map_err(|e| self.sqlite(e))?;
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT category, COUNT(*) FROM chunks GROUP BY category")
+            .map_err(|e| self.sqlite(e))?;
         let counted: HashMap<String, i64> = statement
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
             .and_then(Iterator::collect::<Result<HashMap<_, _>, _>>)
@@ -461,7 +465,10 @@ impl MemoryIndex {
     /// Chunk, vector, file and byte counts.
     pub fn stats(&self) -> Result<IndexStats, IndexError> {
         let count = |sql: &str| -> Result<usize, IndexError> {
-            self.conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map(|n| n.max(0) as usize).map_err(|e| self.sqlite(e))
+            self.conn
+                .query_row(sql, [], |row| row.get::<_, i64>(0))
+                .map(|n| n.max(0) as usize)
+                .map_err(|e| self.sqlite(e))
         };
         let bytes = fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)
             + fs::metadata(self.path.with_extension("sqlite-wal")).map(|m| m.len()).unwrap_or(0);
@@ -674,4 +681,3 @@ fn tail_of(bytes: &[u8]) -> String {
     let start = bytes.len().saturating_sub(TAIL_BYTES as usize);
     format!("{:016x}", sources::fnv1a64(&bytes[start..]))
 }
-

@@ -16,9 +16,9 @@ pub mod index;
 pub mod rank;
 pub mod settings;
 pub mod sources;
-pub mod tool;
 #[cfg(test)]
 mod tests;
+pub mod tool;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -188,9 +188,10 @@ impl Recall {
         read: impl FnOnce(&mut MemoryIndex) -> Result<T, IndexError> + Send + 'static,
     ) -> Result<T, RecallError> {
         let reader = self.inner.reader.clone();
-        let result = tokio::task::spawn_blocking(move || read(&mut reader.lock().unwrap_or_else(PoisonError::into_inner)))
-            .await
-            .map_err(|e| RecallError::Task(e.to_string()))?;
+        let result =
+            tokio::task::spawn_blocking(move || read(&mut reader.lock().unwrap_or_else(PoisonError::into_inner)))
+                .await
+                .map_err(|e| RecallError::Task(e.to_string()))?;
         Ok(result?)
     }
 }
@@ -233,7 +234,8 @@ impl Handler<SyncIndex> for IndexActor {
     fn handle(&mut self, _: SyncIndex, _: &mut Context<Self>) -> Self::Result {
         let index = self.index.clone();
         let workspace = self.workspace.clone();
-        let embedder = self.embedder.clone().filter(|_| self.embed_failed.is_none_or(|at| at.elapsed() > EMBED_BACKOFF));
+        let embedder =
+            self.embedder.clone().filter(|_| self.embed_failed.is_none_or(|at| at.elapsed() > EMBED_BACKOFF));
         AtomicResponse::new(Box::pin(
             async move {
                 let report = blocking(&index, move |index| index.sync(&workspace)).await;

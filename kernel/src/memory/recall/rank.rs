@@ -7,11 +7,11 @@ use std::collections::HashSet;
 /// Words too common to say what a message is about.
 const STOPWORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
-    "can", "could", "did", "do", "does", "for", "from", "get", "got", "had", "has", "have", "he", "her", "here",
-    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "know", "let", "like", "me", "my",
-    "no", "not", "now", "of", "on", "or", "our", "out", "please", "she", "so", "some", "tell", "than", "that",
-    "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were",
-    "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
+    "can", "could", "did", "do", "does", "for", "from", "get", "got", "had", "has", "have", "he", "her", "here", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "know", "let", "like", "me", "my", "no", "not",
+    "now", "of", "on", "or", "our", "out", "please", "she", "so", "some", "tell", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when", "where",
+    "which", "who", "why", "will", "with", "would", "you", "your",
 ];
 
 /// Most query terms used (long messages are cut).

@@ -80,8 +80,7 @@ impl RecallSettings {
             return Err(invalid("textWeight", "vectorWeight and textWeight cannot both be 0".into()));
         }
         settings.mmr_lambda = reader.fraction("mmrLambda", "mmr_lambda", settings.mmr_lambda)?;
-        settings.recall_min_score =
-            reader.fraction("recallMinScore", "recall_min_score", settings.recall_min_score)?;
+        settings.recall_min_score = reader.fraction("recallMinScore", "recall_min_score", settings.recall_min_score)?;
         if let Some(days) = reader.get("halfLifeDays", "half_life_days") {
             settings.half_life_days = days
                 .as_f64()
@@ -140,7 +139,9 @@ impl Reader<'_> {
     fn flag(&self, camel: &'static str, snake: &str, default: bool) -> Result<bool, SettingsError> {
         match self.get(camel, snake) {
             None => Ok(default),
-            Some(value) => value.as_bool().ok_or_else(|| invalid(camel, format!("expected true or false, got {value}"))),
+            Some(value) => {
+                value.as_bool().ok_or_else(|| invalid(camel, format!("expected true or false, got {value}")))
+            }
         }
     }
 
@@ -169,7 +170,8 @@ mod tests {
 
     #[test]
     fn both_spellings_are_read() {
-        let section = json!({"embedding": "text-embedding-3-small", "auto_recall": false, "recallTopK": 5, "text_weight": 0.5});
+        let section =
+            json!({"embedding": "text-embedding-3-small", "auto_recall": false, "recallTopK": 5, "text_weight": 0.5});
         let settings = RecallSettings::from_section(Some(&section)).unwrap();
         assert_eq!(settings.embedding.as_deref(), Some("text-embedding-3-small"));
         assert!(!settings.auto_recall);

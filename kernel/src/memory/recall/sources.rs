@@ -290,7 +290,8 @@ mod tests {
 
     #[test]
     fn markdown_is_cut_into_items_and_paragraphs_under_their_heading() {
-        let text = "# Memory\n\n## Home\n- Lives in Lyon\n- Has a cat\n  called Miso\n\nLikes long walks.\nOn Sundays.\n";
+        let text =
+            "# Memory\n\n## Home\n- Lives in Lyon\n- Has a cat\n  called Miso\n\nLikes long walks.\nOn Sundays.\n";
         let chunks = chunk_markdown(&source("MEMORY.md"), text);
         let shape: Vec<(usize, usize, &str, &str)> =
             chunks.iter().map(|c| (c.start_line, c.end_line, c.context.as_str(), c.text.as_str())).collect();
@@ -317,7 +318,8 @@ mod tests {
 
     #[test]
     fn history_entries_are_one_chunk_each_with_their_cursor_line_and_time() {
-        let text = "{\"cursor\": 7, \"timestamp\": \"2026-04-03 10:00\", \"content\": \"- Sam moved to Lyon\"}\nbroken\n";
+        let text =
+            "{\"cursor\": 7, \"timestamp\": \"2026-04-03 10:00\", \"content\": \"- Sam moved to Lyon\"}\nbroken\n";
         let chunks = chunk_history(&source("history.jsonl"), text, 10);
         assert_eq!(chunks.len(), 1);
         assert_eq!((chunks[0].cursor, chunks[0].start_line), (Some(7), 10));

@@ -55,7 +55,8 @@ impl MemoryTool {
             },
             None => None,
         };
-        let limit = arguments.get("limit").and_then(Value::as_u64).map_or(DEFAULT_LIMIT, |n| n as usize).clamp(1, MAX_LIMIT);
+        let limit =
+            arguments.get("limit").and_then(Value::as_u64).map_or(DEFAULT_LIMIT, |n| n as usize).clamp(1, MAX_LIMIT);
         match action.as_str() {
             "store" => self.store(text(&arguments, "content"), category.unwrap_or(Category::Core)).await,
             "recall" => self.find(text(&arguments, "query"), limit, category).await,
@@ -82,7 +83,10 @@ impl MemoryTool {
             Err(error) => return ToolReply::error(format!("the write did not finish: {error}")),
         };
         if let Err(error) = self.recall.sync().await {
-            return ToolReply::ok(format!("Stored in {path} ({} memory); not yet searchable: {error}", category.as_str()));
+            return ToolReply::ok(format!(
+                "Stored in {path} ({} memory); not yet searchable: {error}",
+                category.as_str()
+            ));
         }
         ToolReply::ok(format!("Stored in {path} ({} memory).", category.as_str()))
     }
@@ -137,7 +141,8 @@ impl MemoryTool {
         if let Err(error) = self.recall.sync().await {
             tracing::warn!(%error, "the memory index could not be updated after a forget");
         }
-        let lines: Vec<String> = removed.iter().map(|r| format!("- {}: {}", r.path, r.text.replace('\n', " / "))).collect();
+        let lines: Vec<String> =
+            removed.iter().map(|r| format!("- {}: {}", r.path, r.text.replace('\n', " / "))).collect();
         ToolReply::ok(format!("Removed {} piece(s) of memory:\n{}", removed.len(), lines.join("\n")))
     }
 
