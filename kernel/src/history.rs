@@ -221,6 +221,39 @@ impl HistoryStore {
         Ok(dropped)
     }
 
+    /// Lets `change` edit each entry's content (the memory tool's `forget`); entries left
+    /// empty are dropped, the others keep their cursors. The file is rewritten atomically,
+    /// and only when something changed. Returns how many entries changed.
+    pub fn rewrite(&self, mut change: impl FnMut(&mut HistoryEntry)) -> Result<usize, HistoryError> {
+        let _guard = self.lock();
+        let text = self.read_history()?;
+        let mut changed = 0;
+        let mut kept = String::with_capacity(text.len());
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Some(mut entry) = HistoryEntry::parse(line) else {
+                kept.push_str(line);
+                kept.push('\n');
+                continue;
+            };
+            let before = entry.content.clone();
+            change(&mut entry);
+            if entry.content == before {
+                kept.push_str(line);
+                kept.push('\n');
+                continue;
+            }
+            changed += 1;
+            if !entry.content.trim().is_empty() {
+                kept.push_str(&entry.to_line());
+            }
+        }
+        if changed > 0 {
+            let path = self.path();
+            write_atomic(&path, kept.as_bytes()).map_err(|source| HistoryError { action: "rewrite", path, source })?;
+        }
+        Ok(changed)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Cached>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -477,6 +510,25 @@ mod tests {
         assert_eq!(cursors(0, 500), (1501..=2000).collect::<Vec<_>>(), "across many 64 KiB blocks");
         assert_eq!(cursors(2000, 50), Vec::<u64>::new());
         assert_eq!(read_tail(&dir.path().join("none"), 0, 5).map_err(|e| e.kind()), Err(io::ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn a_rewrite_edits_entries_drops_emptied_ones_and_keeps_cursors() {
+        let dir = TempDir::new("history-rewrite");
+        let store = HistoryStore::new(dir.path());
+        store.append("t", "keep", origin("cli:direct", 2)).unwrap();
+        store.append("t", "secret\nother", None).unwrap();
+        store.append("t", "secret", None).unwrap();
+        let changed = store
+            .rewrite(|entry| {
+                entry.content = entry.content.lines().filter(|l| *l != "secret").collect::<Vec<_>>().join("\n")
+            })
+            .unwrap();
+        assert_eq!(changed, 2);
+        let left: Vec<(u64, String)> = store.entries().unwrap().into_iter().map(|e| (e.cursor, e.content)).collect();
+        assert_eq!(left, [(1, "keep".to_owned()), (2, "other".to_owned())]);
+        assert_eq!(store.entries().unwrap()[0].session.as_deref(), Some("cli:direct"));
+        assert_eq!(store.append("t", "next", None).unwrap(), 4, "cursors are never reused");
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub struct Services {
     config: Config,
     /// The workspace directory.
     workspace: PathBuf,
+    /// The data directory (sessions and the memory index of the workspace live under it).
+    data_dir: PathBuf,
     /// Model, tools and turn settings.
     engine: Arc<Engine>,
     /// Session files.
@@ -64,6 +66,7 @@ impl Services {
             engine: Arc::new(Engine::new(provider, host, spec)),
             config,
             workspace,
+            data_dir: data_dir.to_path_buf(),
             started: Instant::now(),
             background_consolidation: true,
             builtins: OnceLock::new(),
@@ -84,6 +87,11 @@ impl Services {
     /// The workspace directory.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
     }
 
     /// Model, tools and turn settings, as a handle a turn can keep.

@@ -9,6 +9,8 @@
 //!   background and waited-for helpers (`spawn`), `/stop` of helpers, the heartbeat;
 //! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
+//! - `recall`: the memory index and search: auto-recall across sessions, the `memory` tool,
+//!   editor edits, `oxibot memory search|reindex`, the overflow guard, daily logs and flushes;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
 //! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
 //! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service;
@@ -62,6 +64,7 @@ mod nanobot_compat;
 mod orphans;
 mod providers;
 mod python_plugin;
+mod recall;
 mod sandbox;
 mod sdk_plugin;
 mod secrets;

@@ -1,6 +1,8 @@
 //! A scripted LLM for tests: a real HTTP/1.1 server on 127.0.0.1 that answers OpenAI Chat
 //! Completions (`POST …/chat/completions`) and Anthropic Messages (`POST …/messages`) with
-//! the replies a test queued, whole or as SSE streams, and records every request body.
+//! the replies a test queued, whole or as SSE streams, and records every request body. It
+//! also answers OpenAI embeddings (`POST …/embeddings`) with deterministic vectors: a hashed
+//! bag of words ([`embed`]), so texts sharing words are similar.
 //!
 //! It runs on its own thread with its own tokio runtime, so in-process tests and tests that
 //! spawn the `oxibot` binary use it alike. It stops when dropped.
@@ -52,6 +54,8 @@ struct State {
     /// Replies for requests whose system prompt contains a marker, served before `replies`.
     routes: Vec<(String, VecDeque<Reply>)>,
     requests: Vec<Value>,
+    /// Bodies of embeddings requests (kept apart from the chat requests).
+    embedding_requests: Vec<Value>,
     headers: Vec<Vec<(String, String)>>,
     calls_served: u32,
     /// Connections accepted (for diagnosing a client that never sends).
@@ -104,6 +108,11 @@ impl ScriptedLlm {
     /// The request bodies received so far, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The embeddings request bodies received so far, in order.
+    pub fn embedding_requests(&self) -> Vec<Value> {
+        self.state.lock().unwrap().embedding_requests.clone()
     }
 
     /// Why each finished connection ended (diagnostics).
@@ -188,6 +197,38 @@ async fn read_request(socket: &mut BufReader<TcpStream>) -> Result<Request, Stri
     Ok(Request { path, headers, body })
 }
 
+/// Dimensions of the scripted embeddings.
+pub const EMBEDDING_DIMENSIONS: usize = 512;
+
+/// Words the scripted embedding ignores.
+const EMBEDDING_STOPWORDS: &[&str] = &["the", "and", "was", "did", "when", "what", "where", "who", "for", "with", "at"];
+
+/// The scripted embedding of `text`: each lowercase word of two letters or more but a few
+/// function words (and each word's 4-letter prefix, so `planted` and `plants` meet) hashed
+/// into one of [`EMBEDDING_DIMENSIONS`] buckets, normalised to length 1. Deterministic across
+/// runs and machines; similar only in shared words, not in meaning.
+pub fn embed(text: &str) -> Vec<f32> {
+    let mut vector = vec![0.0f32; EMBEDDING_DIMENSIONS];
+    let mut add = |token: &str, weight: f32| {
+        let hash =
+            token.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        vector[(hash % EMBEDDING_DIMENSIONS as u64) as usize] += weight;
+    };
+    let words = text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase);
+    for word in words.filter(|w| !EMBEDDING_STOPWORDS.contains(&w.as_str())) {
+        add(&word, 1.0);
+        let prefix: String = word.chars().take(4).collect();
+        if prefix.len() < word.len() {
+            add(&format!("{prefix}~"), 0.5);
+        }
+    }
+    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        vector.iter_mut().for_each(|x| *x /= norm);
+    }
+    vector
+}
+
 /// The system prompt of a request in either wire format ("" when there is none).
 pub fn system_prompt(body: &Value) -> String {
     match &body["system"] {
@@ -208,6 +249,23 @@ enum Format {
 
 /// Answers one request; returns whether the connection stays usable.
 async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>) -> std::io::Result<bool> {
+    if request.path.ends_with("/embeddings") {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let inputs: Vec<String> = match &body["input"] {
+            Value::String(text) => vec![text.clone()],
+            Value::Array(items) => items.iter().map(|i| i.as_str().unwrap_or_default().to_owned()).collect(),
+            _ => Vec::new(),
+        };
+        state.lock().unwrap().embedding_requests.push(body.clone());
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": embed(text)}))
+            .collect();
+        let reply = json!({"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}});
+        write_response(socket, 200, &[], reply.to_string().as_bytes()).await?;
+        return Ok(true);
+    }
     let format = if request.path.ends_with("/chat/completions") {
         Format::OpenAi
     } else if request.path.ends_with("/messages") {

@@ -67,6 +67,13 @@ pub enum AgentError {
     /// The turn failed (the error was also stored as the answer).
     #[error(transparent)]
     Turn(TurnFailure),
+    /// The conversation does not fit the model's context window, even with long tool results
+    /// cut and older messages archived (stored as the answer, too).
+    #[error(
+        "the conversation no longer fits the model's context window, even with long tool results cut and older \
+         messages archived ({0}); send /new to start afresh — the session file and memory keep everything"
+    )]
+    ContextOverflow(TurnFailure),
     /// The session's actor is gone (kernel shutting down).
     #[error("the session is shutting down")]
     Gone,

@@ -15,19 +15,24 @@ use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::{Budget, catch_up};
 use crate::memory::consolidator_actor::{Consolidate, Scope};
+use crate::memory::flush::write_session_flush;
+use crate::memory::recall::auto::recall_for_message;
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
+use crate::provider::ProviderError;
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
-use crate::turn::runner::{CheckpointError, TurnEvent};
+use crate::turn::runner::{CheckpointError, RunError, TurnEvent, TurnOutcome};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
 const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
 /// Most history messages replayed to the model (older ones wait for consolidation).
 const MAX_REPLAYED_MESSAGES: usize = 500;
+/// Recent messages auto-recall checks so it does not repeat what the conversation says.
+const RECALL_DEDUP_MESSAGES: usize = 20;
 
 /// One session's actor.
 pub struct SessionActor {
@@ -254,12 +259,10 @@ impl TurnJob {
             // Built again: the archive just written shows up under `# Recent History`.
             system = self.services.system_prompt(channel);
         }
-        let messages = self.request_messages(system);
-        let runner = RunnerActor::new(self.services.engine().clone()).start();
-        self.control.set_runner(Some(runner.clone()));
-        let outcome = runner.send(self.run_turn(messages, turn.events, turn.source)).await;
-        self.control.set_runner(None);
-        match outcome.unwrap_or(Err(TurnFailure::Lost)) {
+        let recalled = self.recalled(&system, turn.source).await;
+        let messages = self.request_messages(system, recalled.as_deref());
+        let outcome = self.run_guarded(messages, turn.events, turn.source, &fixed, recalled.as_deref()).await;
+        match outcome {
             Ok(outcome) => {
                 // In the background: the reply is not held up, and the next turn of this
                 // session waits in the consolidator if it arrives before this is done.
@@ -272,11 +275,73 @@ impl TurnJob {
                 self.close_turn(Some("(Stopped before finishing.)"))?;
                 Ok(TurnReply::Stopped)
             }
+            Err(failure) if is_overflow(&failure) => {
+                let error = AgentError::ContextOverflow(failure);
+                self.close_turn(Some(&format!("Error: {error}")))?;
+                Err(error)
+            }
             Err(failure) => {
                 self.close_turn(Some(&format!("Error: {failure}")))?;
                 Err(AgentError::Turn(failure))
             }
         }
+    }
+
+    /// Runs the turn under the overflow guard's later stages: the runner already retried with
+    /// long tool results cut; when the request still does not fit, the Consolidator archives
+    /// older history and the turn goes on from the session (which holds everything the turn
+    /// did so far). A second overflow is returned; the caller ends the turn with a clear note.
+    async fn run_guarded(
+        &self,
+        messages: Vec<ChatMessage>,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+        fixed: &Arc<str>,
+        recalled: Option<&str>,
+    ) -> Result<TurnOutcome, TurnFailure> {
+        let outcome = self.run_once(messages, events.clone(), source).await;
+        match &outcome {
+            Err(failure) if is_overflow(failure) => {}
+            _ => return outcome,
+        }
+        tracing::warn!(session = %self.key, "the request does not fit the model's context window; archiving older history");
+        if !self.consolidate(Scope::Overflow, fixed.clone()).await {
+            return outcome;
+        }
+        let system = self.services.system_prompt(self.key.channel());
+        let messages = self.request_messages(system, recalled);
+        self.run_once(messages, events, source).await
+    }
+
+    async fn run_once(
+        &self,
+        messages: Vec<ChatMessage>,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+    ) -> Result<TurnOutcome, TurnFailure> {
+        let runner = RunnerActor::new(self.services.engine().clone()).start();
+        self.control.set_runner(Some(runner.clone()));
+        let outcome = runner.send(self.run_turn(messages, events, source)).await;
+        self.control.set_runner(None);
+        outcome.unwrap_or(Err(TurnFailure::Lost))
+    }
+
+    /// Auto-recall: memory relevant to the user's last message and not already in the
+    /// prompt, for the runtime block (`None` when off, trivial or nothing found).
+    async fn recalled(&self, system: &str, source: TurnSource) -> Option<String> {
+        let recall = self.memory.recall.as_ref().filter(|_| source == TurnSource::User)?;
+        let (message, recent) = {
+            let guard = lock(&self.session);
+            let session = guard.as_ref()?;
+            let history = replayable(session);
+            let (last, earlier) = history.split_last().filter(|(last, _)| last.role == Role::User)?;
+            let recent: Vec<String> =
+                earlier.iter().rev().take(RECALL_DEDUP_MESSAGES).map(ChatMessage::text_content).collect();
+            (ContextBuilder::strip_runtime(&last.text_content()), recent)
+        };
+        let mut already: Vec<&str> = vec![system];
+        already.extend(recent.iter().map(String::as_str));
+        recall_for_message(recall, &message, &already).await
     }
 
     fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>, source: TurnSource) -> RunTurn {
@@ -369,8 +434,9 @@ impl TurnJob {
         ledger.estimate(&session.messages, session.last_consolidated, fixed, limit).tokens >= limit
     }
 
-    /// System prompt, replayed history, and the user's message with the runtime context.
-    fn request_messages(&self, system: String) -> Vec<ChatMessage> {
+    /// System prompt, replayed history, and the user's message with the runtime context (and
+    /// the memory auto-recall found, inside it).
+    fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<ChatMessage> {
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return Vec::new() };
         let history = replayable(session);
@@ -384,6 +450,8 @@ impl TurnJob {
                 self.services.timezone(),
                 chrono::Utc::now(),
             );
+            let runtime =
+                recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
         messages
@@ -467,6 +535,7 @@ impl TurnJob {
 
     async fn command(&self, command: Command) -> Result<TurnReply, AgentError> {
         if command == Command::New {
+            self.flush_session();
             let system = self.services.system_prompt(self.key.channel());
             self.consolidate(Scope::Everything, self.fixed_prompt(&system)).await;
         }
@@ -479,6 +548,32 @@ impl TurnJob {
         let reply = commands::run(&command, session, &self.services, usage)?;
         Ok(TurnReply::Command(reply))
     }
+}
+
+impl TurnJob {
+    /// `/new`: the conversation about to be archived goes to a dated memory file first.
+    fn flush_session(&self) {
+        let messages = {
+            let guard = lock(&self.session);
+            let Some(session) = guard.as_ref() else { return };
+            session.messages[session.last_consolidated.min(session.messages.len())..].to_vec()
+        };
+        match write_session_flush(self.services.workspace(), self.key.as_str(), &messages, self.services.timezone()) {
+            Ok(Some(path)) => {
+                tracing::info!(session = %self.key, %path, "saved the conversation to memory");
+                if let Some(recall) = &self.memory.recall {
+                    recall.request_sync();
+                }
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(session = %self.key, %error, "cannot save the conversation to memory"),
+        }
+    }
+}
+
+/// Whether a turn failed because its request does not fit the model's context window.
+fn is_overflow(failure: &TurnFailure) -> bool {
+    matches!(failure, TurnFailure::Run(RunError::Provider(ProviderError::ContextOverflow { .. })))
 }
 
 /// A redelivered channel message, as found in the session.

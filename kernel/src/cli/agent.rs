@@ -55,10 +55,11 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         // could not come back later).
         let scheduler =
             if interactive { Scheduler::start(services.workspace(), timezone, dispatcher.clone()) } else { None };
-        let extra = cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref());
+        let manager = Rc::new(SessionManager::new(services.clone()));
+        let mut extra = manager.memory().tools();
+        extra.extend(cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref()));
         let reach = Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra };
         services.install_builtins(builtin_tools(&services, reach));
-        let manager = Rc::new(SessionManager::new(services.clone()));
         if interactive {
             manager.memory().dream.do_send(StartSchedule);
             actix::spawn(background::serve(manager.clone(), requests));

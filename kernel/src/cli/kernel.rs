@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use oxibot_kernel::config::Config;
+use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover};
@@ -46,6 +47,8 @@ impl Setup {
         }
         let config = Config::load(&config_path)?;
         DreamSettings::from_config(&config.agents.defaults.dream)
+            .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
+        RecallSettings::from_section(config.extra.get("memory"))
             .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
         let workspace = match &common.workspace {
             Some(dir) => paths::expand_tilde(dir),

@@ -1,9 +1,19 @@
-//! `oxibot memory log|show|restore`: Dream's changes to the memory files, from the shell.
+//! `oxibot memory log|show|restore`: Dream's changes to the memory files, from the shell;
+//! `oxibot memory search|reindex`: the search index over the memory files.
 
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use std::sync::Arc;
+
+use oxibot_kernel::history::HistoryStore;
 use oxibot_kernel::memory::git::{DREAM_PREFIX, GitStore};
+use oxibot_kernel::memory::recall::index::MemoryIndex;
+use oxibot_kernel::memory::recall::settings::RecallSettings;
+use oxibot_kernel::memory::recall::sources::Category;
+use oxibot_kernel::memory::recall::{Recall, RecallSetup};
+use oxibot_kernel::paths;
+use oxibot_kernel::provider::Embedder;
 
 use super::CommonArgs;
 use super::kernel::{Setup, WorkspaceDefault};
@@ -37,6 +47,103 @@ pub fn restore(common: &CommonArgs, sha: &str) -> anyhow::Result<ExitCode> {
     let commit = store(common)?.restore(sha)?;
     println!("Restored the memory files to before {sha}; recorded as {} ({}).", commit.short, commit.message);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Searches memory and prints the best hits with where they are.
+pub fn search(common: &CommonArgs, query: &str, limit: usize, category: Option<&str>) -> anyhow::Result<ExitCode> {
+    let category = match category {
+        Some(name) => Some(
+            Category::parse(name)
+                .with_context(|| format!("unknown category '{name}' (core, daily or conversation)"))?,
+        ),
+        None => None,
+    };
+    let (setup, settings) = recall_setup(common)?;
+    let hits = actix::System::new().block_on(async move {
+        let recall = start_recall(&setup, settings)?;
+        recall.sync().await?;
+        anyhow::Ok(recall.search(query, limit, category).await?)
+    })?;
+    if hits.is_empty() {
+        eprintln!("Nothing in memory matches \"{query}\".");
+    }
+    for (rank, hit) in hits.iter().enumerate() {
+        let day = hit.day().map(|d| format!(", {d}")).unwrap_or_default();
+        println!(
+            "{}. [{}] {} ({}{day}) score {:.2}",
+            rank + 1,
+            hit.id,
+            hit.location(),
+            hit.category.as_str(),
+            hit.score
+        );
+        for line in hit.text.lines() {
+            println!("   {line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes the index and builds it again from the memory files.
+pub fn reindex(common: &CommonArgs) -> anyhow::Result<ExitCode> {
+    let (setup, settings) = recall_setup(common)?;
+    let path = MemoryIndex::location(&paths::data_dir(), &setup.workspace);
+    for suffix in ["", "-wal", "-shm"] {
+        let file = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error).with_context(|| format!("cannot remove {}", file.display())),
+        }
+    }
+    let started = std::time::Instant::now();
+    let stats = actix::System::new().block_on(async move {
+        let recall = start_recall(&setup, settings)?;
+        recall.sync().await?;
+        anyhow::Ok(
+            recall
+                .read(|index| {
+                    index.checkpoint()?;
+                    index.stats()
+                })
+                .await?,
+        )
+    })?;
+    println!(
+        "Indexed {} chunk(s) of {} file(s) in {:.1} s ({} with vectors); {} KiB at {}",
+        stats.chunks,
+        stats.files,
+        started.elapsed().as_secs_f64(),
+        stats.embedded,
+        stats.bytes / 1024,
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The workspace and the `memory` settings (a bad setting is an error here, naming its key).
+fn recall_setup(common: &CommonArgs) -> anyhow::Result<(Setup, RecallSettings)> {
+    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let settings = RecallSettings::from_section(setup.config.extra.get("memory"))?;
+    Ok((setup, settings))
+}
+
+/// Opens the index the kernel uses for this workspace (inside an actix system), polling off.
+fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recall> {
+    let embedder = match &settings.embedding {
+        Some(model) => Some(Embedder::from_config(&setup.config, model)?),
+        None => None,
+    };
+    let recall = Recall::start(RecallSetup {
+        workspace: setup.workspace.clone(),
+        index_path: MemoryIndex::location(&paths::data_dir(), &setup.workspace),
+        settings,
+        embedder,
+        history: Arc::new(HistoryStore::new(&setup.workspace)),
+        timezone: setup.config.agents.defaults.timezone.clone(),
+        poll: None,
+    })?;
+    Ok(recall)
 }
 
 fn store(common: &CommonArgs) -> anyhow::Result<GitStore> {

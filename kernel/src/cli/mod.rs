@@ -80,8 +80,8 @@ enum Command {
     /// A running gateway picks up every change at once.
     #[command(subcommand)]
     Cron(cron::CronCommand),
-    /// Dream's changes to SOUL.md, USER.md and memory/MEMORY.md (a git repository in the
-    /// workspace).
+    /// Search memory, rebuild its index, and see Dream's changes to SOUL.md, USER.md and
+    /// memory/MEMORY.md (a git repository in the workspace).
     #[command(subcommand)]
     Memory(MemoryCommand),
     /// Run the gateway as a service of your user: a systemd user unit on Linux, a launchd
@@ -132,6 +132,24 @@ enum PairingCommand {
 
 #[derive(Debug, Subcommand)]
 enum MemoryCommand {
+    /// Search the memory files (MEMORY.md, daily logs, history) and print the best matches.
+    Search {
+        /// What to look for.
+        query: String,
+        /// How many matches to print.
+        #[arg(short = 'n', long, default_value_t = 5)]
+        limit: usize,
+        /// Only this kind of memory: core, daily or conversation.
+        #[arg(long)]
+        category: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Delete the search index and build it again from the memory files.
+    Reindex {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// List the most recent Dream changes, newest first.
     Log {
         /// How many to list.
@@ -221,6 +239,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tools::call(&common, &tool, &args, timeout)
         }
         Command::Cron(command) => cron::run(command),
+        Command::Memory(MemoryCommand::Search { query, limit, category, common }) => {
+            memory::search(&common, &query, limit, category.as_deref())
+        }
+        Command::Memory(MemoryCommand::Reindex { common }) => memory::reindex(&common),
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
         Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),

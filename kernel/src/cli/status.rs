@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use oxibot_kernel::memory::recall::index::MemoryIndex;
+use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
 use oxibot_proto::PeerKind;
@@ -34,6 +36,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         .collect();
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
     println!("sandbox:   {}", sandbox_line(setup.config.tools.restrict_to_workspace, &setup.workspace));
+    println!("memory:    {}", memory_line(&setup));
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
@@ -46,6 +49,34 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     }
     print_gateway(common, &setup);
     Ok(ExitCode::SUCCESS)
+}
+
+/// How memory is searched, said plainly, and how big the index is.
+fn memory_line(setup: &Setup) -> String {
+    let settings = match RecallSettings::from_section(setup.config.extra.get("memory")) {
+        Ok(settings) => settings,
+        Err(error) => return format!("not usable: {error}"),
+    };
+    let mut line = settings.describe();
+    if let Some(model) = &settings.embedding {
+        if let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.config, model) {
+            line = format!("keyword search (BM25) only — embeddings from '{model}' unavailable: {error}");
+        }
+    }
+    let path = MemoryIndex::location(&paths::data_dir(), &setup.workspace);
+    if path.exists() {
+        if let Ok(stats) = MemoryIndex::open(&path).and_then(|index| index.stats()) {
+            line.push_str(&format!(
+                "; index: {} chunk(s) of {} file(s), {} KiB",
+                stats.chunks,
+                stats.files,
+                stats.bytes / 1024
+            ));
+        }
+    } else {
+        line.push_str("; index not built yet");
+    }
+    line
 }
 
 /// Which sandbox confines `exec` and the plugins, in one line.

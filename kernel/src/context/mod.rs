@@ -99,6 +99,11 @@ impl ContextBuilder {
         runtime::runtime_context(channel, chat_id, timezone, now)
     }
 
+    /// The runtime block with recalled memory (auto-recall's lines) inside it.
+    pub fn with_recalled(runtime: &str, recalled: &str) -> String {
+        runtime::with_recalled(runtime, recalled)
+    }
+
     /// The user's text with the runtime block in front of it, as one message (some providers
     /// reject two user messages in a row).
     pub fn merge_runtime(user_text: &str, runtime: &str) -> String {

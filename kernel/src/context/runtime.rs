@@ -37,6 +37,15 @@ pub fn runtime_context(channel: &str, chat_id: &str, timezone: Option<&str>, now
     lines.join("\n")
 }
 
+/// `runtime` with `recalled` (lines of recalled memory) added inside the block, before its
+/// closing line, so stripping the block strips them too.
+pub fn with_recalled(runtime: &str, recalled: &str) -> String {
+    match runtime.strip_suffix(RUNTIME_CLOSE) {
+        Some(head) if !recalled.trim().is_empty() => format!("{head}{}\n{RUNTIME_CLOSE}", recalled.trim_end()),
+        _ => runtime.to_string(),
+    }
+}
+
 /// `now` in `timezone` as `YYYY-MM-DD HH:MM (Weekday) (Zone, UTC±HH:MM)`.
 fn local_time(timezone: Option<&str>, now: DateTime<Utc>) -> String {
     let tz = timezone.and_then(|name| name.trim().parse::<Tz>().ok()).unwrap_or(Tz::UTC);
@@ -126,6 +135,19 @@ mod tests {
             assert!(merged.starts_with(RUNTIME_OPEN));
             assert_eq!(strip_runtime(&merged), text);
         }
+    }
+
+    #[test]
+    fn recalled_memory_sits_inside_the_block_and_is_stripped_with_it() {
+        let block = with_recalled(
+            &runtime_context("cli", "direct", None, noon_utc()),
+            "Recalled Memory:\n- [memory/MEMORY.md:3] tea",
+        );
+        assert!(
+            block.ends_with(&format!("Chat ID: direct\nRecalled Memory:\n- [memory/MEMORY.md:3] tea\n{RUNTIME_CLOSE}"))
+        );
+        assert_eq!(strip_runtime(&merge_runtime("what do I drink?", &block)), "what do I drink?");
+        assert_eq!(with_recalled("no block", "x"), "no block");
     }
 
     #[test]

@@ -77,10 +77,11 @@ pub async fn run(
     let timezone = scheduling::timezone(services.timezone());
     // Kept for the gateway's life: dropping it lets another process schedule the jobs.
     let scheduler = Scheduler::start(services.workspace(), timezone, dispatcher.clone());
-    let extra = cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref());
+    let manager = Rc::new(SessionManager::new(services.clone()));
+    let mut extra = manager.memory().tools();
+    extra.extend(cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref()));
     let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra };
     services.install_builtins(builtin_tools(&services, reach));
-    let manager = Rc::new(SessionManager::new(services.clone()));
     manager.memory().dream.do_send(StartSchedule);
     if settings.heartbeat.enabled {
         let workspace = services.workspace().to_path_buf();

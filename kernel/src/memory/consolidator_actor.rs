@@ -9,6 +9,7 @@ use actix::prelude::*;
 
 use super::consolidator::{Budget, ConsolidateError, Consolidation, Estimator, Report, SharedSession, Summarizer};
 use super::prompts::{CONSOLIDATE, consolidation_input};
+use super::recall::Recall;
 use super::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
@@ -25,12 +26,18 @@ pub struct ConsolidatorActor {
     services: Arc<Services>,
     /// One lock per session key, held while that session is being consolidated.
     running: HashMap<SessionKey, Arc<tokio::sync::Mutex<()>>>,
+    /// The memory files' index, for the silent turn before a slice is archived (`None`: no
+    /// such turn).
+    recall: Option<Recall>,
 }
 
 impl ConsolidatorActor {
-    /// An actor over the services' provider, session store and history.
-    pub fn new(services: Arc<Services>) -> ConsolidatorActor {
-        ConsolidatorActor { services, running: HashMap::new() }
+    /// An actor over the services' provider, session store and history; with `recall`, a
+    /// silent turn saves what matters before a slice over the budget is archived (when
+    /// `memory.flush` is on).
+    pub fn new(services: Arc<Services>, recall: Option<Recall>) -> ConsolidatorActor {
+        let recall = recall.filter(|r| r.settings().flush);
+        ConsolidatorActor { services, running: HashMap::new(), recall }
     }
 }
 
@@ -45,6 +52,9 @@ pub enum Scope {
     OverBudget,
     /// Everything not yet archived (`/new`).
     Everything,
+    /// The provider said the prompt does not fit: archive at least one slice, down to half
+    /// the budget, whatever the estimate says.
+    Overflow,
 }
 
 /// Consolidate one session. Resolves when done; requests for a session that is already
@@ -70,6 +80,10 @@ impl Handler<Consolidate> for ConsolidatorActor {
     fn handle(&mut self, request: Consolidate, _: &mut Context<Self>) -> Self::Result {
         let lock = self.running.entry(request.key.clone()).or_default().clone();
         let services = self.services.clone();
+        let flush = match request.scope {
+            Scope::OverBudget | Scope::Overflow => self.recall.clone(),
+            Scope::Everything => None,
+        };
         Box::pin(async move {
             let _running = lock.lock().await;
             let defaults = &services.config().agents.defaults;
@@ -87,8 +101,21 @@ impl Handler<Consolidate> for ConsolidatorActor {
                 budget,
                 timezone: defaults.timezone.clone(),
             };
+            if let Some(recall) = &flush {
+                let forced = request.scope == Scope::Overflow;
+                if let Some(slice) = consolidation.first_slice(forced)? {
+                    let key = request.key.as_str();
+                    match super::flush::flush_before_archive(&services, recall, key, &slice).await {
+                        Ok(stored) => tracing::info!(session = %key, stored, "saved memory before archiving"),
+                        Err(error) => {
+                            tracing::warn!(session = %key, %error, "the memory flush before archiving failed")
+                        }
+                    }
+                }
+            }
             match request.scope {
                 Scope::OverBudget => consolidation.over_budget().await,
+                Scope::Overflow => consolidation.overflow().await,
                 Scope::Everything => consolidation.everything().await,
             }
         })

@@ -1,17 +1,20 @@
 //! Long-term memory: the archive of summarised conversation (`memory/history.jsonl`), the
 //! Consolidator that keeps sessions under their token budget by archiving their oldest part,
-//! Dream that folds the archive into SOUL.md, USER.md and MEMORY.md, and the git repository
-//! that versions those files.
+//! Dream that folds the archive into SOUL.md, USER.md and MEMORY.md, the git repository
+//! that versions those files, [`recall`] (the search index over all memory files, the
+//! `memory` tool, auto-recall) and [`flush`] (session flushes and the silent pre-archive turn).
 
 pub mod boundary;
 pub mod consolidator;
 pub mod consolidator_actor;
 pub mod dream;
 pub mod dream_actor;
+pub mod flush;
 pub mod gate;
 pub mod git;
 pub mod git_actor;
 pub mod prompts;
+pub mod recall;
 pub mod schedule;
 pub mod tokens;
 
@@ -23,6 +26,9 @@ use crate::services::Services;
 use consolidator_actor::ConsolidatorActor;
 use dream_actor::DreamActor;
 use git_actor::GitActor;
+use recall::index::MemoryIndex;
+use recall::settings::RecallSettings;
+use recall::{Recall, RecallSetup};
 use schedule::DreamSettings;
 
 /// The kernel's memory actors, shared by every session.
@@ -34,6 +40,9 @@ pub struct MemoryActors {
     pub dream: Addr<DreamActor>,
     /// Versions the memory files.
     pub git: Addr<GitActor>,
+    /// Searches the memory files (`None` when the index cannot be opened; memory then works
+    /// as before, without search).
+    pub recall: Option<Recall>,
 }
 
 impl MemoryActors {
@@ -46,8 +55,41 @@ impl MemoryActors {
                 DreamSettings::default()
             });
         let git = GitActor::start(services.workspace().to_path_buf());
-        let consolidator = ConsolidatorActor::new(services.clone()).start();
+        let recall = start_recall(&services);
+        let consolidator = ConsolidatorActor::new(services.clone(), recall.clone()).start();
         let dream = DreamActor::new(services, dream_settings, Some(git.clone())).start();
-        MemoryActors { consolidator, dream, git }
+        MemoryActors { consolidator, dream, git, recall }
     }
+}
+
+impl MemoryActors {
+    /// The built-in tools memory offers: `memory` (store, recall, forget, get, list, count),
+    /// when the index is open.
+    pub fn tools(&self) -> Vec<Arc<dyn crate::turn::builtin::BuiltinTool>> {
+        self.recall.iter().map(|recall| Arc::new(recall::tool::MemoryTool::new(recall.clone())) as _).collect()
+    }
+}
+
+/// Opens the workspace's memory index with the `memory` settings; a problem is logged and
+/// leaves memory without search rather than stopping the kernel.
+fn start_recall(services: &Services) -> Option<Recall> {
+    let settings = RecallSettings::from_section(services.config().extra.get("memory")).unwrap_or_else(|error| {
+        tracing::warn!(%error, "using the default memory settings");
+        RecallSettings::default()
+    });
+    let embedder = settings.embedding.as_deref().and_then(|model| {
+        crate::provider::Embedder::from_config(services.config(), model)
+            .inspect_err(|error| tracing::warn!(%error, "memory search runs on keywords alone"))
+            .ok()
+    });
+    let setup = RecallSetup {
+        workspace: services.workspace().to_path_buf(),
+        index_path: MemoryIndex::location(services.data_dir(), services.workspace()),
+        settings,
+        embedder,
+        history: services.history().clone(),
+        timezone: services.timezone().map(str::to_owned),
+        poll: Some(recall::POLL_INTERVAL),
+    };
+    Recall::start(setup).inspect_err(|error| tracing::warn!(%error, "memory search is off")).ok()
 }

@@ -13,6 +13,9 @@ pub const DREAM_PHASE1: &str = include_str!("../../../templates/agent/dream_phas
 /// System prompt of Dream's editing run.
 pub const DREAM_PHASE2: &str = include_str!("../../../templates/agent/dream_phase2.md");
 
+/// System prompt of the silent turn that saves what matters before a slice is archived.
+pub const MEMORY_FLUSH: &str = include_str!("../../../templates/agent/memory_flush.md");
+
 /// Longest tool output quoted in a transcript, in characters.
 const TOOL_OUTPUT_CHARS: usize = 300;
 

@@ -47,6 +47,14 @@ pub enum ProviderError {
         /// The provider's words.
         message: String,
     },
+    /// The request does not fit the model's context window (a 400 or 413 saying so:
+    /// OpenAI's `context_length_exceeded`, "maximum context length", Anthropic's "prompt is
+    /// too long"). Not retried as it is; the runner retries with a smaller request.
+    #[error("the request is too long for the model's context window: {message}")]
+    ContextOverflow {
+        /// The provider's words.
+        message: String,
+    },
     /// No connection within the connect timeout, or no byte within the idle timeout.
     #[error("timed out waiting for the provider")]
     Timeout,
@@ -77,6 +85,7 @@ impl ProviderError {
             ProviderError::Auth { .. }
             | ProviderError::Quota { .. }
             | ProviderError::Rejected { .. }
+            | ProviderError::ContextOverflow { .. }
             | ProviderError::NotConfigured(_) => false,
         }
     }
@@ -98,6 +107,7 @@ impl ProviderError {
             429 if mentions_quota(body) => ProviderError::Quota { provider, message },
             429 => ProviderError::RateLimited { retry_after, message },
             408 | 409 | 500..=599 => ProviderError::Server { status, message },
+            400 | 413 if is_overflow(body) => ProviderError::ContextOverflow { message },
             _ => ProviderError::Rejected { status, message },
         }
     }
@@ -116,6 +126,7 @@ impl ProviderError {
                 ProviderError::Auth { provider, message }
             }
             kind if QUOTA_MARKERS.contains(&kind) => ProviderError::Quota { provider, message },
+            _ if is_overflow(&error.to_string()) => ProviderError::ContextOverflow { message },
             "invalid_request_error" | "not_found_error" | "request_too_large" => {
                 ProviderError::Rejected { status: 400, message }
             }
@@ -138,6 +149,21 @@ const QUOTA_MARKERS: &[&str] = &[
     "insufficient quota",
     "out of credits",
 ];
+
+/// Words in an error body that mean "the prompt does not fit the context window".
+const OVERFLOW_MARKERS: &[&str] = &[
+    "context_length_exceeded",
+    "maximum context length",
+    "prompt is too long",
+    "context window",
+    "too many tokens",
+    "input is too long",
+];
+
+fn is_overflow(body: &str) -> bool {
+    let lower = body.to_lowercase();
+    OVERFLOW_MARKERS.iter().any(|marker| lower.contains(marker))
+}
 
 fn mentions_quota(body: &str) -> bool {
     let lower = body.to_lowercase();
@@ -192,6 +218,23 @@ mod tests {
         );
         assert!(ProviderError::from_status(503, "", None, "openai", "").is_retryable());
         assert!(!ProviderError::from_status(400, "bad", None, "openai", "").is_retryable());
+    }
+
+    #[test]
+    fn context_overflows_are_told_apart_from_other_rejections() {
+        let openai = r#"{"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error", "code": "context_length_exceeded"}}"#;
+        let anthropic = r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+        for body in [openai, anthropic] {
+            let error = ProviderError::from_status(400, body, None, "p", "");
+            assert!(matches!(error, ProviderError::ContextOverflow { .. }), "{error:?}");
+            assert!(!error.is_retryable());
+        }
+        assert!(matches!(
+            ProviderError::from_status(400, r#"{"error": {"message": "bad tool schema"}}"#, None, "p", ""),
+            ProviderError::Rejected { .. }
+        ));
+        let inside = serde_json::json!({"type": "invalid_request_error", "message": "prompt is too long"});
+        assert!(matches!(ProviderError::from_error_object(&inside, "p"), ProviderError::ContextOverflow { .. }));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! does.
 
 mod anthropic;
+pub mod embeddings;
 mod error;
 mod openai;
 pub mod redact;
@@ -18,6 +19,7 @@ mod types;
 
 use std::time::Duration;
 
+pub use embeddings::Embedder;
 pub use error::ProviderError;
 use redact::Secrets;
 pub use registry::{Resolution, Wire};

@@ -60,6 +60,7 @@ impl Secrets {
             }
             ProviderError::Server { status, message } => ProviderError::Server { status, message: scrub(message) },
             ProviderError::Rejected { status, message } => ProviderError::Rejected { status, message: scrub(message) },
+            ProviderError::ContextOverflow { message } => ProviderError::ContextOverflow { message: scrub(message) },
             ProviderError::Network(message) => ProviderError::Network(scrub(message)),
             ProviderError::Malformed(message) => ProviderError::Malformed(scrub(message)),
             ProviderError::StreamCut(message) => ProviderError::StreamCut(scrub(message)),

@@ -18,9 +18,14 @@ const WORKSPACE_MARKER: &str = ".workspace";
 /// The private session directory of `workspace` under `data_dir`: named by a hash of the
 /// workspace's canonical path, so two workspaces never share sessions.
 pub fn private_dir(data_dir: &Path, workspace: &Path) -> PathBuf {
+    data_dir.join("sessions").join(workspace_id(workspace))
+}
+
+/// A workspace's id: 16 hex digits of the FNV-1a hash of its canonical path. Everything the
+/// kernel keeps per workspace in the data dir (sessions, the memory index) is named by it.
+pub fn workspace_id(workspace: &Path) -> String {
     let canonical = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    let id = fnv1a64(canonical.as_os_str().as_encoded_bytes());
-    data_dir.join("sessions").join(format!("{id:016x}"))
+    format!("{:016x}", fnv1a64(canonical.as_os_str().as_encoded_bytes()))
 }
 
 /// Where older versions (and older nanobot) kept the sessions of `workspace`.

@@ -27,6 +27,27 @@ fn message_tokens(message: &ChatMessage) -> u64 {
     (bytes as u64).div_ceil(3) + 4
 }
 
+/// Tool results longer than this are cut when the provider reports a context overflow.
+pub const OVERFLOW_TOOL_RESULT_CHARS: usize = 2000;
+
+/// After the provider reported a context overflow: cuts every tool result of the request
+/// (the current turn's included) to [`OVERFLOW_TOOL_RESULT_CHARS`], saying where the whole
+/// result is. Returns whether anything was cut (the session file keeps the full results).
+pub fn shorten_tool_results(messages: &mut [ChatMessage]) -> bool {
+    const NOTE: &str = "\n[… cut to fit the context window; the whole result is kept in the session]";
+    let mut cut = false;
+    for message in messages.iter_mut().filter(|m| m.role == Role::Tool) {
+        if let Value::String(text) = &mut message.content {
+            if text.chars().count() > OVERFLOW_TOOL_RESULT_CHARS && !text.ends_with(NOTE) {
+                let kept: String = text.chars().take(OVERFLOW_TOOL_RESULT_CHARS).collect();
+                *text = format!("{kept}{NOTE}");
+                cut = true;
+            }
+        }
+    }
+    cut
+}
+
 /// Makes `messages` (system prompt first) fit `context_window - max_tokens - safety`.
 ///
 /// First, tool results before the last user message are shrunk; if that is not enough, the
@@ -92,6 +113,18 @@ mod tests {
         fit(&mut messages, 12_000, 2_000);
         assert_eq!(messages.len(), 6, "no turn dropped");
         assert!(messages[3].text_content().len() < 3000);
+    }
+
+    #[test]
+    fn after_an_overflow_every_long_tool_result_is_cut_the_current_turns_too() {
+        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        messages.extend(turn("first", &"x".repeat(5_000)));
+        messages.extend(turn("now", &"z".repeat(5_000)));
+        assert!(shorten_tool_results(&mut messages));
+        let tools: Vec<usize> =
+            messages.iter().filter(|m| m.role == Role::Tool).map(|m| m.text_content().len()).collect();
+        assert!(tools.iter().all(|&n| n < OVERFLOW_TOOL_RESULT_CHARS + 100), "{tools:?}");
+        assert!(!shorten_tool_results(&mut messages), "nothing left to cut");
     }
 
     #[test]

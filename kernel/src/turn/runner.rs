@@ -140,7 +140,15 @@ impl Turn<'_> {
             iteration += 1;
             budget::fit(&mut messages, self.spec.context_window, self.spec.max_tokens);
             self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
-            let response = self.call_model(&messages).await?;
+            let response = match self.call_model(&messages).await {
+                // The first stage of the overflow guard; the caller compacts history if the
+                // shortened request still does not fit.
+                Err(ProviderError::ContextOverflow { .. }) if budget::shorten_tool_results(&mut messages) => {
+                    tracing::warn!("the model's context overflowed; retrying with long tool results cut");
+                    self.call_model(&messages).await?
+                }
+                other => other?,
+            };
             add_usage(&mut usage, &response.usage);
             self.hooks.after_iteration(&StepInfo {
                 iteration,

@@ -152,6 +152,36 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
         Ok(report)
     }
 
+    /// The slice the first round of [`Consolidation::over_budget`] (or, `forced`, of
+    /// [`Consolidation::overflow`]) would archive, if any — for the silent flush turn that
+    /// runs before it.
+    pub fn first_slice(&mut self, forced: bool) -> Result<Option<Vec<ChatMessage>>, ConsolidateError> {
+        self.recover()?;
+        let tokens = self.estimate()?;
+        if !forced && tokens < self.budget.limit {
+            return Ok(None);
+        }
+        let excess = tokens.saturating_sub(self.budget.target).max(1);
+        let Some(cut) = self.cut_by_tokens(excess)? else { return Ok(None) };
+        self.with_session(|s| Some(s.messages[s.last_consolidated.min(cut)..cut].to_vec()))
+    }
+
+    /// Archives at least one slice, then more while the estimate is above half the budget
+    /// (the provider reported a context overflow the estimate did not foresee). The latest
+    /// turn always stays.
+    pub async fn overflow(&mut self) -> Result<Report, ConsolidateError> {
+        self.recover()?;
+        let mut report = Report { tokens_before: self.estimate()?, ..Report::default() };
+        report.tokens_after = report.tokens_before;
+        while report.rounds < MAX_ROUNDS && (report.rounds == 0 || report.tokens_after > self.budget.target) {
+            let excess = report.tokens_after.saturating_sub(self.budget.target).max(1);
+            let Some(cut) = self.cut_by_tokens(excess)? else { break };
+            self.archive_until(cut, &mut report).await?;
+            report.tokens_after = self.estimate()?;
+        }
+        Ok(report)
+    }
+
     /// Archives every unconsolidated message, the latest turn included (`/new`).
     pub async fn everything(&mut self) -> Result<Report, ConsolidateError> {
         self.recover()?;
