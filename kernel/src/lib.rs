@@ -5,7 +5,7 @@
 //! The modules form a ladder; each may import only those on lower rungs (ARCHITECTURE.md
 //! lists the rungs, and a test in `tests/integration/layering.rs` enforces them):
 //!
-//! 1. `paths`, `fsutil`, `message`, `launcher` — no kernel imports beyond each other;
+//! 1. `paths`, `fsutil`, `watch`, `message`, `launcher` — no kernel imports beyond each other;
 //! 2. `plugin` — the plugin host;
 //! 3. `config`;
 //! 4. `session`, `history`, `provider` — stores and the LLM client;
@@ -37,3 +37,4 @@ pub mod session;
 #[cfg(test)]
 mod testing;
 pub mod turn;
+pub mod watch;

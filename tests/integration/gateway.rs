@@ -398,3 +398,27 @@ fn a_reply_that_cannot_be_delivered_is_retried_then_recorded_in_the_session() {
     assert!(wait_until(Duration::from_secs(10), recorded), "{}", env.session_text("c9"));
     assert!(env.session_text("c9").contains("no client is connected"));
 }
+
+#[test]
+fn an_edit_of_allow_from_applies_to_the_running_gateway_and_a_broken_edit_changes_nothing() {
+    let env = GatewayEnv::new(Some(json!(["alice"])));
+    let _gateway = env.start();
+    let mut client = env.client();
+    client.say("bob", "c2", "hello?");
+    client.expect("ACCEPTED");
+    assert!(env.llm.requests().is_empty(), "bob is not allowed yet");
+
+    let log = || std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap_or_default();
+    env.edit_config(|config| config["channels"]["loopback"]["allowFrom"] = json!(["alice", "bob"]));
+    assert!(wait_until(DEADLINE, || log().contains("config reloaded")), "{}", log());
+    env.llm.push(Reply::Text("hi bob".into()));
+    client.say("bob", "c2", "and now?");
+    assert_eq!(client.expect("OUT c2"), "OUT c2 hi bob");
+
+    std::fs::write(env.home.path().join("config.json"), "{ not json").unwrap();
+    assert!(wait_until(DEADLINE, || log().contains("does not load")), "{}", log());
+    assert!(log().contains("config.json"), "the error names the file: {}", log());
+    env.llm.push(Reply::Text("still here, bob".into()));
+    client.say("bob", "c2", "still?");
+    assert_eq!(client.expect("OUT c2"), "OUT c2 still here, bob", "a broken edit leaves the settings in force");
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// and none on its own or a higher one. `cli` (the binary) sits above them all; `testing`
 /// is test-only support that any module's tests may use.
 const RUNGS: &[&[&str]] = &[
-    &["paths", "fsutil", "message", "launcher"],
+    &["paths", "fsutil", "watch", "message", "launcher"],
     &["plugin"],
     &["config"],
     &["session", "history", "provider"],

@@ -57,7 +57,10 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
             host,
             true,
         ));
-        oxibot_kernel::gateway::run(services, settings, Access::open(&pairing_path()), delivery_delays()?).await?;
+        let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);
+        let config_file = std::path::absolute(&config_file).ok().filter(|path| path.exists());
+        let access = Access::open(&pairing_path());
+        oxibot_kernel::gateway::run(services, settings, access, delivery_delays()?, config_file).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

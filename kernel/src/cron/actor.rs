@@ -18,9 +18,9 @@ use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use super::change::{Applied, Change, prepare_at_start};
 use super::job::{CronJob, JobsFile, RunRecord};
 use super::store::{JobStore, StoreError};
-use super::watch::DirWatch;
 use super::worker::{Clock, Command, Report, Worker};
 use super::{CronError, new_id};
+use crate::watch::DirWatch;
 
 /// The longest the timer sleeps before looking again: a wall-clock jump (a suspended laptop,
 /// a corrected clock) is noticed within this time.
@@ -255,7 +255,8 @@ impl CronActor {
 
     /// Starts inotify on the `cron/` directory (or, failing that, a slow poll).
     fn watch(&mut self, ctx: &mut Context<Self>) {
-        let watch = std::fs::create_dir_all(self.store.dir()).and_then(|()| DirWatch::new(self.store.dir()));
+        let watch = std::fs::create_dir_all(self.store.dir())
+            .and_then(|()| DirWatch::new(self.store.dir(), super::store::FILE_NAME));
         let Some(worker) = self.worker.clone() else { return };
         match watch {
             Ok(watch) => {

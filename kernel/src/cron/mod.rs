@@ -20,7 +20,6 @@ pub mod job;
 pub mod store;
 pub mod timing;
 pub mod tool;
-pub mod watch;
 pub mod worker;
 
 use std::hash::{BuildHasher as _, Hasher as _};

@@ -2,13 +2,15 @@
 //!
 //! Code map: [`settings`] reads `gateway` and `channels.<name>`; [`access`] decides who may
 //! talk (`allowFrom`, pairing codes); [`router::Router`] turns channel plugin events into
-//! session turns and replies; [`resume`] finds messages a crash left unanswered; [`health`]
+//! session turns and replies; [`reload`] applies config edits while it runs; [`resume`] finds
+//! messages a crash left unanswered; [`health`]
 //! serves `GET /health`. [`run`] ties them together and owns the shutdown order: stop taking
 //! messages, let running turns finish (they are checkpointed anyway), say goodbye to the
 //! plugins, exit.
 
 pub mod access;
 pub mod health;
+pub mod reload;
 pub mod resume;
 pub mod router;
 pub mod settings;
@@ -63,6 +65,7 @@ pub async fn run(
     settings: GatewaySettings,
     access: Access,
     retry_delays: Option<Vec<Duration>>,
+    config_file: Option<std::path::PathBuf>,
 ) -> Result<(), GatewayError> {
     let started = Instant::now();
     let address = format!("{}:{}", settings.host, settings.port);
@@ -92,6 +95,9 @@ pub async fn run(
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
+    if let Some(path) = config_file {
+        actix::spawn(reload::watch_config(path, router.clone()));
+    }
     let health_services = services.clone();
     let source =
         health::HealthSource { report: Rc::new(move || health::report(health_services.host(), started)), started };

@@ -23,6 +23,16 @@ use crate::services::Services;
 use crate::session::SessionKey;
 use crate::turn::runner::TurnEvent;
 
+/// A channel section without its `allowFrom` (which applies without a restart).
+fn without_allow_from(raw: &Value) -> Value {
+    let mut raw = raw.clone();
+    if let Some(section) = raw.as_object_mut() {
+        section.remove("allowFrom");
+        section.remove("allow_from");
+    }
+    raw
+}
+
 /// Inbound metadata key a channel sets to `true` when it authenticated the client itself.
 pub const AUTHENTICATED_KEY: &str = "authenticated";
 
@@ -37,7 +47,8 @@ pub struct Router {
     manager: Rc<SessionManager>,
     /// The kernel services, for the plugin host the channels run in.
     services: Arc<Services>,
-    settings: GatewaySettings,
+    /// The settings in force; `apply_settings` changes what can change while running.
+    settings: RefCell<GatewaySettings>,
     access: Access,
     /// Channels that announced streaming.
     streaming: RefCell<HashMap<String, bool>>,
@@ -71,7 +82,7 @@ impl Router {
         Rc::new(Router {
             manager,
             services,
-            settings,
+            settings: RefCell::new(settings),
             access,
             streaming: RefCell::default(),
             pending: RefCell::default(),
@@ -118,6 +129,53 @@ impl Router {
         self.accepting.set(false);
     }
 
+    /// Who may write through `channel` now; `None` when it is not a running channel.
+    fn allow_from(&self, channel: &str) -> Option<AllowFrom> {
+        self.settings.borrow().channel(channel).map(|c| c.allow_from.clone())
+    }
+
+    /// Whether `channel` is one of this gateway's channels.
+    fn serves(&self, channel: &str) -> bool {
+        self.settings.borrow().channel(channel).is_some()
+    }
+
+    /// The names of this gateway's channels.
+    fn channel_names(&self) -> Vec<String> {
+        self.settings.borrow().channels.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// Applies an edited config's gateway settings as far as a running gateway can: each
+    /// running channel's `allowFrom` at once. Returns what could not be applied (channels
+    /// added, removed or reconfigured, the address, the heartbeat), each needing a restart.
+    pub fn apply_settings(&self, new: GatewaySettings) -> Vec<String> {
+        let mut settings = self.settings.borrow_mut();
+        let mut needs_restart = Vec::new();
+        for channel in &mut settings.channels {
+            match new.channel(&channel.name) {
+                Some(edited) => {
+                    if edited.allow_from != channel.allow_from {
+                        tracing::info!(channel = %channel.name, "allowFrom changed; applied");
+                        channel.allow_from = edited.allow_from.clone();
+                    }
+                    if without_allow_from(&edited.raw) != without_allow_from(&channel.raw) {
+                        needs_restart.push(format!("channels.{} settings", channel.name));
+                    }
+                }
+                None => needs_restart.push(format!("channels.{} disabled or removed", channel.name)),
+            }
+        }
+        for added in new.channels.iter().filter(|c| settings.channel(&c.name).is_none()) {
+            needs_restart.push(format!("channels.{} enabled", added.name));
+        }
+        if (new.host.as_str(), new.port) != (settings.host.as_str(), settings.port) {
+            needs_restart.push("gateway.host/port".to_owned());
+        }
+        if new.heartbeat != settings.heartbeat {
+            needs_restart.push("gateway.heartbeat".to_owned());
+        }
+        needs_restart
+    }
+
     /// Turns and deliveries still running.
     pub fn in_flight(&self) -> usize {
         self.in_flight.get()
@@ -127,25 +185,22 @@ impl Router {
         if !self.accepting.get() {
             return;
         }
-        let Some(settings) = self.settings.channel(&channel) else {
+        let Some(configured) = self.allow_from(&channel) else {
             tracing::warn!(%channel, "message from a channel that is not configured; dropped");
             return;
         };
         let username = inbound.metadata.get("username").and_then(Value::as_str);
         let is_group = inbound.metadata.get("is_group").and_then(Value::as_bool).unwrap_or(false);
-        if settings.allow_from == AllowFrom::Pairing {
+        if configured == AllowFrom::Pairing {
             // `oxibot pairing approve` may have run in another process since.
             self.access.refresh();
         }
         // A channel that authenticated its client itself (the API key or token of a local
         // server, or its loopback bind) says so; pairing codes are for strangers on chat services.
         let authenticated = inbound.metadata.get(AUTHENTICATED_KEY).and_then(Value::as_bool) == Some(true);
-        let allow_from = if authenticated && settings.allow_from == AllowFrom::Pairing {
-            &AllowFrom::Everyone
-        } else {
-            &settings.allow_from
-        };
-        match self.access.decide(&channel, allow_from, &inbound.sender_id, username, &inbound.chat_id, is_group) {
+        let allow_from =
+            if authenticated && configured == AllowFrom::Pairing { AllowFrom::Everyone } else { configured };
+        match self.access.decide(&channel, &allow_from, &inbound.sender_id, username, &inbound.chat_id, is_group) {
             Decision::Allow => {}
             Decision::Deny => {
                 tracing::info!(%channel, sender = %inbound.sender_id, "message from a sender not allowed; dropped");

@@ -35,7 +35,7 @@ impl Router {
         }
         self.in_flight.set(self.in_flight.get() + 1);
         let (channel, chat_id) = (request.key.channel().to_owned(), request.key.chat_id().to_owned());
-        let deliver = request.deliver && self.settings.channel(&channel).is_some();
+        let deliver = request.deliver && self.serves(&channel);
         let (events, stream_id) = if deliver {
             self.stream_to(&channel, &chat_id)
         } else {
@@ -81,8 +81,8 @@ impl Router {
                 .clone()
                 .ok_or_else(|| "nobody has written to the assistant since the gateway started".to_owned())?,
         };
-        if self.settings.channel(&channel).is_none() {
-            let running: Vec<&str> = self.settings.channels.iter().map(|c| c.name.as_str()).collect();
+        if !self.serves(&channel) {
+            let running = self.channel_names();
             return Err(format!("no channel named '{channel}' runs in this gateway (running: {})", running.join(", ")));
         }
         let key = SessionKey::new(&channel, &chat_id);
