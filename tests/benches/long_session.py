@@ -183,7 +183,7 @@ def main():
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--context-window", type=int, default=200_000)
     parser.add_argument("--keep-alive", action="store_true", help="the LLM keeps connections open")
-    parser.add_argument("--perf", metavar="FILE", help="record `perf record -g` of the kernel into FILE")
+    parser.add_argument("--perf", metavar="FILE", help="record `perf record --call-graph dwarf` of the kernel into FILE")
     parser.add_argument("--perf-from", type=int, default=300, help="turn at which perf starts recording")
     args = parser.parse_args()
     oxibot = args.bin_dir / "oxibot"
@@ -208,7 +208,7 @@ def main():
         started = time.perf_counter()
         for turn in range(1, args.turns + 1):
             if args.perf and turn == args.perf_from:
-                perf = subprocess.Popen(["perf", "record", "-g", "-o", args.perf, "-p", str(pid)],
+                perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384", "-F", "2000", "-o", args.perf, "-p", str(pid)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(0.5)
             before = cpu_ns(pid)

@@ -17,11 +17,13 @@ use crate::memory::consolidator::{Budget, catch_up};
 use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
+use crate::provider::HistoryCache;
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
+use crate::turn::budget;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
-use crate::turn::runner::{CheckpointError, TurnEvent};
+use crate::turn::runner::{CheckpointError, Replay, TurnEvent};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
@@ -53,6 +55,7 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
+            wire: Arc::default(),
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -192,6 +195,8 @@ struct TurnJob {
     memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
+    /// The replayed history in its wire form, so each request encodes only what is new.
+    wire: Arc<Mutex<HistoryCache>>,
 }
 
 impl TurnJob {
@@ -254,10 +259,10 @@ impl TurnJob {
             // Built again: the archive just written shows up under `# Recent History`.
             system = self.services.system_prompt(channel);
         }
-        let messages = self.request_messages(system);
+        let (messages, history) = self.request_messages(system);
         let runner = RunnerActor::new(self.services.engine().clone()).start();
         self.control.set_runner(Some(runner.clone()));
-        let outcome = runner.send(self.run_turn(messages, turn.events, turn.source)).await;
+        let outcome = runner.send(self.run_turn(messages, history, turn.events, turn.source)).await;
         self.control.set_runner(None);
         match outcome.unwrap_or(Err(TurnFailure::Lost)) {
             Ok(outcome) => {
@@ -279,7 +284,13 @@ impl TurnJob {
         }
     }
 
-    fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>, source: TurnSource) -> RunTurn {
+    fn run_turn(
+        &self,
+        messages: Vec<ChatMessage>,
+        history: Option<Replay>,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+    ) -> RunTurn {
         let call_context = CallContext {
             session_key: Some(self.key.to_string()),
             channel: Some(self.key.channel().to_owned()),
@@ -296,7 +307,7 @@ impl TurnJob {
             Ok(store.append(session, messages)?)
         });
         let context = BuiltinContext { call: call_context, source };
-        RunTurn { messages, context, builtins: self.services.builtins(), hooks, events, checkpoint }
+        RunTurn { messages, history, context, builtins: self.services.builtins(), hooks, events, checkpoint }
     }
 
     /// Archives old messages when the prompt has grown to its budget (`Scope::OverBudget`),
@@ -369,14 +380,35 @@ impl TurnJob {
         ledger.estimate(&session.messages, session.last_consolidated, fixed, limit).tokens >= limit
     }
 
-    /// System prompt, replayed history, and the user's message with the runtime context.
-    fn request_messages(&self, system: String) -> Vec<ChatMessage> {
+    /// System prompt, replayed history, and the user's message with the runtime context. The
+    /// history comes encoded for the wire ([`Replay`]) when the provider takes it so, with
+    /// only the messages added since the last turn encoded now.
+    fn request_messages(&self, system: String) -> (Vec<ChatMessage>, Option<Replay>) {
         let guard = lock(&self.session);
-        let Some(session) = guard.as_ref() else { return Vec::new() };
+        let Some(session) = guard.as_ref() else { return (Vec::new(), None) };
         let history = replayable(session);
-        let mut messages = Vec::with_capacity(history.len() + 1);
+        let encode = self.services.provider().takes_encoded_history();
+        let mut messages = Vec::with_capacity(if encode { 2 } else { history.len() + 1 });
         messages.push(ChatMessage::text(Role::System, system));
-        messages.extend(history.iter().cloned());
+        let mut replay = None;
+        if encode {
+            let start = session.messages.len() - history.len();
+            let own = usize::from(history.last().is_some_and(|m| m.role == Role::User));
+            let range = start..session.messages.len() - own;
+            let encoded = lock(&self.wire).encode(&session.messages, range.clone(), budget::message_tokens);
+            let shared = self.session.clone();
+            let replayed = Box::new(move || {
+                lock(&shared)
+                    .as_ref()
+                    .and_then(|s| s.messages.get(range))
+                    .map(<[ChatMessage]>::to_vec)
+                    .unwrap_or_default()
+            });
+            replay = Some(Replay { encoded, messages: replayed });
+            messages.extend(history[history.len() - own..].iter().cloned());
+        } else {
+            messages.extend(history.iter().cloned());
+        }
         if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
@@ -386,7 +418,7 @@ impl TurnJob {
             );
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
-        messages
+        (messages, replay)
     }
 
     /// Loads the session on first use, closing dangling tool calls a crash left behind. A
