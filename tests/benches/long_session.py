@@ -185,6 +185,7 @@ def main():
     parser.add_argument("--keep-alive", action="store_true", help="the LLM keeps connections open")
     parser.add_argument("--perf", metavar="FILE", help="record `perf record --call-graph dwarf` of the kernel into FILE")
     parser.add_argument("--perf-from", type=int, default=300, help="turn at which perf starts recording")
+    parser.add_argument("--perf-turns", type=int, default=0, help="turns perf records (default: to the end)")
     args = parser.parse_args()
     oxibot = args.bin_dir / "oxibot"
     if not oxibot.exists():
@@ -211,6 +212,10 @@ def main():
                 perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384", "-F", "2000", "-o", args.perf, "-p", str(pid)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(0.5)
+            if perf and args.perf_turns and turn == args.perf_from + args.perf_turns:
+                perf.send_signal(2)
+                perf.wait()
+                perf = None
             before = cpu_ns(pid)
             answer = chat(api_port, f"BENCH-TURN {turn}: hello there")
             if answer != f"echo: BENCH-TURN {turn}: hello there":
