@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TICK = os.sysconf("SC_CLK_TCK")
 
 MOCK = r'''
-import json, sys, time
+import json, socket, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 KEEP_ALIVE = sys.argv[2] == "keep"
@@ -55,6 +55,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        # Headers and body are two writes; without this the second waits for a delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self):
         body = b'{"object":"list","data":[{"id":"mock-model","object":"model"}]}'
@@ -87,13 +92,12 @@ class Handler(BaseHTTPRequestHandler):
         chunks.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]))
         chunks.append(dict(base, choices=[], usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}))
         events = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
-        for event in events:
-            if KEEP_ALIVE:
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-            else:
-                self.wfile.write(event)
         if KEEP_ALIVE:
-            self.wfile.write(b"0\r\n\r\n")
+            # One write: small writes on a kept-open connection meet Nagle and delayed ACKs.
+            self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n")
+        else:
+            for event in events:
+                self.wfile.write(event)
         self.wfile.flush()
 
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
