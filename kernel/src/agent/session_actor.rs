@@ -377,7 +377,7 @@ impl TurnJob {
         let Some(session) = guard.as_ref() else { return false };
         let mut ledger = lock(&self.ledger);
         ledger.sync(&session.messages);
-        ledger.estimate(&session.messages, session.last_consolidated, fixed, limit).tokens >= limit
+        ledger.may_reach(fixed, session.last_consolidated, limit)
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context. The

@@ -7,9 +7,11 @@
 //! per message in a [`TokenLedger`] kept beside the session, with prefix sums of the bounds,
 //! so the estimate after a turn costs the new messages plus a constant.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
+use tiktoken_rs::CoreBPE;
 
 use crate::message::ChatMessage;
 
@@ -18,19 +20,72 @@ pub const MESSAGE_OVERHEAD: u64 = 4;
 
 static TOKENIZER_LOADED: AtomicBool = AtomicBool::new(false);
 
-/// The exact token count of `text` (loads the tokenizer on first use). Should the tokenizer
-/// fail on some pathological input, the byte bound stands in: it never under-counts.
-pub fn exact_tokens(text: &str) -> usize {
-    TOKENIZER_LOADED.store(true, Ordering::Relaxed);
-    let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
-    }));
-    count.unwrap_or_else(|_| upper_bound(text))
+/// The tokenizer while someone holds a [`TokenizerLease`] (or during one count).
+static TOKENIZER: Mutex<Option<Arc<CoreBPE>>> = Mutex::new(None);
+/// Leases held.
+static LEASES: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps the tokenizer loaded while held. The vocabulary takes ~24 MB, so it is not kept for
+/// the life of the process: work that counts many texts (a consolidation) holds a lease, and
+/// once the last lease is dropped the tokenizer is freed.
+#[derive(Debug)]
+pub struct TokenizerLease(());
+
+impl TokenizerLease {
+    /// A lease; the tokenizer loads at the first count, not here.
+    pub fn hold() -> TokenizerLease {
+        LEASES.fetch_add(1, Ordering::SeqCst);
+        TokenizerLease(())
+    }
 }
 
-/// Whether this process has loaded the tokenizer.
+impl Drop for TokenizerLease {
+    fn drop(&mut self) {
+        if LEASES.fetch_sub(1, Ordering::SeqCst) == 1 {
+            release_unleased();
+        }
+    }
+}
+
+/// Frees the tokenizer when no lease holds it.
+fn release_unleased() {
+    let mut slot = TOKENIZER.lock().unwrap_or_else(PoisonError::into_inner);
+    if LEASES.load(Ordering::SeqCst) == 0 {
+        slot.take();
+    }
+}
+
+/// The tokenizer, loaded when nobody has it loaded.
+fn tokenizer() -> Option<Arc<CoreBPE>> {
+    let mut slot = TOKENIZER.lock().unwrap_or_else(PoisonError::into_inner);
+    if slot.is_none() {
+        TOKENIZER_LOADED.store(true, Ordering::Relaxed);
+        *slot = tiktoken_rs::cl100k_base().ok().map(Arc::new);
+    }
+    slot.clone()
+}
+
+/// The exact token count of `text`; the tokenizer is loaded for it unless a
+/// [`TokenizerLease`] keeps it loaded. Should the tokenizer fail on some pathological input,
+/// the byte bound stands in: it never under-counts.
+pub fn exact_tokens(text: &str) -> usize {
+    let count = tokenizer().and_then(|bpe| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bpe.encode_with_special_tokens(text).len())).ok()
+    });
+    if LEASES.load(Ordering::SeqCst) == 0 {
+        release_unleased();
+    }
+    count.unwrap_or_else(|| upper_bound(text))
+}
+
+/// Whether this process has loaded the tokenizer (at some point).
 pub fn tokenizer_loaded() -> bool {
     TOKENIZER_LOADED.load(Ordering::Relaxed)
+}
+
+/// Whether the tokenizer is in memory now.
+pub fn tokenizer_resident() -> bool {
+    TOKENIZER.lock().unwrap_or_else(PoisonError::into_inner).is_some()
 }
 
 /// An upper bound of the tokens of `text`: its length in bytes.
@@ -119,11 +174,32 @@ impl TokenLedger {
         if bound < limit {
             return Estimate { tokens: bound, exact: false };
         }
+        let _lease = TokenizerLease::hold();
         let mut tokens = self.fixed_tokens(fixed);
         for index in from..self.exact.len().min(messages.len()) {
             tokens += self.message_tokens(messages, index);
         }
         Estimate { tokens, exact: true }
+    }
+
+    /// Whether the prompt of `fixed` plus `messages[from..]` may have reached `limit`: its
+    /// estimate with exact counts where they are cached and byte bounds elsewhere, an upper
+    /// bound of the exact count that never loads the tokenizer. When it is below `limit`,
+    /// [`TokenLedger::estimate`] is too. Call [`TokenLedger::sync`] first.
+    pub fn may_reach(&self, fixed: &str, from: usize, limit: u64) -> bool {
+        let from = from.min(self.exact.len());
+        let fixed_bound = upper_bound(fixed) as u64;
+        if fixed_bound + self.bound_of(from, self.exact.len()) < limit {
+            return false;
+        }
+        let fixed_tokens = match self.fixed_exact {
+            Some((hash, count)) if hash == fingerprint(fixed) => count,
+            _ => fixed_bound,
+        };
+        let messages: u64 = (from..self.exact.len())
+            .map(|index| self.exact[index].unwrap_or_else(|| self.bound_of(index, index + 1)))
+            .sum();
+        fixed_tokens + messages >= limit
     }
 
     /// The exact tokens of message `index` (cached).
@@ -199,6 +275,39 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    // Other tests count tokens on other threads at the same time, so this test checks only
+    // what a lease guarantees (that the tokenizer stays), not that it is gone afterwards; the
+    // long-session benchmark shows it leaving memory.
+    #[test]
+    fn the_tokenizer_stays_loaded_while_a_lease_is_held() {
+        let lease = TokenizerLease::hold();
+        let count = exact_tokens("hello");
+        assert!(tokenizer_resident());
+        let second = TokenizerLease::hold();
+        drop(lease);
+        assert!(tokenizer_resident(), "another lease still holds it");
+        assert_eq!(exact_tokens("hello"), count);
+        drop(second);
+        assert!(exact_tokens("hello there") > count, "counting works without a lease too");
+    }
+
+    #[test]
+    fn may_reach_agrees_with_the_exact_estimate_without_counting() {
+        let mut messages = conversation(40);
+        let mut ledger = TokenLedger::default();
+        ledger.sync(&messages);
+        let exact = ledger.estimate(&messages, 0, "system", 1).tokens;
+        let counted = ledger.exact_counts();
+        assert!(!ledger.may_reach("system", 0, exact + 1), "exact counts are used where cached");
+        assert!(ledger.may_reach("system", 0, exact));
+        messages.extend(conversation(2));
+        ledger.sync(&messages);
+        let bytes: u64 = messages[40..].iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum();
+        assert!(!ledger.may_reach("system", 0, exact + bytes + 1), "new messages count by their bound");
+        assert!(ledger.may_reach("system", 0, exact + bytes));
+        assert_eq!(ledger.exact_counts(), counted, "nothing was counted");
     }
 
     #[test]
