@@ -229,6 +229,7 @@ def main():
             if turn in checkpoints(args.turns):
                 time.sleep(0.2)
                 seen[turn] = status(pid)
+                print(f"after turn {turn}: {seen[turn]}, {time.perf_counter() - started:.0f} s", file=sys.stderr)
         wall = time.perf_counter() - started
         if perf:
             perf.send_signal(2)

@@ -72,8 +72,6 @@ impl Handler<Consolidate> for ConsolidatorActor {
         let services = self.services.clone();
         Box::pin(async move {
             let _running = lock.lock().await;
-            // Counting near the budget takes many texts: load the tokenizer once for all.
-            let _tokenizer = crate::memory::tokens::TokenizerLease::hold();
             let defaults = &services.config().agents.defaults;
             let budget = Budget::new(defaults.context_window_tokens, defaults.max_tokens);
             let mut consolidation = Consolidation {

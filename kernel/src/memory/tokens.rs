@@ -7,11 +7,9 @@
 //! per message in a [`TokenLedger`] kept beside the session, with prefix sums of the bounds,
 //! so the estimate after a turn costs the new messages plus a constant.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
-use tiktoken_rs::CoreBPE;
 
 use crate::message::ChatMessage;
 
@@ -20,72 +18,19 @@ pub const MESSAGE_OVERHEAD: u64 = 4;
 
 static TOKENIZER_LOADED: AtomicBool = AtomicBool::new(false);
 
-/// The tokenizer while someone holds a [`TokenizerLease`] (or during one count).
-static TOKENIZER: Mutex<Option<Arc<CoreBPE>>> = Mutex::new(None);
-/// Leases held.
-static LEASES: AtomicUsize = AtomicUsize::new(0);
-
-/// Keeps the tokenizer loaded while held. The vocabulary takes ~24 MB, so it is not kept for
-/// the life of the process: work that counts many texts (a consolidation) holds a lease, and
-/// once the last lease is dropped the tokenizer is freed.
-#[derive(Debug)]
-pub struct TokenizerLease(());
-
-impl TokenizerLease {
-    /// A lease; the tokenizer loads at the first count, not here.
-    pub fn hold() -> TokenizerLease {
-        LEASES.fetch_add(1, Ordering::SeqCst);
-        TokenizerLease(())
-    }
-}
-
-impl Drop for TokenizerLease {
-    fn drop(&mut self) {
-        if LEASES.fetch_sub(1, Ordering::SeqCst) == 1 {
-            release_unleased();
-        }
-    }
-}
-
-/// Frees the tokenizer when no lease holds it.
-fn release_unleased() {
-    let mut slot = TOKENIZER.lock().unwrap_or_else(PoisonError::into_inner);
-    if LEASES.load(Ordering::SeqCst) == 0 {
-        slot.take();
-    }
-}
-
-/// The tokenizer, loaded when nobody has it loaded.
-fn tokenizer() -> Option<Arc<CoreBPE>> {
-    let mut slot = TOKENIZER.lock().unwrap_or_else(PoisonError::into_inner);
-    if slot.is_none() {
-        TOKENIZER_LOADED.store(true, Ordering::Relaxed);
-        *slot = tiktoken_rs::cl100k_base().ok().map(Arc::new);
-    }
-    slot.clone()
-}
-
-/// The exact token count of `text`; the tokenizer is loaded for it unless a
-/// [`TokenizerLease`] keeps it loaded. Should the tokenizer fail on some pathological input,
-/// the byte bound stands in: it never under-counts.
+/// The exact token count of `text` (loads the tokenizer on first use). Should the tokenizer
+/// fail on some pathological input, the byte bound stands in: it never under-counts.
 pub fn exact_tokens(text: &str) -> usize {
-    let count = tokenizer().and_then(|bpe| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bpe.encode_with_special_tokens(text).len())).ok()
-    });
-    if LEASES.load(Ordering::SeqCst) == 0 {
-        release_unleased();
-    }
-    count.unwrap_or_else(|| upper_bound(text))
+    TOKENIZER_LOADED.store(true, Ordering::Relaxed);
+    let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
+    }));
+    count.unwrap_or_else(|_| upper_bound(text))
 }
 
-/// Whether this process has loaded the tokenizer (at some point).
+/// Whether this process has loaded the tokenizer.
 pub fn tokenizer_loaded() -> bool {
     TOKENIZER_LOADED.load(Ordering::Relaxed)
-}
-
-/// Whether the tokenizer is in memory now.
-pub fn tokenizer_resident() -> bool {
-    TOKENIZER.lock().unwrap_or_else(PoisonError::into_inner).is_some()
 }
 
 /// An upper bound of the tokens of `text`: its length in bytes.
@@ -174,7 +119,6 @@ impl TokenLedger {
         if bound < limit {
             return Estimate { tokens: bound, exact: false };
         }
-        let _lease = TokenizerLease::hold();
         let mut tokens = self.fixed_tokens(fixed);
         for index in from..self.exact.len().min(messages.len()) {
             tokens += self.message_tokens(messages, index);
@@ -275,22 +219,6 @@ mod tests {
                 )
             })
             .collect()
-    }
-
-    // Other tests count tokens on other threads at the same time, so this test checks only
-    // what a lease guarantees (that the tokenizer stays), not that it is gone afterwards; the
-    // long-session benchmark shows it leaving memory.
-    #[test]
-    fn the_tokenizer_stays_loaded_while_a_lease_is_held() {
-        let lease = TokenizerLease::hold();
-        let count = exact_tokens("hello");
-        assert!(tokenizer_resident());
-        let second = TokenizerLease::hold();
-        drop(lease);
-        assert!(tokenizer_resident(), "another lease still holds it");
-        assert_eq!(exact_tokens("hello"), count);
-        drop(second);
-        assert!(exact_tokens("hello there") > count, "counting works without a lease too");
     }
 
     #[test]
