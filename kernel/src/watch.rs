@@ -89,7 +89,9 @@ mod tests {
         dir.write("notes.txt", "x");
         let quiet = tokio::time::timeout(Duration::from_millis(100), watch.changed()).await;
         assert!(quiet.is_err(), "no event for other files");
-        crate::fsutil::write_atomic(&dir.path().join("jobs.json"), b"{}").unwrap();
+        // Written aside and renamed into place, as every writer of a watched file does.
+        std::fs::write(dir.path().join("jobs.json.tmp"), b"{}").unwrap();
+        std::fs::rename(dir.path().join("jobs.json.tmp"), dir.path().join("jobs.json")).unwrap();
         let noticed = tokio::time::timeout(Duration::from_secs(5), watch.changed()).await;
         assert!(matches!(noticed, Ok(Ok(true))), "{noticed:?}");
     }

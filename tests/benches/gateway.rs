@@ -1,7 +1,8 @@
 //! Gateway benchmark: 1,000 concurrent sessions over the `api` channel (OpenAI-compatible
 //! HTTP) against the scripted LLM answering after 100 ms — turns per second, added latency,
-//! and RSS of the kernel and its plugins — then the idle RSS of a gateway with the local
-//! channels enabled.
+//! and RSS of the kernel and its plugins — then a steady open-loop arrival of 1,000 turns a
+//! second over 1,000 sessions (added latency measured from each turn's scheduled start), then
+//! the idle RSS of a gateway with the local channels enabled.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p oxibot-tests --bench gateway`
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -20,6 +21,9 @@ use tokio::net::TcpStream;
 const SESSIONS: usize = 1_000;
 const TURNS_PER_SESSION: usize = 3;
 const LLM_DELAY_MS: u64 = 100;
+/// Turns a second of the steady phase, and how long it lasts.
+const STEADY_RATE: u64 = 1_000;
+const STEADY_SECONDS: u64 = 5;
 
 fn main() {
     println!("oxibot gateway benchmark\n");
@@ -30,18 +34,21 @@ fn main() {
     let config = json!({
         "agents": {"defaults": {"workspace": home.path().join("workspace"), "model": "bench-model", "provider": "custom"}},
         "providers": {"custom": {"apiKey": "k", "apiBase": llm.base_url()}},
-        "channels": {"api": {"enabled": true, "port": api_port, "allowFrom": "*", "timeoutSecs": 120}},
+        "channels": {"api": {"enabled": true, "port": api_port, "allowFrom": "*", "timeoutSecs": 120, "maxConnections": 4096}},
         "gateway": {"port": health_port}
     });
     home.write("config.json", &config.to_string());
     let mut gateway = start(&home, health_port);
-    for _ in 0..SESSIONS * TURNS_PER_SESSION {
+    for _ in 0..SESSIONS * TURNS_PER_SESSION + (STEADY_RATE * STEADY_SECONDS) as usize {
         llm.push(Reply::SlowFirstToken { delay_ms: LLM_DELAY_MS, text: "ok".into() });
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (latencies, wall) = runtime.block_on(load(api_port));
     let rss = stack_rss(health_port);
     report_load(&latencies, wall, &rss);
+    std::thread::sleep(Duration::from_secs(1));
+    let steady = runtime.block_on(open_loop(api_port));
+    report_steady(&steady);
     stop(&mut gateway);
     idle(&llm);
 }
@@ -96,6 +103,46 @@ async fn load(port: u16) -> (Vec<Duration>, Duration) {
         all.extend(task.await.unwrap());
     }
     (all, started.elapsed())
+}
+
+/// Turns arriving at [`STEADY_RATE`] a second for [`STEADY_SECONDS`], round-robin over the
+/// sessions, each on its own schedule whether or not earlier ones are done; each latency is
+/// taken from the turn's scheduled start, so a late start counts.
+async fn open_loop(port: u16) -> Vec<Duration> {
+    let total = STEADY_RATE * STEADY_SECONDS;
+    let gap = Duration::from_secs(1) / STEADY_RATE as u32;
+    let start = tokio::time::Instant::now() + Duration::from_millis(50);
+    let mut tasks = Vec::with_capacity(total as usize);
+    for turn in 0..total {
+        let at = start + gap * turn as u32;
+        tokio::time::sleep_until(at).await;
+        tasks.push(tokio::spawn(async move {
+            let session = format!("steady-{}", turn % SESSIONS as u64);
+            let reply = complete(port, &session, &format!("steady {turn}")).await;
+            assert!(reply.contains("\"ok\""), "unexpected reply: {reply}");
+            at.elapsed()
+        }));
+    }
+    let mut latencies = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        latencies.push(task.await.unwrap());
+    }
+    latencies
+}
+
+fn report_steady(latencies: &[Duration]) {
+    let mut sorted = latencies.to_vec();
+    sorted.sort();
+    let at = |q: f64| sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)];
+    let added = |d: Duration| d.as_secs_f64() * 1000.0 - LLM_DELAY_MS as f64;
+    println!(
+        "steady arrival, {STEADY_RATE} turns/s for {STEADY_SECONDS} s over {SESSIONS} sessions\n    latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms → added p50 {:.1} ms, p99 {:.1} ms\n",
+        at(0.5).as_secs_f64() * 1000.0,
+        at(0.99).as_secs_f64() * 1000.0,
+        at(1.0).as_secs_f64() * 1000.0,
+        added(at(0.5)),
+        added(at(0.99)),
+    );
 }
 
 /// One non-streaming chat completion over a fresh HTTP/1.1 connection; returns the body.

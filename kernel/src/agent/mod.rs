@@ -115,6 +115,44 @@ pub struct SessionManager {
     memory: MemoryActors,
     /// The live sessions, by key.
     sessions: Mutex<HashMap<SessionKey, SessionEntry>>,
+    /// The threads session actors run on, a session always on the same one.
+    pool: SessionThreads,
+}
+
+/// Session threads started when a manager starts.
+const SESSION_THREADS: usize = 4;
+
+/// The arbiters (threads with an event loop) session actors run on, so that one session's
+/// work — a blocking `fsync` of a new session file, encoding a long request — holds up only
+/// the sessions of its own thread, and sessions use every core. Stopped when dropped.
+struct SessionThreads {
+    /// One arbiter per thread.
+    arbiters: Vec<Arbiter>,
+}
+
+impl SessionThreads {
+    fn start(count: usize) -> SessionThreads {
+        SessionThreads { arbiters: (0..count).map(|_| Arbiter::new()).collect() }
+    }
+
+    /// The arbiter of session `key`: always the same for the same key, so the session's
+    /// actor, when evicted and started again, runs where it ran before.
+    fn for_session(&self, key: &SessionKey) -> Option<ArbiterHandle> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.as_str().hash(&mut hasher);
+        let count = self.arbiters.len() as u64;
+        let index = usize::try_from(hasher.finish().checked_rem(count)?).ok()?;
+        self.arbiters.get(index).map(Arbiter::handle)
+    }
+}
+
+impl Drop for SessionThreads {
+    fn drop(&mut self) {
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
+    }
 }
 
 /// A live session actor and the control of its running turn.
@@ -124,7 +162,7 @@ impl SessionManager {
     /// A manager over `services`. Must be used inside an actix system.
     pub fn new(services: Arc<Services>) -> SessionManager {
         let memory = MemoryActors::start(services.clone());
-        SessionManager { services, memory, sessions: Mutex::default() }
+        SessionManager { services, memory, sessions: Mutex::default(), pool: SessionThreads::start(SESSION_THREADS) }
     }
 
     /// The memory actors (Dream's schedule is started through them).
@@ -261,7 +299,11 @@ impl SessionManager {
             }
         }
         let control = Arc::new(TurnControl::default());
-        let addr = SessionActor::new(key.clone(), self.services.clone(), self.memory.clone(), control.clone()).start();
+        let actor = SessionActor::new(key.clone(), self.services.clone(), self.memory.clone(), control.clone());
+        let addr = match self.pool.for_session(&key) {
+            Some(arbiter) => SessionActor::start_in_arbiter(&arbiter, |_| actor),
+            None => actor.start(),
+        };
         sessions.insert(key, (addr.clone(), control.clone()));
         (addr, control)
     }

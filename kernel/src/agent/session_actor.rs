@@ -19,12 +19,13 @@ use crate::memory::flush::write_session_flush;
 use crate::memory::recall::auto::recall_for_message;
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
-use crate::provider::ProviderError;
+use crate::provider::{HistoryCache, ProviderError};
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
+use crate::turn::budget;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
-use crate::turn::runner::{CheckpointError, RunError, TurnEvent, TurnOutcome};
+use crate::turn::runner::{CheckpointError, Replay, RunError, TurnEvent, TurnOutcome};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
@@ -58,6 +59,7 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
+            wire: Arc::default(),
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -197,6 +199,8 @@ struct TurnJob {
     memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
+    /// The replayed history in its wire form, so each request encodes only what is new.
+    wire: Arc<Mutex<HistoryCache>>,
 }
 
 impl TurnJob {
@@ -260,8 +264,8 @@ impl TurnJob {
             system = self.services.system_prompt(channel);
         }
         let recalled = self.recalled(&system, turn.source).await;
-        let messages = self.request_messages(system, recalled.as_deref());
-        let outcome = self.run_guarded(messages, turn.events, turn.source, &fixed, recalled.as_deref()).await;
+        let (messages, history) = self.request_messages(system, recalled.as_deref());
+        let outcome = self.run_guarded(messages, history, turn.events, turn.source, &fixed, recalled.as_deref()).await;
         match outcome {
             Ok(outcome) => {
                 // In the background: the reply is not held up, and the next turn of this
@@ -294,12 +298,13 @@ impl TurnJob {
     async fn run_guarded(
         &self,
         messages: Vec<ChatMessage>,
+        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         fixed: &Arc<str>,
         recalled: Option<&str>,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let outcome = self.run_once(messages, events.clone(), source).await;
+        let outcome = self.run_once(messages, history, events.clone(), source).await;
         match &outcome {
             Err(failure) if is_overflow(failure) => {}
             _ => return outcome,
@@ -309,19 +314,20 @@ impl TurnJob {
             return outcome;
         }
         let system = self.services.system_prompt(self.key.channel());
-        let messages = self.request_messages(system, recalled);
-        self.run_once(messages, events, source).await
+        let (messages, history) = self.request_messages(system, recalled);
+        self.run_once(messages, history, events, source).await
     }
 
     async fn run_once(
         &self,
         messages: Vec<ChatMessage>,
+        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
     ) -> Result<TurnOutcome, TurnFailure> {
         let runner = RunnerActor::new(self.services.engine().clone()).start();
         self.control.set_runner(Some(runner.clone()));
-        let outcome = runner.send(self.run_turn(messages, events, source)).await;
+        let outcome = runner.send(self.run_turn(messages, history, events, source)).await;
         self.control.set_runner(None);
         outcome.unwrap_or(Err(TurnFailure::Lost))
     }
@@ -344,7 +350,13 @@ impl TurnJob {
         recall_for_message(recall, &message, &already).await
     }
 
-    fn run_turn(&self, messages: Vec<ChatMessage>, events: UnboundedSender<TurnEvent>, source: TurnSource) -> RunTurn {
+    fn run_turn(
+        &self,
+        messages: Vec<ChatMessage>,
+        history: Option<Replay>,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+    ) -> RunTurn {
         let call_context = CallContext {
             session_key: Some(self.key.to_string()),
             channel: Some(self.key.channel().to_owned()),
@@ -361,7 +373,7 @@ impl TurnJob {
             Ok(store.append(session, messages)?)
         });
         let context = BuiltinContext { call: call_context, source };
-        RunTurn { messages, context, builtins: self.services.builtins(), hooks, events, checkpoint }
+        RunTurn { messages, history, context, builtins: self.services.builtins(), hooks, events, checkpoint }
     }
 
     /// Archives old messages when the prompt has grown to its budget (`Scope::OverBudget`),
@@ -431,18 +443,39 @@ impl TurnJob {
         let Some(session) = guard.as_ref() else { return false };
         let mut ledger = lock(&self.ledger);
         ledger.sync(&session.messages);
-        ledger.estimate(&session.messages, session.last_consolidated, fixed, limit).tokens >= limit
+        ledger.may_reach(fixed, session.last_consolidated, limit)
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context (and
-    /// the memory auto-recall found, inside it).
-    fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<ChatMessage> {
+    /// the memory auto-recall found, inside it). The history comes encoded for the wire
+    /// ([`Replay`]) when the provider takes it so, with only the messages added since the last
+    /// turn encoded now.
+    fn request_messages(&self, system: String, recalled: Option<&str>) -> (Vec<ChatMessage>, Option<Replay>) {
         let guard = lock(&self.session);
-        let Some(session) = guard.as_ref() else { return Vec::new() };
+        let Some(session) = guard.as_ref() else { return (Vec::new(), None) };
         let history = replayable(session);
-        let mut messages = Vec::with_capacity(history.len() + 1);
+        let encode = self.services.provider().takes_encoded_history();
+        let mut messages = Vec::with_capacity(if encode { 2 } else { history.len() + 1 });
         messages.push(ChatMessage::text(Role::System, system));
-        messages.extend(history.iter().cloned());
+        let mut replay = None;
+        if encode {
+            let start = session.messages.len() - history.len();
+            let own = usize::from(history.last().is_some_and(|m| m.role == Role::User));
+            let range = start..session.messages.len() - own;
+            let encoded = lock(&self.wire).encode(&session.messages, range.clone(), budget::message_tokens);
+            let shared = self.session.clone();
+            let replayed = Box::new(move || {
+                lock(&shared)
+                    .as_ref()
+                    .and_then(|s| s.messages.get(range))
+                    .map(<[ChatMessage]>::to_vec)
+                    .unwrap_or_default()
+            });
+            replay = Some(Replay { encoded, messages: replayed });
+            messages.extend(history[history.len() - own..].iter().cloned());
+        } else {
+            messages.extend(history.iter().cloned());
+        }
         if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
@@ -454,7 +487,7 @@ impl TurnJob {
                 recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
-        messages
+        (messages, replay)
     }
 
     /// Loads the session on first use, closing dangling tool calls a crash left behind. A

@@ -45,7 +45,7 @@ pub use skills::{SkillInfo, SkillSource};
 pub use templates::{templates, write_missing_templates};
 
 use cache::FileCache;
-use skills::Skill;
+use skills::{Skill, SkillCache};
 
 /// Builds the system prompt and the runtime block for one workspace, caching the files it reads.
 #[derive(Debug)]
@@ -54,6 +54,8 @@ pub struct ContextBuilder {
     workspace: PathBuf,
     /// Texts of the workspace files read so far, re-read only when they change.
     files: FileCache,
+    /// Skills parsed so far, parsed again only when their text changes.
+    parsed_skills: SkillCache,
     /// Whether copying the built-in skills has failed and been reported, so that a read-only
     /// workspace does not log a warning every turn.
     copy_failure_reported: bool,
@@ -68,7 +70,13 @@ impl ContextBuilder {
         let workspace = crate::paths::expand_tilde(&workspace);
         let workspace =
             std::fs::canonicalize(&workspace).or_else(|_| std::path::absolute(&workspace)).unwrap_or(workspace);
-        ContextBuilder { workspace, files: FileCache::default(), copy_failure_reported: false, builtins: Vec::new() }
+        ContextBuilder {
+            workspace,
+            files: FileCache::default(),
+            parsed_skills: SkillCache::default(),
+            copy_failure_reported: false,
+            builtins: Vec::new(),
+        }
     }
 
     /// Tells the builder which kernel built-in tools this kernel offers.
@@ -129,7 +137,7 @@ impl ContextBuilder {
             }
             Err(_) => {}
         }
-        let mut skills = skills::discover(&self.workspace, &mut self.files);
+        let mut skills = skills::discover(&self.workspace, &mut self.files, &mut self.parsed_skills);
         for skill in &mut skills {
             skill.check_tools(&self.builtins);
         }

@@ -2,7 +2,10 @@
 //! checking what they need, and the two ways they reach the system prompt — always-on skills
 //! in full, every other skill as one summary line the model can follow up with `read_file`.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::builtin::{BUILTINS, builtin_path};
 use super::cache::FileCache;
@@ -43,31 +46,74 @@ pub(crate) struct Skill {
     /// What is listed about it.
     pub(crate) info: SkillInfo,
     /// The `SKILL.md` text after the frontmatter, trimmed.
-    pub(crate) body: String,
+    pub(crate) body: Arc<str>,
     /// Built-in tools it needs offered.
     pub(crate) tools: Vec<String>,
 }
 
-impl Skill {
-    /// Reads a skill from the text of its `SKILL.md`.
-    fn parse(name: &str, path: PathBuf, source: SkillSource, text: &str) -> Skill {
-        let (front, body) = frontmatter::split(text);
+/// What a `SKILL.md` text says, parsed once per version of the text.
+#[derive(Debug)]
+struct Parsed {
+    /// The text it was parsed from.
+    text: Arc<str>,
+    /// The frontmatter `description`, whitespace collapsed, if not blank.
+    description: Option<String>,
+    /// The frontmatter `always`.
+    always: bool,
+    /// What the skill needs.
+    meta: SkillMeta,
+    /// The text after the frontmatter, trimmed.
+    body: Arc<str>,
+}
+
+impl Parsed {
+    fn of(text: Arc<str>) -> Parsed {
+        let (front, body) = frontmatter::split(&text);
         let front = front.unwrap_or_default();
-        let meta = SkillMeta::from_frontmatter(&front);
-        let missing = meta.missing();
-        let description = front.str("description").map(str::trim).filter(|d| !d.is_empty()).unwrap_or(name);
+        let description = front.str("description").map(str::trim).filter(|d| !d.is_empty());
+        Parsed {
+            description: description.map(|d| d.split_whitespace().collect::<Vec<_>>().join(" ")),
+            always: front.bool("always").unwrap_or(false),
+            meta: SkillMeta::from_frontmatter(&front),
+            body: body.trim().into(),
+            text: Arc::clone(&text),
+        }
+    }
+}
+
+/// Parsed `SKILL.md` texts by path, so an unchanged skill is not parsed again every turn.
+/// What the machine offers (programs, variables) is checked afresh every time.
+#[derive(Debug, Default)]
+pub(crate) struct SkillCache {
+    parsed: HashMap<PathBuf, Parsed>,
+}
+
+impl SkillCache {
+    /// The skill whose `SKILL.md` at `path` holds `text`.
+    fn skill(&mut self, name: &str, path: PathBuf, source: SkillSource, text: Arc<str>) -> Skill {
+        let parsed = match self.parsed.entry(path.clone()) {
+            Entry::Occupied(entry) if *entry.get().text == *text => entry.into_mut(),
+            Entry::Occupied(mut entry) => {
+                entry.insert(Parsed::of(text));
+                entry.into_mut()
+            }
+            Entry::Vacant(entry) => entry.insert(Parsed::of(text)),
+        };
+        let missing = parsed.meta.missing();
         let info = SkillInfo {
             name: name.to_string(),
-            description: description.split_whitespace().collect::<Vec<_>>().join(" "),
+            description: parsed.description.clone().unwrap_or_else(|| name.to_string()),
             path,
-            always: front.bool("always").unwrap_or(false) || meta.always,
+            always: parsed.always || parsed.meta.always,
             available: missing.is_empty(),
             missing,
             source,
         };
-        Skill { info, body: body.trim().to_string(), tools: meta.tools }
+        Skill { info, body: Arc::clone(&parsed.body), tools: parsed.meta.tools.clone() }
     }
+}
 
+impl Skill {
     /// Marks the skill unavailable when a built-in tool it needs is not among `offered`.
     pub(crate) fn check_tools(&mut self, offered: &[String]) {
         for tool in &self.tools {
@@ -85,12 +131,12 @@ impl Skill {
 }
 
 /// Every skill, sorted by name: workspace skills, then the built-ins they do not override.
-pub(crate) fn discover(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
-    let mut skills = workspace_skills(workspace, cache);
+pub(crate) fn discover(workspace: &Path, cache: &mut FileCache, parsed: &mut SkillCache) -> Vec<Skill> {
+    let mut skills = workspace_skills(workspace, cache, parsed);
     for builtin in BUILTINS {
         if skills.iter().all(|s| s.info.name != builtin.name) {
             let path = builtin_path(workspace, builtin.name);
-            skills.push(Skill::parse(builtin.name, path, SkillSource::Builtin, builtin.content));
+            skills.push(parsed.skill(builtin.name, path, SkillSource::Builtin, builtin.content.into()));
         }
     }
     skills.sort_by(|a, b| a.info.name.cmp(&b.info.name));
@@ -98,7 +144,7 @@ pub(crate) fn discover(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
 }
 
 /// The skills under `<workspace>/skills/`: each directory (not hidden) holding a `SKILL.md`.
-fn workspace_skills(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
+fn workspace_skills(workspace: &Path, cache: &mut FileCache, parsed: &mut SkillCache) -> Vec<Skill> {
     let Ok(entries) = std::fs::read_dir(workspace.join("skills")) else {
         return Vec::new();
     };
@@ -112,7 +158,7 @@ fn workspace_skills(workspace: &Path, cache: &mut FileCache) -> Vec<Skill> {
         }
         let path = entry.path().join("SKILL.md");
         if let Some(text) = cache.read(&path) {
-            skills.push(Skill::parse(&name, path, SkillSource::Workspace, &text));
+            skills.push(parsed.skill(&name, path, SkillSource::Workspace, text));
         }
     }
     skills
@@ -165,7 +211,7 @@ mod tests {
     #[test]
     fn builtins_are_listed_at_their_workspace_copy() {
         let ws = TempDir::new("skills-builtin");
-        let skills = discover(ws.path(), &mut FileCache::default());
+        let skills = discover(ws.path(), &mut FileCache::default(), &mut SkillCache::default());
         let cron = find(&skills, "cron");
         assert_eq!(cron.info.source, SkillSource::Builtin);
         assert_eq!(cron.info.path, ws.path().join(".oxibot/skills/cron/SKILL.md"));
@@ -179,11 +225,11 @@ mod tests {
         ws.write("skills/notes/SKILL.md", "---\ndescription: Take notes.\n---\nWrite notes.\n");
         ws.write("skills/.hidden/SKILL.md", "---\ndescription: Hidden.\n---\n");
         ws.write("skills/empty-dir/README.md", "no skill here");
-        let skills = discover(ws.path(), &mut FileCache::default());
+        let skills = discover(ws.path(), &mut FileCache::default(), &mut SkillCache::default());
         let cron = find(&skills, "cron");
         assert_eq!(cron.info.source, SkillSource::Workspace);
         assert_eq!(cron.info.description, "My own scheduler.");
-        assert_eq!(cron.body, "Use crontab.");
+        assert_eq!(&*cron.body, "Use crontab.");
         assert_eq!(skills.iter().filter(|s| s.info.name == "cron").count(), 1);
         assert_eq!(find(&skills, "notes").info.path, ws.path().join("skills/notes/SKILL.md"));
         assert!(skills.iter().all(|s| s.info.name != ".hidden" && s.info.name != "empty-dir"));
@@ -198,7 +244,7 @@ mod tests {
             "skills/fancy/SKILL.md",
             "---\ndescription: Needs a tool.\nalways: true\nmetadata: {\"nanobot\":{\"requires\":{\"bins\":[\"oxibot-absent-bin\"]}}}\n---\nbody\n",
         );
-        let skills = discover(ws.path(), &mut FileCache::default());
+        let skills = discover(ws.path(), &mut FileCache::default(), &mut SkillCache::default());
         let fancy = find(&skills, "fancy");
         assert!(!fancy.info.available);
         assert_eq!(fancy.info.missing, ["bin: oxibot-absent-bin"]);
@@ -212,10 +258,10 @@ mod tests {
     fn a_skill_without_frontmatter_is_described_by_its_name() {
         let ws = TempDir::new("skills-plain");
         ws.write("skills/plain/SKILL.md", "# Plain\nJust text.\n");
-        let skills = discover(ws.path(), &mut FileCache::default());
+        let skills = discover(ws.path(), &mut FileCache::default(), &mut SkillCache::default());
         let plain = find(&skills, "plain");
         assert_eq!(plain.info.description, "plain");
         assert!(plain.info.available && !plain.info.always);
-        assert_eq!(plain.body, "# Plain\nJust text.");
+        assert_eq!(&*plain.body, "# Plain\nJust text.");
     }
 }

@@ -126,6 +126,26 @@ impl TokenLedger {
         Estimate { tokens, exact: true }
     }
 
+    /// Whether the prompt of `fixed` plus `messages[from..]` may have reached `limit`: its
+    /// estimate with exact counts where they are cached and byte bounds elsewhere, an upper
+    /// bound of the exact count that never loads the tokenizer. When it is below `limit`,
+    /// [`TokenLedger::estimate`] is too. Call [`TokenLedger::sync`] first.
+    pub fn may_reach(&self, fixed: &str, from: usize, limit: u64) -> bool {
+        let from = from.min(self.exact.len());
+        let fixed_bound = upper_bound(fixed) as u64;
+        if fixed_bound + self.bound_of(from, self.exact.len()) < limit {
+            return false;
+        }
+        let fixed_tokens = match self.fixed_exact {
+            Some((hash, count)) if hash == fingerprint(fixed) => count,
+            _ => fixed_bound,
+        };
+        let messages: u64 = (from..self.exact.len())
+            .map(|index| self.exact[index].unwrap_or_else(|| self.bound_of(index, index + 1)))
+            .sum();
+        fixed_tokens + messages >= limit
+    }
+
     /// The exact tokens of message `index` (cached).
     pub fn message_tokens(&mut self, messages: &[ChatMessage], index: usize) -> u64 {
         if let Some(Some(count)) = self.exact.get(index) {
@@ -199,6 +219,23 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn may_reach_agrees_with_the_exact_estimate_without_counting() {
+        let mut messages = conversation(40);
+        let mut ledger = TokenLedger::default();
+        ledger.sync(&messages);
+        let exact = ledger.estimate(&messages, 0, "system", 1).tokens;
+        let counted = ledger.exact_counts();
+        assert!(!ledger.may_reach("system", 0, exact + 1), "exact counts are used where cached");
+        assert!(ledger.may_reach("system", 0, exact));
+        messages.extend(conversation(2));
+        ledger.sync(&messages);
+        let bytes: u64 = messages[40..].iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum();
+        assert!(!ledger.may_reach("system", 0, exact + bytes + 1), "new messages count by their bound");
+        assert!(ledger.may_reach("system", 0, exact + bytes));
+        assert_eq!(ledger.exact_counts(), counted, "nothing was counted");
     }
 
     #[test]

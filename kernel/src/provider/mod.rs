@@ -8,6 +8,7 @@
 
 mod anthropic;
 pub mod embeddings;
+pub mod encoded;
 mod error;
 mod openai;
 pub mod redact;
@@ -20,6 +21,7 @@ mod types;
 use std::time::Duration;
 
 pub use embeddings::Embedder;
+pub use encoded::{EncodedHistory, HistoryCache};
 pub use error::ProviderError;
 use redact::Secrets;
 pub use registry::{Resolution, Wire};
@@ -138,6 +140,27 @@ impl Provider {
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
+        self.chat_with_history(request, None, stream, on_event).await
+    }
+
+    /// Whether this provider's wire format takes history encoded ahead
+    /// ([`Provider::chat_with_history`]): the OpenAI Chat Completions format does.
+    pub fn takes_encoded_history(&self) -> bool {
+        matches!(self.client, Client::OpenAiCompatible(_))
+    }
+
+    /// [`Provider::chat`] for a conversation whose history was encoded ahead by a
+    /// [`HistoryCache`]: `history` goes between the system prompt (`request.messages[0]`) and
+    /// the request's other messages. Only a provider that
+    /// [takes encoded history](Provider::takes_encoded_history) accepts it; any other refuses
+    /// the call.
+    pub async fn chat_with_history(
+        &self,
+        request: &ChatRequest,
+        history: Option<&EncodedHistory>,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ProviderError> {
         let model = if request.model.is_empty() || request.model == self.model {
             self.wire_model.clone()
         } else {
@@ -150,7 +173,7 @@ impl Provider {
                 streamed = true;
                 on_event(event);
             };
-            let result = self.attempt(request, &model, stream, &mut forward).await;
+            let result = self.attempt(request, history, &model, stream, &mut forward).await;
             let error = match result {
                 Ok(reply) => return Ok(reply),
                 Err(error) => self.secrets.scrub_error(error),
@@ -171,12 +194,16 @@ impl Provider {
     async fn attempt(
         &self,
         request: &ChatRequest,
+        history: Option<&EncodedHistory>,
         model: &str,
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
         match &self.client {
-            Client::OpenAiCompatible(client) => client.send(request, model, stream, on_event).await,
+            Client::OpenAiCompatible(client) => client.send(request, history, model, stream, on_event).await,
+            Client::Anthropic(_) if history.is_some_and(|h| !h.is_empty()) => Err(ProviderError::NotConfigured(
+                "this provider does not take history encoded for another wire format".into(),
+            )),
             Client::Anthropic(client) => client.send(request, model, stream, on_event).await,
         }
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::error::{ProviderError, shorten};
@@ -70,7 +70,16 @@ impl Transport {
 
     /// POSTs `body` as JSON to `url`; a non-2xx status becomes the matching error.
     pub(crate) async fn post(&self, url: &str, body: &Value) -> Result<reqwest::Response, ProviderError> {
-        let request = self.http.post(url).headers(self.headers.clone()).json(body);
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| ProviderError::Malformed(format!("cannot encode the request: {e}")))?;
+        self.post_bytes(url, bytes).await
+    }
+
+    /// POSTs `body`, JSON already encoded, to `url`; a non-2xx status becomes the matching
+    /// error.
+    pub(crate) async fn post_bytes(&self, url: &str, body: Vec<u8>) -> Result<reqwest::Response, ProviderError> {
+        let json = HeaderValue::from_static("application/json");
+        let request = self.http.post(url).headers(self.headers.clone()).header(CONTENT_TYPE, json).body(body);
         let response = tokio::time::timeout(self.idle, request.send())
             .await
             .map_err(|_| ProviderError::Timeout)?

@@ -16,7 +16,8 @@ pub fn estimate_tokens(messages: &[ChatMessage]) -> u64 {
     messages.iter().map(message_tokens).sum()
 }
 
-fn message_tokens(message: &ChatMessage) -> u64 {
+/// [`estimate_tokens`] of one message.
+pub fn message_tokens(message: &ChatMessage) -> u64 {
     let mut bytes = match &message.content {
         Value::String(text) => text.len(),
         Value::Null => 0,
@@ -48,12 +49,17 @@ pub fn shorten_tool_results(messages: &mut [ChatMessage]) -> bool {
     cut
 }
 
+/// The most tokens [`estimate_tokens`] may give for a request that [`fit`] leaves alone.
+pub fn limit(context_window: u32, max_tokens: u32) -> u64 {
+    u64::from(context_window.saturating_sub(max_tokens).saturating_sub(SAFETY_TOKENS).max(1024))
+}
+
 /// Makes `messages` (system prompt first) fit `context_window - max_tokens - safety`.
 ///
 /// First, tool results before the last user message are shrunk; if that is not enough, the
 /// oldest whole turns after the system prompt are dropped, never the current one.
 pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32) {
-    let budget = u64::from(context_window.saturating_sub(max_tokens).saturating_sub(SAFETY_TOKENS).max(1024));
+    let budget = limit(context_window, max_tokens);
     if estimate_tokens(messages) <= budget {
         return;
     }

@@ -79,17 +79,19 @@ pub trait BuiltinTool: Send + Sync {
 /// from turn to turn and provider caches hit).
 #[derive(Clone, Default)]
 pub struct BuiltinTools {
-    tools: Vec<Arc<dyn BuiltinTool>>,
+    /// The tools, each with its spec (asked for once, when the tool joins the set: a spec is
+    /// fixed, and some take a while to build).
+    tools: Vec<(ToolSpec, Arc<dyn BuiltinTool>)>,
 }
 
 impl BuiltinTools {
     /// A set of `tools`; a later tool with the name of an earlier one is left out.
     pub fn new(tools: Vec<Arc<dyn BuiltinTool>>) -> BuiltinTools {
-        let mut kept: Vec<Arc<dyn BuiltinTool>> = Vec::with_capacity(tools.len());
+        let mut kept: Vec<(ToolSpec, Arc<dyn BuiltinTool>)> = Vec::with_capacity(tools.len());
         for tool in tools {
-            let name = tool.spec().name;
-            if kept.iter().all(|k| k.spec().name != name) {
-                kept.push(tool);
+            let spec = tool.spec();
+            if kept.iter().all(|(k, _)| k.name != spec.name) {
+                kept.push((spec, tool));
             }
         }
         BuiltinTools { tools: kept }
@@ -97,21 +99,21 @@ impl BuiltinTools {
 
     /// The same set without the tools named in `names` (a helper's turn offers no `spawn`).
     pub fn without(&self, names: &[&str]) -> BuiltinTools {
-        let tools = self.tools.iter().filter(|t| !names.contains(&t.spec().name.as_str())).cloned().collect();
+        let tools = self.tools.iter().filter(|(spec, _)| !names.contains(&spec.name.as_str())).cloned().collect();
         BuiltinTools { tools }
     }
 
     /// The same set plus `tool` (replacing a tool of the same name).
     pub fn with(&self, tool: Arc<dyn BuiltinTool>) -> BuiltinTools {
-        let name = tool.spec().name;
-        let mut tools: Vec<_> = self.tools.iter().filter(|t| t.spec().name != name).cloned().collect();
-        tools.push(tool);
+        let spec = tool.spec();
+        let mut tools: Vec<_> = self.tools.iter().filter(|(k, _)| k.name != spec.name).cloned().collect();
+        tools.push((spec, tool));
         BuiltinTools { tools }
     }
 
     /// The tool called `name`, if this set has one.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn BuiltinTool>> {
-        self.tools.iter().find(|t| t.spec().name == name)
+        self.tools.iter().find(|(spec, _)| spec.name == name).map(|(_, tool)| tool)
     }
 
     /// Whether the set has a tool called `name`.
@@ -121,18 +123,18 @@ impl BuiltinTools {
 
     /// The tools' specs, in the set's order.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec()).collect()
+        self.tools.iter().map(|(spec, _)| spec.clone()).collect()
     }
 
     /// The tools' names, in the set's order.
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.spec().name).collect()
+        self.tools.iter().map(|(spec, _)| spec.name.clone()).collect()
     }
 
     /// Stops what every tool still runs for session `session_key`; returns how many pieces of
     /// work were stopped.
     pub fn stop_session(&self, session_key: &str) -> usize {
-        self.tools.iter().map(|t| t.stop_session(session_key)).sum()
+        self.tools.iter().map(|(_, tool)| tool.stop_session(session_key)).sum()
     }
 
     /// Whether the set is empty.

@@ -16,7 +16,7 @@ use super::repeats::{self, RepeatGuard, Verdict};
 use super::tool_batch::{self, ToolOutput};
 use crate::message::{ChatMessage, Role, ToolCall};
 use crate::plugin::PluginHost;
-use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
+use crate::provider::{ChatRequest, ChatResponse, EncodedHistory, Provider, ProviderError, StreamEvent, Usage};
 use crate::session::SessionError;
 
 /// The answer given when the model returns nothing twice in a row.
@@ -129,23 +129,67 @@ pub struct Turn<'a> {
     pub gate: Option<std::sync::Arc<dyn tool_batch::ToolGate>>,
 }
 
+/// The history a turn replays, encoded ahead for the wire (see [`crate::provider::HistoryCache`]),
+/// and a way to get the messages themselves should the request have to be cut to fit the
+/// context window.
+pub struct Replay {
+    /// The encoded messages; their weight is their [`budget::estimate_tokens`].
+    pub encoded: EncodedHistory,
+    /// The same messages, for a request that must be cut (rare) or a provider that does not
+    /// take encoded history.
+    pub messages: Box<dyn FnOnce() -> Vec<ChatMessage> + Send>,
+}
+
 impl Turn<'_> {
     /// Runs the loop over `messages` (system prompt first, the user's message last).
-    pub async fn run(mut self, mut messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
+    pub async fn run(self, messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
+        self.run_with_history(messages, None).await
+    }
+
+    /// Runs the loop over `messages` (system prompt first, the user's message last) with
+    /// `history` replayed between the system prompt and the rest.
+    pub async fn run_with_history(
+        mut self,
+        messages: Vec<ChatMessage>,
+        history: Option<Replay>,
+    ) -> Result<TurnOutcome, RunError> {
+        let mut request = ChatRequest {
+            model: self.spec.model.clone(),
+            messages,
+            tools: std::mem::take(&mut self.tools),
+            max_tokens: self.spec.max_tokens,
+            temperature: self.spec.temperature,
+            reasoning_effort: self.spec.reasoning_effort.clone(),
+        };
+        let mut history = history.filter(|h| !h.encoded.is_empty());
         let mut usage = Usage::default();
         let mut retried_empty = false;
         let mut repeats = RepeatGuard::default();
         let mut iteration = 0;
         while iteration < self.spec.max_iterations {
             iteration += 1;
-            budget::fit(&mut messages, self.spec.context_window, self.spec.max_tokens);
-            self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
-            let response = match self.call_model(&messages).await {
-                // The first stage of the overflow guard; the caller compacts history if the
-                // shortened request still does not fit.
-                Err(ProviderError::ContextOverflow { .. }) if budget::shorten_tool_results(&mut messages) => {
+            let messages = &mut request.messages;
+            if let Some(replay) = history.take_if(|replay| !self.keeps_encoded(messages, &replay.encoded)) {
+                let at = messages.len().min(1);
+                messages.splice(at..at, (replay.messages)());
+            }
+            budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
+            let count = messages.len() + history.as_ref().map_or(0, |h| h.encoded.len());
+            self.hooks.before_iteration(&IterationInfo { iteration, messages: count });
+            let response = match self.call_model(&request, history.as_ref().map(|h| &h.encoded)).await {
+                // The first stage of the overflow guard: the whole request as messages, long
+                // tool results cut; the caller compacts history if that still does not fit.
+                Err(overflow @ ProviderError::ContextOverflow { .. }) => {
+                    let messages = &mut request.messages;
+                    if let Some(replay) = history.take() {
+                        let at = messages.len().min(1);
+                        messages.splice(at..at, (replay.messages)());
+                    }
+                    if !budget::shorten_tool_results(messages) {
+                        return Err(overflow.into());
+                    }
                     tracing::warn!("the model's context overflowed; retrying with long tool results cut");
-                    self.call_model(&messages).await?
+                    self.call_model(&request, None).await?
                 }
                 other => other?,
             };
@@ -157,7 +201,7 @@ impl Turn<'_> {
             });
             if !response.tool_calls.is_empty() {
                 let calls = response.tool_calls.clone();
-                if self.run_tools(&mut messages, response, &mut repeats).await? {
+                if self.run_tools(&mut request.messages, response, &mut repeats).await? {
                     let content = repeats::stuck_message(&calls);
                     self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
                     return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
@@ -182,15 +226,19 @@ impl Turn<'_> {
         Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: true })
     }
 
-    async fn call_model(&mut self, messages: &[ChatMessage]) -> Result<ChatResponse, ProviderError> {
-        let request = ChatRequest {
-            model: self.spec.model.clone(),
-            messages: messages.to_vec(),
-            tools: self.tools.clone(),
-            max_tokens: self.spec.max_tokens,
-            temperature: self.spec.temperature,
-            reasoning_effort: self.spec.reasoning_effort.clone(),
-        };
+    /// Whether the request can go out with `encoded` history as it is: the provider takes
+    /// encoded history, and the whole request is within the context window, so [`budget::fit`]
+    /// has nothing to cut.
+    fn keeps_encoded(&self, messages: &[ChatMessage], encoded: &EncodedHistory) -> bool {
+        let limit = budget::limit(self.spec.context_window, self.spec.max_tokens);
+        self.provider.takes_encoded_history() && budget::estimate_tokens(messages) + encoded.weight() <= limit
+    }
+
+    async fn call_model(
+        &mut self,
+        request: &ChatRequest,
+        history: Option<&EncodedHistory>,
+    ) -> Result<ChatResponse, ProviderError> {
         let events = self.events.clone();
         let hooks = &mut self.hooks;
         let mut on_event = |event: StreamEvent| match event {
@@ -203,7 +251,7 @@ impl Turn<'_> {
             }
             StreamEvent::Reasoning(_) => {}
         };
-        let response = self.provider.chat(&request, self.spec.stream, &mut on_event).await;
+        let response = self.provider.chat_with_history(request, history, self.spec.stream, &mut on_event).await;
         self.hooks.on_stream_end();
         response
     }

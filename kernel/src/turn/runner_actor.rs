@@ -9,7 +9,7 @@ use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use super::Engine;
 use super::builtin::{BuiltinContext, BuiltinTools};
 use super::hooks::CompositeHook;
-use super::runner::{Checkpoint, RunError, Turn, TurnEvent, TurnOutcome};
+use super::runner::{Checkpoint, Replay, RunError, Turn, TurnEvent, TurnOutcome};
 use crate::message::ChatMessage;
 
 /// Why a turn produced no outcome.
@@ -53,6 +53,8 @@ impl Actor for RunnerActor {
 pub struct RunTurn {
     /// System prompt, history and the user's message.
     pub messages: Vec<ChatMessage>,
+    /// History encoded ahead, replayed between the system prompt and the rest of `messages`.
+    pub history: Option<Replay>,
     /// Passed to every tool call, with why the turn runs.
     pub context: BuiltinContext,
     /// Tools that run inside the kernel, offered next to the plugins' tools.
@@ -86,7 +88,7 @@ impl Handler<RunTurn> for RunnerActor {
                 checkpoint: turn.checkpoint,
                 gate: None,
             };
-            run.run(turn.messages).await
+            run.run_with_history(turn.messages, turn.history).await
         };
         let handle = ctx.spawn(work.into_actor(self).map(|outcome, actor, ctx| {
             if let Some(reply) = actor.reply.take() {

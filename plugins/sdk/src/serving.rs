@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::ChannelHandle;
@@ -80,8 +80,31 @@ where
     let config = C::load(channel.config()).map_err(StartError::Config)?;
     let (host, port) = config.address();
     let bind = |source| StartError::Bind { host: host.to_owned(), port, source };
-    let listener = TcpListener::bind((host, port)).await.map_err(bind)?;
+    let listener = listen(host, port).await.map_err(bind)?;
     Ok((config, listener))
+}
+
+/// Connections the kernel queues for a listener before they are accepted. A burst of new
+/// clients beyond the queue has its connection attempts dropped, and each client waits a
+/// whole second before trying again, so the queue is as deep as the usual system limit.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Listens on the first address `host` resolves to that can be bound, with a deep queue.
+async fn listen(host: &str, port: u16) -> std::io::Result<TcpListener> {
+    let mut last_error = None;
+    for address in tokio::net::lookup_host((host, port)).await? {
+        let socket = if address.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
+        let bound = socket.and_then(|socket| {
+            socket.set_reuseaddr(true)?;
+            socket.bind(address)?;
+            socket.listen(LISTEN_BACKLOG)
+        });
+        match bound {
+            Ok(listener) => return Ok(listener),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| std::io::Error::other("the host resolves to no address")))
 }
 
 /// Most clients served at once by default: each holds a file descriptor and a task, so a

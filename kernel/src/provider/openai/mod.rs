@@ -1,11 +1,13 @@
 //! OpenAI Chat Completions (`POST {apiBase}/chat/completions`), which most providers speak:
 //! the request body, and the reply whether it comes whole or streamed.
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
+mod body;
 mod stream;
 
-use crate::message::{ChatMessage, Role, ToolCall};
+use crate::message::{ChatMessage, ToolCall};
+use crate::provider::encoded::EncodedHistory;
 use crate::provider::error::{ProviderError, shorten};
 use crate::provider::registry::Resolution;
 use crate::provider::transport::{Transport, is_event_stream};
@@ -41,16 +43,18 @@ impl OpenAiCompatible {
         &mut self.transport
     }
 
-    /// One attempt: sends the request and reads the reply, streaming pieces to `on_event`.
+    /// One attempt: sends the request (with `history` after its system prompt) and reads the
+    /// reply, streaming pieces to `on_event`.
     pub(crate) async fn send(
         &self,
         request: &ChatRequest,
+        history: Option<&EncodedHistory>,
         model: &str,
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
-        let body = request_body(request, model, stream, &self.provider);
-        let response = self.transport.post(&self.url, &body).await?;
+        let body = request_body(request, history, model, stream, &self.provider)?;
+        let response = self.transport.post_bytes(&self.url, body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = ChunkReader::new(Collector::new(Some(on_event)), &self.provider);
             let done = self.transport.read_sse(response, |event| reader.on_event(&event.data)).await?;
@@ -65,32 +69,35 @@ impl OpenAiCompatible {
     }
 }
 
-/// The JSON body for `request`.
-pub(crate) fn request_body(request: &ChatRequest, model: &str, stream: bool, provider: &str) -> Value {
+/// The JSON body for `request`; `history`, when given, goes between the system prompt
+/// (`request.messages[0]`) and the other messages.
+pub(crate) fn request_body(
+    request: &ChatRequest,
+    history: Option<&EncodedHistory>,
+    model: &str,
+    stream: bool,
+    provider: &str,
+) -> Result<Vec<u8>, ProviderError> {
     let effort = request.reasoning_effort.as_deref().map(str::to_lowercase).filter(|e| !e.is_empty());
-    let mut body = json!({
-        "model": model,
-        "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
-        "stream": stream,
-    });
-    let tokens_key = if wants_max_completion_tokens(provider, model) { "max_completion_tokens" } else { "max_tokens" };
-    body[tokens_key] = json!(request.max_tokens.max(1));
-    if let Some(temperature) = request.temperature.filter(|_| accepts_temperature(model, effort.as_deref())) {
-        body["temperature"] = json!(temperature);
-    }
-    // `none` means off; `adaptive` is Anthropic's word and has no Chat Completions equivalent.
-    if let Some(effort) = effort.filter(|e| e != "none" && e != "adaptive") {
-        body["reasoning_effort"] = json!(effort);
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect();
-        body["tools"] = json!(tools);
-        body["tool_choice"] = json!("auto");
-    }
-    if stream {
-        body["stream_options"] = json!({"include_usage": true});
-    }
-    body
+    let settings = body::Settings {
+        model,
+        stream,
+        completion_tokens_key: wants_max_completion_tokens(provider, model),
+        temperature: request.temperature.filter(|_| accepts_temperature(model, effort.as_deref())),
+        // `none` means off; `adaptive` is Anthropic's word and has no Chat Completions equivalent.
+        reasoning_effort: effort.as_deref().filter(|e| *e != "none" && *e != "adaptive"),
+    };
+    let size = history.map_or(0, |h| h.json().len()) + 1024;
+    let mut out = Vec::with_capacity(size);
+    body::write_body(&mut out, request, history, &settings)
+        .map_err(|e| ProviderError::Malformed(format!("cannot encode the request: {e}")))?;
+    Ok(out)
+}
+
+/// Appends the wire form of `messages` to `out`, comma-separated (a comma first when `out` is
+/// not empty).
+pub(crate) fn encode_messages(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
+    body::write_messages(out, messages)
 }
 
 /// The model id without any `vendor/` prefix, lowercased.
@@ -113,56 +120,6 @@ fn wants_max_completion_tokens(provider: &str, model: &str) -> bool {
 /// Reasoning models reject a temperature, as does any model with reasoning effort on.
 fn accepts_temperature(model: &str, effort: Option<&str>) -> bool {
     effort.is_none_or(|e| e == "none") && !is_reasoning_model(model)
-}
-
-/// A message as the wire wants it: no timestamp, thinking blocks or unknown fields, and no
-/// empty text (providers reject it) except where an assistant only calls tools.
-pub(crate) fn wire_message(message: &ChatMessage) -> Value {
-    let mut out = Map::new();
-    out.insert("role".into(), json!(role_name(message.role)));
-    let calls_tools = message.role == Role::Assistant && !message.tool_calls.is_empty();
-    let blank = if calls_tools || message.role == Role::Assistant && message.content.is_null() {
-        Value::Null
-    } else {
-        json!("(empty)")
-    };
-    let content = match &message.content {
-        Value::String(text) if text.is_empty() => blank,
-        Value::Array(parts) => {
-            let kept: Vec<Value> = parts
-                .iter()
-                .filter(|p| !(p.get("type").and_then(Value::as_str) == Some("text") && text_of(&p["text"]).is_empty()))
-                .cloned()
-                .collect();
-            if kept.is_empty() { blank } else { Value::Array(kept) }
-        }
-        Value::Null => blank,
-        other => other.clone(),
-    };
-    out.insert("content".into(), content);
-    if !message.tool_calls.is_empty() {
-        out.insert("tool_calls".into(), json!(message.tool_calls));
-    }
-    if let Some(id) = &message.tool_call_id {
-        out.insert("tool_call_id".into(), json!(id));
-    }
-    if let Some(name) = &message.name {
-        out.insert("name".into(), json!(name));
-    }
-    if let Some(reasoning) = &message.reasoning_content {
-        out.insert("reasoning_content".into(), json!(reasoning));
-    }
-    Value::Object(out)
-}
-
-/// The wire name of a role.
-pub(crate) fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
 }
 
 /// Reads a complete (non-streamed) reply.

@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::stream::ChunkReader;
 use super::*;
+use crate::message::Role;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
@@ -14,6 +15,152 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
         temperature: Some(0.2),
         reasoning_effort: None,
     }
+}
+
+/// The body as JSON, for tests that look at its fields.
+fn request_body(request: &ChatRequest, model: &str, stream: bool, provider: &str) -> Value {
+    serde_json::from_slice(&super::request_body(request, None, model, stream, provider).unwrap()).unwrap()
+}
+
+/// The body built the way it was before it was written straight into bytes: a `Value` tree,
+/// which orders every map's keys. The bytes sent must stay exactly these.
+fn value_body(request: &ChatRequest, model: &str, stream: bool, provider: &str) -> Vec<u8> {
+    let effort = request.reasoning_effort.as_deref().map(str::to_lowercase).filter(|e| !e.is_empty());
+    let messages: Vec<Value> = request.messages.iter().map(value_message).collect();
+    let mut body = json!({"model": model, "messages": messages, "stream": stream});
+    let tokens_key = if wants_max_completion_tokens(provider, model) { "max_completion_tokens" } else { "max_tokens" };
+    body[tokens_key] = json!(request.max_tokens.max(1));
+    if let Some(temperature) = request.temperature.filter(|_| accepts_temperature(model, effort.as_deref())) {
+        body["temperature"] = json!(temperature);
+    }
+    if let Some(effort) = effort.filter(|e| e != "none" && e != "adaptive") {
+        body["reasoning_effort"] = json!(effort);
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect();
+        body["tools"] = json!(tools);
+        body["tool_choice"] = json!("auto");
+    }
+    if stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    serde_json::to_vec(&body).unwrap()
+}
+
+fn value_message(message: &ChatMessage) -> Value {
+    let mut out = serde_json::Map::new();
+    let role = match message.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    out.insert("role".into(), json!(role));
+    let calls_tools = message.role == Role::Assistant && !message.tool_calls.is_empty();
+    let blank = if calls_tools || message.role == Role::Assistant && message.content.is_null() {
+        Value::Null
+    } else {
+        json!("(empty)")
+    };
+    let content = match &message.content {
+        Value::String(text) if text.is_empty() => blank,
+        Value::Array(parts) => {
+            let kept: Vec<Value> = parts
+                .iter()
+                .filter(|p| !(p.get("type").and_then(Value::as_str) == Some("text") && text_of(&p["text"]).is_empty()))
+                .cloned()
+                .collect();
+            if kept.is_empty() { blank } else { Value::Array(kept) }
+        }
+        Value::Null => blank,
+        other => other.clone(),
+    };
+    out.insert("content".into(), content);
+    if !message.tool_calls.is_empty() {
+        out.insert("tool_calls".into(), json!(message.tool_calls));
+    }
+    if let Some(id) = &message.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(name) = &message.name {
+        out.insert("name".into(), json!(name));
+    }
+    if let Some(reasoning) = &message.reasoning_content {
+        out.insert("reasoning_content".into(), json!(reasoning));
+    }
+    Value::Object(out)
+}
+
+/// Messages of every shape the wire knows: empty text, tool calls, tool results, content
+/// parts (one of them empty), reasoning, local fields, text that needs escaping.
+fn every_kind_of_message() -> Vec<ChatMessage> {
+    let call = ToolCall::new("call_1", "read_file", r#"{"path":"a \"quoted\" é"}"#);
+    let mut assistant = ChatMessage::text(Role::Assistant, "");
+    assistant.tool_calls = vec![call.clone(), ToolCall::new("call_2", "exec", "{}")];
+    assistant.reasoning_content = Some("thinking\nit over".into());
+    assistant.thinking_blocks = Some(json!([{"type": "thinking", "thinking": "x"}]));
+    assistant.timestamp = Some("2026-01-01T00:00:00".into());
+    assistant.extra.insert("custom".into(), json!({"z": 1, "a": [true, null]}));
+    let mut parts = ChatMessage::text(Role::User, "");
+    parts.content = json!([{"type": "text", "text": "look"}, {"type": "text", "text": ""},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}}]);
+    let mut empty_parts = ChatMessage::text(Role::User, "");
+    empty_parts.content = json!([{"type": "text", "text": ""}]);
+    let mut null_assistant = ChatMessage::text(Role::Assistant, "");
+    null_assistant.content = Value::Null;
+    let mut number = ChatMessage::text(Role::User, "");
+    number.content = json!(42);
+    vec![
+        ChatMessage::text(Role::System, "be brief\n\t\u{1} \u{2028} 🐈"),
+        ChatMessage::text(Role::User, "read a"),
+        assistant,
+        ChatMessage::tool_result(&call, ""),
+        ChatMessage::tool_result(&call, "</script> \\ done"),
+        parts,
+        empty_parts,
+        null_assistant,
+        number,
+        ChatMessage::text(Role::Assistant, "ok"),
+    ]
+}
+
+#[test]
+fn the_body_is_byte_for_byte_the_one_a_value_tree_gives() {
+    let mut req = request(every_kind_of_message());
+    req.tools = vec![tool("read_file"), tool("exec")];
+    req.tools[1].parameters =
+        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]});
+    for (model, provider, effort, temperature, stream) in [
+        ("gpt-4.1", "custom", None, Some(0.2), true),
+        ("gpt-4.1", "openai", Some("High"), Some(0.7), false),
+        ("o3-mini", "custom", Some("none"), Some(1.0), true),
+        ("deepseek-reasoner", "deepseek", Some("adaptive"), None, false),
+        ("m", "custom", Some(""), Some(f64::NAN), true),
+    ] {
+        req.reasoning_effort = effort.map(str::to_owned);
+        req.temperature = temperature;
+        let bytes = super::request_body(&req, None, model, stream, provider).unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            String::from_utf8(value_body(&req, model, stream, provider)).unwrap(),
+            "{model} {provider}"
+        );
+    }
+    req.tools.clear();
+    let bytes = super::request_body(&req, None, "m", false, "custom").unwrap();
+    assert_eq!(bytes, value_body(&req, "m", false, "custom"));
+}
+
+#[test]
+fn history_encoded_ahead_gives_the_same_body_as_the_messages_themselves() {
+    let messages = every_kind_of_message();
+    let mut cache = crate::provider::HistoryCache::default();
+    let history = cache.encode(&messages, 1..messages.len() - 1, |_| 1);
+    let mut req = request(vec![messages[0].clone(), messages[messages.len() - 1].clone()]);
+    req.tools = vec![tool("read_file")];
+    let with_history = super::request_body(&req, Some(&history), "gpt-4.1", true, "custom").unwrap();
+    req.messages = messages;
+    assert_eq!(with_history, value_body(&req, "gpt-4.1", true, "custom"));
 }
 
 fn tool(name: &str) -> oxibot_proto::ToolSpec {

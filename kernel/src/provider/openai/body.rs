@@ -1,0 +1,254 @@
+//! The Chat Completions request body, written straight from the request's messages into bytes:
+//! no intermediate `serde_json::Value` tree, and history already encoded by an earlier call
+//! ([`EncodedHistory`]) copied in as it is.
+//!
+//! Keys come out in the byte order of their names, at every level, which is the order a
+//! `serde_json::Value` map gives them: the body is byte for byte what the same request built as
+//! a `Value` serialises to, so provider prompt caches see the same prefix whichever way it was
+//! built.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::message::{ChatMessage, Role, ToolCall};
+use crate::provider::encoded::EncodedHistory;
+use crate::provider::types::{ChatRequest, text_of};
+
+/// The body's settings besides the messages and tools.
+pub(crate) struct Settings<'a> {
+    /// The model id sent on the wire.
+    pub(crate) model: &'a str,
+    /// Whether the reply is streamed.
+    pub(crate) stream: bool,
+    /// Whether the limit goes out as `max_completion_tokens` (else `max_tokens`).
+    pub(crate) completion_tokens_key: bool,
+    /// The temperature, when the model accepts one.
+    pub(crate) temperature: Option<f64>,
+    /// The reasoning effort, when one is sent.
+    pub(crate) reasoning_effort: Option<&'a str>,
+}
+
+/// Writes the body of `request` into `out`. `history`, when given, holds messages encoded
+/// earlier that go between `request.messages[0]` (the system prompt) and the rest.
+pub(crate) fn write_body(
+    out: &mut Vec<u8>,
+    request: &ChatRequest,
+    history: Option<&EncodedHistory>,
+    settings: &Settings<'_>,
+) -> serde_json::Result<()> {
+    out.push(b'{');
+    let limit = request.max_tokens.max(1);
+    if settings.completion_tokens_key {
+        field(out, "max_completion_tokens", &limit, true)?;
+    } else {
+        field(out, "max_tokens", &limit, true)?;
+    }
+    out.extend_from_slice(b",\"messages\":[");
+    let mut first = true;
+    let mut rest = request.messages.iter();
+    if let Some(history) = history.filter(|h| !h.is_empty()) {
+        if let Some(system) = rest.next() {
+            write_message(out, system)?;
+            out.push(b',');
+        }
+        out.extend_from_slice(history.json());
+        first = false;
+    }
+    for message in rest {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_message(out, message)?;
+    }
+    out.push(b']');
+    field(out, "model", settings.model, false)?;
+    if let Some(effort) = settings.reasoning_effort {
+        field(out, "reasoning_effort", effort, false)?;
+    }
+    field(out, "stream", &settings.stream, false)?;
+    if settings.stream {
+        field(out, "stream_options", &StreamOptions { include_usage: true }, false)?;
+    }
+    if let Some(temperature) = settings.temperature {
+        field(out, "temperature", &temperature, false)?;
+    }
+    if !request.tools.is_empty() {
+        field(out, "tool_choice", "auto", false)?;
+        out.extend_from_slice(b",\"tools\":[");
+        for (index, tool) in request.tools.iter().enumerate() {
+            if index > 0 {
+                out.push(b',');
+            }
+            let function =
+                WireFunctionSpec { description: &tool.description, name: &tool.name, parameters: &tool.parameters };
+            serde_json::to_writer(&mut *out, &WireTool { function, kind: "function" })?;
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// Appends the wire form of `messages` to `out`, separated by commas (no brackets): what
+/// [`EncodedHistory`] holds.
+pub(crate) fn write_messages(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
+    for message in messages {
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        write_message(out, message)?;
+    }
+    Ok(())
+}
+
+/// `,"name":value` (without the comma for the first field).
+fn field(out: &mut Vec<u8>, name: &str, value: &(impl Serialize + ?Sized), first: bool) -> serde_json::Result<()> {
+    if !first {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut *out, name)?;
+    out.push(b':');
+    serde_json::to_writer(&mut *out, value)
+}
+
+/// One message as the wire wants it.
+fn write_message(out: &mut Vec<u8>, message: &ChatMessage) -> serde_json::Result<()> {
+    serde_json::to_writer(out, &WireMessage::of(message))
+}
+
+/// `stream_options`.
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// One entry of `tools`.
+#[derive(Serialize)]
+struct WireTool<'a> {
+    function: WireFunctionSpec<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// The function of a `tools` entry.
+#[derive(Serialize)]
+struct WireFunctionSpec<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+/// A message as the wire wants it: no timestamp, thinking blocks or unknown fields, and no
+/// empty text (providers reject it) except where an assistant only calls tools. Fields are
+/// declared in the byte order of their names.
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    content: Content<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tool_calls: Vec<WireToolCall<'a>>,
+}
+
+impl<'a> WireMessage<'a> {
+    fn of(message: &'a ChatMessage) -> WireMessage<'a> {
+        WireMessage {
+            content: Content::of(message),
+            name: message.name.as_deref(),
+            reasoning_content: message.reasoning_content.as_deref(),
+            role: role_name(message.role),
+            tool_call_id: message.tool_call_id.as_deref(),
+            tool_calls: message.tool_calls.iter().map(WireToolCall::of).collect(),
+        }
+    }
+}
+
+/// A message's `content` on the wire.
+enum Content<'a> {
+    /// `null`: an assistant message that only calls tools, or has no content.
+    Null,
+    /// `"(empty)"`: providers reject empty text.
+    Empty,
+    /// Text or any other value, as stored.
+    Value(&'a Value),
+    /// Content parts, without the empty text parts.
+    Parts(Vec<&'a Value>),
+}
+
+impl<'a> Content<'a> {
+    fn of(message: &'a ChatMessage) -> Content<'a> {
+        let calls_tools = message.role == Role::Assistant && !message.tool_calls.is_empty();
+        let blank = if calls_tools || message.role == Role::Assistant && message.content.is_null() {
+            Content::Null
+        } else {
+            Content::Empty
+        };
+        match &message.content {
+            Value::String(text) if text.is_empty() => blank,
+            Value::Array(parts) => {
+                let kept: Vec<&Value> = parts
+                    .iter()
+                    .filter(|p| {
+                        !(p.get("type").and_then(Value::as_str) == Some("text") && text_of(&p["text"]).is_empty())
+                    })
+                    .collect();
+                if kept.is_empty() { blank } else { Content::Parts(kept) }
+            }
+            Value::Null => blank,
+            other => Content::Value(other),
+        }
+    }
+}
+
+impl Serialize for Content<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Content::Null => serializer.serialize_unit(),
+            Content::Empty => serializer.serialize_str("(empty)"),
+            Content::Value(value) => value.serialize(serializer),
+            Content::Parts(parts) => serializer.collect_seq(parts),
+        }
+    }
+}
+
+/// A tool call on the wire, keys in byte order.
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    function: WireFunctionCall<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+impl<'a> WireToolCall<'a> {
+    fn of(call: &'a ToolCall) -> WireToolCall<'a> {
+        WireToolCall {
+            function: WireFunctionCall { arguments: &call.function.arguments, name: &call.function.name },
+            id: &call.id,
+            kind: &call.kind,
+        }
+    }
+}
+
+/// The function of a tool call on the wire.
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    arguments: &'a str,
+    name: &'a str,
+}
+
+/// The wire name of a role.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
