@@ -56,7 +56,8 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
             provider,
             host,
             true,
-        ));
+        )
+        .with_nanobot_sessions(setup.nanobot_sessions()));
         oxibot_kernel::gateway::run(services, settings, Access::open(&pairing_path()), delivery_delays()?).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })

@@ -9,6 +9,7 @@ mod agent;
 mod background;
 mod cron;
 mod gateway;
+mod import;
 mod kernel;
 mod markdown;
 mod memory;
@@ -80,6 +81,9 @@ enum Command {
     /// A running gateway picks up every change at once.
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// Bring over another assistant's data: `oxibot import nanobot`.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Dream's changes to SOUL.md, USER.md and memory/MEMORY.md (a git repository in the
     /// workspace).
     #[command(subcommand)]
@@ -221,6 +225,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tools::call(&common, &tool, &args, timeout)
         }
         Command::Cron(command) => cron::run(command),
+        Command::Import(command) => import::run(command),
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
         Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),

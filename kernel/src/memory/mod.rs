@@ -11,6 +11,7 @@ pub mod dream_actor;
 pub mod gate;
 pub mod git;
 pub mod git_actor;
+pub mod git_owner;
 pub mod prompts;
 pub mod schedule;
 pub mod tokens;
