@@ -27,6 +27,9 @@
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
+//! - `nanobot_import`: `oxibot import nanobot` on a data dir the real nanobot-ai 0.3.5 made
+//!   (twice), the conversation going on after it, `agent --config` on nanobot's config, and
+//!   an older nanobot's layout;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
 //! - `sandbox`: the OS sandbox around `exec` and every plugin, attacked with run-time paths,
@@ -59,6 +62,7 @@ mod layering;
 mod mcp;
 mod memory;
 mod nanobot_compat;
+mod nanobot_import;
 mod orphans;
 mod providers;
 mod python_plugin;

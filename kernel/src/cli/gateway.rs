@@ -49,15 +49,10 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     )?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
-        let services = Arc::new(Services::new(
-            setup.config.clone(),
-            setup.workspace.clone(),
-            &paths::data_dir(),
-            provider,
-            host,
-            true,
-        )
-        .with_nanobot_sessions(setup.nanobot_sessions()));
+        let services = Arc::new(
+            Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+                .with_nanobot_sessions(setup.nanobot_sessions()),
+        );
         oxibot_kernel::gateway::run(services, settings, Access::open(&pairing_path()), delivery_delays()?).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })

@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
-use oxibot_kernel::session::location;
 use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover};
+use oxibot_kernel::session::location;
 
 use super::CommonArgs;
 

@@ -44,9 +44,16 @@ impl Candidates {
 /// Brings nanobot's jobs into the workspace's jobs file.
 pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
     let store = JobStore::new(&source.workspace);
-    let existing = match store.load() {
-        Ok(file) => file,
-        Err(error) => return report.push(Area::Cron, Action::Fail, error.to_string()),
+    // Read without the store's lock, which would create a lock file even in a dry run.
+    let existing = match fs::read(store.path()) {
+        Ok(bytes) => match serde_json::from_slice::<JobsFile>(&bytes) {
+            Ok(file) => file,
+            Err(error) => {
+                let text = format!("{} does not parse ({error}); no jobs merged", store.path().display());
+                return report.push(Area::Cron, Action::Fail, text);
+            }
+        },
+        Err(_) => JobsFile::default(),
     };
     describe_shared_file(&store, &existing, report);
     let legacy_dir = source.dir.join("cron");
@@ -83,10 +90,7 @@ fn describe_shared_file(store: &JobStore, file: &JobsFile, report: &mut Report) 
         count(file.jobs.len(), "job", "jobs")
     );
     if !system.is_empty() {
-        text.push_str(&format!(
-            "; nanobot's own system jobs ({}) are kept and not run by oxibot",
-            system.join(", ")
-        ));
+        text.push_str(&format!("; nanobot's own system jobs ({}) are kept and not run by oxibot", system.join(", ")));
     }
     report.push(Area::Cron, Action::Note, text);
 }
@@ -215,7 +219,9 @@ mod tests {
         assert_eq!(job.state.next_run_at_ms, Some(1_795_500_336_277));
         let written = serde_json::to_value(&*job).unwrap();
         assert!(written["payload"].get("channelMeta").is_some() && written["payload"].get("channel_meta").is_none());
-        assert!(matches!(queued_change(r#"{"action": "del", "params": {"job_id": "x"}}"#), Some(Queued::Delete(id)) if id == "x"));
+        assert!(
+            matches!(queued_change(r#"{"action": "del", "params": {"job_id": "x"}}"#), Some(Queued::Delete(id)) if id == "x")
+        );
         assert!(queued_change(r#"{"action": "explode"}"#).is_none());
     }
 }

@@ -15,7 +15,11 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
     let path = source.dir.join("pairing.json");
     let Ok(text) = fs::read_to_string(&path) else { return };
     let Ok(value) = serde_json::from_str::<Value>(&text) else {
-        return report.push(Area::Pairing, Action::Fail, format!("{} is not JSON; no approvals brought over", path.display()));
+        return report.push(
+            Area::Pairing,
+            Action::Fail,
+            format!("{} is not JSON; no approvals brought over", path.display()),
+        );
     };
     let access = Access::open(&options.data_dir.join("pairing.json"));
     let known = access.approved();
@@ -70,8 +74,10 @@ mod tests {
 
     #[test]
     fn approved_senders_are_read_per_channel_and_numbers_become_text() {
-        let value = serde_json::json!({"approved": {"telegram": ["42", 7], "slack": [], "discord": null}, "pending": {}});
-        let expected: BTreeMap<String, Vec<String>> = [("telegram".to_owned(), vec!["42".to_owned(), "7".to_owned()])].into();
+        let value =
+            serde_json::json!({"approved": {"telegram": ["42", 7], "slack": [], "discord": null}, "pending": {}});
+        let expected: BTreeMap<String, Vec<String>> =
+            [("telegram".to_owned(), vec!["42".to_owned(), "7".to_owned()])].into();
         assert_eq!(approved(&value), expected);
     }
 }

@@ -57,7 +57,11 @@ fn import_dir(dir: &SessionDir, options: &ImportOptions, report: &mut Report, do
     let target = location::private_dir(&options.data_dir, &dir.workspace);
     for file in files {
         let Some(key) = location::key_of(&file) else {
-            report.push(Area::Sessions, Action::Note, format!("{} has no session key in its first line", file.display()));
+            report.push(
+                Area::Sessions,
+                Action::Note,
+                format!("{} has no session key in its first line", file.display()),
+            );
             continue;
         };
         if dir.keyed && file.file_name().is_some_and(|name| name.to_string_lossy() != storage_name(&key)) {
@@ -81,7 +85,9 @@ fn import_dir(dir: &SessionDir, options: &ImportOptions, report: &mut Report, do
 fn import_file(file: &Path, key: &str, dest: &Path, workspace: &Path, dry_run: bool, report: &mut Report) {
     let bytes = match fs::read(file) {
         Ok(bytes) => bytes,
-        Err(error) => return report.push(Area::Sessions, Action::Fail, format!("cannot read {}: {error}", file.display())),
+        Err(error) => {
+            return report.push(Area::Sessions, Action::Fail, format!("cannot read {}: {error}", file.display()));
+        }
     };
     let existing = fs::read(dest).ok();
     let verdict = match &existing {
@@ -90,15 +96,23 @@ fn import_file(file: &Path, key: &str, dest: &Path, workspace: &Path, dry_run: b
     };
     let total = messages(&bytes).len();
     let (action, detail) = match verdict {
-        Verdict::New => (Action::Copy, format!("session {key} ({}) to {}", count(total, "message", "messages"), dest.display())),
+        Verdict::New => {
+            (Action::Copy, format!("session {key} ({}) to {}", count(total, "message", "messages"), dest.display()))
+        }
         Verdict::NanobotAhead(more) => (
             Action::Update,
-            format!("session {key}: nanobot's copy has {} since the last import", count(more, "new message", "new messages")),
+            format!(
+                "session {key}: nanobot's copy has {} since the last import",
+                count(more, "new message", "new messages")
+            ),
         ),
         Verdict::Same => (Action::Skip, format!("session {key}: already imported, unchanged")),
         Verdict::OxibotAhead(more) => (
             Action::Keep,
-            format!("oxibot's copy of session {key}: it has {} more than nanobot's", count(more, "message", "messages")),
+            format!(
+                "oxibot's copy of session {key}: it has {} more than nanobot's",
+                count(more, "message", "messages")
+            ),
         ),
         Verdict::Diverged => (
             Action::Keep,
@@ -168,7 +182,10 @@ mod tests {
         assert_eq!(compare(&nanobot, &nanobot), Verdict::Same);
         assert_eq!(compare(&nanobot, &file(&padded, &["a", "b"])), Verdict::Same);
         assert_eq!(compare(&nanobot, &file(&padded, &["a", "b", "c"])), Verdict::OxibotAhead(1));
-        assert_eq!(compare(&file(HEADER, &["a", "b", "c", "d"]), &file(&padded, &["a", "b"])), Verdict::NanobotAhead(2));
+        assert_eq!(
+            compare(&file(HEADER, &["a", "b", "c", "d"]), &file(&padded, &["a", "b"])),
+            Verdict::NanobotAhead(2)
+        );
         assert_eq!(compare(&file(HEADER, &["a", "x"]), &file(&padded, &["a", "y"])), Verdict::Diverged);
     }
 }

@@ -29,7 +29,11 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
     let text = match fs::read(&source.config_path) {
         Ok(text) => text,
         Err(error) => {
-            return report.push(Area::Config, Action::Fail, format!("cannot read {}: {error}", source.config_path.display()));
+            return report.push(
+                Area::Config,
+                Action::Fail,
+                format!("cannot read {}: {error}", source.config_path.display()),
+            );
         }
     };
     if dest.exists() {

@@ -59,7 +59,11 @@ fn adopt_repository(store: &GitStore, dry_run: bool, report: &mut Report) {
     match owner {
         RepoOwner::Nobody => {}
         RepoOwner::Oxibot => {
-            report.push(Area::Workspace, Action::Skip, format!("memory repository {}: already oxibot's", git_dir.display()));
+            report.push(
+                Area::Workspace,
+                Action::Skip,
+                format!("memory repository {}: already oxibot's", git_dir.display()),
+            );
         }
         RepoOwner::Nanobot { commits } => {
             if !dry_run {

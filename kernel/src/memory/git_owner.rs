@@ -122,7 +122,10 @@ mod tests {
         assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), head);
         dir.write("memory/MEMORY.md", "- fact\n- new fact\n");
         store.commit("dream: learned a fact").unwrap().unwrap();
-        assert_eq!(git(dir.path(), &["log", "--format=%s"]), format!("dream: learned a fact\n{NANOBOT_INIT_MESSAGE}\n"));
+        assert_eq!(
+            git(dir.path(), &["log", "--format=%s"]),
+            format!("dream: learned a fact\n{NANOBOT_INIT_MESSAGE}\n")
+        );
         assert_eq!(adopt_nanobot(&store).unwrap(), 0, "adopting twice changes nothing");
     }
 
