@@ -18,8 +18,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::memory::MemoryActors;
-use crate::provider::Usage;
 use crate::memory::consolidator::ConsolidateError;
+use crate::provider::Usage;
 use crate::services::Services;
 use crate::session::{SessionError, SessionKey};
 use crate::turn::builtin::TurnSource;
