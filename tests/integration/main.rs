@@ -11,12 +11,14 @@
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
 //! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
-//! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service;
+//! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service,
+//!   and the API channel driven by the official `openai` Python client (both endpoints);
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
-//! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, streams, order, keys;
+//! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, the Responses API,
+//!   streams, token counts, order, keys;
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
