@@ -33,6 +33,9 @@ pub enum RequestError {
     /// No message with role `user`, or the last one has no text.
     #[error("the request has no user message with text: send at least one message with role \"user\"")]
     NoUserMessage,
+    /// A Responses API request whose `input` has no user text.
+    #[error("the request has no user input with text: send `input` as text or with a message of role \"user\"")]
+    NoUserInput,
     /// The session id cannot be used.
     #[error("invalid session id: it must be 1 to {MAX_SESSION_LEN} printable characters")]
     BadSession,
@@ -44,6 +47,7 @@ impl RequestError {
         match self {
             RequestError::Body(_) => None,
             RequestError::NoUserMessage => Some("messages"),
+            RequestError::NoUserInput => Some("input"),
             RequestError::BadSession => Some("session_id"),
         }
     }

@@ -47,7 +47,7 @@ impl ResponsesRequest {
             .or(raw.user.as_deref())
             .unwrap_or(DEFAULT_SESSION);
         let session_id = checked_session(session_id)?;
-        let text = last_user_text(&raw.input).ok_or(RequestError::NoUserMessage)?;
+        let text = last_user_text(&raw.input).ok_or(RequestError::NoUserInput)?;
         Ok(ResponsesRequest { session_id, text, stream: raw.stream.unwrap_or(false) })
     }
 }
@@ -124,11 +124,12 @@ mod tests {
 
     #[test]
     fn a_request_without_user_text_is_refused() {
-        assert_eq!(parse(json!({"input": "  "}), None), Err(RequestError::NoUserMessage));
+        assert_eq!(parse(json!({"input": "  "}), None), Err(RequestError::NoUserInput));
         assert_eq!(
             parse(json!({"input": [{"role": "assistant", "content": "hi"}]}), None),
-            Err(RequestError::NoUserMessage)
+            Err(RequestError::NoUserInput)
         );
         assert!(matches!(parse(json!({"messages": []}), None), Err(RequestError::Body(_))));
+        assert_eq!(RequestError::NoUserInput.param(), Some("input"));
     }
 }
