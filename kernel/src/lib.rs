@@ -16,7 +16,8 @@
 //! 9. `memory` — consolidation, Dream, git; `automation` — the kernel acting on its own;
 //! 10. `agent` — sessions and commands;
 //! 11. `gateway` — the daemon serving channels;
-//! 12. `cli` (in the binary) — the edge.
+//! 12. `import` — bringing a nanobot data dir over;
+//! 13. `cli` (in the binary) — the edge.
 
 pub mod agent;
 pub mod automation;
@@ -26,6 +27,7 @@ pub mod cron;
 pub mod fsutil;
 pub mod gateway;
 pub mod history;
+pub mod import;
 pub mod launcher;
 pub mod memory;
 pub mod message;

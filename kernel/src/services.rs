@@ -79,6 +79,13 @@ impl Services {
         self
     }
 
+    /// The same services, also finding sessions nanobot 0.3 keeps in `dir` (see
+    /// [`SessionStore::with_nanobot_sessions`]).
+    pub fn with_nanobot_sessions(mut self, dir: Option<PathBuf>) -> Services {
+        self.sessions = Arc::new(SessionStore::clone(&self.sessions).with_nanobot_sessions(dir));
+        self
+    }
+
     /// The loaded config.
     pub fn config(&self) -> &Config {
         &self.config

@@ -114,6 +114,9 @@
 //! - While a reply is being written the kernel may send `delta`s (only to a channel that
 //!   announced `streaming`); the `outbound` that ends the reply carries the same `stream_id`
 //!   and the whole text.
+//! - An `outbound` carries the inbound message's `metadata` back. The one that ends a model's
+//!   turn adds `usage`: the tokens the turn's model calls used, as `prompt_tokens` (cached ones
+//!   included), `completion_tokens`, `total_tokens` and `cached_tokens` (all uint).
 //!
 //! # Unknown things
 //!

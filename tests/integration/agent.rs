@@ -409,6 +409,6 @@ async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
     assert_eq!(roles(&lines), ["user", "assistant"], "the stopped turn is closed in the file");
     env.llm.push(Reply::Text("fresh answer".into()));
     let next = manager.send("cli:direct", "next question", events).await.unwrap();
-    assert_eq!(next, TurnReply::Answer("fresh answer".into()));
+    assert!(matches!(&next, TurnReply::Answer(text, _) if text == "fresh answer"), "{next:?}");
     services.host().shutdown().await;
 }

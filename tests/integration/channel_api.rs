@@ -1,6 +1,7 @@
 //! The OpenAI-compatible API channel through the real plugin host, driven by a plain HTTP
 //! client: health and models, whole and streamed completions answered from the kernel's
-//! messages, per-session order, the API key, timeouts, and refusing to start unprotected.
+//! messages with the kernel's token counts, the Responses API whole and streamed, per-session
+//! order, the API key, timeouts, and refusing to start unprotected.
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
@@ -186,6 +187,125 @@ async fn a_streamed_reply_without_deltas_arrives_as_one_chunk() {
     assert_eq!(data.len(), 4, "{text}");
     assert_eq!(serde_json::from_str::<Value>(data[1]).unwrap()["choices"][0]["delta"]["content"], "All at once");
     assert_eq!(data[3], "[DONE]");
+    host.shutdown().await;
+}
+
+/// Accepts `inbound` and answers it like the kernel ends a model's turn: its metadata back,
+/// plus the turn's token counts.
+fn answer_with_usage(host: &PluginHost, inbound: &Inbound, id: u64, content: &str) {
+    host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
+    let mut metadata = inbound.metadata.clone();
+    metadata["usage"] = json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127, "cached_tokens": 64});
+    let reply = Outbound {
+        id,
+        chat_id: inbound.chat_id.clone(),
+        content: content.into(),
+        media: vec![],
+        stream_id: None,
+        metadata,
+    };
+    host.send("api", Message::Outbound(reply)).unwrap();
+}
+
+#[actix_rt::test]
+async fn the_kernels_token_counts_reach_the_completion_and_the_usage_chunk_a_stream_asks_for() {
+    let (host, mut events, port) = api_host(json!({})).await;
+    let request = post_in_background(port, vec![], chat_body("s-usage", "count me", false));
+    answer_with_usage(&host, &next_inbound(&mut events).await, 1, "counted");
+    let usage = request.await.unwrap().json().await["usage"].clone();
+    assert_eq!(
+        usage,
+        json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127, "prompt_tokens_details": {"cached_tokens": 64}})
+    );
+
+    let mut body = chat_body("s-usage", "stream me", true);
+    body["stream_options"] = json!({"include_usage": true});
+    let request = post_in_background(port, vec![], body);
+    answer_with_usage(&host, &next_inbound(&mut events).await, 2, "streamed");
+    let mut response = request.await.unwrap();
+    let mut chunks = Vec::new();
+    while let Some(event) = response.next_event().await.filter(|event| event != "[DONE]") {
+        chunks.push(serde_json::from_str::<Value>(&event).unwrap());
+    }
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"], json!([]), "{chunks:#?}");
+    assert_eq!(last["usage"]["completion_tokens"], 7);
+    assert_eq!(last["usage"]["prompt_tokens_details"]["cached_tokens"], 64);
+    assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "stop");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn the_responses_endpoint_answers_with_a_response_object_and_streams_its_events() {
+    let (host, mut events, port) = api_host(json!({"model": "my-agent"})).await;
+    let body = json!({"model": "gpt-5", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi there"}]}], "conversation": "conv-7"});
+    let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[], &body).await });
+    let inbound = next_inbound(&mut events).await;
+    assert_eq!((inbound.chat_id.as_str(), inbound.content.as_str()), ("conv-7", "hi there"));
+    answer_with_usage(&host, &inbound, 1, "Hello!");
+    let response = request.await.unwrap();
+    assert_eq!(response.status, 200);
+    let document = response.json().await;
+    assert!(document["id"].as_str().unwrap().starts_with("resp_"), "{document}");
+    assert_eq!((document["object"].as_str(), document["status"].as_str()), (Some("response"), Some("completed")));
+    assert_eq!(document["model"], "my-agent");
+    assert_eq!(document["output"][0]["role"], "assistant");
+    assert_eq!(
+        document["output"][0]["content"][0],
+        json!({"type": "output_text", "text": "Hello!", "annotations": [], "logprobs": []})
+    );
+    assert_eq!(document["usage"]["input_tokens"], 120);
+    assert_eq!(document["usage"]["output_tokens"], 7);
+    assert_eq!(document["usage"]["input_tokens_details"]["cached_tokens"], 64);
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 1, ok: true, error: None });
+
+    let body = json!({"input": "and streamed?", "stream": true, "session_id": "conv-7"});
+    let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[], &body).await });
+    let inbound = next_inbound(&mut events).await;
+    host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
+    host.send("api", Message::Delta(Delta { stream_id: 9, chat_id: "conv-7".into(), text: "Str".into() })).unwrap();
+    let mut response = request.await.unwrap();
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let mut received = Vec::new();
+    while received.len() < 5 {
+        received.push(serde_json::from_str::<Value>(&response.next_event().await.unwrap()).unwrap());
+    }
+    let mut metadata = inbound.metadata.clone();
+    metadata["usage"] = json!({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5, "cached_tokens": 0});
+    let reply = Outbound {
+        id: 2,
+        chat_id: "conv-7".into(),
+        content: "Streamed".into(),
+        media: vec![],
+        stream_id: Some(9),
+        metadata,
+    };
+    host.send("api", Message::Outbound(reply)).unwrap();
+    while let Some(event) = response.next_event().await {
+        received.push(serde_json::from_str(&event).unwrap());
+    }
+    let kinds: Vec<&str> = received.iter().map(|event| event["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    let text: String = received.iter().filter_map(|event| event["delta"].as_str()).collect();
+    assert_eq!(text, "Streamed");
+    let completed = &received[9]["response"];
+    assert_eq!(completed["output"][0]["content"][0]["text"], "Streamed");
+    assert_eq!(completed["usage"]["total_tokens"], 5);
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 2, ok: true, error: None });
     host.shutdown().await;
 }
 

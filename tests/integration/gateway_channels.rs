@@ -130,6 +130,60 @@ fn the_api_channel_answers_a_standard_openai_request_whole_and_streamed() {
     assert!(session.contains("\"hi\"") && session.contains("\"again\""), "one session keeps both turns: {session}");
 }
 
+/// The official `openai` Python client against the API channel of a real gateway: both
+/// endpoints, plain and streamed, each reporting the scripted LLM's real token counts.
+#[test]
+fn the_official_openai_client_reads_real_token_counts_from_completions_and_responses_plain_and_streamed() {
+    use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS};
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port}}));
+    let _gateway = env.start_with("api");
+    for text in ["Plain chat answer", "Streamed chat answer", "Plain responses answer", "Streamed responses answer"] {
+        env.llm.push(Reply::Text(text.into()));
+    }
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai_client.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(format!("http://127.0.0.1:{port}/v1"))
+        .arg("py-client")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "is the openai package installed (python3 -m pip install openai)? stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (prompt, completion, cached) = (PROMPT_TOKENS, COMPLETION_TOKENS, CACHED_TOKENS);
+    let chat_usage =
+        json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
+    for (key, text) in [("chat", "Plain chat answer"), ("chat_stream", "Streamed chat answer")] {
+        assert_eq!(got[key]["text"], text, "{got:#}");
+        let usage = &got[key]["usage"];
+        for field in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+            assert_eq!(usage[field], chat_usage[field], "{key}: {usage}");
+        }
+        assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], cached, "{key}: {usage}");
+    }
+    assert_eq!(got["responses"]["text"], "Plain responses answer");
+    assert_eq!(got["responses"]["status"], "completed");
+    assert_eq!(got["responses_stream"]["text"], "Streamed responses answer");
+    assert_eq!(got["responses_stream"]["final_text"], "Streamed responses answer");
+    let kinds = got["responses_stream"]["kinds"].as_array().unwrap();
+    assert_eq!(kinds.first().unwrap(), "response.created");
+    assert!(kinds.contains(&json!("response.output_text.delta")), "{kinds:?}");
+    assert_eq!(kinds.last().unwrap(), "response.completed");
+    for key in ["responses", "responses_stream"] {
+        let usage = &got[key]["usage"];
+        assert_eq!(usage["input_tokens"], prompt, "{key}: {usage}");
+        assert_eq!(usage["output_tokens"], completion, "{key}: {usage}");
+        assert_eq!(usage["total_tokens"], prompt + completion, "{key}: {usage}");
+        assert_eq!(usage["input_tokens_details"]["cached_tokens"], cached, "{key}: {usage}");
+    }
+    let session = env.session_file("api:py-client");
+    assert!(session.contains("responses, streamed"), "all four turns are in one session: {session}");
+}
+
 #[test]
 fn one_gateway_with_all_five_channels_answers_in_each_and_stops_cleanly_on_sigterm() {
     let (telegram, discord, slack) = (FakeTelegram::start(), FakeDiscord::start(), FakeSlack::start());

@@ -18,6 +18,7 @@ const RUNGS: &[&[&str]] = &[
     &["memory", "automation"],
     &["agent"],
     &["gateway"],
+    &["import"],
 ];
 
 /// Modules outside the ladder: the test-only support module.

@@ -13,12 +13,14 @@
 //!   editor edits, `oxibot memory search|reindex`, the overflow guard, daily logs and flushes;
 //! - `channels`: the loopback channel through the real host: inbound events, `send`, restarts;
 //! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
-//! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service;
+//! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service,
+//!   and the API channel driven by the official `openai` Python client (both endpoints);
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
-//! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, streams, order, keys;
+//! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, the Responses API,
+//!   streams, token counts, order, keys;
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
@@ -29,6 +31,9 @@
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
+//! - `nanobot_import`: `oxibot import nanobot` on a data dir the real nanobot-ai 0.3.5 made
+//!   (twice), the conversation going on after it, `agent --config` on nanobot's config, and
+//!   an older nanobot's layout;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
 //! - `sandbox`: the OS sandbox around `exec` and every plugin, attacked with run-time paths,
@@ -61,6 +66,7 @@ mod layering;
 mod mcp;
 mod memory;
 mod nanobot_compat;
+mod nanobot_import;
 mod orphans;
 mod providers;
 mod python_plugin;

@@ -9,9 +9,13 @@
 //! Listening on a non-loopback host without a key is refused at startup.
 //!
 //! Endpoints: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions` (whole or
-//! `stream: true`). A request's session is its `session_id`, else the `X-Session-Id` header,
-//! else its `user`, else `default`; it becomes the inbound message's `chat_id`. Only the last
-//! user message is sent: the kernel keeps each session's history. Inbound messages carry
+//! `stream: true`, with a last chunk carrying the usage when `stream_options.include_usage`
+//! is set) and `POST /v1/responses` (the Responses API, whole or streamed as its events). A
+//! request's session is its `session_id`, else the `X-Session-Id` header, else (Responses)
+//! its `conversation`, else its `user`, else `default`; it becomes the inbound message's
+//! `chat_id`. Only the last user message is sent: the kernel keeps each session's history.
+//! `usage` reports the tokens the turn's model calls used, taken from the `usage` the kernel
+//! puts in the reply's metadata (zeros for a command's reply). Inbound messages carry
 //! `sender_id` `api` and metadata `is_group` (false), `request_id` (the inbound id),
 //! `stream` and `authenticated` (true: the key was checked, or the server is loopback-only, so
 //! the gateway asks for no pairing code). A reply goes to the request whose `request_id` its metadata names, else to the
@@ -23,11 +27,14 @@ mod body;
 mod completions;
 mod config;
 mod delivery;
+mod exchange;
 mod openai;
 mod request;
 mod responses;
+mod responses_api;
 mod server;
 mod stream;
+mod usage;
 mod waiters;
 
 use std::process::ExitCode;

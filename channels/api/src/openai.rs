@@ -1,9 +1,11 @@
-//! The JSON shapes of OpenAI's API that the channel answers with: completions, stream chunks,
-//! the model list and errors.
+//! The JSON shapes of OpenAI's Chat Completions API that the channel answers with:
+//! completions, stream chunks, the model list, errors, and server-sent events.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+
+use crate::usage::TokenUsage;
 
 /// Seconds since the Unix epoch, as OpenAI's `created` fields.
 pub fn unix_now() -> u64 {
@@ -23,14 +25,14 @@ pub struct CompletionId {
 
 impl CompletionId {
     /// A whole (non-streamed) completion with `content` as the assistant's message.
-    pub fn completion(&self, content: &str) -> Value {
+    pub fn completion(&self, content: &str, usage: &TokenUsage) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            "usage": usage.chat()
         })
     }
 
@@ -47,6 +49,19 @@ impl CompletionId {
     /// The last chunk of a stream, with its finish reason.
     pub fn stop_chunk(&self) -> Value {
         self.chunk(json!({}), Some("stop"))
+    }
+
+    /// The chunk a stream ends with when the client asked for `stream_options.include_usage`:
+    /// no choices, the usage.
+    pub fn usage_chunk(&self, usage: &TokenUsage) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage.chat()
+        })
     }
 
     fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Value {
@@ -75,6 +90,11 @@ pub fn sse_event(data: &str) -> String {
     format!("data: {data}\n\n")
 }
 
+/// One server-sent event named `name` (as the Responses API sends them) carrying `data`.
+pub fn named_sse_event(name: &str, data: &str) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
 /// The event that ends a stream.
 pub const SSE_DONE: &str = "data: [DONE]\n\n";
 
@@ -93,13 +113,16 @@ mod tests {
     }
 
     #[test]
-    fn a_completion_has_the_openai_shape() {
+    fn a_completion_has_the_openai_shape_with_the_turns_token_counts() {
         let expected = json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 7, "model": "oxibot",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17, "prompt_tokens_details": {"cached_tokens": 3}}
         });
-        assert_eq!(id().completion("Hi"), expected);
+        assert_eq!(id().completion("Hi", &TokenUsage { prompt: 12, completion: 5, cached: 3 }), expected);
+        let chunk = id().usage_chunk(&TokenUsage { prompt: 1, completion: 2, cached: 0 });
+        assert_eq!(chunk["choices"], json!([]));
+        assert_eq!(chunk["usage"]["total_tokens"], 3);
     }
 
     #[test]

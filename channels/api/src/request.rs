@@ -19,6 +19,9 @@ pub struct ChatRequest {
     pub text: String,
     /// Whether the client asked for server-sent events.
     pub stream: bool,
+    /// Whether a stream should end with a chunk carrying the usage
+    /// (`stream_options.include_usage`).
+    pub include_usage: bool,
 }
 
 /// Why a request cannot be served; the text goes back in an OpenAI-style error.
@@ -30,6 +33,9 @@ pub enum RequestError {
     /// No message with role `user`, or the last one has no text.
     #[error("the request has no user message with text: send at least one message with role \"user\"")]
     NoUserMessage,
+    /// A Responses API request whose `input` has no user text.
+    #[error("the request has no user input with text: send `input` as text or with a message of role \"user\"")]
+    NoUserInput,
     /// The session id cannot be used.
     #[error("invalid session id: it must be 1 to {MAX_SESSION_LEN} printable characters")]
     BadSession,
@@ -41,6 +47,7 @@ impl RequestError {
         match self {
             RequestError::Body(_) => None,
             RequestError::NoUserMessage => Some("messages"),
+            RequestError::NoUserInput => Some("input"),
             RequestError::BadSession => Some("session_id"),
         }
     }
@@ -54,9 +61,17 @@ struct RawRequest {
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
     session_id: Option<String>,
     #[serde(default)]
     user: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -79,12 +94,13 @@ impl ChatRequest {
         if text.trim().is_empty() {
             return Err(RequestError::NoUserMessage);
         }
-        Ok(ChatRequest { session_id, text, stream: raw.stream.unwrap_or(false) })
+        let include_usage = raw.stream_options.and_then(|options| options.include_usage).unwrap_or(false);
+        Ok(ChatRequest { session_id, text, stream: raw.stream.unwrap_or(false), include_usage })
     }
 }
 
 /// The session id, trimmed, if it is usable.
-fn checked_session(session_id: &str) -> Result<String, RequestError> {
+pub fn checked_session(session_id: &str) -> Result<String, RequestError> {
     let trimmed = session_id.trim();
     let usable = !trimmed.is_empty() && trimmed.len() <= MAX_SESSION_LEN && !trimmed.chars().any(char::is_control);
     usable.then(|| trimmed.to_owned()).ok_or(RequestError::BadSession)
@@ -92,7 +108,7 @@ fn checked_session(session_id: &str) -> Result<String, RequestError> {
 
 /// The text of a message's `content`: a string, or the `text` parts of a list joined by
 /// newlines (image and audio parts are left out).
-fn content_text(content: &Value) -> String {
+pub fn content_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
         Value::Array(parts) => parts.iter().filter_map(part_text).collect::<Vec<_>>().join("\n"),
@@ -103,7 +119,10 @@ fn content_text(content: &Value) -> String {
 fn part_text(part: &Value) -> Option<&str> {
     match part {
         Value::String(text) => Some(text),
-        Value::Object(fields) if fields.get("type").and_then(Value::as_str).is_none_or(|kind| kind == "text") => {
+        // `text` in Chat Completions, `input_text` in the Responses API.
+        Value::Object(fields)
+            if fields.get("type").and_then(Value::as_str).is_none_or(|kind| matches!(kind, "text" | "input_text")) =>
+        {
             fields.get("text")?.as_str()
         }
         _ => None,
@@ -129,7 +148,10 @@ mod tests {
             {"role": "assistant", "content": "an answer the client made up"}
         ]});
         let request = parse(body, None).unwrap();
-        assert_eq!(request, ChatRequest { session_id: "default".into(), text: "second".into(), stream: false });
+        assert_eq!(
+            request,
+            ChatRequest { session_id: "default".into(), text: "second".into(), stream: false, include_usage: false }
+        );
     }
 
     #[test]
@@ -141,7 +163,10 @@ mod tests {
             "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi", "name": "al"}]
         });
         let request = parse(body, None).unwrap();
-        assert_eq!(request, ChatRequest { session_id: "u-1".into(), text: "hi".into(), stream: true });
+        assert_eq!(
+            request,
+            ChatRequest { session_id: "u-1".into(), text: "hi".into(), stream: true, include_usage: true }
+        );
     }
 
     #[test]

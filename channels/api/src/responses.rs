@@ -66,6 +66,11 @@ impl ApiFailure {
         }
     }
 
+    /// OpenAI's error `code` for this failure, if it has one.
+    pub fn code(&self) -> Option<&'static str> {
+        self.kind_and_code().1
+    }
+
     /// OpenAI's error `type` and `code` for this failure.
     fn kind_and_code(&self) -> (&'static str, Option<&'static str>) {
         match self {

@@ -19,6 +19,7 @@ use crate::completions::chat_completions;
 use crate::config::Config;
 use crate::openai::model_list;
 use crate::responses::{ApiFailure, json_response};
+use crate::responses_api::responses;
 
 /// Serves the requests of one connection until the client closes it.
 pub async fn serve_connection(stream: TcpStream, app: Arc<App>) {
@@ -63,6 +64,10 @@ async fn respond(app: &App, request: Request<Incoming>) -> Result<Response<Reply
         "/v1/chat/completions" => {
             only(&method, &Method::POST, &path)?;
             chat_completions(app, request).await
+        }
+        "/v1/responses" => {
+            only(&method, &Method::POST, &path)?;
+            responses(app, request).await
         }
         _ => Err(ApiFailure::NotFound(path)),
     }

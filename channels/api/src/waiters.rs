@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::delivery::DeliveryGuard;
+use crate::usage::TokenUsage;
 
 /// Something for a waiting request.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub enum Reply {
 pub struct FinalReply {
     /// The reply's full text.
     pub content: String,
+    /// The tokens the turn used (zero when the kernel sent none).
+    pub usage: TokenUsage,
     /// Acks the outbound message once the text reached the client (or failed to).
     pub guard: DeliveryGuard,
 }
@@ -90,7 +93,8 @@ impl Waiters {
         match self.claim(&outbound.chat_id, outbound.stream_id, request_id) {
             // A request that went away in the meantime drops the reply, and its guard acks that.
             Some(replies) => {
-                let _ = replies.send(Reply::Final(FinalReply { content: outbound.content, guard }));
+                let usage = TokenUsage::from_metadata(&outbound.metadata);
+                let _ = replies.send(Reply::Final(FinalReply { content: outbound.content, usage, guard }));
             }
             None => guard.failed(format!("no request is waiting for a reply in session {}", outbound.chat_id)),
         }
@@ -191,6 +195,18 @@ mod tests {
         assert_eq!(final_text(&mut first), "one");
         assert_eq!(final_text(&mut second), "two");
         assert_eq!(waiters.waiting("s"), 0);
+    }
+
+    #[test]
+    fn a_final_reply_carries_the_token_counts_of_its_metadata() {
+        let waiters = Arc::new(Waiters::default());
+        let outcomes = Outcomes::default();
+        let (_ticket, mut replies) = waiters.register("s", "r1");
+        let metadata = json!({"usage": {"prompt_tokens": 12, "completion_tokens": 5, "cached_tokens": 3}});
+        waiters.deliver_final(outbound("s", "hi", None, metadata), recording(&outcomes));
+        let Ok(Reply::Final(reply)) = replies.try_recv() else { panic!("no final reply") };
+        assert_eq!(reply.usage, TokenUsage { prompt: 12, completion: 5, cached: 3 });
+        reply.guard.delivered();
     }
 
     #[test]

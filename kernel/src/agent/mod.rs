@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::ConsolidateError;
+use crate::provider::Usage;
 use crate::services::Services;
 use crate::session::{SessionError, SessionKey};
 use crate::turn::builtin::TurnSource;
@@ -30,8 +31,8 @@ use session_actor::{SessionActor, UserTurn};
 /// What a message produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnReply {
-    /// The model's answer.
-    Answer(String),
+    /// The model's answer, and the tokens the turn's model calls used.
+    Answer(String, Usage),
     /// A command's output.
     Command(String),
     /// The turn was stopped.
@@ -45,7 +46,7 @@ impl TurnReply {
     /// The text to show the user.
     pub fn text(&self) -> &str {
         match self {
-            TurnReply::Answer(text) | TurnReply::Command(text) => text,
+            TurnReply::Answer(text, _) | TurnReply::Command(text) => text,
             TurnReply::Stopped => "(stopped)",
             TurnReply::AlreadyAnswered => "",
         }

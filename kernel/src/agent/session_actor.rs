@@ -273,7 +273,7 @@ impl TurnJob {
                 if self.services.background_consolidation() && self.near_budget(&fixed) {
                     self.memory.consolidator.do_send(self.consolidate_request(Scope::OverBudget, fixed));
                 }
-                Ok(TurnReply::Answer(outcome.content))
+                Ok(TurnReply::Answer(outcome.content, outcome.usage))
             }
             Err(TurnFailure::Stopped) => {
                 self.close_turn(Some("(Stopped before finishing.)"))?;

@@ -45,6 +45,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         host.wait_settled(setup.startup_wait()).await;
         let services =
             Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+                .with_nanobot_sessions(setup.nanobot_sessions())
                 .with_background_consolidation(options.message.is_none());
         let services = Arc::new(services);
         let interactive = options.message.is_none();

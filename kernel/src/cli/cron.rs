@@ -315,6 +315,7 @@ fn run_now(common: &CommonArgs, id: &str, no_markdown: bool) -> anyhow::Result<E
         host.wait_settled(setup.startup_wait()).await;
         let services =
             Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+                .with_nanobot_sessions(setup.nanobot_sessions())
                 .with_background_consolidation(false);
         let manager = SessionManager::new(Arc::new(services));
         let reply = send(&manager, &session, &job.payload.message, style, None).await;

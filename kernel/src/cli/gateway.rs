@@ -49,14 +49,10 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     )?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
-        let services = Arc::new(Services::new(
-            setup.config.clone(),
-            setup.workspace.clone(),
-            &paths::data_dir(),
-            provider,
-            host,
-            true,
-        ));
+        let services = Arc::new(
+            Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+                .with_nanobot_sessions(setup.nanobot_sessions()),
+        );
         let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);
         let config_file = std::path::absolute(&config_file).ok().filter(|path| path.exists());
         let access = Access::open(&pairing_path());

@@ -9,6 +9,7 @@ use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover};
+use oxibot_kernel::session::location;
 
 use super::CommonArgs;
 
@@ -22,6 +23,8 @@ pub struct Setup {
     pub plugins: Vec<PluginSpec>,
     /// How to run them.
     pub host: HostConfig,
+    /// The config file read (it may not exist).
+    pub config_path: PathBuf,
 }
 
 /// Where the workspace is when neither `--workspace` nor a config file names one.
@@ -74,7 +77,7 @@ impl Setup {
         let mut plugins = discover(&sources);
         configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
         let host = HostConfig { launcher: Some(exe), ..HostConfig::default() };
-        Ok(Setup { config, workspace, plugins, host })
+        Ok(Setup { config, workspace, plugins, host, config_path })
     }
 
     /// Starts the plugin host (inside the running actix system), every plugin confined to the
@@ -83,6 +86,13 @@ impl Setup {
         let workspace = self.config.tools.restrict_to_workspace.then_some(self.workspace.as_path());
         let plugins = self.plugins.iter().cloned().map(|spec| spec.confined_to(workspace)).collect();
         PluginHost::start(plugins, self.host.clone()).context("cannot start the plugin host")
+    }
+
+    /// Where nanobot 0.3 keeps this workspace's sessions, when the config file is nanobot's
+    /// (`<config dir>/sessions/<workspace id>/`): sessions oxibot has no file of are copied
+    /// from there on first load.
+    pub fn nanobot_sessions(&self) -> Option<PathBuf> {
+        location::nanobot_dir(self.config_path.parent()?, &self.workspace)
     }
 
     /// How long to wait for plugins to finish starting.

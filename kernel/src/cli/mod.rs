@@ -9,6 +9,7 @@ mod agent;
 mod background;
 mod cron;
 mod gateway;
+mod import;
 mod kernel;
 mod markdown;
 mod memory;
@@ -80,6 +81,9 @@ enum Command {
     /// A running gateway picks up every change at once.
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// Bring over another assistant's data: `oxibot import nanobot`.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Search memory, rebuild its index, and see Dream's changes to SOUL.md, USER.md and
     /// memory/MEMORY.md (a git repository in the workspace).
     #[command(subcommand)]
@@ -243,6 +247,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             memory::search(&common, &query, limit, category.as_deref())
         }
         Command::Memory(MemoryCommand::Reindex { common }) => memory::reindex(&common),
+        Command::Import(command) => import::run(command),
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
         Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),

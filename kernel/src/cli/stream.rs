@@ -118,7 +118,7 @@ impl TurnView {
         let mut out = std::io::stdout().lock();
         if !self.style.stdout_tty {
             match reply {
-                Some(TurnReply::Answer(_)) if self.printed => writeln!(out)?,
+                Some(TurnReply::Answer(..)) if self.printed => writeln!(out)?,
                 Some(other) => writeln!(out, "{}", other.text())?,
                 None => {}
             }
@@ -130,8 +130,8 @@ impl TurnView {
             self.line_start = false;
         }
         let text = match reply {
-            Some(TurnReply::Answer(_)) if self.printed => String::new(),
-            Some(TurnReply::Answer(text)) => match &mut self.renderer {
+            Some(TurnReply::Answer(..)) if self.printed => String::new(),
+            Some(TurnReply::Answer(text, _)) => match &mut self.renderer {
                 Some(renderer) => {
                     let mut styled = renderer.push(text);
                     styled.push_str(&renderer.finish());

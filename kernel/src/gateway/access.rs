@@ -137,6 +137,29 @@ impl Access {
         Ok(pending)
     }
 
+    /// Approves `sender_ids` on `channel` without a code (bringing over approvals made
+    /// elsewhere, e.g. by nanobot); returns the ids that were not approved yet.
+    pub fn approve_senders(&self, channel: &str, sender_ids: &[String]) -> Result<Vec<String>, PairingError> {
+        let mut state = self.reload();
+        let approved = state.approved.entry(channel.to_owned()).or_default();
+        let mut added: Vec<String> = Vec::new();
+        for id in sender_ids {
+            if !approved.contains(id) && !added.contains(id) {
+                added.push(id.clone());
+            }
+        }
+        if added.is_empty() {
+            return Ok(added);
+        }
+        approved.extend(added.iter().cloned());
+        write_atomic(&self.path, json_bytes(&state).as_slice()).map_err(|source| PairingError::File {
+            action: "write",
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(added)
+    }
+
     /// Codes waiting for approval.
     pub fn pending(&self) -> Vec<(String, PendingPairing)> {
         self.reload().pending.clone().into_iter().collect()
@@ -205,6 +228,18 @@ fn new_code(state: &PairingFile) -> String {
 mod tests {
     use super::*;
     use crate::testing::TempDir;
+
+    #[test]
+    fn senders_approved_elsewhere_are_added_once_and_let_in() {
+        let dir = TempDir::new("access-import");
+        let path = dir.path().join("pairing.json");
+        let access = Access::open(&path);
+        let ids = vec!["42".to_owned(), "7".to_owned(), "42".to_owned()];
+        assert_eq!(access.approve_senders("telegram", &ids).unwrap(), ["42", "7"]);
+        assert!(access.approve_senders("telegram", &ids).unwrap().is_empty(), "a second time adds nothing");
+        assert_eq!(Access::open(&path).approved()["telegram"], ["42", "7"]);
+        assert_eq!(access.decide("telegram", &AllowFrom::Pairing, "7", None, "7", false), Decision::Allow);
+    }
 
     #[test]
     fn everyone_and_listed_senders_pass_and_others_do_not() {

@@ -19,6 +19,7 @@ use super::access::{Access, Decision};
 use super::settings::{AllowFrom, GatewaySettings};
 use crate::agent::{ChannelOrigin, SessionManager, TurnReply};
 use crate::plugin::{PluginEvent, PluginHost};
+use crate::provider::Usage;
 use crate::services::Services;
 use crate::session::SessionKey;
 use crate::turn::runner::TurnEvent;
@@ -299,9 +300,14 @@ impl Router {
             tracing::debug!(%channel, %chat_id, "the turn sent its message with the message tool; no second reply");
             return;
         }
+        let mut metadata = metadata;
         let text = match reply {
             Ok(TurnReply::AlreadyAnswered) => return,
-            Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => text,
+            Ok(TurnReply::Answer(text, usage)) => {
+                with_usage(&mut metadata, &usage);
+                text
+            }
+            Ok(TurnReply::Command(text)) => text,
             Ok(TurnReply::Stopped) => "(stopped)".to_owned(),
             Err(error) => format!("Sorry, something went wrong: {error}"),
         };
@@ -386,5 +392,25 @@ impl Router {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         id
+    }
+}
+
+/// Outbound metadata key carrying the token counts of the turn a reply ends (`usage`).
+pub const USAGE_KEY: &str = "usage";
+
+/// Adds the turn's token counts to a reply's metadata as `usage`: `prompt_tokens` (cached
+/// ones included), `completion_tokens`, `total_tokens` and `cached_tokens`.
+fn with_usage(metadata: &mut Value, usage: &Usage) {
+    let counts = serde_json::json!({
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+    });
+    match metadata {
+        Value::Object(fields) => {
+            fields.insert(USAGE_KEY.to_owned(), counts);
+        }
+        other => *other = serde_json::json!({ USAGE_KEY: counts }),
     }
 }

@@ -26,7 +26,8 @@ pub const DREAM_PREFIX: &str = "dream:";
 const STAGING_DIR: &str = ".oxibot/git-init";
 
 const GITIGNORE: &str = ".gitignore";
-const MANAGED_KEY: &str = "oxibot.managed";
+/// The key in a repository's local config that marks it as oxibot's.
+pub(super) const MANAGED_KEY: &str = "oxibot.managed";
 const INIT_MESSAGE: &str = "init: memory files";
 const FALLBACK_NAME: &str = "oxibot";
 const FALLBACK_EMAIL: &str = "oxibot@localhost";
@@ -297,7 +298,7 @@ impl<T> IoContext<T> for std::io::Result<T> {
 }
 
 /// True when the repository's own (local) config says oxibot created it.
-fn is_managed(repo: &Repository) -> bool {
+pub(super) fn is_managed(repo: &Repository) -> bool {
     repo.config()
         .and_then(|config| config.open_level(ConfigLevel::Local))
         .and_then(|local| local.get_bool(MANAGED_KEY))

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use actix::{Actor, Addr, Handler, Message, SyncArbiter, SyncContext};
 
 use super::git::{CommitDiff, CommitInfo, GitError, GitStore, InitOutcome};
+use super::git_owner::RepoOwner;
 
 /// Serialises all versioning of one workspace's memory files.
 #[derive(Debug)]
@@ -42,7 +43,12 @@ impl GitActor {
         match &outcome {
             Ok(_) => self.initialized = true,
             Err(GitError::ForeignRepository { path }) => {
-                tracing::warn!(path = %path.display(), "workspace is a git repository oxibot did not create; memory versioning is off");
+                let nanobot = self.store.as_ref().and_then(|store| super::git_owner::owner(store).ok());
+                if let Some(RepoOwner::Nanobot { .. }) = nanobot {
+                    tracing::warn!(path = %path.display(), "the workspace's git repository is nanobot's memory store; memory versioning is off until `oxibot import nanobot` adopts it");
+                } else {
+                    tracing::warn!(path = %path.display(), "workspace is a git repository oxibot did not create; memory versioning is off");
+                }
                 self.store = None;
             }
             Err(_) => {}

@@ -13,6 +13,7 @@ pub mod flush;
 pub mod gate;
 pub mod git;
 pub mod git_actor;
+pub mod git_owner;
 pub mod prompts;
 pub mod recall;
 pub mod schedule;

@@ -187,6 +187,9 @@ fn raw_lines(bytes: &[u8]) -> Vec<RawLine<'_>> {
 enum Line {
     Header(Box<HeaderIn>),
     Message(Box<ChatMessage>),
+    /// A record of another `_type` (nanobot 0.3 keeps `provider_state` lines, a provider's
+    /// conversation cache): not part of the conversation, so skipped.
+    Other,
 }
 
 fn decode_line(text: &[u8]) -> serde_json::Result<Line> {
@@ -196,10 +199,10 @@ fn decode_line(text: &[u8]) -> serde_json::Result<Line> {
         // then is it worth parsing a second time to look at `_type`.
         Err(error) if error.classify() == Category::Data => {
             let value: Value = serde_json::from_slice(text)?;
-            if value.get("_type").and_then(Value::as_str) == Some("metadata") {
-                Ok(Line::Header(Box::new(serde_json::from_value(value)?)))
-            } else {
-                Err(error)
+            match value.get("_type").and_then(Value::as_str) {
+                Some("metadata") => Ok(Line::Header(Box::new(serde_json::from_value(value)?))),
+                Some(_) => Ok(Line::Other),
+                None => Err(error),
             }
         }
         Err(error) => Err(error),
@@ -221,6 +224,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Decoded, Damaged> {
     for (index, line) in lines.iter().enumerate() {
         match decode_line(line.text) {
             Ok(Line::Message(message)) => decoded.messages.push(*message),
+            Ok(Line::Other) => {}
             Ok(Line::Header(header)) => {
                 if line.start == 0 && line.terminated {
                     decoded.disk.header_width = line.len;
@@ -336,6 +340,18 @@ mod tests {
         assert_eq!(decoded.messages.len(), 1);
         assert_eq!(decoded.header.unwrap().last_consolidated, Some(1));
         assert_eq!(decoded.disk.header_width, 0);
+    }
+
+    #[test]
+    fn records_of_another_type_such_as_nanobots_provider_state_are_skipped() {
+        let bytes = concat!(
+            "{\"_type\": \"metadata\", \"key\": \"cli:direct\"}\n",
+            "{\"role\": \"user\", \"content\": \"a\"}\n",
+            "{\"_type\": \"provider_state\", \"provider\": \"openai\", \"state\": {\"id\": \"resp_1\"}}\n",
+        );
+        let decoded = decode(bytes.as_bytes()).unwrap();
+        assert_eq!(decoded.messages.len(), 1);
+        assert!(decoded.torn.is_none());
     }
 
     #[test]

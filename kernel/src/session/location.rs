@@ -1,7 +1,9 @@
 //! Where session files live: a directory of the data dir private to one workspace
 //! (`<data dir>/sessions/<workspace id>/<base64url of the key>.jsonl`, nanobot 0.3's layout),
 //! out of reach of the model's file tools, and the move of files that older versions kept
-//! inside the workspace (`<workspace>/sessions/<channel>_<chat>.jsonl`).
+//! inside the workspace (`<workspace>/sessions/<channel>_<chat>.jsonl`), and where nanobot 0.3
+//! keeps the sessions of a workspace (`<nanobot data dir>/sessions/<workspace id>/`, the id
+//! being the one in `<workspace>/.nanobot/workspace-id`).
 
 use std::fs;
 use std::io;
@@ -13,7 +15,9 @@ use tracing::{info, warn};
 use super::format;
 
 /// The file in a workspace's session directory that names the workspace it belongs to.
-const WORKSPACE_MARKER: &str = ".workspace";
+pub const WORKSPACE_MARKER: &str = ".workspace";
+/// Where nanobot 0.3 records a workspace's id, relative to the workspace.
+pub const NANOBOT_WORKSPACE_ID: &str = ".nanobot/workspace-id";
 
 /// The private session directory of `workspace` under `data_dir`: named by a hash of the
 /// workspace's canonical path, so two workspaces never share sessions.
@@ -42,6 +46,45 @@ pub fn storage_name(key: &str) -> String {
 /// The file name older layouts used: `cli:direct` → `cli_direct.jsonl`.
 pub fn legacy_name(key: &str) -> String {
     format!("{}.jsonl", format::file_stem(key))
+}
+
+/// The id nanobot 0.3 gave `workspace` (32 lowercase hex digits in
+/// `<workspace>/.nanobot/workspace-id`), if it has one; a symlink or any other content is no id.
+pub fn nanobot_workspace_id(workspace: &Path) -> Option<String> {
+    let path = workspace.join(NANOBOT_WORKSPACE_ID);
+    if fs::symlink_metadata(&path).ok()?.file_type().is_symlink() {
+        return None;
+    }
+    let id = fs::read_to_string(&path).ok()?.trim().to_owned();
+    is_nanobot_namespace(&id).then_some(id)
+}
+
+/// Whether `name` is a nanobot 0.3 session namespace: 32 lowercase hex digits.
+pub fn is_nanobot_namespace(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The directory where nanobot 0.3, run with the config file in `config_dir`, keeps the
+/// sessions of `workspace`, when there is one.
+pub fn nanobot_dir(config_dir: &Path, workspace: &Path) -> Option<PathBuf> {
+    let dir = config_dir.join("sessions").join(nanobot_workspace_id(workspace)?);
+    dir.is_dir().then_some(dir)
+}
+
+/// The workspace a session directory's marker names, if it has a readable one.
+pub fn marked_workspace(dir: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string(dir.join(WORKSPACE_MARKER)).ok()?;
+    let path = text.trim();
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// Creates `workspace`'s private session directory `dir` (readable by its owner only) with
+/// its marker.
+pub fn create_private_dir(dir: &Path, workspace: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    write_marker(dir, workspace);
+    Ok(())
 }
 
 /// Records which workspace `dir` belongs to (for people and migration tools); best effort.
@@ -103,7 +146,7 @@ pub(super) fn migrate_one(from: &Path, to: &Path) -> io::Result<bool> {
 }
 
 /// The session key in the metadata line of `path`.
-fn key_of(path: &Path) -> Option<String> {
+pub fn key_of(path: &Path) -> Option<String> {
     // Only the metadata line: a session file can hold years of conversation.
     let mut first = String::new();
     io::BufRead::read_line(&mut io::BufReader::new(fs::File::open(path).ok()?), &mut first).ok()?;

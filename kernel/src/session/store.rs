@@ -2,7 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -12,6 +12,7 @@ use super::format::{self, HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
 use super::location::{self, legacy_name, storage_name};
 use super::recover;
 use super::{DiskState, LoadedSession, Repair, Session, SessionError};
+use crate::fsutil::write_atomic;
 use crate::message::ChatMessage;
 
 /// The session files of one workspace, kept in a directory of the data dir private to it
@@ -26,6 +27,9 @@ pub struct SessionStore {
     /// Where older versions kept this workspace's sessions; a session found only there is
     /// moved into `dir` when it is loaded.
     legacy: Option<PathBuf>,
+    /// Where nanobot 0.3 keeps this workspace's sessions; a session found only there is
+    /// copied into `dir` when it is loaded.
+    nanobot: Option<PathBuf>,
 }
 
 /// Makes temporary file names unique within the process (the pid covers other processes).
@@ -52,17 +56,24 @@ impl SessionStore {
             Err(error) => warn!(from = %legacy.display(), %error, "cannot move session files out of the workspace"),
         }
         // Private to the user: the files hold whole conversations.
-        match fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
-            Ok(()) => location::write_marker(&dir, workspace),
-            Err(error) => warn!(dir = %dir.display(), %error, "cannot create the session directory"),
+        if let Err(error) = location::create_private_dir(&dir, workspace) {
+            warn!(dir = %dir.display(), %error, "cannot create the session directory");
         }
-        SessionStore { dir, legacy: Some(legacy) }
+        SessionStore { dir, legacy: Some(legacy), nanobot: None }
     }
 
     /// A store over the session files in `dir` (nothing is touched on disk until the first
     /// write).
     pub fn in_dir(dir: &Path) -> SessionStore {
-        SessionStore { dir: dir.to_path_buf(), legacy: None }
+        SessionStore { dir: dir.to_path_buf(), legacy: None, nanobot: None }
+    }
+
+    /// The same store, also looking in `dir` — where nanobot 0.3 keeps this workspace's
+    /// sessions (see [`location::nanobot_dir`]) — for a session it has no file of: such a
+    /// file is copied in when the session is first loaded; nanobot's file is never changed.
+    pub fn with_nanobot_sessions(mut self, dir: Option<PathBuf>) -> SessionStore {
+        self.nanobot = dir.filter(|dir| *dir != self.dir);
+        self
     }
 
     /// The sessions directory.
@@ -85,6 +96,7 @@ impl SessionStore {
         let path = self.path_for(key);
         recover::stale_temp_files(&path);
         self.move_legacy_file(key, &path);
+        self.copy_nanobot_file(key, &path);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -134,6 +146,19 @@ impl SessionStore {
         }
         if let Err(error) = location::migrate_one(&old, path) {
             warn!(from = %old.display(), %error, "cannot move a session file out of the workspace; reading it in place");
+        }
+    }
+
+    /// Copies the file nanobot 0.3 keeps for `key` to `path` (whole or not at all).
+    fn copy_nanobot_file(&self, key: &str, path: &Path) {
+        let Some(nanobot) = &self.nanobot else { return };
+        let source = nanobot.join(storage_name(key));
+        if path.exists() || !source.is_file() {
+            return;
+        }
+        match fs::read(&source).and_then(|bytes| write_atomic(path, &bytes)) {
+            Ok(()) => info!(from = %source.display(), to = %path.display(), "copied a nanobot session"),
+            Err(error) => warn!(from = %source.display(), %error, "cannot copy a nanobot session"),
         }
     }
 
@@ -382,6 +407,19 @@ mod tests {
         assert_eq!(store.path_for("cli:direct"), Path::new("/data/sessions/0123/Y2xpOmRpcmVjdA.jsonl"));
         assert_eq!(store.path_for("web:../x"), Path::new("/data/sessions/0123/d2ViOi4uL3g.jsonl"));
         assert_ne!(store.path_for("telegram:1/2"), store.path_for("telegram:1_2"));
+    }
+
+    #[test]
+    fn a_session_only_nanobot_has_is_copied_on_first_load_and_nanobots_file_is_left_as_it_was() {
+        let dir = TempDir::new("store-nanobot");
+        let nanobot = dir.write("nanobot/sessions/0123/Y2xpOmRpcmVjdA.jsonl", NANOBOT_FILE);
+        let store = store_in(&dir).with_nanobot_sessions(nanobot.parent().map(Path::to_path_buf));
+        let mut session = store.load("cli:direct").unwrap().session;
+        assert_eq!(session.messages.len(), 3);
+        store.append(&mut session, vec![user("next")]).unwrap();
+        assert_eq!(fs::read_to_string(&nanobot).unwrap(), NANOBOT_FILE, "nanobot's file is untouched");
+        assert_eq!(store.load("cli:direct").unwrap().session.messages.len(), 4, "our copy is the one used");
+        assert!(store.load("cli:other").unwrap().session.messages.is_empty());
     }
 
     #[test]

@@ -45,7 +45,7 @@ impl Router {
         };
         let reply = self.manager.send_system(&request.key, &request.text, request.source, events).await;
         let answer = match &reply {
-            Ok(TurnReply::Answer(text) | TurnReply::Command(text)) => Ok(text.clone()),
+            Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
             Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),
             Ok(TurnReply::AlreadyAnswered) => Ok(String::new()),
             Err(error) => Err(error.to_string()),
