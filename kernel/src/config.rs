@@ -88,6 +88,10 @@ pub struct AgentDefaults {
     pub max_tool_iterations: u32,
     /// IANA timezone for the time shown to the model (`UTC` by default).
     pub timezone: Option<String>,
+    /// Models tried in order when the model fails for good (after its retries, or at once on
+    /// an error retrying cannot fix, such as refused credentials or exhausted quota).
+    #[serde(alias = "fallback_models")]
+    pub fallback_models: Vec<String>,
     /// Most background helpers (`spawn`) running at once; more wait for a free place.
     #[serde(alias = "max_concurrent_subagents")]
     pub max_concurrent_subagents: usize,
@@ -113,6 +117,7 @@ impl Default for AgentDefaults {
             max_tool_iterations: 40,
             timezone: None,
             max_concurrent_subagents: 3,
+            fallback_models: Vec::new(),
             reasoning_effort: None,
             dream: Value::Null,
             extra: Map::new(),

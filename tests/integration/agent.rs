@@ -412,3 +412,26 @@ async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
     assert!(matches!(&next, TurnReply::Answer(text, _) if text == "fresh answer"), "{next:?}");
     services.host().shutdown().await;
 }
+
+#[test]
+fn a_model_that_fails_for_good_hands_the_turn_to_the_fallback_model_with_the_whole_history() {
+    let env = AgentEnv::with_defaults(json!({"fallbackModels": ["backup-model"]}));
+    env.llm.push(Reply::Text("Noted: your cat is Miso.".into()));
+    assert!(env.agent("my cat is called Miso").status.success());
+
+    let quota = r#"{"error": {"message": "insufficient credit", "type": "insufficient_quota"}}"#;
+    env.llm.push(Reply::Status { code: 402, retry_after: None, body: quota.into() });
+    env.llm.push(Reply::Text("Your cat is Miso.".into()));
+    let out = env.agent("what is my cat called?");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Your cat is Miso."));
+
+    let requests = env.llm.requests();
+    let (failed, fallback) = (&requests[1], &requests[2]);
+    assert_eq!((failed["model"].as_str(), fallback["model"].as_str()), (Some("test-model"), Some("backup-model")));
+    let replayed = fallback["messages"].to_string();
+    assert!(replayed.contains("my cat is called Miso"), "the fallback gets the earlier turns: {replayed}");
+
+    let status = env.agent("/status");
+    assert!(String::from_utf8_lossy(&status.stdout).contains("Fallback models: backup-model"));
+}

@@ -134,8 +134,14 @@ fn status(session: &Session, services: &Services, usage: UsageTotals) -> String 
     let estimate = estimate_tokens(pending);
     let budget = defaults.context_window_tokens.saturating_sub(defaults.max_tokens);
     let uptime = services.started().elapsed().as_secs();
+    let provider = services.provider();
+    let fallbacks = match (provider.fallback_models(), provider.last_fallback()) {
+        (models, _) if models.is_empty() => String::new(),
+        (models, None) => format!("\nFallback models: {}", models.join(", ")),
+        (models, Some(last)) => format!("\nFallback models: {} (last answered: {last})", models.join(", ")),
+    };
     format!(
-        "Model: {} (provider {})\nSession: {} — {} messages, {} in the current context\nContext: ~{} of {} tokens\nTokens used this session: {} prompt ({} cached), {} completion in {} calls\nUptime: {}h {}m {}s",
+        "Model: {} (provider {}){fallbacks}\nSession: {} — {} messages, {} in the current context\nContext: ~{} of {} tokens\nTokens used this session: {} prompt ({} cached), {} completion in {} calls\nUptime: {}h {}m {}s",
         defaults.model,
         services.provider().name(),
         session.key,

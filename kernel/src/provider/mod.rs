@@ -57,6 +57,10 @@ pub struct Provider {
     retry: RetryPolicy,
     /// Configured keys and headers, scrubbed from every error before it leaves the provider.
     secrets: Secrets,
+    /// `agents.defaults.fallbackModels`, tried in order when this one fails for good.
+    fallbacks: Vec<Provider>,
+    /// The fallback model that answered last, for `/status`.
+    last_fallback: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// The wire formats, dispatched by hand (no boxed futures).
@@ -69,7 +73,14 @@ enum Client {
 impl Provider {
     /// The provider for `agents.defaults.model` (and `agents.defaults.provider`).
     pub fn from_config(config: &Config) -> Result<Provider, ProviderError> {
-        Provider::for_model(config, &config.agents.defaults.model)
+        let mut provider = Provider::for_model(config, &config.agents.defaults.model)?;
+        for model in &config.agents.defaults.fallback_models {
+            let fallback = Provider::for_model(config, model).map_err(|error| {
+                ProviderError::NotConfigured(format!("agents.defaults.fallbackModels: {model}: {error}"))
+            })?;
+            provider.fallbacks.push(fallback);
+        }
+        Ok(provider)
     }
 
     /// The provider for another model under the same config (Dream's model override).
@@ -93,6 +104,8 @@ impl Provider {
             client,
             retry: RetryPolicy::default(),
             secrets: Secrets::from_config(None, resolution),
+            fallbacks: Vec::new(),
+            last_fallback: std::sync::Arc::default(),
         })
     }
 
@@ -118,8 +131,51 @@ impl Provider {
     /// The same provider waiting `delays` before its retries (one retry per entry; the
     /// default is 1 s, 2 s, 4 s).
     pub fn with_retry_delays(mut self, delays: Vec<Duration>) -> Provider {
+        self.fallbacks = self.fallbacks.into_iter().map(|f| f.with_retry_delays(delays.clone())).collect();
         self.retry = RetryPolicy { delays };
         self
+    }
+
+    /// The fallback models, in the order they are tried.
+    pub fn fallback_models(&self) -> Vec<&str> {
+        self.fallbacks.iter().map(|f| f.model.as_str()).collect()
+    }
+
+    /// The fallback model that answered most recently, if one has.
+    pub fn last_fallback(&self) -> Option<String> {
+        self.last_fallback.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Whether a request that failed with `error` goes on to the fallback models: there are
+    /// some, and another model could do better (a request too long for the context window is
+    /// left to the overflow guard).
+    pub fn fails_over(&self, error: &ProviderError) -> bool {
+        !self.fallbacks.is_empty() && !matches!(error, ProviderError::ContextOverflow { .. })
+    }
+
+    /// Tries the fallback models in order with `request` (history included in its messages),
+    /// after this provider failed with `error`; the first answer wins, else the last error.
+    pub async fn fail_over(
+        &self,
+        request: &ChatRequest,
+        mut error: ProviderError,
+        stream: bool,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ProviderError> {
+        for fallback in &self.fallbacks {
+            tracing::warn!(failed = %error, fallback = %fallback.model, "the model failed; trying the next fallback model");
+            on_event(StreamEvent::Restart);
+            let request = ChatRequest { model: fallback.model.clone(), ..request.clone() };
+            match Box::pin(fallback.chat_with_history(&request, None, stream, on_event)).await {
+                Ok(reply) => {
+                    *self.last_fallback.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(fallback.model.clone());
+                    return Ok(reply);
+                }
+                Err(next) => error = next,
+            }
+        }
+        Err(error)
     }
 
     /// The same provider giving up on a response silent for `idle` (default 120 s).
@@ -179,6 +235,10 @@ impl Provider {
                 Err(error) => self.secrets.scrub_error(error),
             };
             let Some(delay) = self.retry.delay_before(retry, &error) else {
+                // Encoded history is the caller's to expand before another model may take it.
+                if history.is_none() && self.fails_over(&error) {
+                    return self.fail_over(request, error, stream, on_event).await;
+                }
                 return Err(error);
             };
             retry += 1;

@@ -176,20 +176,22 @@ impl Turn<'_> {
             budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
             let count = messages.len() + history.as_ref().map_or(0, |h| h.encoded.len());
             self.hooks.before_iteration(&IterationInfo { iteration, messages: count });
-            let response = match self.call_model(&request, history.as_ref().map(|h| &h.encoded)).await {
+            let response = match self.call_model(&request, history.as_ref().map(|h| &h.encoded), None).await {
                 // The first stage of the overflow guard: the whole request as messages, long
                 // tool results cut; the caller compacts history if that still does not fit.
                 Err(overflow @ ProviderError::ContextOverflow { .. }) => {
-                    let messages = &mut request.messages;
-                    if let Some(replay) = history.take() {
-                        let at = messages.len().min(1);
-                        messages.splice(at..at, (replay.messages)());
-                    }
-                    if !budget::shorten_tool_results(messages) {
+                    expand(&mut request.messages, &mut history);
+                    if !budget::shorten_tool_results(&mut request.messages) {
                         return Err(overflow.into());
                     }
                     tracing::warn!("the model's context overflowed; retrying with long tool results cut");
-                    self.call_model(&request, None).await?
+                    self.call_model(&request, None, None).await?
+                }
+                // The fallback models get the history as messages (another wire format may
+                // not take it encoded).
+                Err(error) if history.is_some() && self.provider.fails_over(&error) => {
+                    expand(&mut request.messages, &mut history);
+                    self.call_model(&request, None, Some(error)).await?
                 }
                 other => other?,
             };
@@ -234,10 +236,13 @@ impl Turn<'_> {
         self.provider.takes_encoded_history() && budget::estimate_tokens(messages) + encoded.weight() <= limit
     }
 
+    /// Sends `request` (with `history` encoded ahead), or after `failed`, to the fallback
+    /// models; deltas reach the caller as they come.
     async fn call_model(
         &mut self,
         request: &ChatRequest,
         history: Option<&EncodedHistory>,
+        failed: Option<ProviderError>,
     ) -> Result<ChatResponse, ProviderError> {
         let events = self.events.clone();
         let hooks = &mut self.hooks;
@@ -251,7 +256,11 @@ impl Turn<'_> {
             }
             StreamEvent::Reasoning(_) => {}
         };
-        let response = self.provider.chat_with_history(request, history, self.spec.stream, &mut on_event).await;
+        let stream = self.spec.stream;
+        let response = match failed {
+            None => self.provider.chat_with_history(request, history, stream, &mut on_event).await,
+            Some(error) => self.provider.fail_over(request, error, stream, &mut on_event).await,
+        };
         self.hooks.on_stream_end();
         response
     }
@@ -310,6 +319,14 @@ impl Turn<'_> {
 
     fn store(&mut self, new_messages: Vec<ChatMessage>) -> Result<(), RunError> {
         (self.checkpoint)(new_messages).map_err(RunError::Checkpoint)
+    }
+}
+
+/// Puts the replayed history back into `messages` as messages (after the system prompt).
+fn expand(messages: &mut Vec<ChatMessage>, history: &mut Option<Replay>) {
+    if let Some(replay) = history.take() {
+        let at = messages.len().min(1);
+        messages.splice(at..at, (replay.messages)());
     }
 }
 
