@@ -8,7 +8,7 @@
 //! 1. `paths`, `fsutil`, `watch`, `message`, `launcher` — no kernel imports beyond each other;
 //! 2. `plugin` — the plugin host;
 //! 3. `config`;
-//! 4. `session`, `history`, `provider` — stores and the LLM client;
+//! 4. `session`, `history`, `usage`, `provider` — stores and the LLM client;
 //! 5. `context` — the system prompt;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
@@ -39,4 +39,5 @@ pub mod session;
 #[cfg(test)]
 mod testing;
 pub mod turn;
+pub mod usage;
 pub mod watch;

@@ -17,6 +17,7 @@ use crate::session::SessionStore;
 use crate::turn::Engine;
 use crate::turn::builtin::BuiltinTools;
 use crate::turn::runner::RunSpec;
+use crate::usage::UsageLog;
 
 /// Longest tool result kept in a conversation, in characters.
 pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
@@ -99,6 +100,11 @@ impl Services {
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The token usage log of the data directory.
+    pub fn usage(&self) -> UsageLog {
+        UsageLog::new(&self.data_dir)
     }
 
     /// Model, tools and turn settings, as a handle a turn can keep.

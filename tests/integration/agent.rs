@@ -435,3 +435,31 @@ fn a_model_that_fails_for_good_hands_the_turn_to_the_fallback_model_with_the_who
     let status = env.agent("/status");
     assert!(String::from_utf8_lossy(&status.stdout).contains("Fallback models: backup-model"));
 }
+
+#[test]
+fn token_use_is_kept_per_day_and_session_and_priced_when_the_config_says_how() {
+    use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS};
+    let env = AgentEnv::with_defaults(json!({"pricing": {"test-model": {"input": 1000000.0, "output": 2000000.0}}}));
+    env.llm.push(Reply::Text("one".into()));
+    env.llm.push(Reply::Text("two".into()));
+    assert!(env.agent("first").status.success());
+    assert!(env.command(&["agent", "-s", "telegram:7", "-m", "second"]).output().unwrap().status.success());
+
+    let out = env.command(&["usage", "--by-session"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = |name: &str| table.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{table}")).to_owned();
+    let cli_row = row("cli:direct");
+    let cli: Vec<&str> = cli_row.split_whitespace().collect();
+    let expected_cost = (PROMPT_TOKENS + 2 * COMPLETION_TOKENS) as f64;
+    assert_eq!(
+        cli[1..6],
+        ["1", "1", &PROMPT_TOKENS.to_string(), &CACHED_TOKENS.to_string(), &COMPLETION_TOKENS.to_string()]
+    );
+    assert_eq!(cli[6].parse::<f64>().unwrap(), expected_cost, "{table}");
+    assert!(row("telegram:7").contains(" 1 "), "{table}");
+    assert!(row("total").split_whitespace().nth(1) == Some("2"), "{table}");
+
+    let status = String::from_utf8_lossy(&env.agent("/status").stdout).into_owned();
+    assert!(status.contains(&format!("Today, all sessions: {}", 2 * PROMPT_TOKENS)), "{status}");
+}

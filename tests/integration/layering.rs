@@ -10,7 +10,7 @@ const RUNGS: &[&[&str]] = &[
     &["paths", "fsutil", "watch", "message", "launcher"],
     &["plugin"],
     &["config"],
-    &["session", "history", "provider"],
+    &["session", "history", "usage", "provider"],
     &["context"],
     &["turn"],
     &["cron"],

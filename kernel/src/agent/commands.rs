@@ -128,6 +128,19 @@ pub fn run(
     }
 }
 
+/// `Today: …` with every session's use so far today (UTC), and its cost when priced.
+fn today_line(services: &Services) -> String {
+    let prices = crate::usage::prices(services.config().agents.defaults.extra.get("pricing")).unwrap_or_default();
+    let entries = services.usage().entries(chrono::Utc::now().date_naive(), 1);
+    let (days, _) = crate::usage::summarise(&entries, &prices);
+    let Some(totals) = days.values().next() else { return String::new() };
+    let cost = totals.cost.map(|c| format!(", cost {c:.4}")).unwrap_or_default();
+    format!(
+        "\nToday, all sessions: {} prompt ({} cached), {} completion in {} calls{cost}",
+        totals.prompt, totals.cached, totals.completion, totals.calls
+    )
+}
+
 fn status(session: &Session, services: &Services, usage: UsageTotals) -> String {
     let defaults = &services.config().agents.defaults;
     let pending = &session.messages[session.last_consolidated.min(session.messages.len())..];
@@ -140,8 +153,9 @@ fn status(session: &Session, services: &Services, usage: UsageTotals) -> String 
         (models, None) => format!("\nFallback models: {}", models.join(", ")),
         (models, Some(last)) => format!("\nFallback models: {} (last answered: {last})", models.join(", ")),
     };
+    let today = today_line(services);
     format!(
-        "Model: {} (provider {}){fallbacks}\nSession: {} — {} messages, {} in the current context\nContext: ~{} of {} tokens\nTokens used this session: {} prompt ({} cached), {} completion in {} calls\nUptime: {}h {}m {}s",
+        "Model: {} (provider {}){fallbacks}{today}\nSession: {} — {} messages, {} in the current context\nContext: ~{} of {} tokens\nTokens used this session: {} prompt ({} cached), {} completion in {} calls\nUptime: {}h {}m {}s",
         defaults.model,
         services.provider().name(),
         session.key,

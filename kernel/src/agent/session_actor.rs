@@ -27,6 +27,7 @@ use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
 use crate::turn::runner::{CheckpointError, Replay, RunError, TurnEvent, TurnOutcome};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
+use crate::usage::UsageEntry;
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
 const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
@@ -268,6 +269,7 @@ impl TurnJob {
         let outcome = self.run_guarded(messages, history, turn.events, turn.source, &fixed, recalled.as_deref()).await;
         match outcome {
             Ok(outcome) => {
+                self.record_usage(&outcome);
                 // In the background: the reply is not held up, and the next turn of this
                 // session waits in the consolidator if it arrives before this is done.
                 if self.services.background_consolidation() && self.near_budget(&fixed) {
@@ -374,6 +376,23 @@ impl TurnJob {
         });
         let context = BuiltinContext { call: call_context, source };
         RunTurn { messages, history, context, builtins: self.services.builtins(), hooks, events, checkpoint }
+    }
+
+    /// Adds the turn's token counts to the usage log (a failure to write is logged only).
+    fn record_usage(&self, outcome: &TurnOutcome) {
+        let now = chrono::Utc::now();
+        let entry = UsageEntry {
+            at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            session: self.key.to_string(),
+            model: self.services.spec().model.clone(),
+            prompt: outcome.usage.prompt_tokens,
+            cached: outcome.usage.cached_tokens,
+            completion: outcome.usage.completion_tokens,
+            calls: u64::from(outcome.iterations),
+        };
+        if let Err(error) = self.services.usage().record(&entry, now) {
+            tracing::warn!(session = %self.key, %error, "cannot record token usage");
+        }
     }
 
     /// Archives old messages when the prompt has grown to its budget (`Scope::OverBudget`),

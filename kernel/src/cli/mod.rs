@@ -21,6 +21,7 @@ mod status;
 mod stream;
 mod tools;
 mod turn;
+mod usage;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
 #[derive(Debug, Parser)]
@@ -92,6 +93,18 @@ enum Command {
     /// agent on macOS.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// Token use per day (or per session) over the last days, with the cost when
+    /// `agents.defaults.pricing` gives the models' prices per million tokens.
+    Usage {
+        /// How many days back, today included.
+        #[arg(long, default_value_t = 7)]
+        days: u64,
+        /// One row per session instead of per day.
+        #[arg(long)]
+        by_session: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// Print a shell completion script, e.g. `oxibot completions bash > ~/.local/share/bash-completion/completions/oxibot`.
     Completions {
         /// The shell.
@@ -255,6 +268,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(ServiceCommand::Uninstall) => service::uninstall(),
         Command::Service(ServiceCommand::Status) => service::status(),
         Command::Service(ServiceCommand::Logs { follow }) => service::logs(follow),
+        Command::Usage { days, by_session, common } => usage::run(&common, days, by_session),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "oxibot", &mut std::io::stdout());

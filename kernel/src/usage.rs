@@ -1,0 +1,210 @@
+//! Token usage kept across runs: one JSON line per turn in `<data dir>/usage/<YYYY-MM-DD>.jsonl`
+//! (UTC days; session, model, prompt, cached and completion tokens, model calls), appended with
+//! one write so concurrent processes never interleave a line. `oxibot usage` and `/status`
+//! read it back per day and per session, with a cost when the config prices the model.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One turn's usage, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageEntry {
+    /// When the turn ended (RFC 3339, UTC).
+    pub at: String,
+    /// The session (`channel:chat_id`).
+    pub session: String,
+    /// The model as configured.
+    pub model: String,
+    /// Input tokens, cached ones included.
+    pub prompt: u64,
+    /// Input tokens served from the provider's cache.
+    pub cached: u64,
+    /// Output tokens.
+    pub completion: u64,
+    /// Model calls in the turn.
+    pub calls: u64,
+}
+
+/// Sums of usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    /// Input tokens, cached ones included.
+    pub prompt: u64,
+    /// Cached input tokens.
+    pub cached: u64,
+    /// Output tokens.
+    pub completion: u64,
+    /// Model calls.
+    pub calls: u64,
+    /// Turns.
+    pub turns: u64,
+    /// Cost in the prices' currency, when every model counted has a price.
+    pub cost: Option<f64>,
+}
+
+impl Totals {
+    fn add(&mut self, entry: &UsageEntry, price: Option<&Price>) {
+        let first = self.turns == 0;
+        self.prompt += entry.prompt;
+        self.cached += entry.cached;
+        self.completion += entry.completion;
+        self.calls += entry.calls;
+        self.turns += 1;
+        self.cost = match (first, self.cost, price) {
+            (true, _, Some(price)) => Some(price.cost(entry)),
+            (false, Some(sum), Some(price)) => Some(sum + price.cost(entry)),
+            _ => None,
+        };
+    }
+}
+
+/// A model's price per million tokens (`agents.defaults.pricing.<model>`: `input`,
+/// `cachedInput`, `output`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Price {
+    /// Per million input tokens not served from the cache.
+    pub input: f64,
+    /// Per million cached input tokens (default: the input price).
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    /// Per million output tokens.
+    pub output: f64,
+}
+
+impl Price {
+    fn cost(&self, entry: &UsageEntry) -> f64 {
+        let fresh = entry.prompt.saturating_sub(entry.cached) as f64;
+        let cached = entry.cached as f64;
+        (fresh * self.input + cached * self.cached_input.unwrap_or(self.input) + entry.completion as f64 * self.output)
+            / 1_000_000.0
+    }
+}
+
+/// Reads `agents.defaults.pricing` (a map of model → price); an entry that is not a price is
+/// an error naming its key.
+pub fn prices(section: Option<&Value>) -> Result<BTreeMap<String, Price>, String> {
+    let Some(section) = section.filter(|v| !v.is_null()) else { return Ok(BTreeMap::new()) };
+    let map: &Map<String, Value> = section.as_object().ok_or("agents.defaults.pricing: expected an object")?;
+    map.iter()
+        .map(|(model, value)| {
+            serde_json::from_value::<Price>(value.clone()).map(|price| (model.clone(), price)).map_err(|error| {
+                format!("agents.defaults.pricing.{model}: {error} (expected {{\"input\", \"output\"}})")
+            })
+        })
+        .collect()
+}
+
+/// The usage log of one data directory.
+#[derive(Debug, Clone)]
+pub struct UsageLog {
+    dir: PathBuf,
+}
+
+impl UsageLog {
+    /// The log under `data_dir` (`<data dir>/usage/`).
+    pub fn new(data_dir: &Path) -> UsageLog {
+        UsageLog { dir: data_dir.join("usage") }
+    }
+
+    /// Appends one turn's usage to today's file.
+    pub fn record(&self, entry: &UsageEntry, now: DateTime<Utc>) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let path = self.dir.join(format!("{}.jsonl", now.format("%Y-%m-%d")));
+        // One write of a whole line, in append mode: lines of concurrent writers never mix.
+        OpenOptions::new().create(true).append(true).open(path)?.write_all(&line)
+    }
+
+    /// Every entry of the `days` UTC days up to and including `today`, oldest first. Lines
+    /// that do not parse (a torn last line) are skipped.
+    pub fn entries(&self, today: NaiveDate, days: u64) -> Vec<(NaiveDate, UsageEntry)> {
+        let first = today.checked_sub_days(Days::new(days.saturating_sub(1))).unwrap_or(today);
+        let mut entries = Vec::new();
+        let mut day = first;
+        while day <= today {
+            let path = self.dir.join(format!("{}.jsonl", day.format("%Y-%m-%d")));
+            if let Ok(text) = std::fs::read_to_string(path) {
+                entries.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()).map(|e| (day, e)));
+            }
+            let Some(next) = day.succ_opt() else { break };
+            day = next;
+        }
+        entries
+    }
+}
+
+/// Sums `entries` per day and per session.
+pub fn summarise(
+    entries: &[(NaiveDate, UsageEntry)],
+    prices: &BTreeMap<String, Price>,
+) -> (BTreeMap<NaiveDate, Totals>, BTreeMap<String, Totals>) {
+    let mut days: BTreeMap<NaiveDate, Totals> = BTreeMap::new();
+    let mut sessions: BTreeMap<String, Totals> = BTreeMap::new();
+    for (day, entry) in entries {
+        let price = prices.get(&entry.model);
+        days.entry(*day).or_default().add(entry, price);
+        sessions.entry(entry.session.clone()).or_default().add(entry, price);
+    }
+    (days, sessions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TempDir;
+
+    fn entry(session: &str, model: &str, prompt: u64, cached: u64, completion: u64) -> UsageEntry {
+        UsageEntry {
+            at: "2026-11-24T10:00:00Z".into(),
+            session: session.into(),
+            model: model.into(),
+            prompt,
+            cached,
+            completion,
+            calls: 1,
+        }
+    }
+
+    #[test]
+    fn turns_are_summed_per_day_and_session_with_a_cost_when_priced() {
+        let dir = TempDir::new("usage");
+        let log = UsageLog::new(dir.path());
+        let monday = "2026-11-23T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let tuesday = "2026-11-24T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        log.record(&entry("cli:direct", "m", 1_000_000, 500_000, 100_000), monday).unwrap();
+        log.record(&entry("telegram:1", "m", 2_000_000, 0, 0), tuesday).unwrap();
+        log.record(&entry("cli:direct", "m", 0, 0, 1_000_000), tuesday).unwrap();
+        let prices =
+            prices(Some(&serde_json::json!({"m": {"input": 2.0, "cachedInput": 0.5, "output": 10.0}}))).unwrap();
+        let entries = log.entries(tuesday.date_naive(), 7);
+        let (days, sessions) = summarise(&entries, &prices);
+        let monday_totals = days[&monday.date_naive()];
+        assert_eq!(
+            (monday_totals.prompt, monday_totals.cached, monday_totals.completion),
+            (1_000_000, 500_000, 100_000)
+        );
+        assert_eq!(monday_totals.cost, Some(1.0 + 0.25 + 1.0));
+        assert_eq!(days[&tuesday.date_naive()].turns, 2);
+        assert_eq!(sessions["cli:direct"].turns, 2);
+        assert_eq!(sessions["telegram:1"].cost, Some(4.0));
+        assert_eq!(log.entries(tuesday.date_naive(), 1).len(), 2, "one day back reads only today");
+    }
+
+    #[test]
+    fn an_unpriced_model_leaves_the_cost_unknown_and_a_bad_price_names_its_key() {
+        let mut totals = Totals::default();
+        totals.add(&entry("s", "priced", 10, 0, 10), Some(&Price { input: 1.0, cached_input: None, output: 1.0 }));
+        totals.add(&entry("s", "other", 10, 0, 10), None);
+        assert_eq!(totals.cost, None);
+        let error = prices(Some(&serde_json::json!({"gpt-x": {"input": "cheap"}}))).unwrap_err();
+        assert!(error.starts_with("agents.defaults.pricing.gpt-x:"), "{error}");
+    }
+}
