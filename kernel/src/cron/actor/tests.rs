@@ -61,6 +61,21 @@ fn stored(dir: &TempDir) -> Vec<CronJob> {
     JobStore::new(dir.path()).load().unwrap().jobs
 }
 
+/// The stored jobs once `recorded` holds for them. An answer reaches the actor through a
+/// future of its own, so its run is recorded a few polls after it was sent: flush until then
+/// (a bounded number of rounds, no clock involved).
+async fn flushed_until(actor: &Addr<CronActor>, dir: &TempDir, recorded: impl Fn(&[CronJob]) -> bool) -> Vec<CronJob> {
+    for _ in 0..1_000 {
+        tokio::task::yield_now().await;
+        actor.send(Flush).await.unwrap();
+        let jobs = stored(dir);
+        if recorded(&jobs) {
+            return jobs;
+        }
+    }
+    stored(dir)
+}
+
 #[test]
 fn jobs_fire_in_order_of_their_next_run_exactly_when_due_and_runs_are_recorded() {
     in_system(async {
@@ -94,8 +109,11 @@ fn jobs_fire_in_order_of_their_next_run_exactly_when_due_and_runs_are_recorded()
         }
         let order: Vec<(&str, i64)> = seen.iter().map(|(n, t)| (n.as_str(), *t)).collect();
         assert_eq!(order, [("first", 1_000), ("second", 2_000), ("tick", 2_500), ("third", 3_000), ("tick", 5_000)]);
-        actor.send(Flush).await.unwrap();
-        for job in stored(&dir) {
+        let jobs = flushed_until(&actor, &dir, |jobs| {
+            jobs.iter().any(|job| job.id == "tick" && job.state.run_history.len() == 2)
+        })
+        .await;
+        for job in jobs {
             let runs = job.state.run_history.len();
             if job.id == "tick" {
                 assert_eq!((runs, job.state.next_run_at_ms), (2, Some(now + 7_500)));
@@ -119,8 +137,8 @@ fn a_dropped_answer_is_recorded_as_not_run_and_a_failure_with_its_error() {
         drop(next_fire(&mut fires).await);
         next_fire(&mut fires).await.done.send(Err("the model is down".into())).unwrap();
         let _third = next_fire(&mut fires).await; // under way: the first two are recorded
-        actor.send(Flush).await.unwrap();
-        let history = &stored(&dir)[0].state.run_history;
+        let jobs = flushed_until(&actor, &dir, |jobs| jobs[0].state.run_history.len() == 2).await;
+        let history = &jobs[0].state.run_history;
         let errors: Vec<_> = history.iter().map(|run| (run.status.clone(), run.error.clone())).collect();
         assert_eq!(
             errors,
@@ -144,8 +162,8 @@ fn a_job_run_by_hand_fires_at_once_and_keeps_its_schedule() {
         assert_eq!((fired.due_ms, ms(&clock)), (None, now));
         assert!(matches!(actor.send(RunJob("daily".into())).await.unwrap(), Err(CronError::Running(_))));
         fired.done.send(Ok(())).unwrap();
-        actor.send(Flush).await.unwrap();
-        let job = &stored(&dir)[0];
+        let jobs = flushed_until(&actor, &dir, |jobs| jobs[0].state.run_history.len() == 1).await;
+        let job = &jobs[0];
         assert_eq!((job.state.run_history.len(), job.state.next_run_at_ms), (1, Some(now + 86_400_000)));
         assert!(matches!(actor.send(RunJob("nope".into())).await.unwrap(), Err(CronError::NotFound(_))));
     });
@@ -219,8 +237,7 @@ fn an_edit_by_another_process_is_noticed_without_a_restart_and_merged_with_the_s
         assert_eq!(fired.job.id, "theirs");
         fired.done.send(Ok(())).unwrap();
         actor.send(RemoveJob("mine".into())).await.unwrap().unwrap();
-        actor.send(Flush).await.unwrap();
-        let jobs = store.load().unwrap().jobs;
+        let jobs = flushed_until(&actor, &dir, |jobs| jobs.iter().all(|j| !j.state.run_history.is_empty())).await;
         assert_eq!(jobs.len(), 1);
         assert_eq!((jobs[0].id.as_str(), jobs[0].state.run_history.len()), ("theirs", 1));
     });
