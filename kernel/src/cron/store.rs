@@ -127,14 +127,7 @@ impl JobStore {
     /// Takes the lock every writer holds while it reads, edits and writes (blocking until
     /// the holder, perhaps another process, lets go).
     pub fn lock(&self) -> Result<StoreLock, StoreError> {
-        std::fs::create_dir_all(&self.dir).map_err(self.io("create", &self.dir))?;
-        let path = self.dir.join(LOCK_NAME);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(self.io("open the lock file", &path))?;
+        let (file, path) = self.lock_file(LOCK_NAME)?;
         rustix::fs::flock(&file, FlockOperation::LockExclusive)
             .map_err(|e| self.io("lock", &path)(io::Error::from(e)))?;
         Ok(StoreLock { _file: file })
@@ -143,19 +136,25 @@ impl JobStore {
     /// The lock only the workspace's one scheduler holds, for as long as it runs; `None`
     /// when another process (a gateway, an interactive agent) holds it already.
     pub fn try_scheduler_lock(&self) -> Result<Option<StoreLock>, StoreError> {
+        let (file, path) = self.lock_file(SCHEDULER_LOCK_NAME)?;
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(StoreLock { _file: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(error) => Err(self.io("lock", &path)(io::Error::from(error))),
+        }
+    }
+
+    /// Opens (creating it and `cron/` when missing) the lock file `name`.
+    fn lock_file(&self, name: &str) -> Result<(File, PathBuf), StoreError> {
         std::fs::create_dir_all(&self.dir).map_err(self.io("create", &self.dir))?;
-        let path = self.dir.join(SCHEDULER_LOCK_NAME);
+        let path = self.dir.join(name);
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
             .map_err(self.io("open the lock file", &path))?;
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(StoreLock { _file: file })),
-            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-            Err(error) => Err(self.io("lock", &path)(io::Error::from(error))),
-        }
+        Ok((file, path))
     }
 
     /// Whether a scheduler runs for this workspace (in this or another process).
