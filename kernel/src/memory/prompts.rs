@@ -108,7 +108,8 @@ pub fn analysis_is_skip(analysis: &str) -> bool {
     findings.is_empty() || findings.iter().all(|l| l.starts_with("[SKIP]"))
 }
 
-fn cut(text: &str, max: usize) -> String {
+/// `text` cut to `max` characters, with `…` when anything was left out.
+pub(crate) fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),

@@ -198,7 +198,7 @@ fn strip_links(line: &str) -> String {
 }
 
 /// Runs of blank lines as one, and no blank lines at either end.
-fn collapse_blank_lines(text: &str) -> String {
+pub(crate) fn collapse_blank_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut blank = false;
     for line in text.lines().map(str::trim_end) {

@@ -58,21 +58,7 @@ pub fn text(bytes: &[u8]) -> Result<PdfText, PdfError> {
 
 /// A page's text with trailing spaces cut and runs of blank lines made one.
 fn tidy(page: &str) -> String {
-    let mut out = String::with_capacity(page.len());
-    let mut blank = false;
-    for line in page.lines().map(str::trim_end) {
-        if line.is_empty() {
-            blank = !out.is_empty();
-            continue;
-        }
-        if blank {
-            out.push('\n');
-            blank = false;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.trim_end().to_owned()
+    crate::extract::collapse_blank_lines(page)
 }
 
 #[cfg(test)]

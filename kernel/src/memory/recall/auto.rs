@@ -6,6 +6,7 @@ use super::Recall;
 use super::index::Hit;
 use super::rank;
 use crate::context::{RUNTIME_CLOSE, RUNTIME_OPEN};
+use crate::memory::prompts::cut;
 
 /// First line of the recalled-memory part of the runtime block.
 pub const RECALLED_HEADER: &str =
@@ -103,13 +104,6 @@ fn render_hit(hit: &Hit) -> String {
         .replace(RUNTIME_OPEN, "[Runtime Context]")
         .replace(RUNTIME_CLOSE, "[/Runtime]");
     format!("- [{source}] {}", text.replace('\n', "\n  "))
-}
-
-fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
 }
 
 #[cfg(test)]
