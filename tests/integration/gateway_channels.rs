@@ -1,12 +1,17 @@
 //! Each real channel plugin through the real `oxibot gateway`, against a local fake of its
-//! service and the scripted LLM: a user's message produces the model's reply in that channel.
+//! service and the scripted LLM: a user's message produces the model's reply in that channel,
+//! also after the channel's plugin was killed.
+
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_tests::channels::free_port;
+use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
+use oxibot_tests::procs::{sigkill, wait_until};
 use oxibot_tests::{TempDir, http};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -34,6 +39,51 @@ fn a_slack_direct_message_gets_the_models_reply_in_slack() {
     let user =
         env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(user.contains("hi there"), "{user}");
+}
+
+#[test]
+fn a_dingtalk_message_gets_the_models_reply_in_dingtalk() {
+    let dingtalk = FakeDingTalk::start();
+    let env =
+        GatewayEnv::with_channels(json!({"dingtalk": dingtalk.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("dingtalk");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        dingtalk.wait_connections(1).await;
+        dingtalk.deliver("frame-1", one_to_one_text("msg-1", "staff42", "Ada", "hi there")).await;
+        let sends = dingtalk.wait_calls(BATCH_SEND, 1).await;
+        assert_eq!(sends[0].body["userIds"], json!(["staff42"]));
+        assert_eq!(sends[0].msg_param()["text"], "Hello from **the model**", "DingTalk takes the Markdown as it is");
+        dingtalk.wait_ack("frame-1").await;
+    });
+    let user =
+        env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(user.contains("hi there"), "{user}");
+    assert!(env.session_file("dingtalk:staff42").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_dingtalk_plugin_comes_back_and_later_messages_get_their_reply() {
+    let dingtalk = FakeDingTalk::start();
+    let env =
+        GatewayEnv::with_channels(json!({"dingtalk": dingtalk.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("dingtalk");
+    block_on(dingtalk.wait_connections(1));
+    let pid = env.plugin_status("dingtalk")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("dingtalk");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the dingtalk plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        dingtalk.wait_connections(2).await;
+        dingtalk.deliver("frame-2", one_to_one_text("msg-2", "staff42", "Ada", "are you there?")).await;
+        let sends = dingtalk.wait_calls(BATCH_SEND, 1).await;
+        assert_eq!(sends[0].msg_param()["text"], "still here");
+        dingtalk.wait_ack("frame-2").await;
+    });
 }
 
 #[test]

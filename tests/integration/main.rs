@@ -15,6 +15,8 @@
 //! - `gateway`: `oxibot gateway` with the loopback channel: replies, pairing, kills, health, SIGTERM;
 //! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service;
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
+//! - `channel_dingtalk`: the DingTalk channel against a fake DingTalk: Stream Mode acks after
+//!   acceptance, redeliveries, disconnects, reconnects, replies to users and groups, the token;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -44,6 +46,7 @@ mod agent;
 mod agent_terminal;
 mod automation;
 mod channel_api;
+mod channel_dingtalk;
 mod channel_discord;
 mod channel_slack;
 mod channel_telegram;
