@@ -38,7 +38,6 @@ mod openapi;
 mod replies;
 mod stream;
 mod submit;
-mod token;
 
 use std::collections::HashMap;
 use std::process::ExitCode;

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::TokenCache;
 use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
 use reqwest::{StatusCode, Url};
@@ -14,7 +15,6 @@ use tokio::io::AsyncWriteExt;
 
 use crate::config::Config;
 use crate::frames::BOT_MESSAGE_TOPIC;
-use crate::token::TokenCache;
 
 /// How long to wait for a TCP (and TLS) connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

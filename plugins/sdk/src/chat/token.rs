@@ -1,5 +1,5 @@
-//! The access token the open API wants on every call, kept until shortly before DingTalk says
-//! it expires, fetched by one caller at a time so concurrent replies share one fetch.
+//! An access token a service wants on every call, kept until shortly before the service says it
+//! expires, fetched by one caller at a time so concurrent replies share one fetch.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,7 +18,23 @@ struct Cached {
     good_until: Instant,
 }
 
-/// The cached token; cheap to clone, clones share it.
+/// The cached token; cheap to clone, clones share it. The channel hands it the request that
+/// fetches a new one.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use std::time::Duration;
+/// use oxibot_plugin::chat::TokenCache;
+///
+/// let cache = TokenCache::default();
+/// let fetch = || async { Ok::<_, std::io::Error>(("token-1".to_owned(), Duration::from_secs(7200))) };
+/// assert_eq!(cache.get(fetch).await.unwrap(), "token-1");
+/// cache.forget("token-1").await; // the service refused it: the next call fetches again
+/// # });
+/// # fn tokio_test_block_on(f: impl std::future::Future<Output = ()>) {
+/// #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct TokenCache {
     current: Arc<Mutex<Option<Cached>>>,
@@ -41,7 +57,7 @@ impl TokenCache {
         Ok(value)
     }
 
-    /// Drops `stale` (a token DingTalk refused), unless another caller replaced it already.
+    /// Drops `stale` (a token the service refused), unless another caller replaced it already.
     pub async fn forget(&self, stale: &str) {
         let mut current = self.current.lock().await;
         if current.as_ref().is_some_and(|cached| cached.value == stale) {
