@@ -17,6 +17,8 @@
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
 //! - `channel_dingtalk`: the DingTalk channel against a fake DingTalk: Stream Mode acks after
 //!   acceptance, redeliveries, disconnects, reconnects, replies to users and groups, the token;
+//! - `channel_feishu`: the Feishu channel against a fake Feishu: long connection frames answered
+//!   after acceptance, pieces, pushes repeated, mentions, topics, cards streamed and split;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -48,6 +50,7 @@ mod automation;
 mod channel_api;
 mod channel_dingtalk;
 mod channel_discord;
+mod channel_feishu;
 mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;
