@@ -110,7 +110,8 @@ impl Listener {
                     };
                     match Frame::decode(&bytes) {
                         Ok(frame) => {
-                            if let Some(interval) = self.on_frame(frame, fragments, &answers) {
+                            let asked = self.on_frame(frame, fragments, &answers);
+                            if let Some(interval) = asked.filter(|interval| *interval != ping_every) {
                                 ping_every = interval;
                                 pings = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
                             }
