@@ -105,6 +105,12 @@ impl GatewayEnv {
         }
     }
 
+    /// What the health endpoint says about plugin `name` (`state`, `pid`, …), `null` when it
+    /// does not answer or does not list it.
+    pub(crate) fn plugin_status(&self, name: &str) -> Value {
+        self.health().map_or(Value::Null, |health| plugin(&health, name))
+    }
+
     fn health(&self) -> Option<Value> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.health_port)).ok()?;
         stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;

@@ -1,12 +1,18 @@
 //! Each real channel plugin through the real `oxibot gateway`, against a local fake of its
-//! service and the scripted LLM: a user's message produces the model's reply in that channel.
+//! service and the scripted LLM: a user's message produces the model's reply in that channel,
+//! also after the channel's plugin was killed.
+
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_tests::channels::free_port;
+use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
+use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
+use oxibot_tests::procs::{sigkill, wait_until};
 use oxibot_tests::{TempDir, http};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -34,6 +40,100 @@ fn a_slack_direct_message_gets_the_models_reply_in_slack() {
     let user =
         env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(user.contains("hi there"), "{user}");
+}
+
+#[test]
+fn a_dingtalk_message_gets_the_models_reply_in_dingtalk() {
+    let dingtalk = FakeDingTalk::start();
+    let env =
+        GatewayEnv::with_channels(json!({"dingtalk": dingtalk.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("dingtalk");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        dingtalk.wait_connections(1).await;
+        dingtalk.deliver("frame-1", one_to_one_text("msg-1", "staff42", "Ada", "hi there")).await;
+        let sends = dingtalk.wait_calls(BATCH_SEND, 1).await;
+        assert_eq!(sends[0].body["userIds"], json!(["staff42"]));
+        assert_eq!(sends[0].msg_param()["text"], "Hello from **the model**", "DingTalk takes the Markdown as it is");
+        dingtalk.wait_ack("frame-1").await;
+    });
+    let user =
+        env.llm.requests()[0]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(user.contains("hi there"), "{user}");
+    assert!(env.session_file("dingtalk:staff42").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_dingtalk_plugin_comes_back_and_later_messages_get_their_reply() {
+    let dingtalk = FakeDingTalk::start();
+    let env =
+        GatewayEnv::with_channels(json!({"dingtalk": dingtalk.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("dingtalk");
+    block_on(dingtalk.wait_connections(1));
+    let pid = env.plugin_status("dingtalk")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("dingtalk");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the dingtalk plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        dingtalk.wait_connections(2).await;
+        dingtalk.deliver("frame-2", one_to_one_text("msg-2", "staff42", "Ada", "are you there?")).await;
+        let sends = dingtalk.wait_calls(BATCH_SEND, 1).await;
+        assert_eq!(sends[0].msg_param()["text"], "still here");
+        dingtalk.wait_ack("frame-2").await;
+    });
+}
+
+#[test]
+fn a_feishu_direct_message_gets_the_models_reply_streamed_into_one_card() {
+    let feishu = FakeFeishu::start();
+    let env = GatewayEnv::with_channels(json!({"feishu": feishu.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("feishu");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        feishu.wait_connections(1).await;
+        feishu.push_event("frame-1", &feishu_dm("om_1", "ou_ada", "hi there")).await;
+        feishu.wait_answer("frame-1").await;
+        let cards = feishu.wait_calls(MESSAGES, 1).await;
+        assert_eq!(cards[0].body["receive_id"], "ou_ada");
+        let card = cards[0].body["content"].as_str().unwrap().to_owned();
+        oxibot_tests::wait::eventually("the card shows the final reply", || {
+            let updates = feishu.calls_like("PATCH", "/open-apis/im/v1/messages/om_bot_1");
+            let shown =
+                updates.last().map_or(card.clone(), |update| update.body["content"].as_str().unwrap().to_owned());
+            shown.contains("Hello from **the model**")
+        })
+        .await;
+    });
+    assert_eq!(feishu.calls(MESSAGES).len(), 1, "the reply is one card");
+    assert!(env.session_file("feishu:ou_ada").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_feishu_plugin_comes_back_and_later_messages_get_their_reply() {
+    let feishu = FakeFeishu::start();
+    let section = feishu.config(json!({"enabled": true, "allowFrom": "*", "streaming": false}));
+    let env = GatewayEnv::with_channels(json!({"feishu": section}));
+    let _gateway = env.start_with("feishu");
+    block_on(feishu.wait_connections(1));
+    let pid = env.plugin_status("feishu")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("feishu");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the feishu plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        feishu.wait_connections(2).await;
+        feishu.push_event("frame-2", &feishu_dm("om_2", "ou_ada", "are you there?")).await;
+        let cards = feishu.wait_calls(MESSAGES, 1).await;
+        assert_eq!(cards[0].card_markdown(), "still here");
+        feishu.wait_answer("frame-2").await;
+    });
 }
 
 #[test]

@@ -16,6 +16,10 @@
 //! - `gateway_channels`: every real channel through `oxibot gateway` against a fake of its service,
 //!   and the API channel driven by the official `openai` Python client (both endpoints);
 //! - `channel_slack`: the Slack channel against a fake Slack: Socket Mode acks, redeliveries, reconnects, replies;
+//! - `channel_dingtalk`: the DingTalk channel against a fake DingTalk: Stream Mode acks after
+//!   acceptance, redeliveries, disconnects, reconnects, replies to users and groups, the token;
+//! - `channel_feishu`: the Feishu channel against a fake Feishu: long connection frames answered
+//!   after acceptance, pieces, pushes repeated, mentions, topics, cards streamed and split;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -49,7 +53,9 @@ mod agent;
 mod agent_terminal;
 mod automation;
 mod channel_api;
+mod channel_dingtalk;
 mod channel_discord;
+mod channel_feishu;
 mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;

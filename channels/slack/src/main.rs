@@ -29,7 +29,6 @@ mod envelope;
 mod error;
 mod incoming;
 mod mrkdwn;
-mod recent;
 mod replies;
 mod socket;
 mod submit;
@@ -39,16 +38,16 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
 use crate::config::Config;
 use crate::error::SlackError;
-use crate::recent::{REMEMBERED, RecentMessages};
 use crate::replies::Replies;
 use crate::socket::Listener;
-use crate::submit::{Reactions, SharedRecent, Submitter};
+use crate::submit::{Reactions, Submitter};
 use crate::web::{BotIdentity, WebApi};
 
 fn main() -> ExitCode {
@@ -64,7 +63,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
     let web = WebApi::new(&config.api_base).map_err(SlackError::Setup)?;
     let bot = identify(&web, &config.bot_token).await?;
     eprintln!("signed in to {} as {} ({})", bot.team, bot.user, bot.user_id);
-    let recent = SharedRecent::new(RecentMessages::new(REMEMBERED));
+    let recent = RecentMessages::new(REMEMBERED);
     let acks = AckLine::default();
     let (submissions, queue) = mpsc::unbounded_channel();
     let reactions =

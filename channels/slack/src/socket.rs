@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use oxibot_plugin::chat::Backoff;
+use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -15,8 +15,6 @@ use crate::config::Config;
 use crate::envelope::{self, Frame};
 use crate::error::SlackError;
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::recent::Seen;
-use crate::submit::SharedRecent;
 use crate::web::{BotIdentity, WebApi, WebError};
 
 /// How often the connection is probed with a WebSocket ping.
@@ -42,7 +40,7 @@ pub struct Listener {
     /// Who the bot is, to spot mentions and its own messages.
     pub bot: BotIdentity,
     /// Messages seen lately, to drop redeliveries.
-    pub recent: SharedRecent,
+    pub recent: RecentMessages,
     /// Where acknowledgements go.
     pub acks: AckLine,
     /// Messages for the kernel, in order.
@@ -168,7 +166,7 @@ impl Listener {
                 return;
             }
         };
-        let seen = self.recent.lock().arrived(&message.id, envelope_id);
+        let seen = self.recent.arrived(&message.id, envelope_id);
         match seen {
             Seen::New => {
                 if retry_attempt > 0 {

@@ -1,39 +1,21 @@
 //! Handing users' messages to the kernel one at a time, in the order Slack sent them, and
 //! acknowledging their envelopes only once the kernel has persisted them.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
+use oxibot_plugin::chat::RecentMessages;
 use oxibot_plugin::{ChannelError, ChannelHandle};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
 use crate::incoming::UserMessage;
-use crate::recent::RecentMessages;
 use crate::web::{WebApi, WebError};
-
-/// Recently seen messages, shared by the socket reader and the submitter.
-#[derive(Debug, Clone)]
-pub struct SharedRecent(Arc<Mutex<RecentMessages>>);
-
-impl SharedRecent {
-    /// Wraps `recent` for sharing.
-    pub fn new(recent: RecentMessages) -> SharedRecent {
-        SharedRecent(Arc::new(Mutex::new(recent)))
-    }
-
-    /// Locks the list (a panic elsewhere leaves it usable).
-    pub fn lock(&self) -> MutexGuard<'_, RecentMessages> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
     /// The kernel.
     pub channel: ChannelHandle,
     /// Which envelopes wait for which message.
-    pub recent: SharedRecent,
+    pub recent: RecentMessages,
     /// Where acknowledgements go.
     pub acks: AckLine,
     /// Adds the "seen" reaction, when configured.
@@ -74,7 +56,7 @@ impl Submitter {
                 true
             }
             Err(ChannelError::Closed) => {
-                self.recent.lock().abandoned(&message.id);
+                self.recent.abandoned(&message.id);
                 false
             }
             Err(ChannelError::TooLarge(reason)) => {
@@ -87,7 +69,7 @@ impl Submitter {
 
     /// Acknowledges every envelope that brought the message `id`.
     fn acknowledge(&self, id: &str) {
-        let envelopes = self.recent.lock().accepted(id);
+        let envelopes = self.recent.accepted(id);
         for envelope in envelopes {
             if !self.acks.ack(&envelope) {
                 eprintln!("no connection to acknowledge envelope {envelope}; slack will deliver it again");

@@ -9,6 +9,9 @@
 //! - [`markdown`]: pieces of Markdown every converter reads the same way (rules, code spans);
 //! - [`load_section`] and [`ChannelConfig`]: the channel's config section read into its
 //!   settings, with errors that name the key;
+//! - [`TokenCache`]: a service's access token, reused until shortly before it expires;
+//! - [`RecentMessages`]: messages seen lately, so one delivered again reaches the kernel once
+//!   and each of its deliveries is acknowledged after the kernel accepted it;
 //! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go.
 //!
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
@@ -19,12 +22,16 @@ mod config;
 pub mod escape;
 pub mod markdown;
 mod paths;
+mod recent;
 pub mod split;
+mod token;
 mod typing;
 
 pub use backoff::{Backoff, jitter};
 pub use config::{ChannelConfig, SectionError, load_section};
 pub use escape::{escape, push_escaped};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
+pub use recent::{REMEMBERED, RecentMessages, Seen};
 pub use split::{Markup, Measure, SplitRules, split, visible_text};
+pub use token::TokenCache;
 pub use typing::{Typing, TypingLoop};

@@ -1,0 +1,482 @@
+//! Feishu's (and Lark's) open API over HTTPS: the long connection's endpoint, the tenant
+//! access token (cached), who the bot is, sending, replying to and updating card messages,
+//! reactions, and the files of a user's message. Feishu answers `{"code": 0, …}` on success
+//! and another code (often with an HTTP error status) otherwise; a refused token is fetched
+//! anew once, and rate limits are waited out a few times.
+
+use std::path::Path;
+use std::time::Duration;
+
+use oxibot_plugin::chat::TokenCache;
+use oxibot_plugin::util::error_chain;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode, Url};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::config::Config;
+
+/// How long to wait for a TCP (and TLS) connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one whole request may take (a download excepted).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a download may take.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// The largest file downloaded from a user.
+pub const MAX_DOWNLOAD: u64 = 30 * 1024 * 1024;
+/// How often a rate-limited call is tried again before giving up.
+const RATE_LIMIT_RETRIES: u32 = 3;
+/// The wait when Feishu limits the rate without saying for how long.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest wait honoured; a longer one fails the call instead.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How often the client pings when the endpoint does not say.
+const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
+/// Codes meaning the access token is missing, invalid or expired: fetch a new one.
+const TOKEN_CODES: &[i64] = &[99991661, 99991663, 99991664, 99991665, 99991668];
+/// The code of "too many requests".
+const RATE_LIMIT_CODE: i64 = 99991400;
+/// Codes of the endpoint call that a later attempt may not get (busy, internal error); any
+/// other failure code means the app's credentials are refused.
+const ENDPOINT_TRANSIENT_CODES: &[i64] = &[1, 1000040343];
+
+/// Why an open API call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The HTTP client could not be built.
+    #[error("cannot set up the http client: {0}")]
+    Setup(String),
+    /// No answer: connection refused, timeout, broken TLS, ….
+    #[error("{call}: network error: {reason}")]
+    Network {
+        /// The call, e.g. `im/v1/messages`.
+        call: &'static str,
+        /// What went wrong, with its causes.
+        reason: String,
+    },
+    /// An answer with a failure code or an HTTP error status.
+    #[error("{call}: http status {status}, code {code}: {msg}")]
+    Api {
+        /// The call.
+        call: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// Feishu's code (0 when the answer had none).
+        code: i64,
+        /// Feishu's explanation.
+        msg: String,
+    },
+    /// Feishu asked to slow down for longer than this channel waits, or too often.
+    #[error("{call}: rate limited (retry after {retry_after:?})")]
+    RateLimited {
+        /// The call.
+        call: &'static str,
+        /// How long Feishu asked to wait.
+        retry_after: Duration,
+    },
+    /// A successful answer without what it should hold.
+    #[error("{call}: unexpected answer: {reason}")]
+    Malformed {
+        /// The call.
+        call: &'static str,
+        /// What was missing.
+        reason: String,
+    },
+    /// A downloaded file could not be saved.
+    #[error("cannot save {path}: {reason}")]
+    File {
+        /// Where it was to go.
+        path: String,
+        /// Why it could not.
+        reason: String,
+    },
+}
+
+impl ApiError {
+    /// Whether the endpoint call refused the app's credentials, which no retry fixes.
+    pub fn is_credentials_problem(&self) -> bool {
+        matches!(self, ApiError::Api { call: ENDPOINT_CALL | TOKEN_CALL, code, status, .. }
+            if !ENDPOINT_TRANSIENT_CODES.contains(code) && *status < 500)
+    }
+
+    /// Whether Feishu refused the access token: fetch a new one.
+    fn is_token_problem(&self) -> bool {
+        matches!(self, ApiError::Api { code, status, .. } if TOKEN_CODES.contains(code) || *status == 401)
+    }
+}
+
+/// The name of the endpoint call in errors.
+const ENDPOINT_CALL: &str = "callback/ws/endpoint";
+/// The name of the token call in errors.
+const TOKEN_CALL: &str = "auth/v3/tenant_access_token";
+
+/// Where and how to open the long connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The WebSocket URL, ticket and all.
+    pub url: String,
+    /// The `service_id` of the URL, which pings carry.
+    pub service_id: i32,
+    /// How often to ping.
+    pub ping_interval: Duration,
+}
+
+/// Who a new message goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receiver {
+    /// A chat (`oc_…`), group or one-to-one.
+    Chat(String),
+    /// A user by open id (`ou_…`): their one-to-one chat with the bot.
+    User(String),
+}
+
+/// Which kind of resource a file key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceKind {
+    /// A picture (`image_key`).
+    Image,
+    /// A file, voice message or video (`file_key`).
+    File,
+}
+
+/// An open API client for one app; cheap to clone, clones share the token.
+#[derive(Debug, Clone)]
+pub struct OpenApi {
+    /// The pooled HTTP client.
+    http: reqwest::Client,
+    /// E.g. `https://open.feishu.cn`.
+    base: String,
+    /// The app's id.
+    app_id: String,
+    /// The app's secret.
+    app_secret: String,
+    /// The tenant access token, while it lasts.
+    token: TokenCache,
+}
+
+/// What one attempt that did not fail gave: an answer, or a wait Feishu asked for.
+enum Attempt {
+    Answer(Value),
+    Wait(Duration),
+}
+
+impl OpenApi {
+    /// A client for the app in `config`. The rustls crypto provider must be installed first.
+    pub fn new(config: &Config) -> Result<OpenApi, ApiError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+        Ok(OpenApi {
+            http,
+            base: config.api_base.clone(),
+            app_id: config.app_id.clone(),
+            app_secret: config.app_secret.clone(),
+            token: TokenCache::default(),
+        })
+    }
+
+    /// `POST /callback/ws/endpoint`: a fresh WebSocket URL for the long connection.
+    pub async fn endpoint(&self) -> Result<Endpoint, ApiError> {
+        let body = json!({"AppID": self.app_id, "AppSecret": self.app_secret});
+        let answer = self.request(Method::POST, ENDPOINT_CALL, "/callback/ws/endpoint", Some(&body), None).await?;
+        let data = &answer["data"];
+        let Some(url) = data["URL"].as_str().filter(|url| !url.is_empty()) else {
+            return Err(ApiError::Malformed { call: ENDPOINT_CALL, reason: "no URL".into() });
+        };
+        let service_id = Url::parse(url)
+            .ok()
+            .and_then(|url| url.query_pairs().find(|(key, _)| key == "service_id").and_then(|(_, id)| id.parse().ok()))
+            .unwrap_or(0);
+        let ping_interval = data["ClientConfig"]["PingInterval"]
+            .as_u64()
+            .filter(|seconds| *seconds > 0)
+            .map_or(DEFAULT_PING_INTERVAL, Duration::from_secs);
+        Ok(Endpoint { url: url.to_owned(), service_id, ping_interval })
+    }
+
+    /// The tenant access token, fetched with the app's credentials when none is cached.
+    pub async fn tenant_token(&self) -> Result<String, ApiError> {
+        self.token.get(|| self.fetch_token()).await
+    }
+
+    /// `POST /open-apis/auth/v3/tenant_access_token/internal`.
+    async fn fetch_token(&self) -> Result<(String, Duration), ApiError> {
+        let body = json!({"app_id": self.app_id, "app_secret": self.app_secret});
+        let path = "/open-apis/auth/v3/tenant_access_token/internal";
+        let answer = self.request(Method::POST, TOKEN_CALL, path, Some(&body), None).await?;
+        let Some(token) = answer["tenant_access_token"].as_str().filter(|token| !token.is_empty()) else {
+            return Err(ApiError::Malformed { call: TOKEN_CALL, reason: "no tenant_access_token".into() });
+        };
+        Ok((token.to_owned(), Duration::from_secs(answer["expire"].as_u64().unwrap_or(7200))))
+    }
+
+    /// `GET /open-apis/bot/v3/info`: the bot's open id, to spot mentions of it.
+    pub async fn bot_open_id(&self) -> Result<String, ApiError> {
+        const CALL: &str = "bot/v3/info";
+        let answer = self.with_token(Method::GET, CALL, "/open-apis/bot/v3/info", None).await?;
+        let bot = if answer["bot"].is_object() { &answer["bot"] } else { &answer["data"]["bot"] };
+        match bot["open_id"].as_str().filter(|id| !id.is_empty()) {
+            Some(open_id) => Ok(open_id.to_owned()),
+            None => Err(ApiError::Malformed { call: CALL, reason: "no bot.open_id".into() }),
+        }
+    }
+
+    /// Sends `card` as a new message; returns its message id.
+    pub async fn send_card(&self, receiver: &Receiver, card: &Value) -> Result<String, ApiError> {
+        const CALL: &str = "im/v1/messages";
+        let (id_type, id) = match receiver {
+            Receiver::Chat(chat) => ("chat_id", chat),
+            Receiver::User(user) => ("open_id", user),
+        };
+        let body = json!({"receive_id": id, "msg_type": "interactive", "content": card.to_string()});
+        let path = format!("/open-apis/im/v1/messages?receive_id_type={id_type}");
+        let answer = self.with_token(Method::POST, CALL, &path, Some(&body)).await?;
+        message_id(CALL, &answer)
+    }
+
+    /// Sends `card` as a reply to message `to` (in its thread when `in_thread`); returns the
+    /// new message's id.
+    pub async fn reply_card(&self, to: &str, card: &Value, in_thread: bool) -> Result<String, ApiError> {
+        const CALL: &str = "im/v1/messages/reply";
+        let body = json!({"msg_type": "interactive", "content": card.to_string(), "reply_in_thread": in_thread});
+        let path = format!("/open-apis/im/v1/messages/{}/reply", segment(to));
+        let answer = self.with_token(Method::POST, CALL, &path, Some(&body)).await?;
+        message_id(CALL, &answer)
+    }
+
+    /// Replaces the card of message `message_id` with `card`.
+    pub async fn update_card(&self, message_id: &str, card: &Value) -> Result<(), ApiError> {
+        const CALL: &str = "im/v1/messages/patch";
+        let body = json!({"content": card.to_string()});
+        let path = format!("/open-apis/im/v1/messages/{}", segment(message_id));
+        self.with_token(Method::PATCH, CALL, &path, Some(&body)).await.map(drop)
+    }
+
+    /// Adds the reaction `emoji_type` (e.g. `THUMBSUP`) to message `message_id`.
+    pub async fn add_reaction(&self, message_id: &str, emoji_type: &str) -> Result<(), ApiError> {
+        const CALL: &str = "im/v1/messages/reactions";
+        let body = json!({"reaction_type": {"emoji_type": emoji_type}});
+        let path = format!("/open-apis/im/v1/messages/{}/reactions", segment(message_id));
+        self.with_token(Method::POST, CALL, &path, Some(&body)).await.map(drop)
+    }
+
+    /// Saves resource `key` of message `message_id` at `dest`, at most [`MAX_DOWNLOAD`] bytes
+    /// (removed again when the download fails halfway).
+    pub async fn download(&self, message_id: &str, key: &str, kind: ResourceKind, dest: &Path) -> Result<(), ApiError> {
+        const CALL: &str = "im/v1/messages/resources";
+        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let kind = match kind {
+            ResourceKind::Image => "image",
+            ResourceKind::File => "file",
+        };
+        let url = format!(
+            "{}/open-apis/im/v1/messages/{}/resources/{}?type={kind}",
+            self.base,
+            segment(message_id),
+            segment(key)
+        );
+        let token = self.tenant_token().await?;
+        let mut response = self
+            .http
+            .get(url)
+            .timeout(DOWNLOAD_TIMEOUT)
+            .header(AUTHORIZATION, bearer(&token)?)
+            .send()
+            .await
+            .map_err(network)?;
+        let status = response.status();
+        if !status.is_success() {
+            let answer: Value = response.json().await.unwrap_or(Value::Null);
+            return Err(api_error(CALL, status, &answer));
+        }
+        let too_large =
+            || ApiError::Malformed { call: CALL, reason: format!("the file is larger than {MAX_DOWNLOAD} bytes") };
+        if response.content_length().is_some_and(|length| length > MAX_DOWNLOAD) {
+            return Err(too_large());
+        }
+        let file_error =
+            |error: std::io::Error| ApiError::File { path: dest.display().to_string(), reason: error.to_string() };
+        let mut file = tokio::fs::File::create(dest).await.map_err(file_error)?;
+        let mut written = 0u64;
+        let outcome = async {
+            while let Some(chunk) = response.chunk().await.map_err(network)? {
+                written += chunk.len() as u64;
+                if written > MAX_DOWNLOAD {
+                    return Err(too_large());
+                }
+                file.write_all(&chunk).await.map_err(file_error)?;
+            }
+            file.flush().await.map_err(file_error)
+        }
+        .await;
+        if outcome.is_err() {
+            drop(file);
+            let _ = tokio::fs::remove_file(dest).await;
+        }
+        outcome
+    }
+
+    /// A call with the tenant token; a refused token is replaced and the call made again once.
+    async fn with_token(
+        &self,
+        method: Method,
+        call: &'static str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        let mut renewed = false;
+        loop {
+            let token = self.tenant_token().await?;
+            match self.request(method.clone(), call, path, body, Some(&token)).await {
+                Err(error) if error.is_token_problem() && !renewed => {
+                    eprintln!("{error}; fetching a new tenant access token");
+                    self.token.forget(&token).await;
+                    renewed = true;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// A call, waiting out rate limits a few times.
+    async fn request(
+        &self,
+        method: Method,
+        call: &'static str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let mut waits = 0;
+        loop {
+            match self.attempt(method.clone(), call, path, body, token).await? {
+                Attempt::Answer(answer) => return Ok(answer),
+                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
+                    waits += 1;
+                    eprintln!("{call}: rate limited; trying again in {retry_after:?}");
+                    tokio::time::sleep(retry_after).await;
+                }
+                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { call, retry_after }),
+            }
+        }
+    }
+
+    /// One request.
+    async fn attempt(
+        &self,
+        method: Method,
+        call: &'static str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> Result<Attempt, ApiError> {
+        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+        let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(REQUEST_TIMEOUT);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        if let Some(token) = token {
+            request = request.header(AUTHORIZATION, bearer(token)?);
+        } else {
+            request = request.header("locale", "zh");
+        }
+        let response = request.send().await.map_err(network)?;
+        let status = response.status();
+        let wait = retry_after(response.headers());
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        let code = answer["code"].as_i64();
+        if status == StatusCode::TOO_MANY_REQUESTS || code == Some(RATE_LIMIT_CODE) {
+            return Ok(Attempt::Wait(wait.unwrap_or(DEFAULT_RETRY_AFTER)));
+        }
+        if !status.is_success() || code != Some(0) {
+            return Err(api_error(call, status, &answer));
+        }
+        Ok(Attempt::Answer(answer))
+    }
+}
+
+/// The error an unsuccessful answer stands for.
+fn api_error(call: &'static str, status: StatusCode, answer: &Value) -> ApiError {
+    let msg = answer["msg"].as_str().unwrap_or(if answer.is_null() { "the answer is not json" } else { "" });
+    ApiError::Api { call, status: status.as_u16(), code: answer["code"].as_i64().unwrap_or(0), msg: msg.to_owned() }
+}
+
+/// `data.message_id` of an answer.
+fn message_id(call: &'static str, answer: &Value) -> Result<String, ApiError> {
+    match answer["data"]["message_id"].as_str().filter(|id| !id.is_empty()) {
+        Some(id) => Ok(id.to_owned()),
+        None => Err(ApiError::Malformed { call, reason: "no data.message_id".into() }),
+    }
+}
+
+/// The `Authorization` header for `token`, kept out of logs.
+fn bearer(token: &str) -> Result<HeaderValue, ApiError> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ApiError::Api {
+        call: TOKEN_CALL,
+        status: 0,
+        code: 99991663,
+        msg: "the token cannot be a header".into(),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// A message id or file key as one URL path segment (they are plain ids; anything else is
+/// percent-encoded).
+fn segment(id: &str) -> String {
+    id.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => char::from(byte).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// How long Feishu asks to wait: `Retry-After`, else its `x-ogw-ratelimit-reset`, in seconds.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = headers.get(RETRY_AFTER).or_else(|| headers.get("x-ogw-ratelimit-reset"))?;
+    let seconds: u64 = header.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(call: &'static str, status: u16, code: i64) -> ApiError {
+        ApiError::Api { call, status, code, msg: String::new() }
+    }
+
+    #[test]
+    fn refused_credentials_are_told_apart_from_a_busy_endpoint() {
+        assert!(api(ENDPOINT_CALL, 200, 1000040344).is_credentials_problem());
+        assert!(api(TOKEN_CALL, 400, 10014).is_credentials_problem());
+        assert!(!api(ENDPOINT_CALL, 200, 1).is_credentials_problem());
+        assert!(!api(ENDPOINT_CALL, 502, 0).is_credentials_problem());
+        assert!(!api("im/v1/messages", 400, 230001).is_credentials_problem());
+    }
+
+    #[test]
+    fn a_refused_token_is_recognised_by_its_code_or_status() {
+        assert!(api("im/v1/messages", 400, 99991663).is_token_problem());
+        assert!(api("im/v1/messages", 401, 0).is_token_problem());
+        assert!(!api("im/v1/messages", 400, 230001).is_token_problem());
+    }
+
+    #[test]
+    fn ids_become_safe_path_segments() {
+        assert_eq!(segment("om_dc13264520392913993dd051dba21dcf"), "om_dc13264520392913993dd051dba21dcf");
+        assert_eq!(segment("a/b?c"), "a%2Fb%3Fc");
+    }
+
+    #[test]
+    fn the_wait_comes_from_retry_after_or_feishus_reset_header() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("x-ogw-ratelimit-reset", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(5)));
+    }
+}
