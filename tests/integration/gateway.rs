@@ -429,3 +429,20 @@ fn an_edit_of_allow_from_applies_to_the_running_gateway_and_a_broken_edit_change
     client.say("bob", "c2", "still?");
     assert_eq!(client.expect("OUT c2"), "OUT c2 still here, bob", "a broken edit leaves the settings in force");
 }
+
+#[test]
+fn a_channel_this_version_does_not_have_is_named_and_the_others_still_run() {
+    let port = free_port();
+    let mut env = GatewayEnv::with_channels(json!({
+        "loopback": {"enabled": true, "port": port, "allowFrom": "*"},
+        "whatsapp": {"enabled": true, "bridgeUrl": "ws://localhost:3001"}
+    }));
+    env.channel_port = port;
+    let _gateway = env.start();
+    let log = std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap();
+    assert!(log.contains("channels.whatsapp") && log.contains("runs without it"), "{log}");
+    env.llm.push(Reply::Text("still serving".into()));
+    let mut client = env.client();
+    client.say("alice", "c1", "hi");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 still serving");
+}

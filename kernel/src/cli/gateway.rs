@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use oxibot_kernel::gateway::access::Access;
 use oxibot_kernel::gateway::settings::GatewaySettings;
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::channel_spec;
+use oxibot_kernel::plugin::{ChannelSpecError, channel_spec};
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
 
@@ -36,11 +36,22 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     }
     let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
     let bundled = exe.parent().map(PathBuf::from).unwrap_or_default();
+    let mut missing = Vec::new();
     for channel in &settings.channels {
-        let spec = channel_spec(&bundled, &channel.name, &channel.raw)
-            .with_context(|| format!("cannot start channel {}", channel.name))?;
-        setup.plugins.push(spec);
+        match channel_spec(&bundled, &channel.name, &channel.raw) {
+            Ok(spec) => setup.plugins.push(spec),
+            // A channel this version does not have (a nanobot config may enable one): the
+            // others run, and the gap is said plainly.
+            Err(error @ ChannelSpecError::NotInstalled { .. }) => {
+                eprintln!("warning: channels.{}: {error}; the gateway runs without it", channel.name);
+                missing.push(channel.name.clone());
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error).context(format!("cannot start channel {}", channel.name)));
+            }
+        }
     }
+    settings.channels.retain(|channel| !missing.contains(&channel.name));
     if settings.channels.is_empty() {
         eprintln!("note: no channel is enabled (set channels.<name>.enabled in the config); serving /health only");
     }
