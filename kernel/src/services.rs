@@ -113,7 +113,7 @@ impl Services {
     }
 
     /// The LLM client.
-    pub fn provider(&self) -> &Provider {
+    pub fn provider(&self) -> Arc<Provider> {
         self.engine.provider()
     }
 
@@ -123,7 +123,7 @@ impl Services {
     }
 
     /// The configured turn settings.
-    pub fn spec(&self) -> &RunSpec {
+    pub fn spec(&self) -> Arc<RunSpec> {
         self.engine.spec()
     }
 
@@ -180,7 +180,7 @@ impl Services {
 }
 
 /// Turn settings from the config's agent defaults.
-fn run_spec(config: &Config, stream: bool) -> RunSpec {
+pub fn run_spec(config: &Config, stream: bool) -> RunSpec {
     let defaults = &config.agents.defaults;
     RunSpec {
         model: defaults.model.clone(),

@@ -446,3 +446,31 @@ fn a_channel_this_version_does_not_have_is_named_and_the_others_still_run() {
     client.say("alice", "c1", "hi");
     assert_eq!(client.expect("OUT c1"), "OUT c1 still serving");
 }
+
+#[test]
+fn an_edit_of_the_model_and_its_key_applies_to_the_next_turn_of_a_running_gateway() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let _gateway = env.start();
+    let mut client = env.client();
+    env.llm.push(Reply::Text("from the first model".into()));
+    client.say("alice", "c1", "hi");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 from the first model");
+
+    let log = || std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap_or_default();
+    env.edit_config(|config| {
+        config["agents"]["defaults"]["model"] = json!("second-model");
+        config["providers"]["custom"]["apiKey"] = json!("rotated-key");
+    });
+    assert!(wait_until(DEADLINE, || log().contains("model settings applied")), "{}", log());
+    env.llm.push(Reply::Text("from the second model".into()));
+    client.say("alice", "c1", "and now?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 from the second model");
+
+    let last = env.llm.requests().last().unwrap().clone();
+    assert_eq!(last["model"], "second-model");
+    let headers = env.llm.request_headers().last().unwrap().clone();
+    let authorization = headers.iter().find(|(name, _)| name == "authorization").map(|(_, v)| v.clone());
+    assert_eq!(authorization.as_deref(), Some("Bearer rotated-key"));
+    let session = env.session_text("c1");
+    assert!(session.contains("from the first model"), "the conversation went on in the same session");
+}

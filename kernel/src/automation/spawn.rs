@@ -171,10 +171,11 @@ impl Helpers {
         ];
         Box::pin(async move {
             let _place = places.acquire_owned().await.map_err(|_| "the kernel is shutting down".to_owned())?;
-            let spec = crate::turn::runner::RunSpec { stream: false, ..engine.spec().clone() };
+            let spec = crate::turn::runner::RunSpec { stream: false, ..(*engine.spec()).clone() };
             let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
+            let provider = engine.provider();
             let turn = Turn {
-                provider: engine.provider(),
+                provider: &provider,
                 host: engine.host(),
                 spec: &spec,
                 tools: offered_tools(engine.host().tools(), &tools),

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use oxibot_kernel::config::Config;
 use oxibot_kernel::gateway::access::Access;
+use oxibot_kernel::gateway::reload::ConfigReload;
 use oxibot_kernel::gateway::settings::GatewaySettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{ChannelSpecError, channel_spec};
@@ -65,9 +67,15 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
                 .with_nanobot_sessions(setup.nanobot_sessions()),
         );
         let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);
-        let config_file = std::path::absolute(&config_file).ok().filter(|path| path.exists());
+        let reload = std::path::absolute(&config_file).ok().filter(|path| path.exists()).map(|path| ConfigReload {
+            path,
+            provider: Box::new(|config: &Config| {
+                let provider = Provider::from_config(config).map_err(|error| error.to_string())?;
+                super::agent::with_retry_override(provider).map_err(|error| format!("{error:#}"))
+            }),
+        });
         let access = Access::open(&pairing_path());
-        oxibot_kernel::gateway::run(services, settings, access, delivery_delays()?, config_file).await?;
+        oxibot_kernel::gateway::run(services, settings, access, delivery_delays()?, reload).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

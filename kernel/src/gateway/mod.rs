@@ -65,7 +65,7 @@ pub async fn run(
     settings: GatewaySettings,
     access: Access,
     retry_delays: Option<Vec<Duration>>,
-    config_file: Option<std::path::PathBuf>,
+    reload: Option<reload::ConfigReload>,
 ) -> Result<(), GatewayError> {
     let started = Instant::now();
     let address = format!("{}:{}", settings.host, settings.port);
@@ -95,8 +95,8 @@ pub async fn run(
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
-    if let Some(path) = config_file {
-        actix::spawn(reload::watch_config(path, router.clone()));
+    if let Some(reload) = reload {
+        actix::spawn(reload::watch_config(reload, router.clone(), services.clone()));
     }
     let health_services = services.clone();
     let source =

@@ -1,21 +1,40 @@
 //! Config hot reload: the gateway watches its config file and applies what a running gateway
-//! can (each running channel's `allowFrom`). An edit that does not load is reported with the
-//! file and the key, and the settings in force stay; changes that need a restart are named.
+//! can — each running channel's `allowFrom`, and the model settings (`agents.defaults` and
+//! `providers`: model, provider, keys, limits), which the next turn uses. An edit that does not
+//! load is reported with the file and the key, and the settings in force stay; changes that
+//! need a restart are named.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use super::router::Router;
 use super::settings::GatewaySettings;
 use crate::config::Config;
+use crate::provider::Provider;
+use crate::services::{Services, run_spec};
 use crate::watch::DirWatch;
+
+/// Makes the LLM client for an edited config (the CLI's choice of retry delays included).
+pub type ProviderFactory = Box<dyn Fn(&Config) -> Result<Provider, String>>;
+
+/// What the gateway reloads: its config file, and how to build a provider from it.
+pub struct ConfigReload {
+    /// The config file.
+    pub path: PathBuf,
+    /// Builds the LLM client for an edited config.
+    pub provider: ProviderFactory,
+}
 
 /// Editors write a file in steps (truncate, write, rename): wait this long after a change.
 const SETTLE: Duration = Duration::from_millis(100);
 
-/// Watches `path` until the gateway stops, applying each edit through `router`.
-pub async fn watch_config(path: PathBuf, router: Rc<Router>) {
+/// Watches the config file until the gateway stops, applying each edit.
+pub async fn watch_config(reload: ConfigReload, router: Rc<Router>, services: Arc<Services>) {
+    let path = &reload.path;
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
     let watch = match DirWatch::new(dir, name) {
         Ok(watch) => watch,
@@ -23,6 +42,7 @@ pub async fn watch_config(path: PathBuf, router: Rc<Router>) {
             return tracing::warn!(file = %path.display(), %error, "cannot watch the config file; edits apply after a restart");
         }
     };
+    let mut model = model_section(path);
     loop {
         match watch.changed().await {
             Ok(true) => {}
@@ -32,17 +52,30 @@ pub async fn watch_config(path: PathBuf, router: Rc<Router>) {
             Err(error) => return tracing::warn!(file = %path.display(), %error, "watching the config file failed"),
         }
         tokio::time::sleep(SETTLE).await;
-        reload(&path, &router);
+        let Some(config) = load(path) else { continue };
+        apply_gateway_settings(path, &config, &router);
+        let edited = model_section(path);
+        if edited != model {
+            apply_model(&reload, &config, &services);
+            model = edited;
+        }
     }
 }
 
-/// Loads the edited config and applies it.
-fn reload(path: &Path, router: &Router) {
-    let config = match Config::load(path) {
-        Ok(config) => config,
-        Err(error) => return tracing::error!(%error, "the edited config does not load; the running settings stay"),
-    };
-    let settings = match GatewaySettings::from_config(&config) {
+/// The edited config, or `None` (logged) when it does not load.
+fn load(path: &Path) -> Option<Config> {
+    match Config::load(path) {
+        Ok(config) => Some(config),
+        Err(error) => {
+            tracing::error!(%error, "the edited config does not load; the running settings stay");
+            None
+        }
+    }
+}
+
+/// Applies the gateway and channel settings of the edited config.
+fn apply_gateway_settings(path: &Path, config: &Config, router: &Router) {
+    let settings = match GatewaySettings::from_config(config) {
         Ok(settings) => settings,
         Err(error) => {
             return tracing::error!(file = %path.display(), %error, "the edited config is invalid; the running settings stay");
@@ -54,4 +87,26 @@ fn reload(path: &Path, router: &Router) {
     } else {
         tracing::warn!(file = %path.display(), changes = ?pending, "config reloaded; these changes apply after a restart");
     }
+}
+
+/// A new LLM client and turn settings from the edited config; turns under way keep theirs.
+fn apply_model(reload: &ConfigReload, config: &Config, services: &Services) {
+    match (reload.provider)(config) {
+        Ok(provider) => {
+            let spec = run_spec(config, services.spec().stream);
+            let model = spec.model.clone();
+            services.engine().replace_model(provider, spec);
+            tracing::info!(%model, "model settings applied; the next turn uses them");
+        }
+        Err(error) => {
+            tracing::error!(file = %reload.path.display(), %error, "the edited model settings cannot be used; the running ones stay")
+        }
+    }
+}
+
+/// The parts of the file that decide the model: `agents.defaults` and `providers`, as written.
+fn model_section(path: &Path) -> Value {
+    let raw: Value =
+        std::fs::read_to_string(path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
+    json!({"defaults": raw["agents"]["defaults"], "providers": raw["providers"]})
 }

@@ -166,11 +166,12 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
         model: model.to_owned(),
         max_iterations: settings.max_iterations.max(1),
         stream: false,
-        ..services.spec().clone()
+        ..(*services.spec()).clone()
     };
     let (events, mut finished) = mpsc::unbounded_channel();
+    let provider = services.provider();
     let turn = Turn {
-        provider: services.provider(),
+        provider: &provider,
         host: services.host(),
         spec: &spec,
         tools,

@@ -118,11 +118,12 @@ pub async fn flush_before_archive(
 ) -> Result<usize, RunError> {
     let tool = MemoryTool::limited_to(recall.clone(), &["store"]);
     let builtins = BuiltinTools::new(vec![Arc::new(tool)]);
-    let spec = RunSpec { max_iterations: FLUSH_ITERATIONS, stream: false, ..services.spec().clone() };
+    let spec = RunSpec { max_iterations: FLUSH_ITERATIONS, stream: false, ..(*services.spec()).clone() };
     let (events, mut seen) = mpsc::unbounded_channel();
     let (channel, chat) = key.split_once(':').unwrap_or(("system", key));
+    let provider = services.provider();
     let turn = Turn {
-        provider: services.provider(),
+        provider: &provider,
         host: services.host(),
         spec: &spec,
         tools: builtins.specs(),

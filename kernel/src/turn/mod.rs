@@ -15,30 +15,32 @@ pub mod runner;
 pub mod runner_actor;
 pub mod tool_batch;
 
+use std::sync::{Arc, PoisonError, RwLock};
+
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use runner::RunSpec;
 
 /// What a turn runs with: the LLM client, the plugin host its tools run in, and the
-/// configured turn settings. Shared (behind an `Arc`) by every turn of the kernel.
+/// configured turn settings. Shared (behind an `Arc`) by every turn of the kernel. The model
+/// side (client and settings) can be replaced while the kernel runs (a config edit); a turn
+/// keeps the one it started with.
 pub struct Engine {
-    /// The LLM client.
-    provider: Provider,
+    /// The LLM client and the turn settings, replaced together.
+    model: RwLock<(Arc<Provider>, Arc<RunSpec>)>,
     /// Where tools run (and, in the gateway, the channels).
     host: PluginHost,
-    /// Settings of a turn, from the config.
-    spec: RunSpec,
 }
 
 impl Engine {
     /// An engine over `provider` and `host` with `spec`'s settings.
     pub fn new(provider: Provider, host: PluginHost, spec: RunSpec) -> Engine {
-        Engine { provider, host, spec }
+        Engine { model: RwLock::new((Arc::new(provider), Arc::new(spec))), host }
     }
 
     /// The LLM client.
-    pub fn provider(&self) -> &Provider {
-        &self.provider
+    pub fn provider(&self) -> Arc<Provider> {
+        self.model.read().unwrap_or_else(PoisonError::into_inner).0.clone()
     }
 
     /// The plugin host.
@@ -47,7 +49,12 @@ impl Engine {
     }
 
     /// The configured turn settings.
-    pub fn spec(&self) -> &RunSpec {
-        &self.spec
+    pub fn spec(&self) -> Arc<RunSpec> {
+        self.model.read().unwrap_or_else(PoisonError::into_inner).1.clone()
+    }
+
+    /// Replaces the LLM client and the turn settings; turns under way finish with the old.
+    pub fn replace_model(&self, provider: Provider, spec: RunSpec) {
+        *self.model.write().unwrap_or_else(PoisonError::into_inner) = (Arc::new(provider), Arc::new(spec));
     }
 }

@@ -76,10 +76,12 @@ impl Handler<RunTurn> for RunnerActor {
         let engine = self.engine.clone();
         let work = async move {
             let tools = offered_tools(engine.host().tools(), &turn.builtins);
+            // The model this turn started with, whatever a config edit does meanwhile.
+            let (provider, spec) = (engine.provider(), engine.spec());
             let run = Turn {
-                provider: engine.provider(),
+                provider: &provider,
                 host: engine.host(),
-                spec: engine.spec(),
+                spec: &spec,
                 tools,
                 context: turn.context,
                 builtins: turn.builtins,
