@@ -5,8 +5,8 @@
 //! gateway, the interactive agent) to run a turn or send a message; [`message`] and
 //! [`spawn`] are built-in tools (a helper runs as a [`supervised::SupervisedJob`]);
 //! [`heartbeat`] is the periodic check of `HEARTBEAT.md`; [`scheduling`] runs due cron jobs
-//! as turns. [`builtin_tools`] assembles the set
-//! a kernel offers, from what works where it runs.
+//! as turns. [`builtin_tools`] assembles the set a kernel offers, from what works where it
+//! runs.
 
 pub mod dispatch;
 pub mod heartbeat;
@@ -51,7 +51,8 @@ pub fn cron_where_jobs_run(
 }
 
 /// The built-in tools of a kernel with `reach`: `message` where channels deliver, `spawn`
-/// everywhere, then `reach.extra`.
+/// everywhere, then `reach.extra`. Helpers get those of `reach.extra` they may use (the
+/// `memory` tool, never `cron`).
 pub fn builtin_tools(services: &Services, reach: Reach) -> BuiltinTools {
     let mut tools: Vec<Arc<dyn BuiltinTool>> = Vec::new();
     if let (true, Some(dispatcher)) = (reach.channels, &reach.dispatcher) {
@@ -59,7 +60,7 @@ pub fn builtin_tools(services: &Services, reach: Reach) -> BuiltinTools {
     }
     let helpers = HelperSettings {
         engine: services.engine().clone(),
-        tools: BuiltinTools::default(),
+        tools: BuiltinTools::new(reach.extra.clone()).without(&spawn::NOT_FOR_HELPERS),
         max_concurrent: services.config().agents.defaults.max_concurrent_subagents,
         dispatcher: reach.dispatcher,
         timezone: services.timezone().map(str::to_owned),
