@@ -329,3 +329,35 @@ fn slash_new_saves_the_conversation_to_a_dated_memory_file_before_archiving_it()
         env.command(&["memory", "search", "basil spring garden", "--category", "conversation"]).output().unwrap();
     assert!(stdout(&search).contains(&name), "{}", stdout(&search));
 }
+
+#[test]
+fn a_turn_the_estimate_says_will_not_fit_has_older_turns_archived_before_anything_is_left_out() {
+    // A 16,384-token window with 1,024 for the answer: the earlier turns fit before this turn
+    // starts, and no longer once the file it reads is in the request.
+    let env = AgentEnv::with_defaults(json!({"contextWindowTokens": 16384, "maxTokens": 1024}));
+    for (n, topic) in ["the garden", "the bakery"].iter().enumerate() {
+        env.llm.push(Reply::Text(format!("Noted about {topic}.")));
+        let told = format!("turn {n}: about {topic}. {}", long_message(n).repeat(4));
+        assert!(env.agent(&told).status.success());
+        assert!(!read(&env, "memory/history.jsonl").contains("- "), "nothing is archived before the big turn");
+    }
+    env.write("notes.md", &"Sow the beans in May, water them twice a week.\n".repeat(300));
+    env.llm.route(FLUSH, Reply::Text("NO_REPLY".into()));
+    env.llm.route(SUMMARISER, Reply::Text("- told about the garden and the bakery".into()));
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
+    env.llm.push(Reply::Text("Beans in May.".into()));
+    let out = env.agent("when do I sow the beans? read notes.md");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Beans in May.");
+
+    let history = read(&env, "memory/history.jsonl");
+    assert!(history.contains("told about the garden and the bakery"), "older turns were archived: {history}");
+    let last = env.llm.requests().pop().unwrap();
+    assert!(system_prompt(&last).contains("told about the garden and the bakery"), "the summary is in the prompt");
+    assert!(tool_results(&last).iter().any(|r| r.contains("Sow the beans")), "the turn went on with its tool result");
+    let lines = env.session_lines();
+    assert!(
+        lines.iter().any(|l| l["content"].as_str().is_some_and(|c| c.contains("about the garden"))),
+        "nothing left the file"
+    );
+}

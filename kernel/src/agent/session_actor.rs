@@ -306,18 +306,20 @@ impl TurnJob {
         fixed: &Arc<str>,
         recalled: Option<&str>,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let outcome = self.run_once(messages, history, events.clone(), source).await;
-        match &outcome {
-            Err(failure) if is_overflow(failure) => {}
+        let outcome = self.run_once(messages, history, events.clone(), source, true).await;
+        let estimated = match &outcome {
+            Err(failure) if is_overflow(failure) => is_estimated(failure),
             _ => return outcome,
-        }
+        };
         tracing::warn!(session = %self.key, "the request does not fit the model's context window; archiving older history");
-        if !self.consolidate(Scope::Overflow, fixed.clone()).await {
+        // A provider's refusal is only worth another call when something was archived; an
+        // estimate goes on either way, leaving out what still does not fit.
+        if !self.consolidate(Scope::Overflow, fixed.clone()).await && !estimated {
             return outcome;
         }
         let system = self.services.system_prompt(self.key.channel());
         let (messages, history) = self.request_messages(system, recalled);
-        self.run_once(messages, history, events, source).await
+        self.run_once(messages, history, events, source, false).await
     }
 
     async fn run_once(
@@ -326,10 +328,11 @@ impl TurnJob {
         history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
+        compact_first: bool,
     ) -> Result<TurnOutcome, TurnFailure> {
         let runner = RunnerActor::new(self.services.engine().clone()).start();
         self.control.set_runner(Some(runner.clone()));
-        let outcome = runner.send(self.run_turn(messages, history, events, source)).await;
+        let outcome = runner.send(self.run_turn(messages, history, events, source, compact_first)).await;
         self.control.set_runner(None);
         outcome.unwrap_or(Err(TurnFailure::Lost))
     }
@@ -358,6 +361,7 @@ impl TurnJob {
         history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
+        compact_on_overflow: bool,
     ) -> RunTurn {
         let call_context = CallContext {
             session_key: Some(self.key.to_string()),
@@ -375,7 +379,8 @@ impl TurnJob {
             Ok(store.append(session, messages)?)
         });
         let context = BuiltinContext { call: call_context, source };
-        RunTurn { messages, history, context, builtins: self.services.builtins(), hooks, events, checkpoint }
+        let builtins = self.services.builtins();
+        RunTurn { messages, history, context, builtins, hooks, events, checkpoint, compact_on_overflow }
     }
 
     /// Adds the turn's token counts to the usage log (a failure to write is logged only).
@@ -626,6 +631,15 @@ impl TurnJob {
 /// Whether a turn failed because its request does not fit the model's context window.
 fn is_overflow(failure: &TurnFailure) -> bool {
     matches!(failure, TurnFailure::Run(RunError::Provider(ProviderError::ContextOverflow { .. })))
+}
+
+/// Whether that overflow was found by the estimate before any request was sent.
+fn is_estimated(failure: &TurnFailure) -> bool {
+    matches!(
+        failure,
+        TurnFailure::Run(RunError::Provider(ProviderError::ContextOverflow { message }))
+            if message == crate::turn::budget::ESTIMATED_OVERFLOW
+    )
 }
 
 /// A redelivered channel message, as found in the session.

@@ -186,6 +186,7 @@ impl Helpers {
                 // A helper's steps are not part of any conversation; its report is.
                 checkpoint: Box::new(|_| Ok(())),
                 gate: None,
+                compact_on_overflow: false,
             };
             turn.run(messages).await.map(|outcome| outcome.content).map_err(|error| error.to_string())
         })

@@ -143,6 +143,7 @@ pub async fn flush_before_archive(
         // Silent: nothing of this turn is kept but what the tool stores.
         checkpoint: Box::new(|_| Ok(())),
         gate: Some(Arc::new(OnlyMemory)),
+        compact_on_overflow: false,
     };
     let memory =
         std::fs::read_to_string(recall.workspace().join(super::recall::sources::MEMORY_PATH)).unwrap_or_default();

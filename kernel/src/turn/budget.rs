@@ -54,14 +54,27 @@ pub fn limit(context_window: u32, max_tokens: u32) -> u64 {
     u64::from(context_window.saturating_sub(max_tokens).saturating_sub(SAFETY_TOKENS).max(1024))
 }
 
+/// What the ProviderError::ContextOverflow says when the estimate, not the provider, found
+/// that a request would not fit.
+pub const ESTIMATED_OVERFLOW: &str = "the conversation no longer fits the model's context window (estimated)";
+
 /// Makes `messages` (system prompt first) fit `context_window - max_tokens - safety`.
 ///
 /// First, tool results before the last user message are shrunk; if that is not enough, the
 /// oldest whole turns after the system prompt are dropped, never the current one.
 pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32) {
+    if !shrink_to_fit(messages, context_window, max_tokens) {
+        drop_oldest_turns(messages, limit(context_window, max_tokens));
+    }
+}
+
+/// The first stage of [`fit`]: shrinks tool results before the last user message when the
+/// request is over its budget. Returns whether the request fits afterwards, or else has no
+/// older turn that dropping (or archiving) could take away.
+pub fn shrink_to_fit(messages: &mut [ChatMessage], context_window: u32, max_tokens: u32) -> bool {
     let budget = limit(context_window, max_tokens);
     if estimate_tokens(messages) <= budget {
-        return;
+        return true;
     }
     let current_turn = messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
     for message in messages[..current_turn].iter_mut().filter(|m| m.role == Role::Tool) {
@@ -72,6 +85,12 @@ pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32
             }
         }
     }
+    let oldest = messages.iter().skip(1).position(|m| m.role == Role::User).map(|i| i + 1);
+    estimate_tokens(messages) <= budget || oldest.is_none_or(|oldest| oldest >= current_turn)
+}
+
+/// The second stage of [`fit`]: drops the oldest whole turns until the request fits.
+fn drop_oldest_turns(messages: &mut Vec<ChatMessage>, budget: u64) {
     while estimate_tokens(messages) > budget {
         let current_turn = messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
         // The first user message after the system prompt starts the oldest turn; the next

@@ -127,6 +127,10 @@ pub struct Turn<'a> {
     pub checkpoint: Checkpoint,
     /// Refuses calls before they run, when set.
     pub gate: Option<std::sync::Arc<dyn tool_batch::ToolGate>>,
+    /// When the request would only fit by dropping older turns, end the turn with a context
+    /// overflow instead, so the caller can have those turns archived (a session's turn);
+    /// otherwise they are left out of the request.
+    pub compact_on_overflow: bool,
 }
 
 /// The history a turn replays, encoded ahead for the wire (see [`crate::provider::HistoryCache`]),
@@ -172,6 +176,12 @@ impl Turn<'_> {
             if let Some(replay) = history.take_if(|replay| !self.keeps_encoded(messages, &replay.encoded)) {
                 let at = messages.len().min(1);
                 messages.splice(at..at, (replay.messages)());
+            }
+            if self.compact_on_overflow
+                && !budget::shrink_to_fit(messages, self.spec.context_window, self.spec.max_tokens)
+            {
+                let message = budget::ESTIMATED_OVERFLOW.to_owned();
+                return Err(RunError::Provider(ProviderError::ContextOverflow { message }));
             }
             budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
             let count = messages.len() + history.as_ref().map_or(0, |h| h.encoded.len());

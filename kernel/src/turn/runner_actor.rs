@@ -65,6 +65,9 @@ pub struct RunTurn {
     pub events: UnboundedSender<TurnEvent>,
     /// Persists new messages.
     pub checkpoint: Checkpoint,
+    /// End with a context overflow rather than leave older turns out of the request (see
+    /// [`Turn::compact_on_overflow`]).
+    pub compact_on_overflow: bool,
 }
 
 impl Handler<RunTurn> for RunnerActor {
@@ -89,6 +92,7 @@ impl Handler<RunTurn> for RunnerActor {
                 events: turn.events,
                 checkpoint: turn.checkpoint,
                 gate: None,
+                compact_on_overflow: turn.compact_on_overflow,
             };
             run.run_with_history(turn.messages, turn.history).await
         };
