@@ -6,12 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::TokenCache;
+use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
 use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use crate::config::Config;
 use crate::frames::BOT_MESSAGE_TOPIC;
@@ -252,7 +251,7 @@ impl OpenApi {
     async fn fetch_file(&self, url: &str, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "file download";
         let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
-        let mut response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
+        let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
             return Err(ApiError::Status {
@@ -262,31 +261,15 @@ impl OpenApi {
                 message: String::new(),
             });
         }
-        let too_large =
-            || ApiError::Refused { call: CALL, reason: format!("the file is larger than {MAX_DOWNLOAD} bytes") };
-        if response.content_length().is_some_and(|length| length > MAX_DOWNLOAD) {
-            return Err(too_large());
-        }
-        let file_error =
-            |error: std::io::Error| ApiError::File { path: dest.display().to_string(), reason: error.to_string() };
-        let mut file = tokio::fs::File::create(dest).await.map_err(file_error)?;
-        let mut written = 0u64;
-        let outcome = async {
-            while let Some(chunk) = response.chunk().await.map_err(network)? {
-                written += chunk.len() as u64;
-                if written > MAX_DOWNLOAD {
-                    return Err(too_large());
-                }
-                file.write_all(&chunk).await.map_err(file_error)?;
+        let declared = response.content_length();
+        match save_limited(response.bytes_stream(), dest, MAX_DOWNLOAD, declared).await {
+            Ok(_) => Ok(()),
+            Err(error @ SaveError::TooLarge { .. }) => Err(ApiError::Refused { call: CALL, reason: error.to_string() }),
+            Err(SaveError::Source(error)) => Err(network(error)),
+            Err(SaveError::File(error)) => {
+                Err(ApiError::File { path: dest.display().to_string(), reason: error.to_string() })
             }
-            file.flush().await.map_err(file_error)
         }
-        .await;
-        if outcome.is_err() {
-            drop(file);
-            let _ = tokio::fs::remove_file(dest).await;
-        }
-        outcome
     }
 
     /// POSTs `body` with the access token; a refused token is replaced and the call made again

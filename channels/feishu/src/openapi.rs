@@ -7,12 +7,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::TokenCache;
+use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use crate::config::Config;
 
@@ -277,7 +276,7 @@ impl OpenApi {
             segment(key)
         );
         let token = self.tenant_token().await?;
-        let mut response = self
+        let response = self
             .http
             .get(url)
             .timeout(DOWNLOAD_TIMEOUT)
@@ -290,31 +289,17 @@ impl OpenApi {
             let answer: Value = response.json().await.unwrap_or(Value::Null);
             return Err(api_error(CALL, status, &answer));
         }
-        let too_large =
-            || ApiError::Malformed { call: CALL, reason: format!("the file is larger than {MAX_DOWNLOAD} bytes") };
-        if response.content_length().is_some_and(|length| length > MAX_DOWNLOAD) {
-            return Err(too_large());
-        }
-        let file_error =
-            |error: std::io::Error| ApiError::File { path: dest.display().to_string(), reason: error.to_string() };
-        let mut file = tokio::fs::File::create(dest).await.map_err(file_error)?;
-        let mut written = 0u64;
-        let outcome = async {
-            while let Some(chunk) = response.chunk().await.map_err(network)? {
-                written += chunk.len() as u64;
-                if written > MAX_DOWNLOAD {
-                    return Err(too_large());
-                }
-                file.write_all(&chunk).await.map_err(file_error)?;
+        let declared = response.content_length();
+        match save_limited(response.bytes_stream(), dest, MAX_DOWNLOAD, declared).await {
+            Ok(_) => Ok(()),
+            Err(error @ SaveError::TooLarge { .. }) => {
+                Err(ApiError::Malformed { call: CALL, reason: error.to_string() })
             }
-            file.flush().await.map_err(file_error)
+            Err(SaveError::Source(error)) => Err(network(error)),
+            Err(SaveError::File(error)) => {
+                Err(ApiError::File { path: dest.display().to_string(), reason: error.to_string() })
+            }
         }
-        .await;
-        if outcome.is_err() {
-            drop(file);
-            let _ = tokio::fs::remove_file(dest).await;
-        }
-        outcome
     }
 
     /// A call with the tenant token; a refused token is replaced and the call made again once.

@@ -12,13 +12,16 @@
 //! - [`TokenCache`]: a service's access token, reused until shortly before it expires;
 //! - [`RecentMessages`]: messages seen lately, so one delivered again reaches the kernel once
 //!   and each of its deliveries is acknowledged after the kernel accepted it;
-//! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go.
+//! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go;
+//! - [`save_limited`]: a download written into a file with a size limit, nothing left behind
+//!   when it fails.
 //!
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
 //! listening and accepting in [`crate::serving`].
 
 mod backoff;
 mod config;
+mod download;
 pub mod escape;
 pub mod markdown;
 mod paths;
@@ -29,6 +32,7 @@ mod typing;
 
 pub use backoff::{Backoff, jitter};
 pub use config::{ChannelConfig, SectionError, load_section};
+pub use download::{SaveError, save_limited};
 pub use escape::{escape, push_escaped};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
 pub use recent::{REMEMBERED, RecentMessages, Seen};
