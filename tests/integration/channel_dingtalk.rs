@@ -5,8 +5,8 @@
 //! parts that fit, with one access token reused.
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
-use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, PeerKind};
-use oxibot_tests::channels::{event_where, outbound};
+use oxibot_proto::DeliveryAck;
+use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_dingtalk::{
     ACCESS_TOKEN, BATCH_SEND, CLIENT_ID, CONNECTIONS_OPEN, FakeDingTalk, GROUP_SEND, SendReply, group_text,
     one_to_one_picture, one_to_one_text,
@@ -22,38 +22,9 @@ use super::gateway::GatewayEnv;
 /// Starts the host with the DingTalk channel configured for `dingtalk`, and waits until the
 /// channel holds a Stream connection.
 async fn dingtalk_host(dingtalk: &FakeDingTalk, extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), "dingtalk", &dingtalk.config(extra))
-        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
-    let host = start_host(vec![spec]).await;
-    let mut events = host.subscribe();
-    let ready =
-        event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "dingtalk")).await;
-    assert!(matches!(ready, PluginEvent::Ready { kind: PeerKind::Channel, .. }), "{ready:?}");
+    let (host, events) = started_channel("dingtalk", &dingtalk.config(extra)).await;
     dingtalk.wait_connections(1).await;
     (host, events)
-}
-
-/// The next inbound event from the DingTalk channel.
-async fn next_inbound(events: &mut UnboundedReceiver<PluginEvent>) -> Inbound {
-    match event_where(events, |e| matches!(e, PluginEvent::Inbound { .. })).await {
-        PluginEvent::Inbound { plugin, inbound } => {
-            assert_eq!(plugin, "dingtalk");
-            inbound
-        }
-        _ => unreachable!(),
-    }
-}
-
-/// The next delivery ack from the DingTalk channel.
-async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryAck {
-    match event_where(events, |e| matches!(e, PluginEvent::Delivery { .. })).await {
-        PluginEvent::Delivery { ack, .. } => ack,
-        _ => unreachable!(),
-    }
-}
-
-fn accept(host: &PluginHost, inbound: &Inbound) {
-    host.send("dingtalk", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
 }
 
 #[actix_rt::test]
@@ -61,14 +32,14 @@ async fn a_one_to_one_message_arrives_from_its_sender_and_the_reply_goes_to_that
     let dingtalk = FakeDingTalk::start();
     let (host, mut events) = dingtalk_host(&dingtalk, json!({})).await;
     dingtalk.deliver("frame-1", one_to_one_text("msg-1", "staff42", "Ada", "hello robot")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     assert_eq!(
         (inbound.id.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str(), inbound.content.as_str()),
         ("msg-1", "staff42", "staff42", "hello robot")
     );
     assert_eq!(inbound.metadata["is_group"], false);
     assert_eq!(inbound.metadata["username"], "Ada");
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
     dingtalk.wait_ack("frame-1").await;
 
     host.send("dingtalk", outbound(7, &inbound.chat_id, "**Hi** Ada, how can I help?", inbound.metadata.clone()))
@@ -95,12 +66,12 @@ async fn a_group_message_is_the_groups_chat_and_the_reply_goes_to_that_conversat
     let dingtalk = FakeDingTalk::start();
     let (host, mut events) = dingtalk_host(&dingtalk, json!({})).await;
     dingtalk.deliver("frame-g1", group_text("msg-g1", "cidGroup1+A==", "staff42", "Ada", "what's the plan?")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     assert_eq!((inbound.chat_id.as_str(), inbound.content.as_str()), ("group:cidGroup1+A==", "what's the plan?"));
     assert_eq!(inbound.sender_id, "staff42");
     assert_eq!(inbound.metadata["is_group"], true);
     assert_eq!(inbound.metadata["conversation_title"], "Project team");
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
 
     host.send("dingtalk", outbound(8, &inbound.chat_id, "Ship it on Friday.", inbound.metadata.clone())).unwrap();
     assert!(next_delivery(&mut events).await.ok);
@@ -117,12 +88,12 @@ async fn with_group_user_isolation_each_member_of_a_group_has_a_chat_of_their_ow
     let dingtalk = FakeDingTalk::start();
     let (host, mut events) = dingtalk_host(&dingtalk, json!({"groupUserIsolation": true})).await;
     dingtalk.deliver("frame-i1", group_text("msg-i1", "cidGroup2", "staff1", "Ada", "mine")).await;
-    let first = next_inbound(&mut events).await;
-    accept(&host, &first);
+    let first = next_inbound(&mut events, "dingtalk").await;
+    accept(&host, "dingtalk", &first);
     dingtalk.deliver("frame-i2", group_text("msg-i2", "cidGroup2", "staff2", "Bo", "mine too")).await;
-    let second = next_inbound(&mut events).await;
+    let second = next_inbound(&mut events, "dingtalk").await;
     assert_eq!((first.chat_id.as_str(), second.chat_id.as_str()), ("group:cidGroup2:staff1", "group:cidGroup2:staff2"));
-    accept(&host, &second);
+    accept(&host, "dingtalk", &second);
 
     host.send("dingtalk", outbound(9, &second.chat_id, "yours", second.metadata.clone())).unwrap();
     assert!(next_delivery(&mut events).await.ok);
@@ -135,14 +106,14 @@ async fn a_callback_is_acknowledged_only_after_the_kernel_accepted_its_message()
     let dingtalk = FakeDingTalk::start();
     let (host, mut events) = dingtalk_host(&dingtalk, json!({})).await;
     dingtalk.deliver("frame-wait", one_to_one_text("msg-wait", "staff42", "Ada", "keep me")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     // A barrier instead of a pause: the channel reads frames in order and queues its answers in
     // order on one queue, and it answers a ping at once. Once the pong is in, an ack of the
     // message sent on arrival would have come before it.
     dingtalk.ping("ping-barrier").await;
     dingtalk.wait_ack("ping-barrier").await;
     assert_eq!(dingtalk.acks(), ["ping-barrier"], "acknowledged before the kernel accepted");
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
     let ack = dingtalk.wait_ack("frame-wait").await;
     assert_eq!((ack.code, ack.data.as_str()), (200, "{\"response\":null}"));
     host.shutdown().await;
@@ -165,15 +136,15 @@ async fn a_redelivered_callback_with_the_same_msg_id_is_submitted_once_and_every
     let (host, mut events) = dingtalk_host(&dingtalk, json!({})).await;
     let data = one_to_one_text("msg-once", "staff42", "Ada", "only once");
     dingtalk.deliver("frame-first", data.clone()).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     dingtalk.deliver("frame-again-1", data.clone()).await;
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
     dingtalk.wait_ack("frame-first").await;
     dingtalk.wait_ack("frame-again-1").await;
     dingtalk.deliver("frame-again-2", data).await;
     dingtalk.wait_ack("frame-again-2").await;
     dingtalk.deliver("frame-next", one_to_one_text("msg-next", "staff42", "Ada", "a new one")).await;
-    let next = next_inbound(&mut events).await;
+    let next = next_inbound(&mut events, "dingtalk").await;
     assert_eq!(next.content, "a new one", "the redelivered message came through twice");
     host.shutdown().await;
 }
@@ -186,9 +157,9 @@ async fn a_dropped_connection_is_registered_and_opened_again_and_later_messages_
     dingtalk.wait_connections(2).await;
     assert_eq!(dingtalk.calls(CONNECTIONS_OPEN).len(), 2, "each connection has a fresh ticket");
     dingtalk.deliver("frame-back", one_to_one_text("msg-back", "staff42", "Ada", "back?")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     assert_eq!(inbound.content, "back?");
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
     let ack = dingtalk.wait_ack("frame-back").await;
     assert_eq!(ack.connection, 1, "acknowledged on the new connection");
     host.shutdown().await;
@@ -203,9 +174,9 @@ async fn a_disconnect_frame_makes_the_channel_open_a_new_connection_with_a_fresh
     assert_eq!(dingtalk.calls(CONNECTIONS_OPEN).len(), 2);
     assert!(!dingtalk.acks().contains(&"disconnect-1".to_owned()), "a disconnect needs no answer");
     dingtalk.deliver("frame-after", one_to_one_text("msg-after", "staff42", "Ada", "still there?")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     assert_eq!(inbound.content, "still there?");
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
     dingtalk.wait_ack("frame-after").await;
     host.shutdown().await;
 }
@@ -290,14 +261,14 @@ async fn a_picture_is_downloaded_into_the_media_dir_and_handed_to_the_kernel_as_
     dingtalk.add_file("dc-photo", b"\x89PNG fake picture");
     let (host, mut events) = dingtalk_host(&dingtalk, json!({"mediaDir": media.path()})).await;
     dingtalk.deliver("frame-pic", one_to_one_picture("msg-pic", "staff42", "Ada", "dc-photo")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     assert_eq!(inbound.content, "[Image]");
     assert_eq!(inbound.media.len(), 1);
     assert!(inbound.media[0].starts_with(&media.path().display().to_string()), "{:?}", inbound.media);
     assert_eq!(std::fs::read(&inbound.media[0]).unwrap(), b"\x89PNG fake picture");
     let download = &dingtalk.calls("/v1.0/robot/messageFiles/download")[0];
     assert_eq!(download.body, json!({"downloadCode": "dc-photo", "robotCode": CLIENT_ID}));
-    accept(&host, &inbound);
+    accept(&host, "dingtalk", &inbound);
     dingtalk.wait_ack("frame-pic").await;
     host.shutdown().await;
 }
@@ -312,7 +283,7 @@ async fn a_one_to_one_message_gets_only_a_notice_when_private_chats_are_disabled
     assert_eq!(notices[0].body["userIds"], json!(["staff42"]));
     assert!(notices[0].msg_param()["text"].as_str().unwrap().contains("群聊"), "{:?}", notices[0].msg_param());
     dingtalk.deliver("frame-group", group_text("msg-group", "cidG", "staff42", "Ada", "hello all")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "dingtalk").await;
     assert_eq!(inbound.id, "msg-group", "the private message reached the kernel");
     host.shutdown().await;
 }
@@ -323,14 +294,14 @@ async fn a_message_not_accepted_before_the_channel_died_is_submitted_again_when_
     let (host, mut events) = dingtalk_host(&dingtalk, json!({})).await;
     let data = one_to_one_text("msg-crash", "staff42", "Ada", "do not lose me");
     dingtalk.deliver("frame-before-crash", data.clone()).await;
-    let first = next_inbound(&mut events).await;
+    let first = next_inbound(&mut events, "dingtalk").await;
     sigkill(host.statuses()[0].pid.unwrap());
     event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "dingtalk")).await;
     dingtalk.wait_connections(2).await;
     dingtalk.deliver("frame-redelivered", data).await;
-    let again = next_inbound(&mut events).await;
+    let again = next_inbound(&mut events, "dingtalk").await;
     assert_eq!((again.id.as_str(), again.content.as_str()), (first.id.as_str(), "do not lose me"));
-    accept(&host, &again);
+    accept(&host, "dingtalk", &again);
     dingtalk.wait_ack("frame-redelivered").await;
     assert_eq!(dingtalk.acks(), ["frame-redelivered"], "the frame seen by the killed instance was acknowledged");
     host.shutdown().await;

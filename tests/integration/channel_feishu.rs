@@ -5,8 +5,8 @@
 //! cards — streamed ones updated in place, long ones several.
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
-use oxibot_proto::{DeliveryAck, Delta, Inbound, InboundAccepted, Message, Outbound, PeerKind};
-use oxibot_tests::channels::{event_where, outbound};
+use oxibot_proto::{DeliveryAck, Delta, Message, Outbound};
+use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_feishu::{
     APP_ID, ENDPOINT, FakeFeishu, MESSAGES, SERVICE_ID, TENANT_TOKEN, direct_text, group_text, message_event,
 };
@@ -18,38 +18,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// Starts the host with the Feishu channel configured for `feishu`, and waits until the
 /// channel holds a long connection.
 async fn feishu_host(feishu: &FakeFeishu, extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), "feishu", &feishu.config(extra))
-        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
-    let host = start_host(vec![spec]).await;
-    let mut events = host.subscribe();
-    let ready =
-        event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "feishu")).await;
-    assert!(matches!(ready, PluginEvent::Ready { kind: PeerKind::Channel, .. }), "{ready:?}");
+    let (host, events) = started_channel("feishu", &feishu.config(extra)).await;
     feishu.wait_connections(1).await;
     (host, events)
-}
-
-/// The next inbound event from the Feishu channel.
-async fn next_inbound(events: &mut UnboundedReceiver<PluginEvent>) -> Inbound {
-    match event_where(events, |e| matches!(e, PluginEvent::Inbound { .. })).await {
-        PluginEvent::Inbound { plugin, inbound } => {
-            assert_eq!(plugin, "feishu");
-            inbound
-        }
-        _ => unreachable!(),
-    }
-}
-
-/// The next delivery ack from the Feishu channel.
-async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryAck {
-    match event_where(events, |e| matches!(e, PluginEvent::Delivery { .. })).await {
-        PluginEvent::Delivery { ack, .. } => ack,
-        _ => unreachable!(),
-    }
-}
-
-fn accept(host: &PluginHost, inbound: &Inbound) {
-    host.send("feishu", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
 }
 
 #[actix_rt::test]
@@ -57,14 +28,14 @@ async fn a_direct_message_arrives_from_its_sender_and_the_reply_is_a_card_sent_t
     let feishu = FakeFeishu::start();
     let (host, mut events) = feishu_host(&feishu, json!({})).await;
     feishu.push_event("frame-1", &direct_text("om_1", "ou_ada", "hello bot")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     assert_eq!(
         (inbound.id.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str(), inbound.content.as_str()),
         ("om_1", "ou_ada", "ou_ada", "hello bot")
     );
     assert_eq!(inbound.metadata["is_group"], false);
     assert_eq!(inbound.metadata["message_id"], "om_1");
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     let answer = feishu.wait_answer("frame-1").await;
     assert_eq!(answer.frame.json()["code"], 200);
     assert!(answer.frame.header("biz_rt").is_some(), "{:?}", answer.frame.headers);
@@ -90,11 +61,11 @@ async fn a_group_message_without_a_mention_is_answered_at_once_and_ignored_while
     feishu.push_event("frame-chatter", &group_text("om_c", "ou_ada", "oc_team", "just chatting", false)).await;
     feishu.wait_answer("frame-chatter").await;
     feishu.push_event("frame-mention", &group_text("om_m", "ou_ada", "oc_team", "what's next?", true)).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     assert_eq!(inbound.id, "om_m", "the first inbound must be the mention");
     assert_eq!((inbound.chat_id.as_str(), inbound.content.as_str()), ("oc_team", "what's next?"));
     assert_eq!(inbound.metadata["is_group"], true);
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     feishu.wait_answer("frame-mention").await;
 
     host.send("feishu", outbound(4, &inbound.chat_id, "Shipping.", inbound.metadata.clone())).unwrap();
@@ -112,15 +83,15 @@ async fn with_an_open_group_policy_every_group_message_is_submitted_and_each_top
     let feishu = FakeFeishu::start();
     let (host, mut events) = feishu_host(&feishu, json!({"groupPolicy": "open"})).await;
     feishu.push_event("frame-a", &group_text("om_a", "ou_ada", "oc_team", "first topic", false)).await;
-    let first = next_inbound(&mut events).await;
-    accept(&host, &first);
+    let first = next_inbound(&mut events, "feishu").await;
+    accept(&host, "feishu", &first);
     let mut in_topic = group_text("om_b", "ou_bo", "oc_team", "a reply in the first topic", false);
     in_topic["event"]["message"]["root_id"] = json!("om_a");
     in_topic["event"]["message"]["thread_id"] = json!("omt_a");
     feishu.push_event("frame-b", &in_topic).await;
-    let second = next_inbound(&mut events).await;
+    let second = next_inbound(&mut events, "feishu").await;
     assert_eq!((first.chat_id.as_str(), second.chat_id.as_str()), ("oc_team:om_a", "oc_team:om_a"));
-    accept(&host, &second);
+    accept(&host, "feishu", &second);
 
     host.send("feishu", outbound(5, &second.chat_id, "in the topic", second.metadata.clone())).unwrap();
     assert!(next_delivery(&mut events).await.ok);
@@ -135,14 +106,14 @@ async fn an_event_is_answered_only_after_the_kernel_accepted_its_message() {
     let feishu = FakeFeishu::start();
     let (host, mut events) = feishu_host(&feishu, json!({})).await;
     feishu.push_event("frame-wait", &direct_text("om_wait", "ou_ada", "keep me")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     // A barrier instead of a pause: the channel reads frames in order and queues its answers in
     // order, and it answers group chatter at once. Once that answer is in, an answer to the
     // message sent on arrival would have come before it.
     feishu.push_event("frame-barrier", &group_text("om_x", "ou_bo", "oc_team", "chatter", false)).await;
     feishu.wait_answer("frame-barrier").await;
     assert_eq!(feishu.answered(), ["frame-barrier"], "answered before the kernel accepted");
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     feishu.wait_answer("frame-wait").await;
     host.shutdown().await;
 }
@@ -153,15 +124,15 @@ async fn an_event_pushed_again_is_submitted_once_and_every_frame_is_answered() {
     let (host, mut events) = feishu_host(&feishu, json!({})).await;
     let event = direct_text("om_once", "ou_ada", "only once");
     feishu.push_event("frame-first", &event).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     feishu.push_event("frame-again-1", &event).await;
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     feishu.wait_answer("frame-first").await;
     feishu.wait_answer("frame-again-1").await;
     feishu.push_event("frame-again-2", &event).await;
     feishu.wait_answer("frame-again-2").await;
     feishu.push_event("frame-next", &direct_text("om_next", "ou_ada", "a new one")).await;
-    let next = next_inbound(&mut events).await;
+    let next = next_inbound(&mut events, "feishu").await;
     assert_eq!(next.content, "a new one", "the message pushed again came through twice");
     host.shutdown().await;
 }
@@ -172,9 +143,9 @@ async fn an_event_cut_into_pieces_is_joined_before_it_is_read() {
     let (host, mut events) = feishu_host(&feishu, json!({})).await;
     let long = "长".repeat(2000);
     feishu.push_event_in_pieces("frame-cut", &direct_text("om_cut", "ou_ada", &long), 3).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     assert_eq!(inbound.content, long);
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     feishu.wait_answer("frame-cut").await;
     host.shutdown().await;
 }
@@ -197,9 +168,9 @@ async fn a_dropped_connection_is_opened_again_with_a_fresh_endpoint_and_messages
     feishu.wait_connections(2).await;
     assert_eq!(feishu.calls(ENDPOINT).len(), 2, "each connection has a fresh ticket");
     feishu.push_event("frame-back", &direct_text("om_back", "ou_ada", "back?")).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     assert_eq!(inbound.content, "back?");
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     assert_eq!(feishu.wait_answer("frame-back").await.connection, 1, "answered on the new connection");
     host.shutdown().await;
 }
@@ -277,8 +248,8 @@ async fn with_reply_to_message_a_group_reply_quotes_the_message_in_a_thread() {
     let feishu = FakeFeishu::start();
     let (host, mut events) = feishu_host(&feishu, json!({"replyToMessage": true})).await;
     feishu.push_event("frame-q", &group_text("om_q", "ou_ada", "oc_team", "question", true)).await;
-    let inbound = next_inbound(&mut events).await;
-    accept(&host, &inbound);
+    let inbound = next_inbound(&mut events, "feishu").await;
+    accept(&host, "feishu", &inbound);
     host.send("feishu", outbound(11, &inbound.chat_id, "answer", inbound.metadata.clone())).unwrap();
     assert!(next_delivery(&mut events).await.ok);
     let replies = feishu.calls_like("POST", "/open-apis/im/v1/messages/om_q/reply");
@@ -312,8 +283,8 @@ async fn an_accepted_message_gets_the_configured_reaction() {
     let feishu = FakeFeishu::start();
     let (host, mut events) = feishu_host(&feishu, json!({"reactEmoji": "THUMBSUP"})).await;
     feishu.push_event("frame-r", &direct_text("om_r", "ou_ada", "look")).await;
-    let inbound = next_inbound(&mut events).await;
-    accept(&host, &inbound);
+    let inbound = next_inbound(&mut events, "feishu").await;
+    accept(&host, "feishu", &inbound);
     let path = "/open-apis/im/v1/messages/om_r/reactions";
     let reactions = feishu.wait_calls(path, 1).await;
     assert_eq!(reactions[0].body, json!({"reaction_type": {"emoji_type": "THUMBSUP"}}));
@@ -329,14 +300,14 @@ async fn a_picture_is_downloaded_into_the_media_dir_and_handed_to_the_kernel_as_
     let picture =
         message_event("om_pic", "ou_ada", "oc_p2p_ou_ada", "p2p", "image", &json!({"image_key": "img_v2_photo"}));
     feishu.push_event("frame-pic", &picture).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "feishu").await;
     assert_eq!(inbound.content, "[image]");
     assert_eq!(inbound.media.len(), 1);
     assert!(inbound.media[0].starts_with(&media.path().display().to_string()), "{:?}", inbound.media);
     assert_eq!(std::fs::read(&inbound.media[0]).unwrap(), b"\x89PNG fake picture");
     let download = &feishu.calls("/open-apis/im/v1/messages/om_pic/resources/img_v2_photo")[0];
     assert_eq!(download.query, "type=image");
-    accept(&host, &inbound);
+    accept(&host, "feishu", &inbound);
     feishu.wait_answer("frame-pic").await;
     host.shutdown().await;
 }
@@ -347,14 +318,14 @@ async fn a_message_not_accepted_before_the_channel_died_is_submitted_again_when_
     let (host, mut events) = feishu_host(&feishu, json!({})).await;
     let event = direct_text("om_crash", "ou_ada", "do not lose me");
     feishu.push_event("frame-before-crash", &event).await;
-    let first = next_inbound(&mut events).await;
+    let first = next_inbound(&mut events, "feishu").await;
     sigkill(host.statuses()[0].pid.unwrap());
     event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "feishu")).await;
     feishu.wait_connections(2).await;
     feishu.push_event("frame-pushed-again", &event).await;
-    let again = next_inbound(&mut events).await;
+    let again = next_inbound(&mut events, "feishu").await;
     assert_eq!((again.id.as_str(), again.content.as_str()), (first.id.as_str(), "do not lose me"));
-    accept(&host, &again);
+    accept(&host, "feishu", &again);
     feishu.wait_answer("frame-pushed-again").await;
     assert_eq!(feishu.answered(), ["frame-pushed-again"], "the frame seen by the killed instance was answered");
     host.shutdown().await;

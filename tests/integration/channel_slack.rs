@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
-use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, PeerKind};
-use oxibot_tests::channels::event_where;
-use oxibot_tests::channels::outbound;
+use oxibot_proto::DeliveryAck;
+use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_slack::{
     APP_TOKEN, BOT_TOKEN, FakeSlack, PostReply, app_mention, channel_message, direct_message,
 };
@@ -20,37 +19,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// Starts the host with the Slack channel configured for `slack`, and waits until the channel
 /// holds a Socket Mode connection.
 async fn slack_host(slack: &FakeSlack, extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), "slack", &slack.config(extra))
-        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
-    let host = start_host(vec![spec]).await;
-    let mut events = host.subscribe();
-    let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "slack")).await;
-    assert!(matches!(ready, PluginEvent::Ready { kind: PeerKind::Channel, .. }), "{ready:?}");
+    let (host, events) = started_channel("slack", &slack.config(extra)).await;
     slack.wait_connections(1).await;
     (host, events)
-}
-
-/// The next inbound event from the Slack channel.
-async fn next_inbound(events: &mut UnboundedReceiver<PluginEvent>) -> Inbound {
-    match event_where(events, |e| matches!(e, PluginEvent::Inbound { .. })).await {
-        PluginEvent::Inbound { plugin, inbound } => {
-            assert_eq!(plugin, "slack");
-            inbound
-        }
-        _ => unreachable!(),
-    }
-}
-
-/// The next delivery ack from the Slack channel.
-async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryAck {
-    match event_where(events, |e| matches!(e, PluginEvent::Delivery { .. })).await {
-        PluginEvent::Delivery { ack, .. } => ack,
-        _ => unreachable!(),
-    }
-}
-
-fn accept(host: &PluginHost, inbound: &Inbound) {
-    host.send("slack", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
 }
 
 #[actix_rt::test]
@@ -58,7 +29,7 @@ async fn a_direct_message_arrives_as_an_inbound_and_its_envelope_is_acked_only_a
     let slack = FakeSlack::start();
     let (host, mut events) = slack_host(&slack, json!({})).await;
     slack.deliver("env-dm-1", direct_message("D1", "U42", "hello there", "1700000000.000100"), 0).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "slack").await;
     assert_eq!(inbound.id, "D1:1700000000.000100");
     assert_eq!(
         (inbound.channel.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str()),
@@ -75,7 +46,7 @@ async fn a_direct_message_arrives_as_an_inbound_and_its_envelope_is_acked_only_a
     slack.deliver("env-barrier", channel_message("C7", "U42", "just chatting", "1700000000.000200"), 0).await;
     slack.wait_ack("env-barrier").await;
     assert_eq!(slack.acks(), ["env-barrier"], "acked before the kernel accepted");
-    accept(&host, &inbound);
+    accept(&host, "slack", &inbound);
     slack.wait_ack("env-dm-1").await;
     let auth = slack.calls("auth.test");
     assert_eq!(auth[0].authorization, format!("Bearer {BOT_TOKEN}"));
@@ -91,13 +62,13 @@ async fn a_channel_message_without_a_mention_is_acked_at_once_and_ignored_while_
     slack.deliver("env-chatter", channel_message("C7", "U42", "just chatting", "1700000001.000100"), 0).await;
     slack.wait_ack("env-chatter").await;
     slack.deliver("env-mention", app_mention("C7", "U42", "<@UBOT> what is *up*?", "1700000002.000100"), 0).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "slack").await;
     assert_eq!(inbound.id, "C7:1700000002.000100", "the first inbound must be the mention");
     assert_eq!(inbound.content, "what is *up*?");
     assert_eq!(inbound.chat_id, "C7");
     assert_eq!(inbound.metadata["is_group"], true);
     assert_eq!(inbound.metadata["thread_ts"], "1700000002.000100");
-    accept(&host, &inbound);
+    accept(&host, "slack", &inbound);
     slack.wait_ack("env-mention").await;
     host.shutdown().await;
 }
@@ -108,15 +79,15 @@ async fn a_redelivered_envelope_does_not_produce_a_second_inbound_and_is_acked()
     let (host, mut events) = slack_host(&slack, json!({})).await;
     let event = direct_message("D1", "U42", "only once", "1700000003.000100");
     slack.deliver("env-first", event.clone(), 0).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "slack").await;
     slack.deliver("env-retry-1", event.clone(), 1).await;
-    accept(&host, &inbound);
+    accept(&host, "slack", &inbound);
     slack.wait_ack("env-first").await;
     slack.wait_ack("env-retry-1").await;
     slack.deliver("env-retry-2", event, 2).await;
     slack.wait_ack("env-retry-2").await;
     slack.deliver("env-next", direct_message("D1", "U42", "a new one", "1700000004.000100"), 0).await;
-    let next = next_inbound(&mut events).await;
+    let next = next_inbound(&mut events, "slack").await;
     assert_eq!(next.content, "a new one", "the redelivered message came through twice");
     host.shutdown().await;
 }
@@ -129,9 +100,9 @@ async fn after_a_disconnect_the_channel_opens_a_new_connection_and_messages_stil
     slack.wait_connections(2).await;
     assert_eq!(slack.calls("apps.connections.open").len(), 2);
     slack.deliver("env-after-refresh", direct_message("D1", "U42", "still there?", "1700000005.000100"), 0).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "slack").await;
     assert_eq!(inbound.content, "still there?");
-    accept(&host, &inbound);
+    accept(&host, "slack", &inbound);
     slack.wait_ack("env-after-refresh").await;
     host.shutdown().await;
 }
@@ -143,9 +114,9 @@ async fn a_dropped_connection_is_opened_again_after_a_pause_and_messages_still_f
     slack.cut_connection().await;
     slack.wait_connections(2).await;
     slack.deliver("env-after-cut", direct_message("D1", "U42", "back?", "1700000006.000100"), 0).await;
-    let inbound = next_inbound(&mut events).await;
+    let inbound = next_inbound(&mut events, "slack").await;
     assert_eq!(inbound.content, "back?");
-    accept(&host, &inbound);
+    accept(&host, "slack", &inbound);
     slack.wait_ack("env-after-cut").await;
     host.shutdown().await;
 }
@@ -235,8 +206,8 @@ async fn an_accepted_message_gets_the_configured_reaction() {
     let slack = FakeSlack::start();
     let (host, mut events) = slack_host(&slack, json!({"reactEmoji": "eyes"})).await;
     slack.deliver("env-react", direct_message("D1", "U42", "look", "1700000009.000100"), 0).await;
-    let inbound = next_inbound(&mut events).await;
-    accept(&host, &inbound);
+    let inbound = next_inbound(&mut events, "slack").await;
+    accept(&host, "slack", &inbound);
     let reactions = slack.wait_calls("reactions.add", 1).await;
     assert_eq!(reactions[0].body, json!({"channel": "D1", "timestamp": "1700000009.000100", "name": "eyes"}));
     host.shutdown().await;
@@ -248,14 +219,14 @@ async fn a_message_not_accepted_before_the_channel_died_is_submitted_again_when_
     let (host, mut events) = slack_host(&slack, json!({})).await;
     let event = direct_message("D1", "U42", "do not lose me", "1700000010.000100");
     slack.deliver("env-before-crash", event.clone(), 0).await;
-    let first = next_inbound(&mut events).await;
+    let first = next_inbound(&mut events, "slack").await;
     sigkill(host.statuses()[0].pid.unwrap());
     event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "slack")).await;
     slack.wait_connections(2).await;
     slack.deliver("env-redelivered", event, 1).await;
-    let again = next_inbound(&mut events).await;
+    let again = next_inbound(&mut events, "slack").await;
     assert_eq!((again.id.as_str(), again.content.as_str()), (first.id.as_str(), "do not lose me"));
-    accept(&host, &again);
+    accept(&host, "slack", &again);
     slack.wait_ack("env-redelivered").await;
     assert_eq!(slack.acks(), ["env-redelivered"], "the envelope seen by the killed instance was acked");
     host.shutdown().await;

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use oxibot_kernel::plugin::{PluginEvent, PluginSpec, channel_spec};
-use oxibot_proto::{Message, Outbound};
+use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
+use oxibot_proto::{DeliveryAck, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
@@ -102,4 +102,40 @@ pub fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Messa
         stream_id: None,
         metadata,
     })
+}
+
+/// Starts a host running the bundled channel `name` with its config section, and waits until
+/// the channel announced itself ready.
+pub async fn started_channel(name: &str, config: &Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
+    let spec = channel_spec(&bin_dir(), name, config)
+        .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
+    let host = crate::start_host(vec![spec]).await;
+    let mut events = host.subscribe();
+    let ready = event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == name)).await;
+    assert!(matches!(ready, PluginEvent::Ready { kind: PeerKind::Channel, .. }), "{ready:?}");
+    (host, events)
+}
+
+/// The next inbound event, which must come from `channel`.
+pub async fn next_inbound(events: &mut UnboundedReceiver<PluginEvent>, channel: &str) -> Inbound {
+    match event_where(events, |e| matches!(e, PluginEvent::Inbound { .. })).await {
+        PluginEvent::Inbound { plugin, inbound } => {
+            assert_eq!(plugin, channel);
+            inbound
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// The next delivery ack.
+pub async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> DeliveryAck {
+    match event_where(events, |e| matches!(e, PluginEvent::Delivery { .. })).await {
+        PluginEvent::Delivery { ack, .. } => ack,
+        _ => unreachable!(),
+    }
+}
+
+/// Tells `channel` that the kernel saved `inbound` (as the gateway does).
+pub fn accept(host: &PluginHost, channel: &str, inbound: &Inbound) {
+    host.send(channel, Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
 }
