@@ -177,18 +177,21 @@ impl Listener {
             Verdict::Submit(message) => message,
             Verdict::Ignore(_) => return answer_now(&frame),
         };
+        // Held before the list knows of it: the kernel's acceptance may come at any moment
+        // after, and answers every frame the list names.
+        self.acks.hold(key, frame);
         match self.recent.arrived(&message.id, key) {
             Seen::New => {
-                self.acks.hold(key, frame);
                 if self.submissions.send(message).is_err() {
                     eprintln!("the submitter is gone; event {key} stays unanswered");
                 }
             }
             Seen::InFlight => {
                 eprintln!("message {} arrived again while being submitted; answered with the first", message.id);
-                self.acks.hold(key, frame);
             }
-            Seen::Accepted => answer_now(&frame),
+            Seen::Accepted => {
+                self.acks.ack(key);
+            }
         }
     }
 }
