@@ -431,6 +431,43 @@ fn an_edit_of_allow_from_applies_to_the_running_gateway_and_a_broken_edit_change
 }
 
 #[test]
+fn a_channel_is_moved_disabled_and_enabled_again_by_config_edits_without_restarting_the_gateway() {
+    let mut env = GatewayEnv::new(Some(json!("*")));
+    let gateway = env.start();
+    let first_port = env.channel_port;
+    let log = || std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap_or_default();
+    let refused = |port: u16| wait_until(DEADLINE, || TcpStream::connect(("127.0.0.1", port)).is_err());
+
+    let second_port = free_port();
+    env.edit_config(|config| config["channels"]["loopback"]["port"] = json!(second_port));
+    assert!(wait_until(DEADLINE, || log().contains("its plugin restarted")), "{}", log());
+    env.channel_port = second_port;
+    env.llm.push(Reply::Text("on the new port".into()));
+    let mut client = env.client();
+    client.say("alice", "c1", "moved?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 on the new port");
+    assert!(refused(first_port), "the old plugin let go of its port");
+
+    env.edit_config(|config| config["channels"]["loopback"]["enabled"] = json!(false));
+    assert!(wait_until(DEADLINE, || log().contains("channel disabled")), "{}", log());
+    assert!(refused(second_port), "a disabled channel's plugin is stopped");
+    assert!(wait_until(DEADLINE, || env.plugin_status("loopback").is_null()), "{}", env.plugin_status("loopback"));
+
+    env.edit_config(|config| {
+        config["channels"]["loopback"]["enabled"] = json!(true);
+        config["channels"]["loopback"]["port"] = json!(first_port);
+    });
+    env.channel_port = first_port;
+    env.wait_running("loopback");
+    env.llm.push(Reply::Text("back again".into()));
+    let mut client = env.client();
+    client.say("alice", "c1", "there?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 back again");
+    assert!(is_alive(gateway.child.id()), "the same gateway process served every step");
+    assert!(env.session_text("c1").contains("on the new port"), "the conversation went on in one session");
+}
+
+#[test]
 fn a_channel_this_version_does_not_have_is_named_and_the_others_still_run() {
     let port = free_port();
     let mut env = GatewayEnv::with_channels(json!({

@@ -69,6 +69,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
         let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);
         let reload = std::path::absolute(&config_file).ok().filter(|path| path.exists()).map(|path| ConfigReload {
             path,
+            bundled_dir: bundled.clone(),
             provider: Box::new(|config: &Config| {
                 let provider = Provider::from_config(config).map_err(|error| error.to_string())?;
                 super::agent::with_retry_override(provider).map_err(|error| format!("{error:#}"))

@@ -1,8 +1,9 @@
 //! Config hot reload: the gateway watches its config file and applies what a running gateway
-//! can — each running channel's `allowFrom`, and the model settings (`agents.defaults` and
-//! `providers`: model, provider, keys, limits), which the next turn uses. An edit that does not
-//! load is reported with the file and the key, and the settings in force stay; changes that
-//! need a restart are named.
+//! can — channels enabled or disabled (their plugins start or stop), a channel's settings
+//! (its plugin restarts with the new section), each channel's `allowFrom` (the next message),
+//! and the model settings (`agents.defaults` and `providers`: model, provider, keys, limits),
+//! which the next turn uses. An edit that does not load is reported with the file and the key,
+//! and the settings in force stay; changes that need a restart are named.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -12,8 +13,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::router::Router;
-use super::settings::GatewaySettings;
+use super::settings::{ChannelChanges, ChannelSettings, GatewaySettings};
 use crate::config::Config;
+use crate::plugin::{PluginHost, channel_spec};
 use crate::provider::Provider;
 use crate::services::{Services, run_spec};
 use crate::watch::DirWatch;
@@ -27,6 +29,8 @@ pub struct ConfigReload {
     pub path: PathBuf,
     /// Builds the LLM client for an edited config.
     pub provider: ProviderFactory,
+    /// Where the bundled channel plugins are (next to the `oxibot` binary).
+    pub bundled_dir: PathBuf,
 }
 
 /// Editors write a file in steps (truncate, write, rename): wait this long after a change.
@@ -53,7 +57,7 @@ pub async fn watch_config(reload: ConfigReload, router: Rc<Router>, services: Ar
         }
         tokio::time::sleep(SETTLE).await;
         let Some(config) = load(path) else { continue };
-        apply_gateway_settings(path, &config, &router);
+        apply_gateway_settings(&reload, &config, &router, services.host()).await;
         let edited = model_section(path);
         if edited != model {
             apply_model(&reload, &config, &services);
@@ -74,18 +78,50 @@ fn load(path: &Path) -> Option<Config> {
 }
 
 /// Applies the gateway and channel settings of the edited config.
-fn apply_gateway_settings(path: &Path, config: &Config, router: &Router) {
+async fn apply_gateway_settings(reload: &ConfigReload, config: &Config, router: &Router, host: &PluginHost) {
+    let path = &reload.path;
     let settings = match GatewaySettings::from_config(config) {
         Ok(settings) => settings,
         Err(error) => {
             return tracing::error!(file = %path.display(), %error, "the edited config is invalid; the running settings stay");
         }
     };
-    let pending = router.apply_settings(settings);
+    let (channels, pending) = router.apply_settings(settings);
+    apply_channel_changes(&reload.bundled_dir, channels, router, host).await;
     if pending.is_empty() {
         tracing::info!(file = %path.display(), "config reloaded");
     } else {
         tracing::warn!(file = %path.display(), changes = ?pending, "config reloaded; these changes apply after a restart");
+    }
+}
+
+/// Stops the plugins of disabled channels, restarts those whose section changed, and starts
+/// newly enabled ones. A channel that cannot start is reported and left off.
+async fn apply_channel_changes(bundled_dir: &Path, changes: ChannelChanges, router: &Router, host: &PluginHost) {
+    for name in &changes.stopped {
+        host.remove(name).await;
+        tracing::info!(channel = %name, "channel disabled; its plugin stopped");
+    }
+    for channel in &changes.restarted {
+        host.remove(&channel.name).await;
+        start_channel(bundled_dir, channel, router, host, "channel settings changed; its plugin restarted");
+    }
+    for channel in &changes.started {
+        start_channel(bundled_dir, channel, router, host, "channel enabled; its plugin started");
+    }
+}
+
+/// Starts one channel's plugin with its section, or forgets the channel (logged) when it cannot.
+fn start_channel(bundled_dir: &Path, channel: &ChannelSettings, router: &Router, host: &PluginHost, done: &str) {
+    let started = channel_spec(bundled_dir, &channel.name, &channel.raw)
+        .map_err(|error| error.to_string())
+        .and_then(|spec| host.add(spec).map_err(|error| error.to_string()));
+    match started {
+        Ok(()) => tracing::info!(channel = %channel.name, "{done}"),
+        Err(error) => {
+            tracing::error!(channel = %channel.name, %error, "cannot start the channel; it stays off");
+            router.forget_channel(&channel.name);
+        }
     }
 }
 

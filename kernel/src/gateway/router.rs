@@ -16,23 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 mod requests;
 
 use super::access::{Access, Decision};
-use super::settings::{AllowFrom, GatewaySettings};
+use super::settings::{AllowFrom, ChannelChanges, GatewaySettings};
 use crate::agent::{ChannelOrigin, SessionManager, TurnReply};
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::provider::Usage;
 use crate::services::Services;
 use crate::session::SessionKey;
 use crate::turn::runner::TurnEvent;
-
-/// A channel section without its `allowFrom` (which applies without a restart).
-fn without_allow_from(raw: &Value) -> Value {
-    let mut raw = raw.clone();
-    if let Some(section) = raw.as_object_mut() {
-        section.remove("allowFrom");
-        section.remove("allow_from");
-    }
-    raw
-}
 
 /// Inbound metadata key a channel sets to `true` when it authenticated the client itself.
 pub const AUTHENTICATED_KEY: &str = "authenticated";
@@ -145,36 +135,30 @@ impl Router {
         self.settings.borrow().channels.iter().map(|c| c.name.clone()).collect()
     }
 
-    /// Applies an edited config's gateway settings as far as a running gateway can: each
-    /// running channel's `allowFrom` at once. Returns what could not be applied (channels
-    /// added, removed or reconfigured, the address, the heartbeat), each needing a restart.
-    pub fn apply_settings(&self, new: GatewaySettings) -> Vec<String> {
+    /// Takes an edited config's gateway settings: the channels' list and `allowFrom` at once.
+    /// Returns how the channels changed (the caller starts, stops and restarts their plugins)
+    /// and what needs a restart of the gateway (its address, the heartbeat).
+    pub fn apply_settings(&self, new: GatewaySettings) -> (ChannelChanges, Vec<String>) {
         let mut settings = self.settings.borrow_mut();
+        let changes = settings.channel_changes(&new);
+        for channel in &changes.allow_from {
+            tracing::info!(channel = %channel.name, "allowFrom changed; applied");
+        }
         let mut needs_restart = Vec::new();
-        for channel in &mut settings.channels {
-            match new.channel(&channel.name) {
-                Some(edited) => {
-                    if edited.allow_from != channel.allow_from {
-                        tracing::info!(channel = %channel.name, "allowFrom changed; applied");
-                        channel.allow_from = edited.allow_from.clone();
-                    }
-                    if without_allow_from(&edited.raw) != without_allow_from(&channel.raw) {
-                        needs_restart.push(format!("channels.{} settings", channel.name));
-                    }
-                }
-                None => needs_restart.push(format!("channels.{} disabled or removed", channel.name)),
-            }
-        }
-        for added in new.channels.iter().filter(|c| settings.channel(&c.name).is_none()) {
-            needs_restart.push(format!("channels.{} enabled", added.name));
-        }
         if (new.host.as_str(), new.port) != (settings.host.as_str(), settings.port) {
             needs_restart.push("gateway.host/port".to_owned());
         }
         if new.heartbeat != settings.heartbeat {
             needs_restart.push("gateway.heartbeat".to_owned());
         }
-        needs_restart
+        settings.channels = new.channels;
+        (changes, needs_restart)
+    }
+
+    /// Forgets a channel whose plugin could not start after an edit enabled it.
+    pub fn forget_channel(&self, name: &str) {
+        self.settings.borrow_mut().channels.retain(|channel| channel.name != name);
+        self.streaming.borrow_mut().remove(name);
     }
 
     /// Turns and deliveries still running.

@@ -90,6 +90,53 @@ impl GatewaySettings {
     pub fn channel(&self, name: &str) -> Option<&ChannelSettings> {
         self.channels.iter().find(|c| c.name == name)
     }
+
+    /// What changes for the channels when `edited` replaces these settings.
+    pub fn channel_changes(&self, edited: &GatewaySettings) -> ChannelChanges {
+        let mut changes = ChannelChanges::default();
+        for running in &self.channels {
+            match edited.channel(&running.name) {
+                None => changes.stopped.push(running.name.clone()),
+                Some(new) if without_allow_from(&new.raw) != without_allow_from(&running.raw) => {
+                    changes.restarted.push(new.clone());
+                }
+                Some(new) if new.allow_from != running.allow_from => changes.allow_from.push(new.clone()),
+                Some(_) => {}
+            }
+        }
+        changes.started = edited.channels.iter().filter(|c| self.channel(&c.name).is_none()).cloned().collect();
+        changes
+    }
+}
+
+/// How an edited config changes the channels of a running gateway.
+#[derive(Debug, Default)]
+pub struct ChannelChanges {
+    /// Newly enabled: their plugins start.
+    pub started: Vec<ChannelSettings>,
+    /// Disabled or removed: their plugins stop.
+    pub stopped: Vec<String>,
+    /// Settings other than `allowFrom` changed: their plugins restart with the new section.
+    pub restarted: Vec<ChannelSettings>,
+    /// Only `allowFrom` changed: applied to the next message, the plugin keeps running.
+    pub allow_from: Vec<ChannelSettings>,
+}
+
+impl ChannelChanges {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.started.is_empty() && self.stopped.is_empty() && self.restarted.is_empty() && self.allow_from.is_empty()
+    }
+}
+
+/// A channel section without its `allowFrom`, which applies without restarting the plugin.
+fn without_allow_from(raw: &Value) -> Value {
+    let mut raw = raw.clone();
+    if let Some(section) = raw.as_object_mut() {
+        section.remove("allowFrom");
+        section.remove("allow_from");
+    }
+    raw
 }
 
 fn channel(name: &str, raw: &Value) -> Result<Option<ChannelSettings>, SettingsError> {
@@ -167,6 +214,32 @@ mod tests {
         assert_eq!(s.channel("b").unwrap().allow_from, AllowFrom::Only(vec!["42".into(), "7".into()]));
         assert_eq!(s.channel("c").unwrap().allow_from, AllowFrom::Pairing);
         assert_eq!(s.channel("d").unwrap().allow_from, AllowFrom::Everyone);
+    }
+
+    #[test]
+    fn an_edit_starts_stops_and_restarts_exactly_the_channels_it_changes() {
+        let running = settings(json!({"channels": {
+            "kept": {"enabled": true, "token": "t"},
+            "gated": {"enabled": true, "allowFrom": ["1"]},
+            "moved": {"enabled": true, "port": 1},
+            "dropped": {"enabled": true}
+        }}))
+        .unwrap();
+        let edited = settings(json!({"channels": {
+            "kept": {"enabled": true, "token": "t"},
+            "gated": {"enabled": true, "allowFrom": ["1", "2"]},
+            "moved": {"enabled": true, "port": 2},
+            "dropped": {"enabled": false},
+            "new": {"enabled": true}
+        }}))
+        .unwrap();
+        let changes = running.channel_changes(&edited);
+        let names = |list: &[ChannelSettings]| list.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&changes.started), ["new"]);
+        assert_eq!(changes.stopped, ["dropped"]);
+        assert_eq!(names(&changes.restarted), ["moved"], "a new port needs a new plugin process");
+        assert_eq!(names(&changes.allow_from), ["gated"], "allowFrom alone keeps the plugin running");
+        assert!(running.channel_changes(&running).is_empty());
     }
 
     #[test]

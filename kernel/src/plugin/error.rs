@@ -68,6 +68,12 @@ pub enum PluginError {
     /// The host is shutting down.
     #[error("the plugin host is shutting down")]
     ShuttingDown,
+    /// A plugin of that name already runs in this host.
+    #[error("a plugin named '{plugin}' is already running")]
+    AlreadyRunning {
+        /// The name asked for.
+        plugin: String,
+    },
     /// No plugin of that name runs in this host.
     #[error("no plugin named '{plugin}'")]
     UnknownPlugin {

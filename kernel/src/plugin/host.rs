@@ -1,7 +1,8 @@
 //! `PluginHost`: starts every plugin under a `PluginActor`, routes tool calls, and connects
 //! channel plugins to their one subscriber (events in, [`PluginHost::send`] out).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -63,7 +64,11 @@ pub struct PluginStatus {
 /// Runs the plugins and routes calls to them. Must be created inside an actix `System`.
 pub struct PluginHost {
     shared: Arc<HostShared>,
-    slots: Vec<Slot>,
+    /// The plugins, in precedence order; [`PluginHost::add`] and [`PluginHost::remove`] change
+    /// it while the kernel runs (a channel enabled or disabled in the config).
+    slots: RwLock<Vec<Slot>>,
+    /// The precedence index the next added plugin gets (after every plugin so far).
+    next_index: AtomicUsize,
 }
 
 impl PluginStatus {
@@ -86,19 +91,44 @@ impl PluginHost {
         let events = Arc::new(EventBus::default());
         let shared =
             Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default(), events });
-        let slots = specs
-            .into_iter()
-            .enumerate()
-            .map(|(index, spec)| {
-                let (state_tx, state) = watch::channel(SlotState::Starting);
-                let state_tx = Arc::new(state_tx);
-                let kind = Arc::new(Mutex::new(spec.expected_kind()));
-                let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx, kind.clone());
-                let addr = Supervisor::start(move |_| actor);
-                Slot { name: spec.name.clone(), spec, addr, state, kind }
-            })
-            .collect();
-        Ok(PluginHost { shared, slots })
+        let count = specs.len();
+        let slots = specs.into_iter().enumerate().map(|(index, spec)| start_slot(spec, index, &shared)).collect();
+        Ok(PluginHost { shared, slots: RwLock::new(slots), next_index: AtomicUsize::new(count) })
+    }
+
+    /// Starts one more plugin while the kernel runs, after every other in precedence. Must be
+    /// called inside the actix `System`, like [`PluginHost::start`].
+    pub fn add(&self, spec: PluginSpec) -> Result<(), PluginError> {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        if slots.iter().any(|slot| slot.name == spec.name) {
+            return Err(PluginError::AlreadyRunning { plugin: spec.name });
+        }
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(plugin = %spec.name, "starting plugin");
+        slots.push(start_slot(spec, index, &self.shared));
+        Ok(())
+    }
+
+    /// Stops one plugin for good and forgets it: goodbye, then its process is reaped (bounded
+    /// wait); its tools are no longer offered. Returns `false` when no plugin has that name.
+    pub async fn remove(&self, plugin: &str) -> bool {
+        let removed = {
+            let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+            let Some(position) = slots.iter().position(|slot| slot.name == plugin) else { return false };
+            slots.remove(position)
+        };
+        tracing::info!(plugin, "stopping plugin");
+        removed.addr.do_send(Shutdown);
+        let mut state = removed.state.clone();
+        let stopped = state.wait_for(|s| matches!(s, SlotState::Stopped | SlotState::Failed { .. }));
+        let _ = tokio::time::timeout(STOP_LIMIT, stopped).await;
+        self.shared.registry.release(plugin);
+        true
+    }
+
+    /// The plugins, read-locked for a moment (never held across an await).
+    fn slots(&self) -> RwLockReadGuard<'_, Vec<Slot>> {
+        self.slots.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The queue of unsolicited plugin events, starting with those emitted since the host
@@ -115,8 +145,8 @@ impl PluginHost {
     /// message and tries again after the channel's next `Ready` event. Queued is not delivered:
     /// an `Outbound` is delivered when its `Delivery` event says so.
     pub fn send(&self, plugin: &str, message: Message) -> Result<(), PluginError> {
-        let slot = self
-            .slots
+        let slots = self.slots();
+        let slot = slots
             .iter()
             .find(|slot| slot.name == plugin)
             .ok_or_else(|| PluginError::UnknownPlugin { plugin: plugin.to_owned() })?;
@@ -193,39 +223,39 @@ impl PluginHost {
 
     /// The status of every plugin, in discovery order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
-        self.slots.iter().map(|slot| status_of(slot, &self.shared.registry)).collect()
+        self.slots().iter().map(|slot| status_of(slot, &self.shared.registry)).collect()
     }
 
     /// The longest any plugin may take to start: the handshake timeout, or longer for a
     /// plugin whose spec allows more.
     pub fn startup_limit(&self) -> Duration {
-        let longest = self.slots.iter().filter_map(|slot| slot.spec.startup_timeout).max();
+        let longest = self.slots().iter().filter_map(|slot| slot.spec.startup_timeout).max();
         longest.map_or(self.shared.config.handshake_timeout, |t| t.max(self.shared.config.handshake_timeout))
     }
 
     /// Waits until every plugin is running, failed or stopped, or `limit` passes.
     pub async fn wait_settled(&self, limit: Duration) {
-        let waits = self.slots.iter().map(|slot| {
-            let mut state = slot.state.clone();
-            async move {
-                let _ = state.wait_for(SlotState::is_settled).await;
-            }
+        let states: Vec<_> = self.slots().iter().map(|slot| slot.state.clone()).collect();
+        let waits = states.into_iter().map(|mut state| async move {
+            let _ = state.wait_for(SlotState::is_settled).await;
         });
         let _ = tokio::time::timeout(limit, futures_join_all(waits)).await;
     }
 
     /// Says goodbye to every plugin and waits (bounded) until their processes are gone.
     pub async fn shutdown(&self) {
-        for slot in &self.slots {
-            slot.addr.do_send(Shutdown);
-        }
-        let waits = self.slots.iter().map(|slot| {
-            let mut state = slot.state.clone();
-            async move {
-                let _ = state.wait_for(|s| matches!(s, SlotState::Stopped | SlotState::Failed { .. })).await;
-            }
+        let states: Vec<_> = self
+            .slots()
+            .iter()
+            .map(|slot| {
+                slot.addr.do_send(Shutdown);
+                slot.state.clone()
+            })
+            .collect();
+        let waits = states.into_iter().map(|mut state| async move {
+            let _ = state.wait_for(|s| matches!(s, SlotState::Stopped | SlotState::Failed { .. })).await;
         });
-        let _ = tokio::time::timeout(Duration::from_secs(2), futures_join_all(waits)).await;
+        let _ = tokio::time::timeout(STOP_LIMIT, futures_join_all(waits)).await;
     }
 
     fn unknown_tool(&self, tool: &str) -> PluginError {
@@ -242,6 +272,19 @@ impl PluginHost {
         };
         PluginError::UnknownTool { tool: tool.to_owned(), hint }
     }
+}
+
+/// How long a stopping plugin gets to say goodbye and exit before the kernel moves on.
+const STOP_LIMIT: Duration = Duration::from_secs(2);
+
+/// Starts the supervised actor of one plugin with precedence `index`.
+fn start_slot(spec: PluginSpec, index: usize, shared: &Arc<HostShared>) -> Slot {
+    let (state_tx, state) = watch::channel(SlotState::Starting);
+    let state_tx = Arc::new(state_tx);
+    let kind = Arc::new(Mutex::new(spec.expected_kind()));
+    let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx, kind.clone());
+    let addr = Supervisor::start(move |_| actor);
+    Slot { name: spec.name.clone(), spec, addr, state, kind }
 }
 
 /// Waits for a ready instance whose connection is not already going down.

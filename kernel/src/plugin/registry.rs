@@ -121,6 +121,13 @@ impl ToolRegistry {
         Ok(refused)
     }
 
+    /// Forgets every tool of `plugin` and its refusals (the plugin was removed for good).
+    pub fn release(&self, plugin: &str) {
+        self.tools.write().unwrap_or_else(PoisonError::into_inner).retain(|_, owner| owner.route.plugin != plugin);
+        self.refused.write().unwrap_or_else(PoisonError::into_inner).remove(plugin);
+        *self.json.write().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
     /// Tools `plugin` offered that are not registered, and why.
     pub fn refused(&self, plugin: &str) -> Vec<String> {
         self.refused.read().unwrap_or_else(PoisonError::into_inner).get(plugin).cloned().unwrap_or_default()
