@@ -153,7 +153,8 @@ def handshake(conn, token):
         "version": VERSION,
         "name": PLUGIN_NAME,
         "kind": "tool",
-        "features": ["cancel"],
+        # Its two tools never change, so the kernel may start it on their first call.
+        "features": ["cancel", "static_manifest"],
         "token": token,
     })
     while True:

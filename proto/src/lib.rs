@@ -93,6 +93,13 @@
 //! ignores. A plugin that does not answer within the call's timeout is considered hung: it is
 //! killed, every call in flight on it fails, and it is restarted.
 //!
+//! A tool plugin whose `hello` and `manifest` are fixed by its executable, arguments and
+//! environment announces the `static_manifest` feature. The kernel may then keep them, keyed by
+//! the identity of the executable (and of every argument that names a file), the arguments and
+//! the environment, and next time register the tools without starting the plugin, starting it
+//! on the first call. A plugin whose tools depend on anything else (a remote server, a file it
+//! reads) must not announce it.
+//!
 //! Relative paths in arguments resolve against `context.workspace`. When
 //! `context.restrict_to_workspace` is true the tool must refuse (with an error result) anything
 //! that reaches outside the workspace.

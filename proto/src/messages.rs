@@ -117,6 +117,10 @@ pub enum Feature {
     Cancel,
     /// The channel renders `Delta` messages as a live, growing reply.
     Streaming,
+    /// The tool plugin's `hello` and `manifest` depend only on its executable, its arguments
+    /// and its environment, so the kernel may remember them and start the plugin on its first
+    /// call instead of at startup.
+    StaticManifest,
     /// A feature this build does not know, kept by name and otherwise ignored.
     Other(String),
 }
@@ -143,7 +147,7 @@ macro_rules! string_enum {
 }
 
 string_enum!(PeerKind { Kernel => "kernel", Tool => "tool", Channel => "channel" });
-string_enum!(Feature { Cancel => "cancel", Streaming => "streaming" });
+string_enum!(Feature { Cancel => "cancel", Streaming => "streaming", StaticManifest => "static_manifest" });
 
 /// The list of tools a plugin offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

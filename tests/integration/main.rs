@@ -45,6 +45,7 @@
 //! - `secrets`: provider errors scrubbed of keys; plugins start without the kernel's secrets;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `web`: `web_fetch` through `oxibot agent`: a whitelisted local page as Markdown, the SSRF refusal;
+//! - `lazy_plugins`: a plugin whose tools are remembered starts on its first call, not with the kernel;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -69,6 +70,7 @@ mod gateway_channels;
 mod host_calls;
 mod host_failures;
 mod layering;
+mod lazy_plugins;
 mod mcp;
 mod memory;
 mod nanobot_compat;

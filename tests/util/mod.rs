@@ -89,6 +89,7 @@ pub fn test_host_config() -> HostConfig {
             backoff_max: Duration::from_millis(200),
             ..RestartPolicy::default()
         },
+        manifest_cache: None,
     }
 }
 

@@ -8,7 +8,9 @@ use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::{HostConfig, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover};
+use oxibot_kernel::plugin::{
+    HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover,
+};
 use oxibot_kernel::session::location;
 
 use super::CommonArgs;
@@ -76,7 +78,10 @@ impl Setup {
         let sources = PluginSources { bundled_dir, plugin_dir: Some(paths::plugins_dir()), configured };
         let mut plugins = discover(&sources);
         configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
-        let host = HostConfig { launcher: Some(exe), ..HostConfig::default() };
+        // Plugins that announce `static_manifest` start on their first call once their tools
+        // are remembered here.
+        let manifest_cache = Some(ManifestCache::new(paths::data_dir().join("cache").join("manifests")));
+        let host = HostConfig { launcher: Some(exe), manifest_cache, ..HostConfig::default() };
         Ok(Setup { config, workspace, plugins, host, config_path })
     }
 

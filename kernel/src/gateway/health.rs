@@ -51,8 +51,9 @@ pub fn report(host: &PluginHost, started: Instant) -> Value {
 fn problem(status: &PluginStatus) -> Option<String> {
     let kind = if status.kind == PeerKind::Channel { "channel" } else { "plugin" };
     match (status.state, &status.reason) {
-        // Starting for the first time is not a fault; a restart or a failure is.
-        ("starting", _) => None,
+        // Starting for the first time, or waiting for a first call, is not a fault; a restart
+        // or a failure is.
+        ("starting" | "idle", _) => None,
         ("running", _) if status.refused.is_empty() => None,
         ("running", _) => Some(format!("{kind} {}: {}", status.name, status.refused.join("; "))),
         (state, Some(reason)) => Some(format!("{kind} {} is {state}: {reason}", status.name)),

@@ -8,6 +8,11 @@
 //! it. Handlers never panic: a panic would end the task that runs both the actor and its
 //! `Supervisor`, so nothing would be left to restart the plugin.
 //!
+//! A tool plugin whose manifest the host remembers (it announced `static_manifest` when it
+//! last ran, see [`super::manifest_cache`]) is not started at first: the actor registers the
+//! remembered tools, publishes [`SlotState::Idle`], and starts the plugin when a call sends
+//! [`Wake`]. From then on it is supervised like any other.
+//!
 //! Tool and channel plugins share this path. An instance emits [`PluginEvent::Ready`] once it
 //! is published as ready and [`PluginEvent::Down`] once its process is gone and its reader has
 //! stopped, so no event of an instance follows its `Down`.
@@ -16,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use oxibot_proto::{Goodbye, Message as Wire, PeerKind};
+use oxibot_proto::{Feature, Goodbye, Message as Wire, PeerKind, ToolSpec};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -24,11 +29,12 @@ use super::connection::{CloseCause, Connection, ConnectionTasks};
 use super::error::{PluginError, StartError};
 use super::events::PluginEvent;
 use super::handshake;
+use super::manifest_cache::Remembered;
 use super::policy::{RestartTracker, Verdict};
 use super::process::{Launch, PluginProcess};
 use super::rundir::random_hex;
 use super::shared::HostShared;
-use super::slot::{Evict, SlotState};
+use super::slot::{Evict, SlotState, Wake};
 use super::spec::PluginSpec;
 
 /// How an instance ended.
@@ -70,6 +76,8 @@ pub struct PluginActor {
     stop_instance: Option<oneshot::Sender<()>>,
     /// Set once the plugin must not be started again.
     finished: bool,
+    /// Set once an instance was launched: an actor restarted by its supervisor never idles.
+    launched: bool,
 }
 
 impl PluginActor {
@@ -92,10 +100,33 @@ impl PluginActor {
             next_delay: Duration::ZERO,
             stop_instance: None,
             finished: false,
+            launched: false,
         }
     }
 
+    /// Offers the remembered tools without starting the plugin, if the host remembers them
+    /// for exactly this program and they can be registered. Returns whether it idles.
+    fn idle_if_remembered(&mut self, ctx: &mut Context<Self>) -> bool {
+        if self.spec.expected_kind() != PeerKind::Tool {
+            return false;
+        }
+        let Some(remembered) = self.shared.config.manifest_cache.as_ref().and_then(|cache| cache.lookup(&self.spec))
+        else {
+            return false;
+        };
+        let evict = ctx.address().recipient();
+        if self.shared.registry.claim(&self.spec.name, self.index, &remembered.tools, &self.state, &evict).is_err() {
+            // A clash: starting it reports the conflict the usual way.
+            return false;
+        }
+        *self.kind.lock().unwrap_or_else(PoisonError::into_inner) = PeerKind::Tool;
+        tracing::debug!(plugin = %self.spec.name, tools = remembered.tools.len(), "plugin idle until its first call");
+        self.state.send_replace(SlotState::Idle { wake: ctx.address().recipient(), announced: remembered.announced });
+        true
+    }
+
     fn launch_instance(&mut self, ctx: &mut Context<Self>) {
+        self.launched = true;
         let (stop_tx, stop_rx) = oneshot::channel();
         self.stop_instance = Some(stop_tx);
         let instance = Instance {
@@ -162,6 +193,9 @@ impl Actor for PluginActor {
         if self.finished {
             return;
         }
+        if !self.launched && self.idle_if_remembered(ctx) {
+            return;
+        }
         let delay = std::mem::take(&mut self.next_delay);
         if delay.is_zero() {
             self.launch_instance(ctx);
@@ -194,6 +228,19 @@ impl Handler<Shutdown> for PluginActor {
             None => self.finish(SlotState::Stopped, ctx),
         }
         self.finished = true;
+    }
+}
+
+impl Handler<Wake> for PluginActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        if self.finished || !matches!(*self.state.borrow(), SlotState::Idle { .. }) {
+            return;
+        }
+        tracing::debug!(plugin = %self.spec.name, "first call: starting the plugin");
+        self.state.send_replace(SlotState::Starting);
+        self.launch_instance(ctx);
     }
 }
 
@@ -241,6 +288,7 @@ impl Instance {
                 return InstanceEnd::Conflict(clash);
             }
         }
+        self.remember(&handshaken.hello.name, &features, &tools);
         let channel_events = (kind == PeerKind::Channel).then(|| self.shared.events.clone());
         let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader, channel_events);
         tracing::info!(plugin = %self.spec.name, pid, kind = %String::from(kind.clone()), tools = tools.len(), "plugin ready");
@@ -275,6 +323,17 @@ impl Instance {
         };
         conn.fail_all(error);
         InstanceEnd::Died { cause, status, ran_for }
+    }
+
+    /// Keeps what a `static_manifest` plugin announced for its next start, and forgets what a
+    /// plugin that stopped announcing it said before.
+    fn remember(&self, announced: &str, features: &[Feature], tools: &[ToolSpec]) {
+        let Some(cache) = &self.shared.config.manifest_cache else { return };
+        if features.contains(&Feature::StaticManifest) {
+            cache.store(&self.spec, Remembered { announced: announced.to_owned(), tools: tools.to_vec() });
+        } else {
+            cache.forget(&self.spec);
+        }
     }
 
     /// Listens, spawns, and completes the handshake.

@@ -295,10 +295,10 @@ async fn ready_connection(
     started: Instant,
 ) -> Result<Connection, PluginError> {
     // The common case, without timers: the plugin is up and healthy.
-    if let SlotState::Ready { conn, .. } = &*slot.borrow_and_update() {
-        if !conn.is_closing() {
-            return Ok(conn.clone());
-        }
+    match &*slot.borrow_and_update() {
+        SlotState::Ready { conn, .. } if !conn.is_closing() => return Ok(conn.clone()),
+        SlotState::Idle { wake, .. } => wake.do_send(super::slot::Wake),
+        _ => {}
     }
     loop {
         let remaining = timeout.saturating_sub(started.elapsed());
@@ -341,11 +341,14 @@ fn status_of(slot: &Slot, registry: &ToolRegistry) -> PluginStatus {
     let state = slot.state.borrow().clone();
     let (pid, tools, reason) = match &state {
         SlotState::Ready { pid, .. } => (Some(*pid), registry.tools_of(&slot.name), None),
+        SlotState::Idle { .. } => (None, registry.tools_of(&slot.name), None),
         SlotState::Restarting { reason } | SlotState::Failed { reason } => (None, Vec::new(), Some(reason.clone())),
         SlotState::Starting | SlotState::Stopped => (None, Vec::new(), None),
     };
     let announced = match &state {
-        SlotState::Ready { announced, .. } if *announced != slot.name => Some(announced.clone()),
+        SlotState::Ready { announced, .. } | SlotState::Idle { announced, .. } if *announced != slot.name => {
+            Some(announced.clone())
+        }
         _ => None,
     };
     PluginStatus {

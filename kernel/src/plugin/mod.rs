@@ -5,7 +5,9 @@
 //! starts one [`actor::PluginActor`] per plugin and routes calls through the [`registry`];
 //! an actor's instance listens in the [`rundir`], spawns the [`process`], runs the
 //! [`handshake`] and then serves calls over a [`connection`]; [`policy`] decides restarts;
-//! [`mcp`] turns `tools.mcpServers` entries into specs of the MCP bridge plugin.
+//! [`mcp`] turns `tools.mcpServers` entries into specs of the MCP bridge plugin;
+//! [`manifest_cache`] remembers the tools of plugins that announce `static_manifest`, which
+//! then start on their first call.
 //! Channel messages and lifecycle changes reach the gateway through [`events`].
 
 pub mod actor;
@@ -16,6 +18,7 @@ pub mod error;
 pub mod events;
 pub mod handshake;
 pub mod host;
+pub mod manifest_cache;
 pub mod mcp;
 pub mod policy;
 pub mod process;
@@ -30,6 +33,7 @@ pub use discover::{PluginSources, channel_spec, configure_web, discover};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;
 pub use host::{PluginHost, PluginStatus};
+pub use manifest_cache::ManifestCache;
 pub use policy::RestartPolicy;
 pub use shared::HostConfig;
 pub use slot::SlotState;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::events::EventBus;
+use super::manifest_cache::ManifestCache;
 use super::policy::RestartPolicy;
 use super::registry::ToolRegistry;
 use super::rundir::RunDir;
@@ -22,6 +23,9 @@ pub struct HostConfig {
     pub default_call_timeout: Duration,
     /// Backoff and restart limits.
     pub restart: RestartPolicy,
+    /// Where manifests of `static_manifest` plugins are remembered; with one, such a plugin
+    /// starts on its first call instead of with the host. `None` starts every plugin at once.
+    pub manifest_cache: Option<ManifestCache>,
 }
 
 impl Default for HostConfig {
@@ -31,6 +35,7 @@ impl Default for HostConfig {
             handshake_timeout: Duration::from_secs(5),
             default_call_timeout: Duration::from_secs(120),
             restart: RestartPolicy::default(),
+            manifest_cache: None,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! What a plugin slot is doing (`SlotState`, published to callers and status) and the
-//! message that disables a plugin whose tool names a plugin of higher precedence took.
+//! What a plugin slot is doing (`SlotState`, published to callers and status), the message
+//! that disables a plugin whose tool names a plugin of higher precedence took, and the one
+//! that starts an idle plugin.
 
 use actix::prelude::*;
 use oxibot_proto::{Feature, PeerKind, ToolSpec};
@@ -9,6 +10,13 @@ use super::connection::Connection;
 /// What a plugin slot is doing, published through a `watch` channel to callers and status.
 #[derive(Clone)]
 pub enum SlotState {
+    /// Not started: its remembered tools are offered, and the first call starts it.
+    Idle {
+        /// Starts the plugin.
+        wake: Recipient<Wake>,
+        /// The name it announced when it last ran.
+        announced: String,
+    },
     /// The first instance is being started.
     Starting,
     /// Serving calls.
@@ -42,9 +50,10 @@ pub enum SlotState {
 }
 
 impl SlotState {
-    /// A one-word label: `starting`, `running`, `restarting`, `failed`, `stopped`.
+    /// A one-word label: `idle`, `starting`, `running`, `restarting`, `failed`, `stopped`.
     pub fn label(&self) -> &'static str {
         match self {
+            SlotState::Idle { .. } => "idle",
             SlotState::Starting => "starting",
             SlotState::Ready { .. } => "running",
             SlotState::Restarting { .. } => "restarting",
@@ -53,9 +62,9 @@ impl SlotState {
         }
     }
 
-    /// Whether the state will not change without outside help (ready, failed or stopped).
+    /// Whether the state will not change without outside help (idle, ready, failed or stopped).
     pub fn is_settled(&self) -> bool {
-        matches!(self, SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped)
+        matches!(self, SlotState::Idle { .. } | SlotState::Ready { .. } | SlotState::Failed { .. } | SlotState::Stopped)
     }
 }
 
@@ -66,3 +75,8 @@ pub struct Evict {
     /// The clash, for `oxibot tools list`.
     pub reason: String,
 }
+
+/// Starts an idle plugin (its first call is waiting).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake;

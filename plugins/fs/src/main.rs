@@ -30,6 +30,7 @@ use oxibot_plugin::{Plugin, ToolError, ToolOutput};
 
 fn main() -> ExitCode {
     Plugin::new("fs")
+        .static_manifest()
         .tool(read::tool(), read::handle)
         .tool(write::tool(), write::handle)
         .tool(edit::tool(), edit::handle)

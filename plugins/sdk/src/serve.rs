@@ -41,6 +41,9 @@ fn run(plugin: Plugin) -> ExitCode {
 async fn serve(plugin: Plugin, env: LaunchEnv) -> Result<ExitCode, ServeError> {
     let mut hello = Hello::new(plugin.name.clone(), PeerKind::Tool, env.token.clone());
     hello.features = vec![Feature::Cancel];
+    if plugin.static_manifest {
+        hello.features.push(Feature::StaticManifest);
+    }
     let mut link = Link::open(&env, hello, Manifest { tools: plugin.tools }).await?;
     let calls = Calls {
         handlers: Arc::new(plugin.handlers),

@@ -111,12 +111,22 @@ pub struct Plugin {
     pub(crate) name: String,
     pub(crate) tools: Vec<ToolSpec>,
     pub(crate) handlers: HashMap<String, Handler>,
+    /// Announce `static_manifest`: the kernel may start the plugin on its first call.
+    pub(crate) static_manifest: bool,
 }
 
 impl Plugin {
     /// A plugin with no tools yet; `name` appears in the kernel's logs and `oxibot tools list`.
     pub fn new(name: impl Into<String>) -> Plugin {
-        Plugin { name: name.into(), tools: Vec::new(), handlers: HashMap::new() }
+        Plugin { name: name.into(), tools: Vec::new(), handlers: HashMap::new(), static_manifest: false }
+    }
+
+    /// Says the tools never change for the same executable, arguments and environment (no
+    /// description built from a file or a server), so the kernel may remember the manifest
+    /// and start this plugin only when one of its tools is first called.
+    pub fn static_manifest(mut self) -> Plugin {
+        self.static_manifest = true;
+        self
     }
 
     /// Adds a tool and the async function that runs it.

@@ -16,5 +16,5 @@ fn main() -> ExitCode {
     if let Some(rest) = guard::guard_args(&args) {
         return guard::run(rest);
     }
-    Plugin::new("shell").tool(exec::tool(), exec::handle).run()
+    Plugin::new("shell").static_manifest().tool(exec::tool(), exec::handle).run()
 }

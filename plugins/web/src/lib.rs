@@ -74,6 +74,7 @@ impl Web {
 pub fn plugin(web: Arc<Web>) -> Plugin {
     let for_search = Arc::clone(&web);
     Plugin::new("web")
+        .static_manifest()
         .tool(fetch::tool(), move |ctx, args| {
             let web = Arc::clone(&web);
             async move { web.fetch(ctx, args).await }
