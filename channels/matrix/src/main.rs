@@ -1,0 +1,93 @@
+//! `oxibot-channel-matrix`: the Matrix channel plugin. Room messages come in through the
+//! client-server API's `/sync` long poll; replies go out as `m.room.message` events
+//! (`PUT /rooms/{room}/send/m.room.message/{txnId}`) with an HTML rendering of the Markdown.
+//! Only unencrypted rooms are supported: there is no end-to-end encryption here.
+//!
+//! Config (`channels.matrix`, camelCase or snake_case keys, as nanobot's):
+//!
+//! | key | default | meaning |
+//! |---|---|---|
+//! | `homeserver` | `https://matrix.org` | the homeserver's base URL |
+//! | `userId` | required | the bot's account, `@bot:example.org` |
+//! | `accessToken` | required | the access token of the bot's device (password login is not supported) |
+//! | `deviceId` | `""` | the device the token belongs to (logged only) |
+//! | `groupPolicy` | `"open"` | in rooms of more than two members: `"open"` (all), `"mention"` (only messages whose `m.mentions` name the bot), `"allowlist"` (all in `groupAllowFrom`) |
+//! | `groupAllowFrom` | `[]` | room ids for `"allowlist"` |
+//! | `allowRoomMentions` | `false` | with `"mention"`, an `@room` mention counts too |
+//! | `allowFrom` | | the kernel's allow list; the bot also joins the rooms these users (or anyone, with `"*"`) invite it to |
+//! | `mediaDir` | `<data dir>/media/matrix` | where the channel keeps its sync position (`sync-position.json`) |
+//!
+//! An inbound's id is the event id; the chat id is the room id; the metadata holds `event_id`,
+//! `is_group` (more than two members) and, for a message in a thread, `thread_root_event_id`
+//! and `thread_reply_to_event_id`, so the reply goes into the same thread. The sync position is
+//! saved only after the kernel accepted every message of a batch: a crash replays the batch.
+
+mod api;
+mod config;
+mod error;
+mod html;
+mod incoming;
+mod replies;
+mod store;
+mod sync;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+
+use crate::api::ClientApi;
+use crate::config::Config;
+use crate::error::MatrixError;
+use crate::replies::Replies;
+use crate::store::SyncStore;
+use crate::sync::Syncer;
+
+fn main() -> ExitCode {
+    // reqwest's TLS needs a rustls crypto provider; ring is the one linked.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    ChannelPlugin::new("matrix").run(serve)
+}
+
+/// Runs the channel: checks the token, then syncs and delivers replies until the kernel hangs
+/// up.
+async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
+    let config = Arc::new(Config::from_value(channel.config())?);
+    let api = ClientApi::new(&config.homeserver, &config.access_token).map_err(MatrixError::Setup)?;
+    identify(&api, &config.user_id).await?;
+    eprintln!("signed in to {} as {} (device {:?})", config.homeserver, config.user_id, config.device_id);
+    let syncer = Syncer {
+        api: api.clone(),
+        store: SyncStore::new(&config.media_dir, &config.user_id),
+        config,
+        channel: channel.clone(),
+        recent: RecentMessages::new(REMEMBERED),
+        members: HashMap::new(),
+    };
+    let started = SystemTime::now().duration_since(UNIX_EPOCH).map(|since| since.as_millis()).unwrap_or_default();
+    let replies = Replies { api, run: started.to_string() };
+    tokio::select! {
+        ended = syncer.run() => ended,
+        () = replies.serve(&channel) => Ok(()),
+    }
+}
+
+/// `whoami` until it answers; a refused token, or one of another account, ends the channel.
+async fn identify(api: &ClientApi, user_id: &str) -> Result<(), MatrixError> {
+    let mut backoff = sync::BACKOFF;
+    loop {
+        match api.whoami().await {
+            Ok(actual) if actual == user_id => return Ok(()),
+            Ok(actual) => return Err(MatrixError::WrongUser { configured: user_id.to_owned(), actual }),
+            Err(error) if error.is_token_problem() => return Err(MatrixError::Token(error)),
+            Err(error) => {
+                let wait = backoff.next_wait();
+                eprintln!("{error}; trying again in {wait:?}");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
