@@ -9,6 +9,7 @@ use oxibot_tests::channels::free_port;
 use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
+use oxibot_tests::fakes_matrix::{DM_ROOM, FakeMatrix, GROUP_ROOM, text as matrix_text};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
@@ -134,6 +135,50 @@ fn a_sigkilled_feishu_plugin_comes_back_and_later_messages_get_their_reply() {
         assert_eq!(cards[0].card_markdown(), "still here");
         feishu.wait_answer("frame-2").await;
     });
+}
+
+#[test]
+fn a_matrix_message_gets_the_models_reply_in_its_room_and_a_sender_outside_allow_from_gets_none() {
+    let matrix = FakeMatrix::start();
+    let section = matrix.config(json!({"enabled": true, "allowFrom": ["@ada:fake.test"]}));
+    let env = GatewayEnv::with_channels(json!({"matrix": section}));
+    let _gateway = env.start_with("matrix");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        matrix.wait_sync_from("s0").await;
+        matrix.push(GROUP_ROOM, vec![matrix_text("$eve", "@eve:fake.test", "let me in")]);
+        matrix.push(DM_ROOM, vec![matrix_text("$ada", "@ada:fake.test", "hi there")]);
+        let sent = matrix.wait_sent(1).await;
+        assert_eq!(sent[0].room, DM_ROOM);
+        assert_eq!(sent[0].content["body"], "Hello from **the model**");
+        assert_eq!(sent[0].content["formatted_body"], "<p>Hello from <strong>the model</strong></p>");
+        matrix.wait_sync_from("s2").await;
+    });
+    assert_eq!(matrix.sent().len(), 1, "the sender outside allowFrom was answered");
+    assert_eq!(env.llm.requests().len(), 1);
+    assert!(env.session_file(&format!("matrix:{DM_ROOM}")).contains("hi there"), "the session is named after the room");
+}
+
+#[test]
+fn a_sigkilled_matrix_plugin_comes_back_and_later_messages_get_their_reply() {
+    let matrix = FakeMatrix::start();
+    let env = GatewayEnv::with_channels(json!({"matrix": matrix.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("matrix");
+    block_on(matrix.wait_sync_from("s0"));
+    let pid = env.plugin_status("matrix")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("matrix");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the matrix plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        matrix.push(DM_ROOM, vec![matrix_text("$m2", "@ada:fake.test", "are you there?")]);
+        let sent = matrix.wait_sent(1).await;
+        assert_eq!(sent[0].content["body"], "still here");
+    });
+    assert_eq!(matrix.syncs().iter().filter(|since| since.is_none()).count(), 1, "the new instance lost its position");
 }
 
 #[test]

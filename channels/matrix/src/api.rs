@@ -202,7 +202,12 @@ impl ClientApi {
         }
         if !status.is_success() {
             let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
-            return Err(ApiError::Status { what, status: status.as_u16(), errcode: field("errcode"), error: field("error") });
+            return Err(ApiError::Status {
+                what,
+                status: status.as_u16(),
+                errcode: field("errcode"),
+                error: field("error"),
+            });
         }
         if !answer.is_object() {
             return Err(ApiError::Malformed { what, reason: "not a json object".into() });

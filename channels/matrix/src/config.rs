@@ -121,7 +121,11 @@ impl Config {
         }
         let access_token = raw.access_token.trim().to_owned();
         if access_token.is_empty() {
-            return Err(if raw.password.is_empty() { ConfigError::Missing("accessToken") } else { ConfigError::PasswordOnly });
+            return Err(if raw.password.is_empty() {
+                ConfigError::Missing("accessToken")
+            } else {
+                ConfigError::PasswordOnly
+            });
         }
         let homeserver = non_empty(raw.homeserver).unwrap_or_else(|| DEFAULT_HOMESERVER.to_owned());
         Ok(Config {
@@ -204,10 +208,11 @@ mod tests {
         assert!(error.to_string().starts_with("channels.matrix.password: password login is not supported"));
         let error = Config::from_value(&json!({"userId": "bot", "accessToken": "t"})).unwrap_err();
         assert!(error.to_string().contains("channels.matrix.userId"), "{error}");
-        let error = Config::from_value(&json!({"userId": "@b:h", "accessToken": "t", "groupPolicy": "all"})).unwrap_err();
+        let error =
+            Config::from_value(&json!({"userId": "@b:h", "accessToken": "t", "groupPolicy": "all"})).unwrap_err();
         assert!(error.to_string().contains("groupPolicy") && error.to_string().contains("\"all\""), "{error}");
-        let error = Config::from_value(&json!({"userId": "@b:h", "accessToken": "t", "allowRoomMentions": "yes"}))
-            .unwrap_err();
+        let error =
+            Config::from_value(&json!({"userId": "@b:h", "accessToken": "t", "allowRoomMentions": "yes"})).unwrap_err();
         assert!(error.to_string().contains("channels.matrix.allowRoomMentions"), "{error}");
     }
 }

@@ -26,9 +26,9 @@ pub fn to_html(markdown: &str) -> Option<String> {
 
 /// `<p>text</p>` with no markup (entities aside) inside.
 fn is_plain_paragraph(html: &str) -> bool {
-    html.strip_prefix("<p>").and_then(|rest| rest.strip_suffix("</p>")).is_some_and(|inner| {
-        !inner.contains('<') && !inner.contains('&')
-    })
+    html.strip_prefix("<p>")
+        .and_then(|rest| rest.strip_suffix("</p>"))
+        .is_some_and(|inner| !inner.contains('<') && !inner.contains('&'))
 }
 
 #[cfg(test)]

@@ -173,8 +173,10 @@ mod tests {
     }
 
     fn config(policy: &str) -> Config {
-        Config::from_value(&json!({"userId": BOT, "accessToken": "t", "groupPolicy": policy, "groupAllowFrom": ["!ok:h"]}))
-            .unwrap()
+        Config::from_value(
+            &json!({"userId": BOT, "accessToken": "t", "groupPolicy": policy, "groupAllowFrom": ["!ok:h"]}),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -220,7 +222,8 @@ mod tests {
     #[test]
     fn own_messages_edits_encrypted_and_other_events_are_left_out() {
         assert_eq!(candidate(&text_event(BOT, "me", json!({})), BOT), Err("the bot's own message"));
-        let edit = text_event("@ada:h", "* fixed", json!({"m.relates_to": {"rel_type": "m.replace", "event_id": "$e0"}}));
+        let edit =
+            text_event("@ada:h", "* fixed", json!({"m.relates_to": {"rel_type": "m.replace", "event_id": "$e0"}}));
         assert_eq!(candidate(&edit, BOT), Err("an edit"));
         let encrypted = json!({"type": "m.room.encrypted", "event_id": "$x", "sender": "@ada:h", "content": {}});
         assert!(candidate(&encrypted, BOT).unwrap_err().starts_with("encrypted"));

@@ -40,7 +40,11 @@ impl Replies {
     async fn deliver(&self, outbound: &Outbound) -> Result<(), String> {
         let parts = split(&outbound.content, RULES);
         if !outbound.media.is_empty() {
-            eprintln!("reply {}: {} attachment(s) not sent (files are not supported)", outbound.id, outbound.media.len());
+            eprintln!(
+                "reply {}: {} attachment(s) not sent (files are not supported)",
+                outbound.id,
+                outbound.media.len()
+            );
             if parts.is_empty() {
                 return Err("the matrix channel cannot send files".to_owned());
             }
@@ -72,7 +76,9 @@ pub fn message_content(markdown: &str, thread: Option<&Value>) -> Value {
 fn thread_relation(metadata: &Value) -> Option<Value> {
     let root = metadata["thread_root_event_id"].as_str().filter(|id| !id.is_empty())?;
     let reply_to = metadata["thread_reply_to_event_id"].as_str().or(metadata["event_id"].as_str()).unwrap_or(root);
-    Some(json!({"rel_type": "m.thread", "event_id": root, "is_falling_back": true, "m.in_reply_to": {"event_id": reply_to}}))
+    Some(
+        json!({"rel_type": "m.thread", "event_id": root, "is_falling_back": true, "m.in_reply_to": {"event_id": reply_to}}),
+    )
 }
 
 #[cfg(test)]

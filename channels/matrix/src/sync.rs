@@ -126,7 +126,9 @@ impl Syncer {
                 self.recent.abandoned(&id);
                 return Handed::KernelGone;
             }
-            Err(ChannelError::TooLarge(reason)) => eprintln!("message {id} dropped: the kernel cannot take it ({reason})"),
+            Err(ChannelError::TooLarge(reason)) => {
+                eprintln!("message {id} dropped: the kernel cannot take it ({reason})")
+            }
         }
         self.recent.accepted(&id);
         Handed::All
