@@ -10,6 +10,7 @@ use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
 use oxibot_tests::fakes_matrix::{DM_ROOM, FakeMatrix, GROUP_ROOM, text as matrix_text};
+use oxibot_tests::fakes_mattermost::{FakeMattermost, post as mattermost_post};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
@@ -179,6 +180,50 @@ fn a_sigkilled_matrix_plugin_comes_back_and_later_messages_get_their_reply() {
         assert_eq!(sent[0].content["body"], "still here");
     });
     assert_eq!(matrix.syncs().iter().filter(|since| since.is_none()).count(), 1, "the new instance lost its position");
+}
+
+#[test]
+fn a_mattermost_direct_message_gets_the_models_reply_streamed_into_one_post() {
+    let mattermost = FakeMattermost::start();
+    let section = mattermost.config(json!({"enabled": true, "allowFrom": ["ada"]}));
+    let env = GatewayEnv::with_channels(json!({"mattermost": section}));
+    let _gateway = env.start_with("mattermost");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        mattermost.wait_greeted(1).await;
+        mattermost.post(mattermost_post("p1", "dmchan", "ada", "hi there"), "D").await;
+        let created = mattermost.wait_requests("POST", "/api/v4/posts", 1).await;
+        assert_eq!(created[0].body["channel_id"], "dmchan");
+        oxibot_tests::wait::eventually("the post shows the final reply", || {
+            mattermost.post_text("botpost1").as_deref() == Some("Hello from **the model**")
+        })
+        .await;
+    });
+    assert_eq!(mattermost.requests("POST", "/api/v4/posts").len(), 1, "the reply is one post");
+    assert!(env.session_file("mattermost:dmchan").contains("hi there"), "the session is named after the channel");
+}
+
+#[test]
+fn a_sigkilled_mattermost_plugin_comes_back_and_later_messages_get_their_reply() {
+    let mattermost = FakeMattermost::start();
+    let section = mattermost.config(json!({"enabled": true, "allowFrom": "*", "streaming": false}));
+    let env = GatewayEnv::with_channels(json!({"mattermost": section}));
+    let _gateway = env.start_with("mattermost");
+    block_on(mattermost.wait_greeted(1));
+    let pid = env.plugin_status("mattermost")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("mattermost");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the mattermost plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        mattermost.wait_greeted(2).await;
+        mattermost.post(mattermost_post("p2", "dmchan", "ada", "are you there?"), "D").await;
+        let created = mattermost.wait_requests("POST", "/api/v4/posts", 1).await;
+        assert_eq!(created[0].body["message"], "still here");
+    });
 }
 
 #[test]
