@@ -11,6 +11,7 @@ use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
 use oxibot_tests::fakes_matrix::{DM_ROOM, FakeMatrix, GROUP_ROOM, text as matrix_text};
 use oxibot_tests::fakes_mattermost::{FakeMattermost, post as mattermost_post};
+use oxibot_tests::fakes_signal::{FakeSignal, direct_text as signal_dm};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
@@ -223,6 +224,51 @@ fn a_sigkilled_mattermost_plugin_comes_back_and_later_messages_get_their_reply()
         mattermost.post(mattermost_post("p2", "dmchan", "ada", "are you there?"), "D").await;
         let created = mattermost.wait_requests("POST", "/api/v4/posts", 1).await;
         assert_eq!(created[0].body["message"], "still here");
+    });
+}
+
+#[test]
+fn a_signal_message_from_dm_allow_from_gets_the_models_reply_and_a_stranger_only_a_pairing_code() {
+    let signal = FakeSignal::start();
+    // nanobot's Signal keys: no top-level allowFrom, the channel's own list instead.
+    let section = signal.config(json!({"enabled": true, "dm": {"policy": "allowlist", "allowFrom": ["+15551234567"]}}));
+    let env = GatewayEnv::with_channels(json!({"signal": section}));
+    let _gateway = env.start_with("signal");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        signal.wait_streams(1).await;
+        signal.receive(signal_dm("+15557654321", "Eve", "let me in", 1_700_000_000_000)).await;
+        let to_eve = signal.wait_calls("send", 1).await;
+        assert_eq!(to_eve[0].params["recipient"], json!(["+15557654321"]));
+        signal.receive(signal_dm("+15551234567", "Ada", "hi there", 1_700_000_000_100)).await;
+        let sends = signal.wait_calls("send", 2).await;
+        assert_eq!(sends[1].params, json!({"recipient": ["+15551234567"], "message": "Hello from **the model**"}));
+    });
+    let to_eve = signal.calls("send")[0].params["message"].as_str().unwrap().to_owned();
+    assert!(to_eve.contains("oxibot pairing approve "), "the stranger got no pairing code: {to_eve}");
+    assert_eq!(env.llm.requests().len(), 1);
+    assert!(env.session_file("signal:+15551234567").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_signal_plugin_comes_back_and_later_messages_get_their_reply() {
+    let signal = FakeSignal::start();
+    let env = GatewayEnv::with_channels(json!({"signal": signal.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("signal");
+    block_on(signal.wait_streams(1));
+    let pid = env.plugin_status("signal")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("signal");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the signal plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        signal.wait_streams(2).await;
+        signal.receive(signal_dm("+15551234567", "Ada", "are you there?", 1_700_000_000_200)).await;
+        let sends = signal.wait_calls("send", 1).await;
+        assert_eq!(sends[0].params["message"], "still here");
     });
 }
 

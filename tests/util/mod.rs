@@ -8,6 +8,7 @@ pub mod fakes_discord;
 pub mod fakes_feishu;
 pub mod fakes_matrix;
 pub mod fakes_mattermost;
+pub mod fakes_signal;
 pub mod fakes_slack;
 pub mod fakes_telegram;
 pub mod http;
