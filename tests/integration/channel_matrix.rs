@@ -9,7 +9,9 @@ use std::time::Duration;
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::DeliveryAck;
 use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
-use oxibot_tests::fakes_matrix::{BOT, DM_ROOM, FakeMatrix, GROUP_ROOM, SyncFailure, TOKEN, in_thread, mention, text};
+use oxibot_tests::fakes_matrix::{
+    BOT, DM_ROOM, FakeMatrix, GROUP_ROOM, PASSWORD, SyncFailure, TOKEN, in_thread, mention, text,
+};
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::{bin_dir, start_host};
 use serde_json::{Value, json};
@@ -223,5 +225,41 @@ async fn a_refused_access_token_fails_the_channel_with_a_reason_that_names_the_k
     let reason = host.statuses()[0].reason.clone().unwrap();
     assert!(reason.contains("channels.matrix.accessToken") && reason.contains("M_UNKNOWN_TOKEN"), "{reason}");
     assert!(matrix.syncs().is_empty());
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn with_a_password_the_channel_logs_in_once_and_a_restart_reuses_the_saved_session() {
+    let matrix = FakeMatrix::start();
+    let config = json!({"accessToken": "", "password": PASSWORD, "deviceId": ""});
+    let (host, mut events) = matrix_host(&matrix, config).await;
+    let logins = matrix.requests("/login");
+    assert_eq!(logins.len(), 1);
+    assert_eq!(logins[0].authorization, "", "a login carries no token");
+    assert_eq!(logins[0].body["identifier"], json!({"type": "m.id.user", "user": BOT}));
+    let session = std::fs::read_to_string(matrix.media_dir().join("session.json")).unwrap();
+    assert!(session.contains(TOKEN) && session.contains("NEWDEVICE"), "{session}");
+    sigkill(host.statuses()[0].pid.unwrap());
+    event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "matrix")).await;
+    matrix.push(DM_ROOM, vec![text("$after", "@ada:fake.test", "still you?")]);
+    assert_eq!(next_inbound(&mut events, "matrix").await.id, "$after");
+    assert_eq!(matrix.requests("/login").len(), 1, "the restart logged in again instead of reusing the session");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_refused_password_fails_the_channel_with_a_reason_that_names_the_key() {
+    let matrix = FakeMatrix::start();
+    let section = matrix.config(json!({"accessToken": "", "password": "wrong"}));
+    let spec = channel_spec(&bin_dir(), "matrix", &section).unwrap();
+    let host = start_host(vec![spec]).await;
+    let failed = tokio::time::timeout(Duration::from_secs(10), async {
+        while host.statuses()[0].state != "failed" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert!(failed.await.is_ok(), "{:?}", host.statuses()[0].state);
+    let reason = host.statuses()[0].reason.clone().unwrap();
+    assert!(reason.contains("channels.matrix.password") && reason.contains("M_FORBIDDEN"), "{reason}");
     host.shutdown().await;
 }

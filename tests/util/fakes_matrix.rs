@@ -26,6 +26,8 @@ use crate::channels::WAIT;
 pub const BOT: &str = "@oxibot:fake.test";
 /// The access token the fake's config holds.
 pub const TOKEN: &str = "syt_fake_token";
+/// The password the fake's login takes.
+pub const PASSWORD: &str = "correct horse";
 /// A room of two members: a direct chat.
 pub const DM_ROOM: &str = "!dm:fake.test";
 /// A room of three members: a group.
@@ -297,6 +299,9 @@ fn error(status: u16, errcode: &str, message: &str) -> Option<(u16, Value)> {
 /// Status and body for one request; `None` cuts the connection.
 async fn answer(request: &Request, state: &Mutex<State>) -> Option<(u16, Value)> {
     state.lock().unwrap().requests.push(request.clone());
+    if request.method == "POST" && request.path == "/_matrix/client/v3/login" {
+        return login(request);
+    }
     if request.authorization != format!("Bearer {TOKEN}") {
         return error(401, "M_UNKNOWN_TOKEN", "Invalid access token passed.");
     }
@@ -334,6 +339,17 @@ async fn answer(request: &Request, state: &Mutex<State>) -> Option<(u16, Value)>
         }
         _ => error(404, "M_UNRECOGNIZED", "Unrecognized request"),
     }
+}
+
+/// `POST /login` with a password: the fake's token for the right one.
+fn login(request: &Request) -> Option<(u16, Value)> {
+    let body = &request.body;
+    let right = body["type"] == "m.login.password" && body["identifier"]["user"] == BOT && body["password"] == PASSWORD;
+    if !right {
+        return error(403, "M_FORBIDDEN", "Invalid username or password");
+    }
+    let device = body["device_id"].as_str().unwrap_or("NEWDEVICE");
+    Some((200, json!({"user_id": BOT, "access_token": TOKEN, "device_id": device, "home_server": "fake.test"})))
 }
 
 /// A `/sync`: a scripted failure, the position from scratch, the batch after `since`, or an

@@ -83,8 +83,17 @@ pub struct ClientApi {
     http: reqwest::Client,
     /// E.g. `https://matrix.example.org`, without a trailing slash.
     homeserver: String,
-    /// `Bearer <access token>`, marked sensitive.
-    authorization: HeaderValue,
+    /// `Bearer <access token>`, marked sensitive; `None` before logging in.
+    authorization: Option<HeaderValue>,
+}
+
+/// What a password login gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Login {
+    /// The new access token.
+    pub access_token: String,
+    /// The device it belongs to.
+    pub device_id: String,
 }
 
 /// What one attempt that did not fail gave: an answer, or a wait the server asked for.
@@ -94,17 +103,38 @@ enum Attempt {
 }
 
 impl ClientApi {
-    /// A client of `homeserver` with `access_token`. The rustls crypto provider must be
-    /// installed first.
-    pub fn new(homeserver: &str, access_token: &str) -> Result<ClientApi, ApiError> {
+    /// A client of `homeserver` without an access token, for logging in. The rustls crypto
+    /// provider must be installed first.
+    pub fn anonymous(homeserver: &str) -> Result<ClientApi, ApiError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+        Ok(ClientApi { http, homeserver: homeserver.trim_end_matches('/').to_owned(), authorization: None })
+    }
+
+    /// The same client, calling with `access_token`.
+    pub fn with_token(&self, access_token: &str) -> Result<ClientApi, ApiError> {
         let mut authorization = HeaderValue::from_str(&format!("Bearer {access_token}"))
             .map_err(|_| ApiError::Setup("the access token holds characters a header cannot".into()))?;
         authorization.set_sensitive(true);
-        Ok(ClientApi { http, homeserver: homeserver.trim_end_matches('/').to_owned(), authorization })
+        Ok(ClientApi { authorization: Some(authorization), ..self.clone() })
+    }
+
+    /// `POST /login` with a password; `device_id` keeps the device of an earlier login.
+    pub async fn login(&self, user_id: &str, password: &str, device_id: Option<&str>) -> Result<Login, ApiError> {
+        let mut body = json!({"type": "m.login.password", "identifier": {"type": "m.id.user", "user": user_id},
+                              "password": password, "initial_device_display_name": "oxibot"});
+        if let Some(device_id) = device_id.filter(|id| !id.is_empty()) {
+            body["device_id"] = json!(device_id);
+        }
+        let answer = self.request("login", Method::POST, "/login", Some(&body), REQUEST_TIMEOUT).await?;
+        let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
+        let login = Login { access_token: field("access_token"), device_id: field("device_id") };
+        if login.access_token.is_empty() {
+            return Err(ApiError::Malformed { what: "login", reason: "no access_token".into() });
+        }
+        Ok(login)
     }
 
     /// `GET /account/whoami`: the user id the token belongs to.
@@ -187,8 +217,10 @@ impl ClientApi {
     ) -> Result<Attempt, ApiError> {
         let network = |error: reqwest::Error| ApiError::Network { what, reason: error_chain(&error) };
         let url = format!("{}{CLIENT_V3}{path}", self.homeserver);
-        let mut request =
-            self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone()).timeout(timeout);
+        let mut request = self.http.request(method, url).timeout(timeout);
+        if let Some(authorization) = &self.authorization {
+            request = request.header(AUTHORIZATION, authorization.clone());
+        }
         if let Some(body) = body {
             request = request.json(body);
         }

@@ -41,6 +41,15 @@ impl Inviters {
     }
 }
 
+/// How the bot signs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// An access token (with its `deviceId`).
+    Token(String),
+    /// A password: the channel logs in and keeps the session it gets.
+    Password(String),
+}
+
 /// The channel's settings, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -48,8 +57,8 @@ pub struct Config {
     pub homeserver: String,
     /// The bot's user id, `@bot:example.org`.
     pub user_id: String,
-    /// The access token of the bot's device.
-    pub access_token: String,
+    /// How the bot signs in.
+    pub credentials: Credentials,
     /// The device the token belongs to (for logs; no end-to-end encryption here).
     pub device_id: String,
     /// Which room messages are submitted.
@@ -71,11 +80,6 @@ pub enum ConfigError {
     /// A required key is absent or empty.
     #[error("channels.matrix.{0} is missing")]
     Missing(&'static str),
-    /// Only a password is configured.
-    #[error(
-        "channels.matrix.password: password login is not supported; set channels.matrix.accessToken (and deviceId) instead"
-    )]
-    PasswordOnly,
     /// `userId` is not of the form `@name:server`.
     #[error("channels.matrix.userId must look like @name:server, not {0:?}")]
     BadUserId(String),
@@ -119,19 +123,17 @@ impl Config {
         if !user_id.starts_with('@') || !user_id.contains(':') {
             return Err(ConfigError::BadUserId(user_id));
         }
-        let access_token = raw.access_token.trim().to_owned();
-        if access_token.is_empty() {
-            return Err(if raw.password.is_empty() {
-                ConfigError::Missing("accessToken")
-            } else {
-                ConfigError::PasswordOnly
-            });
-        }
+        // nanobot: a password, when given, wins over a token.
+        let credentials = match (raw.password.as_str(), raw.access_token.trim()) {
+            ("", "") => return Err(ConfigError::Missing("accessToken")),
+            ("", token) => Credentials::Token(token.to_owned()),
+            (password, _) => Credentials::Password(password.to_owned()),
+        };
         let homeserver = non_empty(raw.homeserver).unwrap_or_else(|| DEFAULT_HOMESERVER.to_owned());
         Ok(Config {
             homeserver: homeserver.trim_end_matches('/').to_owned(),
             user_id,
-            access_token,
+            credentials,
             device_id: raw.device_id.trim().to_owned(),
             group_policy: group_policy(raw.group_policy.as_deref(), raw.group_allow_from)?,
             allow_room_mentions: raw.allow_room_mentions,
@@ -193,6 +195,14 @@ mod tests {
     }
 
     #[test]
+    fn a_password_wins_over_a_token_as_in_nanobot() {
+        let config = Config::from_value(&json!({"userId": "@b:h", "password": "p", "accessToken": "t"})).unwrap();
+        assert_eq!(config.credentials, Credentials::Password("p".into()));
+        let config = Config::from_value(&json!({"userId": "@b:h", "accessToken": " t "})).unwrap();
+        assert_eq!(config.credentials, Credentials::Token("t".into()));
+    }
+
+    #[test]
     fn an_allow_from_star_follows_every_invite() {
         let config = Config::from_value(&json!({"userId": "@b:h", "accessToken": "t", "allowFrom": "*"})).unwrap();
         assert!(config.inviters.allows("@anyone:h"));
@@ -204,8 +214,6 @@ mod tests {
         assert_eq!(error.to_string(), "channels.matrix.userId is missing");
         let error = Config::from_value(&json!({"userId": "@b:h"})).unwrap_err();
         assert_eq!(error.to_string(), "channels.matrix.accessToken is missing");
-        let error = Config::from_value(&json!({"userId": "@b:h", "password": "p"})).unwrap_err();
-        assert!(error.to_string().starts_with("channels.matrix.password: password login is not supported"));
         let error = Config::from_value(&json!({"userId": "bot", "accessToken": "t"})).unwrap_err();
         assert!(error.to_string().contains("channels.matrix.userId"), "{error}");
         let error =

@@ -16,6 +16,9 @@ pub enum MatrixError {
     /// The homeserver refused the access token.
     #[error("the homeserver refused the access token (channels.matrix.accessToken): {0}")]
     Token(ApiError),
+    /// The homeserver refused the password login.
+    #[error("the homeserver refused the login (channels.matrix.password): {0}")]
+    Password(ApiError),
     /// The token belongs to another account than `userId`.
     #[error("channels.matrix.userId is {configured} but the access token belongs to {actual}")]
     WrongUser {

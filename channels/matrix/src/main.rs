@@ -9,8 +9,9 @@
 //! |---|---|---|
 //! | `homeserver` | `https://matrix.org` | the homeserver's base URL |
 //! | `userId` | required | the bot's account, `@bot:example.org` |
-//! | `accessToken` | required | the access token of the bot's device (password login is not supported) |
-//! | `deviceId` | `""` | the device the token belongs to (logged only) |
+//! | `accessToken` | required without `password` | the access token of the bot's device |
+//! | `password` | | instead of a token: the channel logs in and keeps the session in `mediaDir/session.json` for the next start |
+//! | `deviceId` | `""` | the device the token belongs to (the device a password login signs in as) |
 //! | `groupPolicy` | `"open"` | in rooms of more than two members: `"open"` (all), `"mention"` (only messages whose `m.mentions` name the bot), `"allowlist"` (all in `groupAllowFrom`) |
 //! | `groupAllowFrom` | `[]` | room ids for `"allowlist"` |
 //! | `allowRoomMentions` | `false` | with `"mention"`, an `@room` mention counts too |
@@ -28,6 +29,7 @@ mod error;
 mod html;
 mod incoming;
 mod replies;
+mod signin;
 mod store;
 mod sync;
 
@@ -56,8 +58,8 @@ fn main() -> ExitCode {
 /// up.
 async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
     let config = Arc::new(Config::from_value(channel.config())?);
-    let api = ClientApi::new(&config.homeserver, &config.access_token).map_err(MatrixError::Setup)?;
-    identify(&api, &config.user_id).await?;
+    let anonymous = ClientApi::anonymous(&config.homeserver).map_err(MatrixError::Setup)?;
+    let api = signin::sign_in(&anonymous, &config).await?;
     eprintln!("signed in to {} as {} (device {:?})", config.homeserver, config.user_id, config.device_id);
     let syncer = Syncer {
         api: api.clone(),
@@ -72,22 +74,5 @@ async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
     tokio::select! {
         ended = syncer.run() => ended,
         () = replies.serve(&channel) => Ok(()),
-    }
-}
-
-/// `whoami` until it answers; a refused token, or one of another account, ends the channel.
-async fn identify(api: &ClientApi, user_id: &str) -> Result<(), MatrixError> {
-    let mut backoff = sync::BACKOFF;
-    loop {
-        match api.whoami().await {
-            Ok(actual) if actual == user_id => return Ok(()),
-            Ok(actual) => return Err(MatrixError::WrongUser { configured: user_id.to_owned(), actual }),
-            Err(error) if error.is_token_problem() => return Err(MatrixError::Token(error)),
-            Err(error) => {
-                let wait = backoff.next_wait();
-                eprintln!("{error}; trying again in {wait:?}");
-                tokio::time::sleep(wait).await;
-            }
-        }
     }
 }

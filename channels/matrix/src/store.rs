@@ -60,19 +60,22 @@ impl SyncStore {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(error)?;
         }
-        let temporary = self.path.with_extension("json.tmp");
         let text = json!({"userId": self.user_id, "since": since}).to_string();
-        write_synced(&temporary, text.as_bytes()).map_err(error)?;
-        std::fs::rename(&temporary, &self.path).map_err(error)
+        write_atomically(&self.path, &text).map_err(error)
     }
 }
 
-/// Writes `bytes` to `path` and flushes them to the disk.
-fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Replaces `path` with `text`: written to a temporary file beside it, flushed to the disk, then
+/// renamed over it, so a reader sees the old text or the new one.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
     use std::io::Write as _;
-    let mut file = std::fs::File::create(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
 }
 
 #[cfg(test)]
