@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+use oxibot_plugin::chat::write_atomically;
 use serde_json::{Value, json};
 
 use crate::api::{ApiError, ClientApi, Login};
 use crate::config::{Config, Credentials};
 use crate::error::MatrixError;
-use crate::store::write_atomically;
 use crate::sync::BACKOFF;
 
 /// The session file's name inside the media directory.
@@ -103,11 +103,8 @@ impl SessionFile {
     /// Keeps `login` (readable by the owner only: it is a credential).
     fn save(&self, login: &Login) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt as _;
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         let text = json!({"user_id": self.user_id, "access_token": login.access_token, "device_id": login.device_id});
-        write_atomically(&self.path, &text.to_string())?;
+        write_atomically(&self.path, text.to_string().as_bytes())?;
         std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
     }
 }

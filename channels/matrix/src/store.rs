@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use oxibot_plugin::chat::write_atomically;
 use serde_json::{Value, json};
 
 /// The file's name inside the media directory.
@@ -56,26 +57,10 @@ impl SyncStore {
 
     /// Saves `since` for good.
     pub fn save(&self, since: &str) -> Result<(), StoreError> {
-        let error = |source| StoreError { path: self.path.display().to_string(), source };
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(error)?;
-        }
         let text = json!({"userId": self.user_id, "since": since}).to_string();
-        write_atomically(&self.path, &text).map_err(error)
+        write_atomically(&self.path, text.as_bytes())
+            .map_err(|source| StoreError { path: self.path.display().to_string(), source })
     }
-}
-
-/// Replaces `path` with `text`: written to a temporary file beside it, flushed to the disk, then
-/// renamed over it, so a reader sees the old text or the new one.
-pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
-    use std::io::Write as _;
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)
 }
 
 #[cfg(test)]
