@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use oxibot_kernel::plugin::{PluginHost, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Message};
-use oxibot_tests::channels::{accept, next_delivery, next_inbound, outbound, started_channel};
+use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_mattermost::{BOT_ID, FakeMattermost, TOKEN, post, thread_post};
+use oxibot_tests::procs::sigkill;
 use oxibot_tests::{bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -102,6 +103,27 @@ async fn a_dropped_websocket_is_resumed_and_the_posts_sent_meanwhile_are_replaye
     let resumed = &mattermost.connections()[1];
     assert_eq!(resumed.query, "connection_id=conn1&sequence_number=2", "hello was 0, p1 was 1");
     accept(&host, "mattermost", &missed);
+    mattermost.post(post("p3", "dmchan", "ada", "after"), "D").await;
+    assert_eq!(next_inbound(&mut events, "mattermost").await.id, "p3");
+    host.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_post_not_accepted_before_the_channel_died_is_replayed_to_the_restarted_channel() {
+    let mattermost = FakeMattermost::start();
+    let (host, mut events) = mattermost_host(&mattermost, json!({})).await;
+    mattermost.post(post("p1", "dmchan", "ada", "saved"), "D").await;
+    let saved = next_inbound(&mut events, "mattermost").await;
+    accept(&host, "mattermost", &saved);
+    mattermost.post(post("p2", "dmchan", "ada", "do not lose me"), "D").await;
+    let first = next_inbound(&mut events, "mattermost").await;
+    assert_eq!(first.id, "p2");
+    sigkill(host.statuses()[0].pid.unwrap());
+    event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "mattermost")).await;
+    let again = next_inbound(&mut events, "mattermost").await;
+    assert_eq!((again.id.as_str(), again.content.as_str()), ("p2", "do not lose me"), "p1 was replayed, or p2 lost");
+    assert_eq!(mattermost.connections()[1].query, "connection_id=conn1&sequence_number=2", "hello was 0, p1 was 1");
+    accept(&host, "mattermost", &again);
     mattermost.post(post("p3", "dmchan", "ada", "after"), "D").await;
     assert_eq!(next_inbound(&mut events, "mattermost").await.id, "p3");
     host.shutdown().await;

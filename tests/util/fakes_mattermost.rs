@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::handshake::server::{Request as WsRequest, Response as WsResponse};
 
+use crate::TempDir;
 use crate::background::BackgroundServer;
 use crate::channels::WAIT;
 
@@ -85,6 +86,8 @@ struct State {
 pub struct FakeMattermost {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
+    /// The channel's media directory, where it keeps its resume point.
+    media: TempDir,
     /// The server's thread; stops when dropped.
     _server: BackgroundServer,
 }
@@ -103,7 +106,7 @@ impl FakeMattermost {
                 tokio::spawn(serve(socket, server_state.clone()));
             }
         });
-        FakeMattermost { addr, state, _server: server }
+        FakeMattermost { addr, state, media: TempDir::new("mattermost-media"), _server: server }
     }
 
     /// The `serverUrl` to configure.
@@ -113,7 +116,8 @@ impl FakeMattermost {
 
     /// A `channels.mattermost` section for this fake, with `extra` keys merged in.
     pub fn config(&self, extra: Value) -> Value {
-        let mut config = json!({"serverUrl": self.server_url(), "token": TOKEN, "reactEmoji": ""});
+        let mut config =
+            json!({"serverUrl": self.server_url(), "token": TOKEN, "reactEmoji": "", "mediaDir": self.media.path()});
         if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
             config.extend(extra.clone());
         }

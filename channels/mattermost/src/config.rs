@@ -1,7 +1,9 @@
 //! The `channels.mattermost` config section: the server, the bot token and the reply policies,
 //! with nanobot's camelCase keys (snake_case accepted too) and its defaults.
 
-use oxibot_plugin::chat::{SectionError, load_section};
+use std::path::PathBuf;
+
+use oxibot_plugin::chat::{SectionError, expand_tilde, load_section, media_dir};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -54,6 +56,8 @@ pub struct Config {
     pub dm_enabled: bool,
     /// With `dm.policy: "allowlist"`, the user ids whose direct messages are submitted.
     pub dm_allow_from: Option<Vec<String>>,
+    /// Where the channel keeps its WebSocket resume point.
+    pub media_dir: PathBuf,
 }
 
 /// Why the config cannot be used.
@@ -100,6 +104,8 @@ struct Raw {
     streaming: Option<bool>,
     #[serde(alias = "react_emoji")]
     react_emoji: Option<String>,
+    #[serde(alias = "media_dir")]
+    media_dir: Option<String>,
     dm: RawDm,
 }
 
@@ -156,6 +162,10 @@ impl Config {
             react_emoji: react_emoji(raw.react_emoji),
             dm_enabled: raw.dm.enabled.unwrap_or(true),
             dm_allow_from,
+            media_dir: raw
+                .media_dir
+                .filter(|dir| !dir.trim().is_empty())
+                .map_or_else(|| media_dir("mattermost"), expand_tilde),
         })
     }
 

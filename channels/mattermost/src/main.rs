@@ -18,13 +18,16 @@
 //! | `reactEmoji` | `"eyes"` | reaction added once the kernel has a post; `""` for none |
 //! | `dm.enabled` | `true` | take direct messages |
 //! | `dm.policy`, `dm.allowFrom` | `"open"` | `"allowlist"`: only these user ids' direct messages |
+//! | `mediaDir` | `<data dir>/media/mattermost` | where the channel keeps its WebSocket resume point (`websocket-resume.json`) |
 //!
 //! Who may talk to the bot (`allowFrom`, pairing) is the kernel's business, not this plugin's.
 //!
 //! An inbound's id is the post id (a post delivered twice is submitted once); the chat id is
 //! the channel id, or `<channel>:<root post>` for a post in (or starting) a thread, which is
 //! where the reply goes. The metadata holds `post_id`, `root_id`, `channel_type`, `is_group`,
-//! `message_id` and nanobot's `mattermost` object.
+//! `message_id` and nanobot's `mattermost` object. A restarted channel resumes the WebSocket from
+//! the first post the kernel had not accepted, so the server replays it (while it still holds
+//! the dead connection's events).
 
 mod config;
 mod error;
@@ -32,6 +35,7 @@ mod events;
 mod incoming;
 mod replies;
 mod rest;
+mod resume;
 mod socket;
 mod submit;
 
@@ -47,6 +51,7 @@ use crate::config::Config;
 use crate::error::MattermostError;
 use crate::replies::Deliverer;
 use crate::rest::{BotUser, RestApi};
+use crate::resume::Progress;
 use crate::socket::Listener;
 use crate::submit::Submitter;
 
@@ -65,6 +70,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MattermostError> {
     eprintln!("signed in to {} as @{} ({})", config.server_url, bot.username, bot.id);
     let recent = RecentMessages::new(REMEMBERED);
     let (submissions, queue) = mpsc::unbounded_channel();
+    let progress = Progress::open(&config.media_dir);
     let submitter = Submitter {
         channel: channel.clone(),
         recent: recent.clone(),
@@ -73,10 +79,11 @@ async fn serve(channel: ChannelHandle) -> Result<(), MattermostError> {
         react_emoji: config.react_emoji.clone(),
         team_id: config.team_id.clone(),
         teams: HashMap::new(),
+        progress: progress.clone(),
     };
     tokio::spawn(submitter.run(queue));
     let deliverer = Deliverer::new(rest, config.streaming);
-    let listener = Listener { config, bot, recent, submissions };
+    let listener = Listener { config, bot, recent, submissions, progress };
     tokio::select! {
         () = listener.run() => Ok(()),
         () = deliverer.run(&channel) => Ok(()),

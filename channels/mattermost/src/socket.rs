@@ -1,7 +1,7 @@
 //! The WebSocket side: connect to `/api/v4/websocket`, answer nothing before the
 //! `authentication_challenge` with the token is accepted, read events, and after a drop connect
-//! again (with growing waits) asking the server to resume the connection from the next
-//! sequence number, so posts sent meanwhile are replayed rather than lost.
+//! again (with growing waits) asking the server to resume the connection (see [`Progress`]),
+//! so posts sent meanwhile are replayed rather than lost.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::events::{self, Frame};
 use crate::incoming::{self, UserMessage, Verdict};
 use crate::rest::BotUser;
+use crate::resume::Progress;
 
 /// How often the connection is probed with a WebSocket ping.
 const PING_EVERY: Duration = Duration::from_secs(30);
@@ -38,17 +39,10 @@ pub struct Listener {
     pub bot: BotUser,
     /// Posts seen lately, so one delivered twice reaches the kernel once.
     pub recent: RecentMessages,
-    /// Posts for the kernel, in order.
-    pub submissions: UnboundedSender<UserMessage>,
-}
-
-/// Where a dropped connection goes on from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Resume {
-    /// The server's id of the connection.
-    connection_id: String,
-    /// The sequence number of the next event expected.
-    next_seq: u64,
+    /// Posts for the kernel, in order, with the sequence numbers of their events.
+    pub submissions: UnboundedSender<(UserMessage, u64)>,
+    /// Where a new socket resumes from.
+    pub progress: Progress,
 }
 
 /// Why a connection ended.
@@ -68,9 +62,8 @@ impl Listener {
     /// Keeps a connection up for good.
     pub async fn run(self) {
         let mut backoff = BACKOFF;
-        let mut resume: Option<Resume> = None;
         loop {
-            let ending = self.connection(&mut resume, &mut backoff).await;
+            let ending = self.connection(&mut backoff).await;
             let wait = backoff.next_wait();
             eprintln!("{ending}; connecting again in {wait:?}");
             tokio::time::sleep(wait).await;
@@ -78,9 +71,9 @@ impl Listener {
     }
 
     /// Runs one connection until it ends; resets `backoff` once it is authenticated.
-    async fn connection(&self, resume: &mut Option<Resume>, backoff: &mut Backoff) -> Ending {
+    async fn connection(&self, backoff: &mut Backoff) -> Ending {
         let mut url = self.config.websocket_url();
-        if let Some(from) = resume.as_ref() {
+        if let Some(from) = self.progress.resume_point() {
             url.push_str(&format!("?connection_id={}&sequence_number={}", from.connection_id, from.next_seq));
         }
         let connecting = tokio_tungstenite::connect_async(url.as_str());
@@ -107,7 +100,7 @@ impl Listener {
                         Some(Err(error)) => break Ending::Dropped(error.to_string()),
                         None => break Ending::Dropped("closed".to_owned()),
                     };
-                    if let Some(ending) = self.on_frame(events::parse(text.as_str()), resume, backoff) {
+                    if let Some(ending) = self.on_frame(events::parse(text.as_str()), backoff) {
                         break ending;
                     }
                 }
@@ -126,41 +119,40 @@ impl Listener {
     }
 
     /// Handles one frame; `Some` ends the connection.
-    fn on_frame(&self, frame: Frame, resume: &mut Option<Resume>, backoff: &mut Backoff) -> Option<Ending> {
+    fn on_frame(&self, frame: Frame, backoff: &mut Backoff) -> Option<Ending> {
         match frame {
             Frame::Reply { seq_reply: CHALLENGE_SEQ, ok: false, error } => return Some(Ending::Refused(error)),
             Frame::Reply { .. } | Frame::Unknown => {}
             Frame::Hello { seq, connection_id } => {
                 backoff.reset();
-                let resumed =
-                    matches!((resume.as_ref(), &connection_id), (Some(old), Some(new)) if old.connection_id == *new);
-                if resumed {
+                let known = self.progress.resume_point().is_some();
+                if self.progress.hello(connection_id, seq) {
                     eprintln!("websocket connection resumed");
-                } else if resume.is_some() {
+                } else if known {
                     eprintln!(
                         "the server could not resume the websocket connection; posts sent meanwhile are not replayed"
                     );
                 }
-                *resume = connection_id.map(|connection_id| Resume { connection_id, next_seq: seq + 1 });
             }
             Frame::Posted { seq, post, channel_type, team_id } => {
-                note_seq(resume, seq);
-                self.on_post(&post, &channel_type, &team_id);
+                self.progress.read(seq);
+                self.on_post(seq, &post, &channel_type, &team_id);
             }
-            Frame::Other { seq } => note_seq(resume, seq),
+            Frame::Other { seq } => self.progress.read(seq),
         }
         None
     }
 
     /// Queues a post for the kernel unless it is left out or was seen before.
-    fn on_post(&self, post: &serde_json::Value, channel_type: &str, team_id: &str) {
+    fn on_post(&self, seq: u64, post: &serde_json::Value, channel_type: &str, team_id: &str) {
         let message = match incoming::judge(post, channel_type, team_id, &self.bot, &self.config) {
             Verdict::Submit(message) => message,
             Verdict::Ignore(_) => return,
         };
         match self.recent.arrived(&message.id, &message.id) {
             Seen::New => {
-                if self.submissions.send(message).is_err() {
+                self.progress.queued(seq);
+                if self.submissions.send((message, seq)).is_err() {
                     eprintln!("the submitter is gone; a post is dropped");
                 }
             }
@@ -169,25 +161,9 @@ impl Listener {
     }
 }
 
-/// Moves the resume point past event `seq`.
-fn note_seq(resume: &mut Option<Resume>, seq: u64) {
-    if let Some(resume) = resume.as_mut() {
-        resume.next_seq = resume.next_seq.max(seq + 1);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_resume_point_only_moves_forward() {
-        let mut resume = Some(Resume { connection_id: "c1".into(), next_seq: 5 });
-        note_seq(&mut resume, 7);
-        assert_eq!(resume.as_ref().map(|r| r.next_seq), Some(8));
-        note_seq(&mut resume, 3);
-        assert_eq!(resume.map(|r| r.next_seq), Some(8));
-    }
 
     #[test]
     fn waits_double_up_to_thirty_seconds() {

@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::incoming::UserMessage;
 use crate::rest::RestApi;
+use crate::resume::Progress;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
@@ -27,19 +28,23 @@ pub struct Submitter {
     pub team_id: Option<String>,
     /// The team of each channel looked up so far.
     pub teams: HashMap<String, String>,
+    /// Where a restart resumes the WebSocket from: moved on as posts are done with.
+    pub progress: Progress,
 }
 
 impl Submitter {
     /// Submits queued posts until the kernel hangs up or the queue ends.
-    pub async fn run(mut self, mut queue: UnboundedReceiver<UserMessage>) {
-        while let Some(message) = queue.recv().await {
+    pub async fn run(mut self, mut queue: UnboundedReceiver<(UserMessage, u64)>) {
+        while let Some((message, seq)) = queue.recv().await {
             if !self.in_team(&message).await {
                 self.recent.accepted(&message.id);
+                self.progress.done(seq);
                 continue;
             }
             if !self.submit(message).await {
                 return;
             }
+            self.progress.done(seq);
         }
     }
 
