@@ -97,7 +97,7 @@ async fn a_closed_event_stream_is_opened_again_and_messages_still_flow() {
 }
 
 #[actix_rt::test]
-async fn replies_go_to_the_person_or_the_group_through_json_rpc_send() {
+async fn replies_go_to_the_person_or_the_group_through_json_rpc_send_with_markdown_as_text_styles() {
     let signal = FakeSignal::start();
     let (host, mut events) = signal_host(&signal, json!({})).await;
     host.send("signal", outbound(11, ADA, "**hi** Ada", json!({"is_group": false}))).unwrap();
@@ -105,7 +105,7 @@ async fn replies_go_to_the_person_or_the_group_through_json_rpc_send() {
     host.send("signal", outbound(12, GROUP, "hi all", json!({"is_group": true, "group_id": GROUP}))).unwrap();
     assert!(next_delivery(&mut events).await.ok);
     let sends = signal.calls("send");
-    assert_eq!(sends[0].params, json!({"recipient": [ADA], "message": "**hi** Ada"}));
+    assert_eq!(sends[0].params, json!({"recipient": [ADA], "message": "hi Ada", "textStyle": ["0:2:BOLD"]}));
     assert_eq!(sends[1].params, json!({"groupId": GROUP, "message": "hi all"}));
     host.shutdown().await;
 }

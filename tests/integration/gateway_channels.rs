@@ -242,7 +242,10 @@ fn a_signal_message_from_dm_allow_from_gets_the_models_reply_and_a_stranger_only
         assert_eq!(to_eve[0].params["recipient"], json!(["+15557654321"]));
         signal.receive(signal_dm("+15551234567", "Ada", "hi there", 1_700_000_000_100)).await;
         let sends = signal.wait_calls("send", 2).await;
-        assert_eq!(sends[1].params, json!({"recipient": ["+15551234567"], "message": "Hello from **the model**"}));
+        assert_eq!(
+            sends[1].params,
+            json!({"recipient": ["+15551234567"], "message": "Hello from the model", "textStyle": ["11:9:BOLD"]})
+        );
     });
     let to_eve = signal.calls("send")[0].params["message"].as_str().unwrap().to_owned();
     assert!(to_eve.contains("oxibot pairing approve "), "the stranger got no pairing code: {to_eve}");

@@ -1,7 +1,8 @@
 //! `oxibot-channel-signal`: the Signal channel plugin, through a signal-cli daemon's HTTP
 //! interface (`signal-cli -a <account> daemon --http <host>:<port>`), as nanobot uses it.
 //! Messages come in as server-sent events (`GET /api/v1/events`); replies go out with the
-//! JSON-RPC method `send` (`POST /api/v1/rpc`).
+//! JSON-RPC method `send` (`POST /api/v1/rpc`), as plain text with Signal's text styles made
+//! from the reply's Markdown.
 //!
 //! Config (`channels.signal`, camelCase or snake_case keys, as nanobot's):
 //!
@@ -26,6 +27,7 @@ mod incoming;
 mod receive;
 mod replies;
 mod sse;
+mod styles;
 mod submit;
 
 use std::process::ExitCode;

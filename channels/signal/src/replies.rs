@@ -1,12 +1,13 @@
 //! Delivering the kernel's replies with signal-cli's `send`: to the sender's number, or to the
-//! group, cut into parts, then acknowledged to the kernel. Signal shows text as it is, so the
-//! reply's Markdown goes out unchanged.
+//! group, as plain text with text styles (from the reply's Markdown), cut into parts, then
+//! acknowledged to the kernel.
 
 use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
 use crate::daemon::Daemon;
+use crate::styles::{styles_of_part, to_signal};
 
 /// How long a part may be: nanobot's limit for signal-cli (Signal's own is about 64 KB).
 pub const RULES: SplitRules = SplitRules { limit: 64_000, measure: Measure::Chars, markup: Markup::Markdown };
@@ -32,16 +33,28 @@ impl Replies {
 
     /// Sends every part of `outbound`; files go along with the first.
     async fn deliver(&self, outbound: &Outbound) -> Result<(), String> {
-        let mut parts = split(&outbound.content, RULES);
+        let (plain, styles) = to_signal(&outbound.content);
+        let mut parts = split(&plain, RULES);
         if parts.is_empty() {
             if outbound.media.is_empty() {
                 return Ok(());
             }
             parts.push(String::new());
         }
+        let mut cursor = 0;
         for (index, part) in parts.iter().enumerate() {
             let mut params = recipient(&outbound.chat_id, &outbound.metadata);
             params["message"] = json!(part);
+            // A part is a piece of the plain text (unless the splitter had to reopen a code
+            // fence, which plain text hardly holds); its styles are the ones inside it.
+            if let Some(at) = plain.get(cursor..).and_then(|rest| rest.find(part.as_str())) {
+                let start = plain[..cursor + at].encode_utf16().count();
+                cursor += at + part.len();
+                let part_styles = styles_of_part(&styles, start, part.encode_utf16().count());
+                if !part_styles.is_empty() {
+                    params["textStyle"] = json!(part_styles);
+                }
+            }
             if index == 0 && !outbound.media.is_empty() {
                 params["attachments"] = json!(outbound.media);
             }
