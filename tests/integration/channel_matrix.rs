@@ -263,3 +263,23 @@ async fn a_refused_password_fails_the_channel_with_a_reason_that_names_the_key()
     assert!(reason.contains("channels.matrix.password") && reason.contains("M_FORBIDDEN"), "{reason}");
     host.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn an_accepted_message_shows_typing_in_its_room_until_the_reply_is_sent() {
+    let matrix = FakeMatrix::start();
+    let (host, mut events) = matrix_host(&matrix, json!({})).await;
+    matrix.push(DM_ROOM, vec![text("$ask", "@ada:fake.test", "think about it")]);
+    let inbound = next_inbound(&mut events, "matrix").await;
+    accept(&host, "matrix", &inbound);
+    let typing_path = format!("/_matrix/client/v3/rooms/{DM_ROOM}/typing/{BOT}");
+    let typing = |shown: bool| {
+        let path = typing_path.clone();
+        let requests = matrix.requests(&format!("/typing/{BOT}"));
+        requests.iter().any(|request| request.path == path && request.body["typing"] == shown)
+    };
+    oxibot_tests::wait::eventually("the room shows the bot typing", || typing(true)).await;
+    host.send("matrix", outbound(15, DM_ROOM, "done thinking", json!({}))).unwrap();
+    assert!(next_delivery(&mut events).await.ok);
+    oxibot_tests::wait::eventually("the typing notice is hidden after the reply", || typing(false)).await;
+    host.shutdown().await;
+}

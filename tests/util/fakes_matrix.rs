@@ -1,5 +1,6 @@
 //! A fake Matrix homeserver for the Matrix channel's tests: the client-server API on 127.0.0.1
-//! (`whoami`, the `/sync` long poll, `join`, `joined_members`, `send/m.room.message/{txn}`;
+//! (`login`, `whoami`, the `/sync` long poll, `join`, `joined_members`, `typing`,
+//! `send/m.room.message/{txn}`;
 //! another access token than the fake's gets `401 M_UNKNOWN_TOKEN`) that records every request.
 //!
 //! The timeline is a list of batches a test pushes. A `/sync` without `since` answers the
@@ -325,6 +326,7 @@ async fn answer(request: &Request, state: &Mutex<State>) -> Option<(u16, Value)>
                 (0..count).map(|n| (format!("@member{n}:fake.test"), json!({"display_name": null}))).collect();
             Some((200, json!({"joined": joined})))
         }
+        ("PUT", ["rooms", _, "typing", user]) if *user == BOT => Some((200, json!({}))),
         ("PUT", ["rooms", room, "send", "m.room.message", txn]) => {
             let mut state = state.lock().unwrap();
             let known = state.transactions.get(*txn).cloned();

@@ -21,6 +21,8 @@ const RATE_LIMIT_RETRIES: u32 = 3;
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The longest wait honoured; a longer one fails the request instead.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// How long a "typing…" notice lasts unless renewed.
+pub const TYPING_TIMEOUT: Duration = Duration::from_secs(30);
 /// The path every endpoint lives under.
 const CLIENT_V3: &str = "/_matrix/client/v3";
 
@@ -174,6 +176,16 @@ impl ClientApi {
             Some(joined) => Ok(joined.len()),
             None => Err(ApiError::Malformed { what: "joined_members", reason: "no joined map".into() }),
         }
+    }
+
+    /// `PUT /rooms/{room}/typing/{user}`: shows (for `TYPING_TIMEOUT`) or hides "typing…".
+    pub async fn set_typing(&self, room: &str, user: &str, typing: bool) -> Result<(), ApiError> {
+        let path = format!("/rooms/{}/typing/{}", encode(room), encode(user));
+        let mut body = json!({"typing": typing});
+        if typing {
+            body["timeout"] = json!(TYPING_TIMEOUT.as_millis());
+        }
+        self.request("typing", Method::PUT, &path, Some(&body), REQUEST_TIMEOUT).await.map(drop)
     }
 
     /// `PUT /rooms/{room}/send/m.room.message/{txn}`: posts `content`; returns the event id.

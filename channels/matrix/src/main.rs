@@ -36,9 +36,9 @@ mod sync;
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{REMEMBERED, RecentMessages, Typing};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 
 use crate::api::ClientApi;
@@ -61,6 +61,9 @@ async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
     let anonymous = ClientApi::anonymous(&config.homeserver).map_err(MatrixError::Setup)?;
     let api = signin::sign_in(&anonymous, &config).await?;
     eprintln!("signed in to {} as {} (device {:?})", config.homeserver, config.user_id, config.device_id);
+    // Renewed a little before the homeserver's notice runs out; given up after two minutes.
+    let typing = Typing::new(api::TYPING_TIMEOUT - Duration::from_secs(5), Duration::from_secs(120));
+    let user_id = config.user_id.clone();
     let syncer = Syncer {
         api: api.clone(),
         store: SyncStore::new(&config.media_dir, &config.user_id),
@@ -68,9 +71,10 @@ async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
         channel: channel.clone(),
         recent: RecentMessages::new(REMEMBERED),
         members: HashMap::new(),
+        typing: typing.clone(),
     };
     let started = SystemTime::now().duration_since(UNIX_EPOCH).map(|since| since.as_millis()).unwrap_or_default();
-    let replies = Replies { api, run: started.to_string() };
+    let replies = Replies { api, run: started.to_string(), typing, user_id };
     tokio::select! {
         ended = syncer.run() => ended,
         () = replies.serve(&channel) => Ok(()),

@@ -2,7 +2,7 @@
 //! sent as an `m.text` message with its HTML rendering, in the thread the user wrote in, then
 //! acknowledged to the kernel.
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
+use oxibot_plugin::chat::{Markup, Measure, SplitRules, Typing, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
@@ -20,6 +20,10 @@ pub struct Replies {
     /// Unique to this run of the channel (its start time), so transaction ids of two runs
     /// never collide while those of one reply's retries always match.
     pub run: String,
+    /// The "typing…" notices, ended once the reply is out.
+    pub typing: Typing,
+    /// The bot's user id, whose typing notice ends.
+    pub user_id: String,
 }
 
 impl Replies {
@@ -28,6 +32,7 @@ impl Replies {
         while let Some(event) = channel.next_event().await {
             let ChannelEvent::Outbound(outbound) = event else { continue };
             let outcome = self.deliver(&outbound).await;
+            self.stop_typing(&outbound.chat_id);
             if let Err(reason) = &outcome {
                 eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
             }
@@ -56,6 +61,19 @@ impl Replies {
             self.api.send_message(&outbound.chat_id, &txn, &content).await.map_err(|error| error.to_string())?;
         }
         Ok(())
+    }
+}
+
+impl Replies {
+    /// Stops renewing the room's typing notice and hides it (a failure is only logged).
+    fn stop_typing(&self, room: &str) {
+        self.typing.stop(room);
+        let (api, room, user) = (self.api.clone(), room.to_owned(), self.user_id.clone());
+        tokio::spawn(async move {
+            if let Err(error) = api.set_typing(&room, &user, false).await {
+                eprintln!("cannot hide the typing notice in {room}: {error}");
+            }
+        });
     }
 }
 

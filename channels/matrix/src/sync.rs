@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::chat::{Backoff, RecentMessages, Seen, Typing};
 use oxibot_plugin::{ChannelError, ChannelHandle};
 
 use crate::api::ClientApi;
@@ -37,6 +37,8 @@ pub struct Syncer {
     pub recent: RecentMessages,
     /// Known member counts by room, to tell direct rooms from groups.
     pub members: HashMap<String, usize>,
+    /// The "typing…" notices shown from acceptance until the reply.
+    pub typing: Typing,
 }
 
 /// How handing a batch to the kernel ended.
@@ -127,11 +129,23 @@ impl Syncer {
                 return Handed::KernelGone;
             }
             Err(ChannelError::TooLarge(reason)) => {
-                eprintln!("message {id} dropped: the kernel cannot take it ({reason})")
+                eprintln!("message {id} dropped: the kernel cannot take it ({reason})");
+                self.recent.accepted(&id);
+                return Handed::All;
             }
         }
         self.recent.accepted(&id);
+        self.show_typing(room);
         Handed::All
+    }
+
+    /// Shows "typing…" in `room` until the reply goes out.
+    fn show_typing(&self, room: &str) {
+        let (api, room_id, user) = (self.api.clone(), room.to_owned(), self.config.user_id.clone());
+        self.typing.start(room, move || {
+            let (api, room_id, user) = (api.clone(), room_id.clone(), user.clone());
+            async move { api.set_typing(&room_id, &user, true).await }
+        });
     }
 
     /// Joins the rooms the batch invites the bot to, when their inviters may invite it.
