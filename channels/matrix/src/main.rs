@@ -16,7 +16,7 @@
 //! | `groupAllowFrom` | `[]` | room ids for `"allowlist"` |
 //! | `allowRoomMentions` | `false` | with `"mention"`, an `@room` mention counts too |
 //! | `allowFrom` | | the kernel's allow list; the bot also joins the rooms these users (or anyone, with `"*"`) invite it to |
-//! | `mediaDir` | `<data dir>/media/matrix` | where the channel keeps its sync position (`sync-position.json`) |
+//! | `mediaDir` | `<data dir>/media/matrix` | where the channel keeps its sync position (`sync-position.json`) and a password login's session (`session.json`) |
 //!
 //! An inbound's id is the event id; the chat id is the room id; the metadata holds `event_id`,
 //! `is_group` (more than two members) and, for a message in a thread, `thread_root_event_id`
