@@ -9,6 +9,9 @@ use oxibot_tests::channels::free_port;
 use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
+use oxibot_tests::fakes_matrix::{DM_ROOM, FakeMatrix, GROUP_ROOM, text as matrix_text};
+use oxibot_tests::fakes_mattermost::{FakeMattermost, post as mattermost_post};
+use oxibot_tests::fakes_signal::{FakeSignal, direct_text as signal_dm};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::llm::Reply;
@@ -133,6 +136,142 @@ fn a_sigkilled_feishu_plugin_comes_back_and_later_messages_get_their_reply() {
         let cards = feishu.wait_calls(MESSAGES, 1).await;
         assert_eq!(cards[0].card_markdown(), "still here");
         feishu.wait_answer("frame-2").await;
+    });
+}
+
+#[test]
+fn a_matrix_message_gets_the_models_reply_in_its_room_and_a_sender_outside_allow_from_gets_none() {
+    let matrix = FakeMatrix::start();
+    let section = matrix.config(json!({"enabled": true, "allowFrom": ["@ada:fake.test"]}));
+    let env = GatewayEnv::with_channels(json!({"matrix": section}));
+    let _gateway = env.start_with("matrix");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        matrix.wait_sync_from("s0").await;
+        matrix.push(GROUP_ROOM, vec![matrix_text("$eve", "@eve:fake.test", "let me in")]);
+        matrix.push(DM_ROOM, vec![matrix_text("$ada", "@ada:fake.test", "hi there")]);
+        let sent = matrix.wait_sent(1).await;
+        assert_eq!(sent[0].room, DM_ROOM);
+        assert_eq!(sent[0].content["body"], "Hello from **the model**");
+        assert_eq!(sent[0].content["formatted_body"], "<p>Hello from <strong>the model</strong></p>");
+        matrix.wait_sync_from("s2").await;
+    });
+    assert_eq!(matrix.sent().len(), 1, "the sender outside allowFrom was answered");
+    assert_eq!(env.llm.requests().len(), 1);
+    assert!(env.session_file(&format!("matrix:{DM_ROOM}")).contains("hi there"), "the session is named after the room");
+}
+
+#[test]
+fn a_sigkilled_matrix_plugin_comes_back_and_later_messages_get_their_reply() {
+    let matrix = FakeMatrix::start();
+    let env = GatewayEnv::with_channels(json!({"matrix": matrix.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("matrix");
+    block_on(matrix.wait_sync_from("s0"));
+    let pid = env.plugin_status("matrix")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("matrix");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the matrix plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        matrix.push(DM_ROOM, vec![matrix_text("$m2", "@ada:fake.test", "are you there?")]);
+        let sent = matrix.wait_sent(1).await;
+        assert_eq!(sent[0].content["body"], "still here");
+    });
+    assert_eq!(matrix.syncs().iter().filter(|since| since.is_none()).count(), 1, "the new instance lost its position");
+}
+
+#[test]
+fn a_mattermost_direct_message_gets_the_models_reply_streamed_into_one_post() {
+    let mattermost = FakeMattermost::start();
+    let section = mattermost.config(json!({"enabled": true, "allowFrom": ["ada"]}));
+    let env = GatewayEnv::with_channels(json!({"mattermost": section}));
+    let _gateway = env.start_with("mattermost");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        mattermost.wait_greeted(1).await;
+        mattermost.post(mattermost_post("p1", "dmchan", "ada", "hi there"), "D").await;
+        let created = mattermost.wait_requests("POST", "/api/v4/posts", 1).await;
+        assert_eq!(created[0].body["channel_id"], "dmchan");
+        oxibot_tests::wait::eventually("the post shows the final reply", || {
+            mattermost.post_text("botpost1").as_deref() == Some("Hello from **the model**")
+        })
+        .await;
+    });
+    assert_eq!(mattermost.requests("POST", "/api/v4/posts").len(), 1, "the reply is one post");
+    assert!(env.session_file("mattermost:dmchan").contains("hi there"), "the session is named after the channel");
+}
+
+#[test]
+fn a_sigkilled_mattermost_plugin_comes_back_and_later_messages_get_their_reply() {
+    let mattermost = FakeMattermost::start();
+    let section = mattermost.config(json!({"enabled": true, "allowFrom": "*", "streaming": false}));
+    let env = GatewayEnv::with_channels(json!({"mattermost": section}));
+    let _gateway = env.start_with("mattermost");
+    block_on(mattermost.wait_greeted(1));
+    let pid = env.plugin_status("mattermost")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("mattermost");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the mattermost plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        mattermost.wait_greeted(2).await;
+        mattermost.post(mattermost_post("p2", "dmchan", "ada", "are you there?"), "D").await;
+        let created = mattermost.wait_requests("POST", "/api/v4/posts", 1).await;
+        assert_eq!(created[0].body["message"], "still here");
+    });
+}
+
+#[test]
+fn a_signal_message_from_dm_allow_from_gets_the_models_reply_and_a_stranger_only_a_pairing_code() {
+    let signal = FakeSignal::start();
+    // nanobot's Signal keys: no top-level allowFrom, the channel's own list instead.
+    let section = signal.config(json!({"enabled": true, "dm": {"policy": "allowlist", "allowFrom": ["+15551234567"]}}));
+    let env = GatewayEnv::with_channels(json!({"signal": section}));
+    let _gateway = env.start_with("signal");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        signal.wait_streams(1).await;
+        signal.receive(signal_dm("+15557654321", "Eve", "let me in", 1_700_000_000_000)).await;
+        let to_eve = signal.wait_calls("send", 1).await;
+        assert_eq!(to_eve[0].params["recipient"], json!(["+15557654321"]));
+        signal.receive(signal_dm("+15551234567", "Ada", "hi there", 1_700_000_000_100)).await;
+        let sends = signal.wait_calls("send", 2).await;
+        assert_eq!(
+            sends[1].params,
+            json!({"recipient": ["+15551234567"], "message": "Hello from the model", "textStyle": ["11:9:BOLD"]})
+        );
+    });
+    let to_eve = signal.calls("send")[0].params["message"].as_str().unwrap().to_owned();
+    assert!(to_eve.contains("oxibot pairing approve "), "the stranger got no pairing code: {to_eve}");
+    assert_eq!(env.llm.requests().len(), 1);
+    assert!(env.session_file("signal:+15551234567").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_signal_plugin_comes_back_and_later_messages_get_their_reply() {
+    let signal = FakeSignal::start();
+    let env = GatewayEnv::with_channels(json!({"signal": signal.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("signal");
+    block_on(signal.wait_streams(1));
+    let pid = env.plugin_status("signal")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("signal");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the signal plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        signal.wait_streams(2).await;
+        signal.receive(signal_dm("+15551234567", "Ada", "are you there?", 1_700_000_000_200)).await;
+        let sends = signal.wait_calls("send", 1).await;
+        assert_eq!(sends[0].params["message"], "still here");
     });
 }
 

@@ -20,6 +20,12 @@
 //!   acceptance, redeliveries, disconnects, reconnects, replies to users and groups, the token;
 //! - `channel_feishu`: the Feishu channel against a fake Feishu: long connection frames answered
 //!   after acceptance, pieces, pushes repeated, mentions, topics, cards streamed and split;
+//! - `channel_matrix`: the Matrix channel against a fake homeserver: the sync position saved after
+//!   acceptance, replays, duplicates, failed polls, the group policy, invites, threads, parts;
+//! - `channel_mattermost`: the Mattermost channel against a fake server: the authentication
+//!   challenge, mentions and threads, duplicates, a resumed WebSocket, split and streamed replies;
+//! - `channel_signal`: the Signal channel against a fake signal-cli daemon: SSE events, the direct
+//!   and group policies, mentions, duplicates, a reopened stream, JSON-RPC `send`, parts;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -57,6 +63,9 @@ mod channel_api;
 mod channel_dingtalk;
 mod channel_discord;
 mod channel_feishu;
+mod channel_matrix;
+mod channel_mattermost;
+mod channel_signal;
 mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;

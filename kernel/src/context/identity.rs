@@ -79,7 +79,8 @@ fn format_hint(channel: &str) -> Option<&'static str> {
             "Replies are shown in a terminal that renders Markdown. Use plain Markdown — short \
              paragraphs, lists, code blocks — and avoid wide tables."
         }
-        "telegram" | "discord" | "slack" | "qq" | "feishu" | "dingtalk" | "matrix" | "mochat" | "wecom" => {
+        "telegram" | "discord" | "slack" | "qq" | "feishu" | "dingtalk" | "matrix" | "mattermost" | "mochat"
+        | "wecom" => {
             "This is a chat app. Keep messages short: a few short paragraphs or a list. No \
              headings, no tables, bold only for the odd key word."
         }

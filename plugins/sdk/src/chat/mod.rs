@@ -14,7 +14,9 @@
 //!   and each of its deliveries is acknowledged after the kernel accepted it;
 //! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go;
 //! - [`save_limited`]: a download written into a file with a size limit, nothing left behind
-//!   when it fails.
+//!   when it fails;
+//! - [`write_atomically`]: a small file kept between runs (a sync position, a session),
+//!   replaced whole.
 //!
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
 //! listening and accepting in [`crate::serving`].
@@ -27,6 +29,7 @@ pub mod markdown;
 mod paths;
 mod recent;
 pub mod split;
+mod state;
 mod token;
 mod typing;
 
@@ -37,5 +40,6 @@ pub use escape::{escape, push_escaped};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
 pub use recent::{REMEMBERED, RecentMessages, Seen};
 pub use split::{Markup, Measure, SplitRules, split, visible_text};
+pub use state::write_atomically;
 pub use token::TokenCache;
 pub use typing::{Typing, TypingLoop};

@@ -1,0 +1,244 @@
+//! The Mattermost REST API v4 over HTTPS: who the bot is, posts (created and patched),
+//! reactions and channels, with the bot token as a bearer; error answers turned into errors
+//! and rate limits waited out as the server asks.
+
+use std::time::Duration;
+
+use oxibot_plugin::util::error_chain;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// How long to wait for a TCP (and TLS) connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one whole request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a rate-limited request is tried again before giving up.
+const RATE_LIMIT_RETRIES: u32 = 3;
+/// The wait when the server gives none.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest wait honoured; a longer one fails the request instead.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestError {
+    /// The HTTP client could not be built.
+    #[error("cannot set up the http client: {0}")]
+    Setup(String),
+    /// No answer: connection refused, timeout, broken TLS, ….
+    #[error("{what}: network error: {reason}")]
+    Network {
+        /// The request, e.g. `create post`.
+        what: &'static str,
+        /// What went wrong, with its causes.
+        reason: String,
+    },
+    /// An answer other than 2xx, with the server's error id and message.
+    #[error("{what}: http status {status}: {message} ({id})")]
+    Status {
+        /// The request.
+        what: &'static str,
+        /// The status code.
+        status: u16,
+        /// E.g. `api.context.session_expired.app_error`.
+        id: String,
+        /// The server's explanation.
+        message: String,
+    },
+    /// The server asked to slow down for longer than this channel waits, or too often.
+    #[error("{what}: rate limited (retry after {retry_after:?})")]
+    RateLimited {
+        /// The request.
+        what: &'static str,
+        /// How long the server asked to wait.
+        retry_after: Duration,
+    },
+    /// The answer was not the JSON Mattermost sends.
+    #[error("{what}: unexpected answer: {reason}")]
+    Malformed {
+        /// The request.
+        what: &'static str,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+impl RestError {
+    /// Whether the server refused the token, which no retry fixes.
+    pub fn is_token_problem(&self) -> bool {
+        matches!(self, RestError::Status { status: 401, .. })
+    }
+}
+
+/// Who the token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotUser {
+    /// The user id (26 characters).
+    pub id: String,
+    /// The username, as mentions write it (`@username`).
+    pub username: String,
+}
+
+/// A client of one server, for one token; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct RestApi {
+    /// The pooled HTTP client.
+    http: reqwest::Client,
+    /// E.g. `https://chat.example.com`, without a trailing slash.
+    server_url: String,
+    /// `Bearer <token>`, marked sensitive.
+    authorization: HeaderValue,
+}
+
+/// What one attempt that did not fail gave: an answer, or a wait the server asked for.
+enum Attempt {
+    Answer(Value),
+    Wait(Duration),
+}
+
+impl RestApi {
+    /// A client of `server_url` with `token`. The rustls crypto provider must be installed
+    /// first.
+    pub fn new(server_url: &str, token: &str) -> Result<RestApi, RestError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|error| RestError::Setup(error_chain(&error)))?;
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| RestError::Setup("the token holds characters a header cannot".into()))?;
+        authorization.set_sensitive(true);
+        Ok(RestApi { http, server_url: server_url.trim_end_matches('/').to_owned(), authorization })
+    }
+
+    /// `GET /users/me`.
+    pub async fn me(&self) -> Result<BotUser, RestError> {
+        let answer = self.request("users/me", Method::GET, "/users/me", None).await?;
+        let text = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
+        let user = BotUser { id: text("id"), username: text("username") };
+        if user.id.is_empty() || user.username.is_empty() {
+            return Err(RestError::Malformed { what: "users/me", reason: "no id or username".into() });
+        }
+        Ok(user)
+    }
+
+    /// `POST /posts`: a new post in `channel` (in the thread of `root`); returns its id.
+    pub async fn create_post(&self, channel: &str, root: Option<&str>, message: &str) -> Result<String, RestError> {
+        let mut body = json!({"channel_id": channel, "message": message});
+        if let Some(root) = root {
+            body["root_id"] = json!(root);
+        }
+        let answer = self.request("create post", Method::POST, "/posts", Some(&body)).await?;
+        match answer["id"].as_str() {
+            Some(id) if !id.is_empty() => Ok(id.to_owned()),
+            _ => Err(RestError::Malformed { what: "create post", reason: "no post id".into() }),
+        }
+    }
+
+    /// `PUT /posts/{id}/patch`: replaces the text of post `id`.
+    pub async fn patch_post(&self, id: &str, message: &str) -> Result<(), RestError> {
+        let path = format!("/posts/{id}/patch");
+        self.request("patch post", Method::PUT, &path, Some(&json!({"message": message}))).await.map(drop)
+    }
+
+    /// `POST /reactions`: the bot reacts to `post` with `emoji`.
+    pub async fn add_reaction(&self, bot: &str, post: &str, emoji: &str) -> Result<(), RestError> {
+        let body = json!({"user_id": bot, "post_id": post, "emoji_name": emoji});
+        self.request("add reaction", Method::POST, "/reactions", Some(&body)).await.map(drop)
+    }
+
+    /// `GET /channels/{id}`: the team the channel belongs to (empty for direct messages).
+    pub async fn channel_team(&self, channel: &str) -> Result<String, RestError> {
+        let answer = self.request("get channel", Method::GET, &format!("/channels/{channel}"), None).await?;
+        Ok(answer["team_id"].as_str().unwrap_or_default().to_owned())
+    }
+
+    /// One request, waiting out rate limits a few times.
+    async fn request(
+        &self,
+        what: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, RestError> {
+        let mut waits = 0;
+        loop {
+            match self.attempt(what, method.clone(), path, body).await? {
+                Attempt::Answer(answer) => return Ok(answer),
+                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
+                    waits += 1;
+                    eprintln!("{what}: rate limited; trying again in {retry_after:?}");
+                    tokio::time::sleep(retry_after).await;
+                }
+                Attempt::Wait(retry_after) => return Err(RestError::RateLimited { what, retry_after }),
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        what: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Attempt, RestError> {
+        let network = |error: reqwest::Error| RestError::Network { what, reason: error_chain(&error) };
+        let url = format!("{}/api/v4{path}", self.server_url);
+        let mut request = self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone());
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(network)?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let text = response.text().await.map_err(network)?;
+        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            return Ok(Attempt::Wait(retry_after.unwrap_or(DEFAULT_RETRY_AFTER)));
+        }
+        if !status.is_success() {
+            let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
+            return Err(RestError::Status {
+                what,
+                status: status.as_u16(),
+                id: field("id"),
+                message: field("message"),
+            });
+        }
+        if answer.is_null() {
+            return Err(RestError::Malformed { what, reason: "not json".into() });
+        }
+        Ok(Attempt::Answer(answer))
+    }
+}
+
+/// The wait a rate-limited answer asks for: `Retry-After`, else `X-Ratelimit-Reset`, in
+/// seconds.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds = |name| headers.get(name)?.to_str().ok()?.trim().parse::<u64>().ok();
+    seconds(RETRY_AFTER.as_str()).or_else(|| seconds("x-ratelimit-reset")).map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_wait_is_read_from_either_header() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("x-ratelimit-reset", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn only_a_401_is_a_token_problem() {
+        let status = |status: u16| RestError::Status { what: "x", status, id: String::new(), message: String::new() };
+        assert!(status(401).is_token_problem());
+        assert!(!status(403).is_token_problem());
+        assert!(!status(500).is_token_problem());
+    }
+}

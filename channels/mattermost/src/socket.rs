@@ -1,0 +1,173 @@
+//! The WebSocket side: connect to `/api/v4/websocket`, answer nothing before the
+//! `authentication_challenge` with the token is accepted, read events, and after a drop connect
+//! again (with growing waits) asking the server to resume the connection (see [`Progress`]),
+//! so posts sent meanwhile are replayed rather than lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use crate::config::Config;
+use crate::events::{self, Frame};
+use crate::incoming::{self, UserMessage, Verdict};
+use crate::rest::BotUser;
+use crate::resume::Progress;
+
+/// How often the connection is probed with a WebSocket ping.
+const PING_EVERY: Duration = Duration::from_secs(30);
+/// A connection silent for this long (not even a pong) is considered dead.
+const SILENCE_LIMIT: Duration = Duration::from_secs(90);
+/// How long opening the WebSocket (and authenticating) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a closing handshake may take before the socket is just dropped.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The sequence number of the authentication challenge, the only action the channel sends.
+const CHALLENGE_SEQ: u64 = 1;
+/// The waits between attempts to connect: 1 s, 2 s, 4 s, … up to 30 s, as nanobot.
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+
+/// Everything the WebSocket side needs.
+pub struct Listener {
+    /// The channel's settings.
+    pub config: Arc<Config>,
+    /// Who the bot is, to spot mentions and its own posts.
+    pub bot: BotUser,
+    /// Posts seen lately, so one delivered twice reaches the kernel once.
+    pub recent: RecentMessages,
+    /// Posts for the kernel, in order, with the sequence numbers of their events.
+    pub submissions: UnboundedSender<(UserMessage, u64)>,
+    /// Where a new socket resumes from.
+    pub progress: Progress,
+}
+
+/// Why a connection ended.
+#[derive(Debug, thiserror::Error)]
+enum Ending {
+    #[error("cannot connect the websocket: {0}")]
+    Connect(#[from] tokio_tungstenite::tungstenite::Error),
+    #[error("cannot connect the websocket: no answer within {CONNECT_TIMEOUT:?}")]
+    Timeout,
+    #[error("the server refused the token on the websocket: {0}")]
+    Refused(String),
+    #[error("the websocket dropped: {0}")]
+    Dropped(String),
+}
+
+impl Listener {
+    /// Keeps a connection up for good.
+    pub async fn run(self) {
+        let mut backoff = BACKOFF;
+        loop {
+            let ending = self.connection(&mut backoff).await;
+            let wait = backoff.next_wait();
+            eprintln!("{ending}; connecting again in {wait:?}");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Runs one connection until it ends; resets `backoff` once it is authenticated.
+    async fn connection(&self, backoff: &mut Backoff) -> Ending {
+        let mut url = self.config.websocket_url();
+        if let Some(from) = self.progress.resume_point() {
+            url.push_str(&format!("?connection_id={}&sequence_number={}", from.connection_id, from.next_seq));
+        }
+        let connecting = tokio_tungstenite::connect_async(url.as_str());
+        let socket = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+            Ok(Ok((socket, _))) => socket,
+            Ok(Err(error)) => return Ending::Connect(error),
+            Err(_) => return Ending::Timeout,
+        };
+        let (mut sink, mut stream) = socket.split();
+        let challenge = events::authentication_challenge(CHALLENGE_SEQ, &self.config.token);
+        if let Err(error) = sink.send(WsMessage::Text(challenge.into())).await {
+            return Ending::Dropped(error.to_string());
+        }
+        let mut keepalive = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
+        let mut last_heard = Instant::now();
+        let ending = loop {
+            tokio::select! {
+                incoming = stream.next() => {
+                    last_heard = Instant::now();
+                    let text = match incoming {
+                        Some(Ok(WsMessage::Text(text))) => text,
+                        Some(Ok(WsMessage::Close(frame))) => break Ending::Dropped(format!("closed by the server ({frame:?})")),
+                        Some(Ok(_)) => continue,
+                        Some(Err(error)) => break Ending::Dropped(error.to_string()),
+                        None => break Ending::Dropped("closed".to_owned()),
+                    };
+                    if let Some(ending) = self.on_frame(events::parse(text.as_str()), backoff) {
+                        break ending;
+                    }
+                }
+                _ = keepalive.tick() => {
+                    if last_heard.elapsed() > SILENCE_LIMIT {
+                        break Ending::Dropped(format!("nothing heard for {SILENCE_LIMIT:?}"));
+                    }
+                    if let Err(error) = sink.send(WsMessage::Ping(Default::default())).await {
+                        break Ending::Dropped(error.to_string());
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, sink.close()).await;
+        ending
+    }
+
+    /// Handles one frame; `Some` ends the connection.
+    fn on_frame(&self, frame: Frame, backoff: &mut Backoff) -> Option<Ending> {
+        match frame {
+            Frame::Reply { seq_reply: CHALLENGE_SEQ, ok: false, error } => return Some(Ending::Refused(error)),
+            Frame::Reply { .. } | Frame::Unknown => {}
+            Frame::Hello { seq, connection_id } => {
+                backoff.reset();
+                let known = self.progress.resume_point().is_some();
+                if self.progress.hello(connection_id, seq) {
+                    eprintln!("websocket connection resumed");
+                } else if known {
+                    eprintln!(
+                        "the server could not resume the websocket connection; posts sent meanwhile are not replayed"
+                    );
+                }
+            }
+            Frame::Posted { seq, post, channel_type, team_id } => {
+                self.progress.read(seq);
+                self.on_post(seq, &post, &channel_type, &team_id);
+            }
+            Frame::Other { seq } => self.progress.read(seq),
+        }
+        None
+    }
+
+    /// Queues a post for the kernel unless it is left out or was seen before.
+    fn on_post(&self, seq: u64, post: &serde_json::Value, channel_type: &str, team_id: &str) {
+        let message = match incoming::judge(post, channel_type, team_id, &self.bot, &self.config) {
+            Verdict::Submit(message) => message,
+            Verdict::Ignore(_) => return,
+        };
+        match self.recent.arrived(&message.id, &message.id) {
+            Seen::New => {
+                self.progress.queued(seq);
+                if self.submissions.send((message, seq)).is_err() {
+                    eprintln!("the submitter is gone; a post is dropped");
+                }
+            }
+            Seen::InFlight | Seen::Accepted => eprintln!("post {} arrived again; answered once", message.id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_double_up_to_thirty_seconds() {
+        let mut backoff = BACKOFF;
+        assert_eq!((0..7).map(|_| backoff.next_wait().as_secs()).collect::<Vec<_>>(), [1, 2, 4, 8, 16, 30, 30]);
+    }
+}
