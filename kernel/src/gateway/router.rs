@@ -69,6 +69,9 @@ pub struct Router {
     /// Sessions whose running turn already sent a message to their own chat with the
     /// `message` tool: the turn's final reply is not sent as well.
     sent_by_tool: RefCell<HashSet<SessionKey>>,
+    /// How many instances of each plugin went down (each is restarted or given up on), for
+    /// the web UI's health view.
+    downs: RefCell<HashMap<String, u32>>,
 }
 
 impl Router {
@@ -93,6 +96,7 @@ impl Router {
             retry_delays: retry_delays.unwrap_or_else(|| DELIVERY_RETRY_DELAYS.to_vec()),
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
+            downs: RefCell::default(),
         })
     }
 
@@ -119,10 +123,16 @@ impl Router {
                 }
                 PluginEvent::Ready { .. } => {}
                 PluginEvent::Down { plugin, reason } => {
-                    tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted")
+                    tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted");
+                    *self.downs.borrow_mut().entry(plugin).or_default() += 1;
                 }
             }
         }
+    }
+
+    /// How many instances of each plugin went down since the gateway started.
+    pub fn restarts(&self) -> HashMap<String, u32> {
+        self.downs.borrow().clone()
     }
 
     /// Stops taking new messages (shutdown).
