@@ -100,6 +100,7 @@ export async function chatView(main) {
       case 'delta': {
         const stream = streamBubble(frame.stream_id);
         stream.text += frame.text;
+        stream.node.dataset.deltas = String(Number(stream.node.dataset.deltas || 0) + 1);
         stream.node.querySelector('.body').replaceChildren(renderMarkdown(stream.text));
         scroll();
         break;

@@ -54,7 +54,10 @@ impl Guard {
                 let by_header = request.header("authorization").and_then(bearer).map(|t| t.as_bytes().to_vec());
                 let presented = by_cookie.or(by_header).is_some_and(|given| same_secret(&given, token.as_bytes()));
                 if !presented {
-                    return Err(Response::error(401, "open the URL oxibot gateway printed, with ?token=<gateway.token>"));
+                    return Err(Response::error(
+                        401,
+                        "open the URL oxibot gateway printed, with ?token=<gateway.token>",
+                    ));
                 }
                 self.same_site(request)
             }

@@ -133,13 +133,7 @@ fn parse_head(head: &str) -> Result<Request, HttpError> {
         let (name, value) = line.split_once(':').ok_or(HttpError::Malformed("bad header line"))?;
         headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
     }
-    Ok(Request {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        query: query.to_owned(),
-        headers,
-        body: Vec::new(),
-    })
+    Ok(Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), headers, body: Vec::new() })
 }
 
 /// Decodes `%XX` escapes and `+`; malformed escapes are kept as they are.
@@ -259,7 +253,8 @@ mod tests {
 
     #[test]
     fn a_request_head_gives_method_path_query_and_lower_case_headers() {
-        let request = parse_head("POST /api/x?a=1&token=t%20x HTTP/1.1\r\nHost: h\r\nCookie: a=1; oxibot_token=abc").unwrap();
+        let request =
+            parse_head("POST /api/x?a=1&token=t%20x HTTP/1.1\r\nHost: h\r\nCookie: a=1; oxibot_token=abc").unwrap();
         assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/api/x"));
         assert_eq!(request.header("host"), Some("h"));
         assert_eq!(request.cookie("oxibot_token"), Some("abc"));

@@ -46,7 +46,8 @@ pub fn save(workspace: &Path, name: &str, content: &str) -> Result<(), MemoryApi
         return Err(MemoryApiError::NotMemoryFile(name.to_owned()));
     }
     let path = workspace.join(name);
-    let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| write_atomic(&path, content.as_bytes()));
+    let written =
+        path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| write_atomic(&path, content.as_bytes()));
     written.map_err(|source| MemoryApiError::Write { path: path.display().to_string(), source })
 }
 

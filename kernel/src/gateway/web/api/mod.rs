@@ -37,11 +37,13 @@ pub async fn handle(ui: &WebUi, request: &Request) -> Response {
             blocking(move || memory::log(&workspace)).await
         }
         ("GET", "/api/memory/diff") => {
-            let (workspace, sha) = (ui.services.workspace().to_path_buf(), request.query_param("sha").unwrap_or_default());
+            let (workspace, sha) =
+                (ui.services.workspace().to_path_buf(), request.query_param("sha").unwrap_or_default());
             blocking(move || memory::diff(&workspace, &sha)).await
         }
         ("POST", "/api/memory/restore") => {
-            let (workspace, sha) = (ui.services.workspace().to_path_buf(), request.query_param("sha").unwrap_or_default());
+            let (workspace, sha) =
+                (ui.services.workspace().to_path_buf(), request.query_param("sha").unwrap_or_default());
             blocking(move || memory::restore(&workspace, &sha)).await
         }
         ("GET", "/api/cron") => match automations::list(&ui.cron, ui.scheduler.as_ref()).await {

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::session::location::key_of;
 use crate::session::SessionStore;
+use crate::session::location::key_of;
 
 /// Longest preview of a session's last message.
 const PREVIEW_CHARS: usize = 120;
@@ -32,7 +32,8 @@ fn summary(path: &Path) -> Option<Value> {
     let key = key_of(path)?;
     let (header, messages) = read(path)?;
     let last = messages.iter().rev().find(|m| matches!(m["role"].as_str(), Some("user" | "assistant")));
-    let preview: String = last.map(|m| text_of(&m["content"])).unwrap_or_default().chars().take(PREVIEW_CHARS).collect();
+    let preview: String =
+        last.map(|m| text_of(&m["content"])).unwrap_or_default().chars().take(PREVIEW_CHARS).collect();
     let channel = key.split_once(':').map_or(key.as_str(), |(channel, _)| channel).to_owned();
     Some(json!({
         "key": key,
@@ -113,7 +114,8 @@ mod tests {
         let parts = json!([{"type": "text", "text": "new"}]);
         write_session(&store, "websocket:web-1", "2026-02-01T10:00:00", &[json!({"role": "user", "content": parts})]);
         let listed = list(&store);
-        let keys: Vec<&str> = listed["sessions"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+        let keys: Vec<&str> =
+            listed["sessions"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
         assert_eq!(keys, ["websocket:web-1", "telegram:1"]);
         assert_eq!(listed["sessions"][0]["preview"], "new");
         assert_eq!(listed["sessions"][0]["channel"], "websocket");
