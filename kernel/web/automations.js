@@ -11,8 +11,8 @@ async function render(main) {
   try {
     const data = await getJson('/api/cron');
     const jobs = data.jobs.map(job => card(main, job, data.scheduled_here));
-    main.replaceChildren(el('h2', {}, 'Automations'),
-      data.scheduled_here ? null : el('p', { class: 'muted' }, 'Another oxibot process runs these jobs; Run now is not available here.'),
+    const note = data.scheduled_here ? [] : [el('p', { class: 'muted' }, 'Another oxibot process runs these jobs; Run now is not available here.')];
+    main.replaceChildren(el('h2', {}, 'Automations'), ...note,
       jobs.length ? el('div', { id: 'jobs', class: 'cards' }, jobs)
         : el('p', { class: 'muted' }, 'No scheduled jobs. Ask the assistant to remind you of something, or use oxibot cron add.'));
   } catch (error) {

@@ -117,6 +117,9 @@ pub enum Feature {
     Cancel,
     /// The channel renders `Delta` messages as a live, growing reply.
     Streaming,
+    /// The channel shows tool hints: `Outbound`s whose metadata has `_tool_hint: true`, sent
+    /// while the reply with their `stream_id` is being written.
+    ToolHints,
     /// A feature this build does not know, kept by name and otherwise ignored.
     Other(String),
 }
@@ -143,7 +146,7 @@ macro_rules! string_enum {
 }
 
 string_enum!(PeerKind { Kernel => "kernel", Tool => "tool", Channel => "channel" });
-string_enum!(Feature { Cancel => "cancel", Streaming => "streaming" });
+string_enum!(Feature { Cancel => "cancel", Streaming => "streaming", ToolHints => "tool_hints" });
 
 /// The list of tools a plugin offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

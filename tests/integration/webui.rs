@@ -1,6 +1,6 @@
 //! The web UI in a real headless Chromium (WebDriver), served by the real `oxibot gateway`
 //! with the websocket channel and the scripted LLM: a streamed reply, a reply holding
-//! `<script>` shown as text, the session list and a transcript, USER.md edited to disk, a
+//! `<script>` shown as text, a tool hint, the session list and a transcript, USER.md edited to disk, a
 //! scheduled job paused, a killed plugin restarting in the health view, and the token rule
 //! off loopback. The same tests take the README's screenshots (see `browser::screenshot_path`).
 
@@ -87,6 +87,8 @@ fn the_session_list_opens_a_transcript_with_its_tool_calls_folded() {
     let browser = Browser::start(1200, 800);
     open_chat(&browser, &env);
     send_and_wait(&browser, "What is in my workspace?", 1);
+    let hint = browser.text(".msg.assistant.done .hint");
+    assert!(hint.contains(r#"list_dir {"path": "."}"#), "no tool hint shown: {hint:?}");
     let chat_id = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
     let key = format!("websocket:{}", chat_id.as_str().unwrap());
 
@@ -107,6 +109,11 @@ fn the_session_list_opens_a_transcript_with_its_tool_calls_folded() {
     assert_eq!(folded, json!([[false, "called list_dir"], [false, "result of list_dir"]]), "{folded}");
     assert!(browser.text("#transcript").contains("What is in my workspace?"));
     browser.screenshot(&screenshot_path(scratch.path(), "transcript"));
+
+    // The turn's tokens are counted in the health view.
+    browser.open(&page_url(&env, "#health"));
+    browser.wait_for("today's usage", "return document.querySelector('#usage tbody tr');");
+    browser.screenshot(&screenshot_path(scratch.path(), "health"));
 }
 
 #[test]
@@ -178,8 +185,6 @@ fn a_killed_plugin_shows_running_then_restarting_then_running_again_in_the_healt
     let running = browser.wait_for("stress running", &row("running"));
     assert_eq!(running[1], "0");
     let pid: u32 = running[0].as_str().unwrap().parse().unwrap();
-    let scratch = TempDir::new("webui-shots");
-    browser.screenshot(&screenshot_path(scratch.path(), "health"));
 
     sigkill(pid);
     browser.wait_for("stress restarting", &row("restarting"));

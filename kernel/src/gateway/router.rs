@@ -53,6 +53,8 @@ pub struct Router {
     access: Access,
     /// Channels that announced streaming.
     streaming: RefCell<HashMap<String, bool>>,
+    /// Channels that announced tool hints.
+    tool_hints: RefCell<HashSet<String>>,
     /// Deliveries waiting for their `DeliveryAck`, by outbound id.
     pending: RefCell<HashMap<u64, oneshot::Sender<Result<(), String>>>>,
     /// The next outbound / stream id.
@@ -89,6 +91,7 @@ impl Router {
             settings: RefCell::new(settings),
             access,
             streaming: RefCell::default(),
+            tool_hints: RefCell::default(),
             pending: RefCell::default(),
             next_id: Cell::new(1),
             accepting: Cell::new(true),
@@ -119,6 +122,12 @@ impl Router {
                 }
                 PluginEvent::Ready { plugin, kind: PeerKind::Channel, features } => {
                     tracing::info!(channel = %plugin, "channel ready");
+                    let mut hints = self.tool_hints.borrow_mut();
+                    if features.contains(&Feature::ToolHints) {
+                        hints.insert(plugin.clone());
+                    } else {
+                        hints.remove(&plugin);
+                    }
                     self.streaming.borrow_mut().insert(plugin, features.contains(&Feature::Streaming));
                 }
                 PluginEvent::Ready { .. } => {}
@@ -286,12 +295,19 @@ impl Router {
         }
         let stream_id = self.fresh_id();
         let router = self.clone();
+        let hints = self.tool_hints.borrow().contains(channel);
         let (channel, chat_id) = (channel.to_owned(), chat_id.to_owned());
         actix::spawn(async move {
             while let Some(event) = rx.recv().await {
-                if let TurnEvent::Delta(text) = event {
-                    let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
-                    let _ = router.host().send(&channel, delta);
+                match event {
+                    TurnEvent::Delta(text) => {
+                        let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
+                        let _ = router.host().send(&channel, delta);
+                    }
+                    TurnEvent::ToolStarted { name, arguments } if hints => {
+                        router.send_tool_hint(&channel, &chat_id, stream_id, &name, &arguments);
+                    }
+                    _ => {}
                 }
             }
         });
@@ -387,6 +403,19 @@ impl Router {
         Err(last_error)
     }
 
+    /// Sends a tool hint once, without waiting for its acknowledgement (a lost hint is no loss).
+    fn send_tool_hint(&self, channel: &str, chat_id: &str, stream_id: u64, name: &str, arguments: &str) {
+        let hint = Outbound {
+            id: self.fresh_id(),
+            chat_id: chat_id.to_owned(),
+            content: tool_hint(name, arguments),
+            media: Vec::new(),
+            stream_id: Some(stream_id),
+            metadata: serde_json::json!({ TOOL_HINT_KEY: true }),
+        };
+        let _ = self.host().send(channel, Message::Outbound(hint));
+    }
+
     fn accept(&self, channel: &str, id: &str) {
         let accepted = Message::InboundAccepted(InboundAccepted { id: id.to_owned() });
         if let Err(error) = self.host().send(channel, accepted) {
@@ -403,6 +432,24 @@ impl Router {
         self.next_id.set(id + 1);
         id
     }
+}
+
+/// Outbound metadata key marking a tool hint (sent to channels that announced `tool_hints`).
+pub const TOOL_HINT_KEY: &str = "_tool_hint";
+/// Longest tool hint, in characters.
+const TOOL_HINT_CHARS: usize = 120;
+
+/// A tool call in one short line: the tool's name and its arguments with runs of whitespace
+/// joined, cut at [`TOOL_HINT_CHARS`].
+fn tool_hint(name: &str, arguments: &str) -> String {
+    let arguments = arguments.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = format!("{name} {arguments}").trim_end().to_owned();
+    if line.chars().count() <= TOOL_HINT_CHARS {
+        return line;
+    }
+    let mut cut: String = line.chars().take(TOOL_HINT_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Outbound metadata key carrying the token counts of the turn a reply ends (`usage`).
@@ -422,5 +469,19 @@ fn with_usage(metadata: &mut Value, usage: &Usage) {
             fields.insert(USAGE_KEY.to_owned(), counts);
         }
         other => *other = serde_json::json!({ USAGE_KEY: counts }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_hint_is_one_short_line() {
+        assert_eq!(tool_hint("read_file", "{\n  \"path\": \"notes.md\"\n}"), "read_file { \"path\": \"notes.md\" }");
+        assert_eq!(tool_hint("list_dir", ""), "list_dir");
+        let long = tool_hint("exec", &"x".repeat(500));
+        assert_eq!(long.chars().count(), TOOL_HINT_CHARS);
+        assert!(long.ends_with('…'));
     }
 }
