@@ -107,9 +107,9 @@ async fn job_action(ui: &WebUi, request: &Request, action: JobAction) -> Respons
 }
 
 /// Runs `work` on a blocking thread; its value is the JSON answer, its error a 409 in words.
-async fn blocking<E: std::fmt::Display>(work: impl FnOnce() -> Result<Value, E> + Send + 'static) -> Response
+async fn blocking<E>(work: impl FnOnce() -> Result<Value, E> + Send + 'static) -> Response
 where
-    E: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
 {
     match tokio::task::spawn_blocking(work).await {
         Ok(Ok(value)) => Response::json(200, &value),
