@@ -10,7 +10,7 @@ use oxibot_tests::TempDir;
 use oxibot_tests::browser::{Browser, screenshot_path};
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::Reply;
-use oxibot_tests::procs::sigkill;
+use oxibot_tests::procs::{sigkill, wait_until};
 use serde_json::{Value, json};
 
 use crate::gateway::{Gateway, GatewayEnv};
@@ -159,9 +159,14 @@ fn a_scheduled_job_is_listed_with_its_next_run_and_paused_from_the_page() {
 
     browser.click("#jobs .job button");
     browser.wait_for("the paused badge", "return document.querySelector('#jobs .job .badge')?.innerText === 'paused';");
-    let jobs: Value =
-        serde_json::from_str(&std::fs::read_to_string(env.workspace().join("cron/jobs.json")).unwrap()).unwrap();
-    assert_eq!(jobs["jobs"][0]["enabled"], false, "{jobs}");
+    // The scheduler answers at once and writes the file on its store thread.
+    let jobs_file = env.workspace().join("cron/jobs.json");
+    let paused = || {
+        let jobs: Value =
+            serde_json::from_str(&std::fs::read_to_string(&jobs_file).unwrap_or_default()).unwrap_or_default();
+        jobs["jobs"][0]["enabled"] == false
+    };
+    assert!(wait_until(Duration::from_secs(15), paused), "{}", std::fs::read_to_string(&jobs_file).unwrap());
 }
 
 #[test]
