@@ -1,8 +1,8 @@
 //! The web UI in a real headless Chromium (WebDriver), served by the real `oxibot gateway`
 //! with the websocket channel and the scripted LLM: a streamed reply, a reply holding
 //! `<script>` shown as text, a tool hint, the session list and a transcript, USER.md edited to disk, a
-//! scheduled job paused, a killed plugin restarting in the health view, and the token rule
-//! off loopback. The same tests take the README's screenshots (see `browser::screenshot_path`).
+//! scheduled job paused, a killed plugin restarting in the health view, the token rule off
+//! loopback, and changes from other sites refused. The same tests take the README's screenshots (see `browser::screenshot_path`).
 
 use std::time::Duration;
 
@@ -237,6 +237,43 @@ fn an_off_loopback_gateway_without_a_token_serves_health_but_not_the_page() {
     assert!(page.contains("gateway.token is not set"), "{page}");
     assert!(http_get(env.http_port(), "/health").starts_with("HTTP/1.1 200"));
     assert!(http_get(env.http_port(), "/api/sessions").starts_with("HTTP/1.1 403"));
+}
+
+#[test]
+fn a_change_from_another_site_is_refused_and_one_from_the_page_is_saved() {
+    let env = web_env();
+    let _gateway = start(&env);
+    let port = env.http_port();
+    let user_md = env.workspace().join("USER.md");
+    let before = std::fs::read_to_string(&user_md).ok();
+    let body = r#"{"content": "- changed\n"}"#;
+    let own = format!("http://127.0.0.1:{port}");
+    let forged = http_request(port, "PUT", "/api/memory?name=USER.md", &[("Origin", &own)], body);
+    assert!(forged.starts_with("HTTP/1.1 403") && forged.contains("x-oxibot-request"), "{forged}");
+    let headers = [("Origin", "http://evil.example"), ("x-oxibot-request", "1")];
+    let cross_origin = http_request(port, "PUT", "/api/memory?name=USER.md", &headers, body);
+    assert!(cross_origin.starts_with("HTTP/1.1 403"), "{cross_origin}");
+    assert_eq!(std::fs::read_to_string(&user_md).ok(), before, "a refused request wrote the file");
+    let headers = [("Origin", own.as_str()), ("x-oxibot-request", "1"), ("Sec-Fetch-Site", "same-origin")];
+    let saved = http_request(port, "PUT", "/api/memory?name=USER.md", &headers, body);
+    assert!(saved.starts_with("HTTP/1.1 200"), "{saved}");
+    assert_eq!(std::fs::read_to_string(&user_md).unwrap(), "- changed\n");
+    let escape = http_request(port, "PUT", "/api/memory?name=../x.md", &headers, body);
+    assert!(escape.starts_with("HTTP/1.1 409") && escape.contains("not a memory file"), "{escape}");
+}
+
+fn http_request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(stream, "{head}\r\n{body}").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
 }
 
 fn http_get(port: u16, path: &str) -> String {

@@ -13,6 +13,7 @@ pub mod proxy;
 
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::Addr;
 use tokio::net::{TcpListener, TcpStream};
@@ -25,6 +26,9 @@ use crate::services::Services;
 use auth::Guard;
 use http::{Request, Response, read_request};
 use proxy::ChatTarget;
+
+/// How long a client has to send its whole request.
+const REQUEST_TIME_LIMIT: Duration = Duration::from_secs(30);
 
 /// What the web UI reads and changes.
 pub struct WebUi {
@@ -58,10 +62,10 @@ pub async fn serve(listener: TcpListener, health: HealthSource, ui: Option<WebUi
 
 /// Reads one request and answers it.
 async fn answer(mut socket: TcpStream, health: &HealthSource, ui: Option<&WebUi>) -> std::io::Result<()> {
-    let request = match read_request(&mut socket).await {
-        Ok(Some(request)) => request,
-        Ok(None) => return Ok(()),
-        Err(error) => return Response::error(400, error).write_to(&mut socket).await,
+    let request = match tokio::time::timeout(REQUEST_TIME_LIMIT, read_request(&mut socket)).await {
+        Ok(Ok(Some(request))) => request,
+        Ok(Ok(None)) | Err(_) => return Ok(()),
+        Ok(Err(error)) => return Response::error(400, error).write_to(&mut socket).await,
     };
     if request.method == "GET" && (request.path == "/health" || request.path == "/health/") {
         let (status, report) = health::current(health);
@@ -102,4 +106,18 @@ pub fn url(host: &str, port: u16) -> String {
         other => other,
     };
     format!("http://{host}:{port}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_url_reaches_a_wildcard_address_through_loopback() {
+        assert_eq!(url("127.0.0.1", 18790), "http://127.0.0.1:18790/");
+        assert_eq!(url("0.0.0.0", 8080), "http://127.0.0.1:8080/");
+        assert_eq!(url("::", 1), "http://[::1]:1/");
+        assert_eq!(url("fe80::1", 1), "http://[fe80::1]:1/");
+        assert_eq!(url("example.lan", 1), "http://example.lan:1/");
+    }
 }
