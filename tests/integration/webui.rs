@@ -1,11 +1,13 @@
 //! The web UI in a real headless Chromium (WebDriver), served by the real `oxibot gateway`
 //! with the websocket channel and the scripted LLM: a streamed reply, a reply holding
-//! `<script>` shown as text, a tool hint, the session list and a transcript, USER.md edited to disk, a
-//! scheduled job paused, a killed plugin restarting in the health view, the token rule off
-//! loopback, and changes from other sites refused. The same tests take the README's screenshots (see `browser::screenshot_path`).
+//! `<script>` shown as text, a tool hint, the session list and a transcript, USER.md edited to
+//! disk, a Dream change's diff and its restore, a scheduled job paused, a killed plugin
+//! restarting in the health view, the token rule off loopback, and changes from other sites
+//! refused. The same tests take the README's screenshots (see `browser::screenshot_path`).
 
 use std::time::Duration;
 
+use oxibot_kernel::memory::git::GitStore;
 use oxibot_tests::TempDir;
 use oxibot_tests::browser::{Browser, screenshot_path};
 use oxibot_tests::channels::free_port;
@@ -137,6 +139,39 @@ fn user_md_edited_in_the_page_is_written_to_disk() {
     browser.wait_for("the history", "return document.querySelector('#memory-log li');");
     let scratch = TempDir::new("webui-shots");
     browser.screenshot(&screenshot_path(scratch.path(), "memory"));
+}
+
+#[test]
+fn a_dream_change_shows_its_diff_and_is_restored_from_the_page() {
+    let env = web_env();
+    let user_md = env.workspace().join("USER.md");
+    std::fs::create_dir_all(env.workspace()).unwrap();
+    std::fs::write(&user_md, "- Name: Ada\n").unwrap();
+    let git = GitStore::new(env.workspace());
+    git.init().unwrap();
+    std::fs::write(&user_md, "- Name: Ada\n- Dislikes meetings\n").unwrap();
+    git.commit("dream: learned about meetings").unwrap().unwrap();
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 900);
+    browser.open(&page_url(&env, "#memory"));
+    let newest = browser.wait_for("the history", "return document.querySelector('#memory-log li')?.innerText;");
+    assert!(newest.as_str().unwrap().contains("dream: learned about meetings"), "{newest}");
+
+    browser.click("#memory-log li .buttons button");
+    let diff = browser.wait_for(
+        "the diff",
+        "const d = document.querySelector('#memory-log li .diff'); return d && !d.hidden && d.innerText;",
+    );
+    assert!(diff.as_str().unwrap().contains("+- Dislikes meetings"), "{diff}");
+    browser.run("window.confirm = () => true; return true;", json!([]));
+    browser.click("#memory-log li .buttons button:nth-child(2)");
+    let restored = || std::fs::read_to_string(&user_md).unwrap() == "- Name: Ada\n";
+    assert!(wait_until(Duration::from_secs(15), restored), "{}", std::fs::read_to_string(&user_md).unwrap());
+    let newest = browser.wait_for(
+        "the restore in the history",
+        "const li = document.querySelector('#memory-log li'); return li && li.innerText.includes('restore:') && li.innerText;",
+    );
+    assert!(newest.as_str().unwrap().contains("restore: files as before"), "{newest}");
 }
 
 #[test]
