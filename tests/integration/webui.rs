@@ -81,6 +81,35 @@ fn a_message_sent_in_the_page_streams_its_reply_and_a_script_in_a_reply_shows_as
 }
 
 #[test]
+fn the_stop_button_stops_a_slow_reply_and_new_chat_starts_another_session() {
+    let env = web_env();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 8_000, text: "too late".into() });
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 800);
+    open_chat(&browser, &env);
+    let first_chat = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
+    browser.type_into("#chat-input", "Take your time");
+    browser.click("#chat-send");
+    browser.wait_for("the stop button", "return !document.querySelector('#chat-stop').hidden;");
+    browser.click("#chat-stop");
+    let replies = browser.wait_for(
+        "the stopped turn",
+        "const t = [...document.querySelectorAll('.msg.assistant.done')].map(m => m.innerText); return t.includes('(stopped)') && t.includes('Stopping.') && t;",
+    );
+    assert!(!replies.to_string().contains("too late"), "{replies}");
+
+    browser.click("#new-chat");
+    let second_chat = browser.wait_for(
+        "a new chat",
+        "const id = document.querySelector('#chat-status').dataset.chat; return id !== arguments[0] && id;"
+            .replace("arguments[0]", &first_chat.to_string())
+            .as_str(),
+    );
+    assert_ne!(second_chat, first_chat);
+    assert_eq!(browser.run("return document.querySelectorAll('#chat-log .msg').length;", json!([])), 0);
+}
+
+#[test]
 fn the_session_list_opens_a_transcript_with_its_tool_calls_folded() {
     let env = web_env();
     env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), r#"{"path": "."}"#.into())]));
