@@ -91,6 +91,8 @@ fn the_stop_button_stops_a_slow_reply_and_new_chat_starts_another_session() {
     browser.type_into("#chat-input", "Take your time");
     browser.click("#chat-send");
     browser.wait_for("the stop button", "return !document.querySelector('#chat-stop').hidden;");
+    // Stop once the turn is waiting for the model (a /stop before the turn starts finds nothing to stop).
+    assert!(wait_until(Duration::from_secs(30), || !env.llm.requests().is_empty()), "the model was never called");
     browser.click("#chat-stop");
     let replies = browser.wait_for(
         "the stopped turn",
@@ -204,12 +206,12 @@ fn a_dream_change_shows_its_diff_and_is_restored_from_the_page() {
 }
 
 #[test]
-fn a_scheduled_job_is_listed_with_its_next_run_and_paused_from_the_page() {
+fn a_scheduled_job_is_listed_run_now_and_paused_from_the_page() {
     let env = web_env();
-    let added = env
-        .command(&["cron", "add", "-m", "Water the plants", "--every", "3600", "--name", "plants"])
-        .output()
-        .unwrap();
+    env.llm.push(Reply::Text("The plants are watered.".into()));
+    let args =
+        ["cron", "add", "-m", "Water the plants", "--every", "3600", "--name", "plants", "-s", "websocket:web-cron"];
+    let added = env.command(&args).output().unwrap();
     assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
     let _gateway = start(&env);
     let browser = Browser::start(1200, 800);
@@ -217,20 +219,30 @@ fn a_scheduled_job_is_listed_with_its_next_run_and_paused_from_the_page() {
     let card = browser.wait_for("the job", "return document.querySelector('#jobs .job')?.innerText;");
     let card = card.as_str().unwrap();
     assert!(card.contains("plants") && card.contains("Water the plants") && card.contains("every 3600 s"), "{card}");
-    assert!(!card.contains("Next run\n—"), "no next run shown: {card}");
+    assert!(card.contains("Next run") && !card.contains("Next run\n—") && card.contains("never run"), "{card}");
+
+    // Run now: the job's turn runs in its session and the run is recorded in its history.
+    browser.click("#jobs .job .buttons button:nth-child(2)");
+    let jobs_file = env.workspace().join("cron/jobs.json");
+    let job = || -> Value {
+        let jobs: Value =
+            serde_json::from_str(&std::fs::read_to_string(&jobs_file).unwrap_or_default()).unwrap_or_default();
+        jobs["jobs"][0].clone()
+    };
+    let ran = || job()["state"]["runHistory"].as_array().is_some_and(|runs| !runs.is_empty());
+    assert!(wait_until(Duration::from_secs(30), ran), "no run recorded: {}", job());
+    assert!(env.session_file("websocket:web-cron").contains("The plants are watered."));
+    browser.reload();
+    let card = browser.wait_for("the run", "const c = document.querySelector('#jobs .job'); return c && c.innerText.includes('Run history (1)') && c.innerText;");
+    assert!(!card.as_str().unwrap().contains("never run"), "{card}");
     let scratch = TempDir::new("webui-shots");
     browser.screenshot(&screenshot_path(scratch.path(), "automations"));
 
     browser.click("#jobs .job button");
     browser.wait_for("the paused badge", "return document.querySelector('#jobs .job .badge')?.innerText === 'paused';");
     // The scheduler answers at once and writes the file on its store thread.
-    let jobs_file = env.workspace().join("cron/jobs.json");
-    let paused = || {
-        let jobs: Value =
-            serde_json::from_str(&std::fs::read_to_string(&jobs_file).unwrap_or_default()).unwrap_or_default();
-        jobs["jobs"][0]["enabled"] == false
-    };
-    assert!(wait_until(Duration::from_secs(15), paused), "{}", std::fs::read_to_string(&jobs_file).unwrap());
+    let paused = || job()["enabled"] == false;
+    assert!(wait_until(Duration::from_secs(15), paused), "{}", job());
 }
 
 #[test]

@@ -74,6 +74,11 @@ impl Browser {
         self.command("POST", "/url", json!({"url": url}));
     }
 
+    /// Loads the current page again.
+    pub fn reload(&self) {
+        self.command("POST", "/refresh", json!({}));
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) and returns its value.
     pub fn run(&self, script: &str, args: Value) -> Value {
         self.command("POST", "/execute/sync", json!({"script": script, "args": args}))
