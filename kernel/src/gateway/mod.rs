@@ -3,10 +3,10 @@
 //! Code map: [`settings`] reads `gateway` and `channels.<name>`; [`access`] decides who may
 //! talk (`allowFrom`, pairing codes); [`router::Router`] turns channel plugin events into
 //! session turns and replies; [`reload`] applies config edits while it runs; [`resume`] finds
-//! messages a crash left unanswered; [`health`]
-//! builds the `GET /health` report; [`web`] serves it and the web UI. [`run`] ties them together and owns the shutdown order: stop taking
-//! messages, let running turns finish (they are checkpointed anyway), say goodbye to the
-//! plugins, exit.
+//! messages a crash left unanswered; [`health`] builds the `GET /health` report; [`web`]
+//! serves it and the web UI. [`run`] ties them together and owns the shutdown order: stop
+//! taking messages, let running turns finish (they are checkpointed anyway), say goodbye to
+//! the plugins, exit.
 
 pub mod access;
 pub mod health;
@@ -44,7 +44,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 /// Why the gateway could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    /// The health endpoint's address is taken or invalid.
+    /// The HTTP server's address (health endpoint and web UI) is taken or invalid.
     #[error(
         "cannot listen on {address} for the health endpoint ({source}); is another gateway running? (set gateway.port)"
     )]

@@ -166,7 +166,8 @@ impl Router {
 
     /// Applies an edited config's gateway settings as far as a running gateway can: each
     /// running channel's `allowFrom` at once. Returns what could not be applied (channels
-    /// added, removed or reconfigured, the address, the heartbeat), each needing a restart.
+    /// added, removed or reconfigured, the address, the web UI's token or switch, the
+    /// heartbeat), each needing a restart.
     pub fn apply_settings(&self, new: GatewaySettings) -> Vec<String> {
         let mut settings = self.settings.borrow_mut();
         let mut needs_restart = Vec::new();
@@ -189,6 +190,9 @@ impl Router {
         }
         if (new.host.as_str(), new.port) != (settings.host.as_str(), settings.port) {
             needs_restart.push("gateway.host/port".to_owned());
+        }
+        if (&new.token, new.web_ui) != (&settings.token, settings.web_ui) {
+            needs_restart.push("gateway.token/webUi".to_owned());
         }
         if new.heartbeat != settings.heartbeat {
             needs_restart.push("gateway.heartbeat".to_owned());
