@@ -121,6 +121,11 @@
 //! - While a reply is being written the kernel may send `delta`s (only to a channel that
 //!   announced `streaming`); the `outbound` that ends the reply carries the same `stream_id`
 //!   and the whole text.
+//! - To a channel that announced `tool_hints` (and `streaming`) the kernel also sends, while a
+//!   reply is being written, an `outbound` per tool call the turn starts: `content` is a short
+//!   hint (`read_file {"path": "notes.md"}`), `stream_id` that of the reply, and `metadata`
+//!   `{"_tool_hint": true}`. The channel shows it apart from the reply and acknowledges it like
+//!   any `outbound`; the kernel does not retry a hint.
 //! - An `outbound` carries the inbound message's `metadata` back. The one that ends a model's
 //!   turn adds `usage`: the tokens the turn's model calls used, as `prompt_tokens` (cached ones
 //!   included), `completion_tokens`, `total_tokens` and `cached_tokens` (all uint).

@@ -121,6 +121,9 @@ pub enum Feature {
     /// and its environment, so the kernel may remember them and start the plugin on its first
     /// call instead of at startup.
     StaticManifest,
+    /// The channel shows tool hints: `Outbound`s whose metadata has `_tool_hint: true`, sent
+    /// while the reply with their `stream_id` is being written.
+    ToolHints,
     /// A feature this build does not know, kept by name and otherwise ignored.
     Other(String),
 }
@@ -147,7 +150,12 @@ macro_rules! string_enum {
 }
 
 string_enum!(PeerKind { Kernel => "kernel", Tool => "tool", Channel => "channel" });
-string_enum!(Feature { Cancel => "cancel", Streaming => "streaming", StaticManifest => "static_manifest" });
+string_enum!(Feature {
+    Cancel => "cancel",
+    Streaming => "streaming",
+    StaticManifest => "static_manifest",
+    ToolHints => "tool_hints",
+});
 
 /// The list of tools a plugin offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

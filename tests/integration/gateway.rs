@@ -62,6 +62,11 @@ impl GatewayEnv {
         std::fs::write(path, config.to_string()).unwrap();
     }
 
+    /// The port of the gateway's HTTP server (`/health` and the web UI).
+    pub(crate) fn http_port(&self) -> u16 {
+        self.health_port
+    }
+
     /// The workspace directory.
     pub(crate) fn workspace(&self) -> &std::path::Path {
         &self.workspace

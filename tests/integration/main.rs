@@ -52,6 +52,9 @@
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `web`: `web_fetch` through `oxibot agent`: a whitelisted local page as Markdown, the SSRF refusal;
 //! - `lazy_plugins`: a plugin whose tools are remembered starts on its first call, not with the kernel;
+//! - `webui`: the web UI in a real headless Chromium through WebDriver: streamed chat, stop, `<script>`
+//!   as text, tool hints, sessions and transcripts, USER.md edits and restores, cron jobs, a plugin
+//!   restart, the token off loopback, cross-site changes refused;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -93,3 +96,4 @@ mod sdk_plugin;
 mod secrets;
 mod tidy;
 mod web;
+mod webui;

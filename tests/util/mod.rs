@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 pub mod background;
+pub mod browser;
 pub mod channels;
 pub mod fakes_dingtalk;
 pub mod fakes_discord;

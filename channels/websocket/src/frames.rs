@@ -8,6 +8,7 @@
 //! | ← server | `{"type":"ready","chat_id":"…"}` once, right after the upgrade |
 //! | ← server | `{"type":"accepted","id":"…"}` once the kernel persisted a message |
 //! | ← server | `{"type":"delta","text":"…","stream_id":N}` a piece of a reply being written |
+//! | ← server | `{"type":"tool_hint","text":"…","stream_id":N}` a tool the reply being written calls |
 //! | ← server | `{"type":"message","text":"…","stream_id":N}` a whole reply (`stream_id` only when streamed) |
 //! | ← server | `{"type":"error","error":"…"}` a refused frame, a failed submit, or no authorisation |
 //! | ← server | `{"type":"pong"}` |
@@ -114,6 +115,14 @@ pub enum ServerFrame<'a> {
         /// Shared by every piece of one reply and by its final `message`.
         stream_id: u64,
     },
+    /// A tool the reply being written calls (`read_file {"path": "notes.md"}`).
+    ToolHint {
+        /// The hint.
+        text: &'a str,
+        /// The stream of the reply that calls the tool.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stream_id: Option<u64>,
+    },
     /// A whole reply.
     Message {
         /// The reply's text (Markdown).
@@ -209,6 +218,10 @@ mod tests {
             r#"{"type":"message","text":"Hello"}"#
         );
         assert_eq!(ServerFrame::Error { error: "no" }.to_json(), r#"{"type":"error","error":"no"}"#);
+        assert_eq!(
+            ServerFrame::ToolHint { text: "list_dir", stream_id: Some(3) }.to_json(),
+            r#"{"type":"tool_hint","text":"list_dir","stream_id":3}"#
+        );
         assert_eq!(ServerFrame::Pong.to_json(), r#"{"type":"pong"}"#);
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! A client joins a chat with `?chat_id=` (default: a fresh chat per connection) and may name
 //! itself with `?client_id=` (default: a fresh id); both are announced in the first frame,
-//! `{"type":"ready","chat_id":…}`. Every client of a chat receives its replies. The frames are
+//! `{"type":"ready","chat_id":…}`. Every client of a chat receives its replies, and while one
+//! is written, a `tool_hint` frame for each tool it calls. The frames are
 //! listed in [`frames`]. Inbound messages carry `sender_id` = the client id and metadata
 //! `is_group` (false), `client_id`, `message_id` (the client's id for the message, or null) and
 //! `authenticated` (true: the token was checked, or the server is loopback-only).
@@ -23,8 +24,10 @@ mod rooms;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use oxibot_plugin::channel::TOOL_HINT_KEY;
 use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
+use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::config::{Config, ConfigError};
@@ -33,7 +36,7 @@ use crate::frames::ServerFrame;
 use crate::rooms::Rooms;
 
 fn main() -> ExitCode {
-    ChannelPlugin::new("websocket").streaming().run(serve)
+    ChannelPlugin::new("websocket").streaming().tool_hints().run(serve)
 }
 
 async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
@@ -54,7 +57,11 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
 fn deliver(channel: &ChannelHandle, rooms: &Rooms, event: ChannelEvent) {
     match event {
         ChannelEvent::Outbound(outbound) => {
-            let frame = ServerFrame::Message { text: &outbound.content, stream_id: outbound.stream_id };
+            let frame = if outbound.metadata.get(TOOL_HINT_KEY).and_then(Value::as_bool) == Some(true) {
+                ServerFrame::ToolHint { text: &outbound.content, stream_id: outbound.stream_id }
+            } else {
+                ServerFrame::Message { text: &outbound.content, stream_id: outbound.stream_id }
+            };
             let reached = rooms.broadcast(&outbound.chat_id, &Message::text(frame.to_json()));
             let outcome =
                 if reached > 0 { Ok(()) } else { Err(format!("no client is connected to chat {}", outbound.chat_id)) };

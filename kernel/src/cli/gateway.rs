@@ -57,6 +57,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     if settings.channels.is_empty() {
         eprintln!("note: no channel is enabled (set channels.<name>.enabled in the config); serving /health only");
     }
+    print_web_ui(&settings);
     let provider = super::agent::with_retry_override(
         Provider::from_config(&setup.config).context("cannot use the configured model")?,
     )?;
@@ -79,6 +80,23 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
         oxibot_kernel::gateway::run(services, settings, access, delivery_delays()?, reload).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Tells where the web UI is (or why it is off).
+fn print_web_ui(settings: &GatewaySettings) {
+    if !settings.web_ui {
+        return;
+    }
+    let url = oxibot_kernel::gateway::web::url(&settings.host, settings.port);
+    let loopback = matches!(settings.host.as_str(), "127.0.0.1" | "localhost" | "::1" | "[::1]");
+    match (&settings.token, loopback) {
+        (None, true) => println!("Web UI: {url}"),
+        (Some(_), _) => println!("Web UI: {url}?token=<gateway.token> (once; a cookie keeps it)"),
+        (None, false) => println!("Web UI: off, since gateway.host is not loopback; set gateway.token to use it"),
+    }
+    if settings.channel("websocket").is_none() {
+        println!("        (its chat needs the websocket channel: set channels.websocket.enabled to true)");
+    }
 }
 
 /// Environment variable replacing the 1-2-4 s waits between delivery attempts

@@ -1,12 +1,10 @@
 //! `GET /health` on `gateway.host:gateway.port`: the kernel's and every plugin's state, as
-//! JSON. A deliberately tiny HTTP/1.1 responder: one request per connection.
+//! JSON (served by [`super::web`], with or without the web UI).
 
 use std::rc::Rc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use oxibot_proto::PeerKind;
 
@@ -61,45 +59,11 @@ fn problem(status: &PluginStatus) -> Option<String> {
     }
 }
 
-/// Serves `/health` on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, source: HealthSource) {
-    let source = Rc::new(source);
-    loop {
-        let Ok((socket, _)) = listener.accept().await else { continue };
-        let source = source.clone();
-        actix::spawn(async move {
-            if let Err(error) = answer(socket, &source).await {
-                tracing::debug!(%error, "health request failed");
-            }
-        });
-    }
-}
-
-async fn answer(mut socket: TcpStream, source: &HealthSource) -> std::io::Result<()> {
-    let mut buffer = vec![0u8; 4096];
-    let mut read = 0;
-    while !buffer[..read].windows(4).any(|w| w == b"\r\n\r\n") && read < buffer.len() {
-        let n = socket.read(&mut buffer[read..]).await?;
-        if n == 0 {
-            break;
-        }
-        read += n;
-    }
-    let request = String::from_utf8_lossy(&buffer[..read]);
-    let path = request.split_whitespace().nth(1).unwrap_or("");
-    let (status, body) = if request.starts_with("GET ") && (path == "/health" || path == "/health/") {
-        let mut report = (source.report)();
-        report["uptime_secs"] = json!(source.started.elapsed().as_secs());
-        // `down` fails the check (503) for monitors that only look at the status code.
-        let code = if report["status"] == "down" { "503 Service Unavailable" } else { "200 OK" };
-        (code, report.to_string())
-    } else {
-        ("404 Not Found", json!({"error": "not found; try GET /health"}).to_string())
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    socket.write_all(response.as_bytes()).await?;
-    socket.shutdown().await
+/// The current report and its status code: `down` fails the check (503) for monitors that
+/// only look at the status code.
+pub fn current(source: &HealthSource) -> (u16, Value) {
+    let mut report = (source.report)();
+    report["uptime_secs"] = json!(source.started.elapsed().as_secs());
+    let code = if report["status"] == "down" { 503 } else { 200 };
+    (code, report)
 }

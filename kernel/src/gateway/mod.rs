@@ -3,10 +3,10 @@
 //! Code map: [`settings`] reads `gateway` and `channels.<name>`; [`access`] decides who may
 //! talk (`allowFrom`, pairing codes); [`router::Router`] turns channel plugin events into
 //! session turns and replies; [`reload`] applies config edits while it runs; [`resume`] finds
-//! messages a crash left unanswered; [`health`]
-//! serves `GET /health`. [`run`] ties them together and owns the shutdown order: stop taking
-//! messages, let running turns finish (they are checkpointed anyway), say goodbye to the
-//! plugins, exit.
+//! messages a crash left unanswered; [`health`] builds the `GET /health` report; [`web`]
+//! serves it and the web UI. [`run`] ties them together and owns the shutdown order: stop
+//! taking messages, let running turns finish (they are checkpointed anyway), say goodbye to
+//! the plugins, exit.
 
 pub mod access;
 pub mod health;
@@ -14,6 +14,7 @@ pub mod reload;
 pub mod resume;
 pub mod router;
 pub mod settings;
+pub mod web;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::automation::dispatch::Dispatcher;
 use crate::automation::heartbeat::HeartbeatActor;
 use crate::automation::scheduling::{self, Scheduler};
 use crate::automation::{Reach, builtin_tools, cron_where_jobs_run};
+use crate::cron::handle::CronHandle;
 use crate::memory::dream_actor::StartSchedule;
 use crate::services::Services;
 use access::Access;
@@ -42,7 +44,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 /// Why the gateway could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    /// The health endpoint's address is taken or invalid.
+    /// The HTTP server's address (health endpoint and web UI) is taken or invalid.
     #[error(
         "cannot listen on {address} for the health endpoint ({source}); is another gateway running? (set gateway.port)"
     )]
@@ -92,6 +94,7 @@ pub async fn run(
         HeartbeatActor::new(workspace, settings.heartbeat.interval, engine, dispatcher.clone()).start();
     }
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
+    let (address_host, token, web_ui) = (settings.host.clone(), settings.token.clone(), settings.web_ui);
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
@@ -101,7 +104,14 @@ pub async fn run(
     let health_services = services.clone();
     let source =
         health::HealthSource { report: Rc::new(move || health::report(health_services.host(), started)), started };
-    actix::spawn(health::serve(listener, source));
+    let ui = web_ui.then(|| web::WebUi {
+        services: services.clone(),
+        router: router.clone(),
+        guard: web::auth::Guard::new(&address_host, token),
+        cron: cron_handle(&services, timezone, scheduler.as_ref()),
+        scheduler: scheduler.as_ref().map(|s| s.actor().clone()),
+    });
+    actix::spawn(web::serve(listener, source, ui));
     tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
     // Plugins first: a resumed turn may call tools, and its reply goes to a channel.
     services.host().wait_settled(PLUGIN_START_LIMIT).await;
@@ -122,6 +132,15 @@ pub async fn run(
     services.host().shutdown().await;
     drop(scheduler);
     Ok(())
+}
+
+/// The cron handle of the web UI: through the scheduler when this gateway runs it.
+fn cron_handle(services: &Services, timezone: crate::cron::Tz, scheduler: Option<&Scheduler>) -> CronHandle {
+    let handle = CronHandle::new(services.workspace(), timezone);
+    match scheduler {
+        Some(scheduler) => handle.with_actor(scheduler.actor().clone()),
+        None => handle,
+    }
 }
 
 /// Answers messages a previous run persisted but never answered.

@@ -43,6 +43,8 @@ pub struct Router {
     access: Access,
     /// Channels that announced streaming.
     streaming: RefCell<HashMap<String, bool>>,
+    /// Channels that announced tool hints.
+    tool_hints: RefCell<HashSet<String>>,
     /// Deliveries waiting for their `DeliveryAck`, by outbound id.
     pending: RefCell<HashMap<u64, oneshot::Sender<Result<(), String>>>>,
     /// The next outbound / stream id.
@@ -59,6 +61,9 @@ pub struct Router {
     /// Sessions whose running turn already sent a message to their own chat with the
     /// `message` tool: the turn's final reply is not sent as well.
     sent_by_tool: RefCell<HashSet<SessionKey>>,
+    /// How many instances of each plugin went down (each is restarted or given up on), for
+    /// the web UI's health view.
+    downs: RefCell<HashMap<String, u32>>,
 }
 
 impl Router {
@@ -76,6 +81,7 @@ impl Router {
             settings: RefCell::new(settings),
             access,
             streaming: RefCell::default(),
+            tool_hints: RefCell::default(),
             pending: RefCell::default(),
             next_id: Cell::new(1),
             accepting: Cell::new(true),
@@ -83,6 +89,7 @@ impl Router {
             retry_delays: retry_delays.unwrap_or_else(|| DELIVERY_RETRY_DELAYS.to_vec()),
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
+            downs: RefCell::default(),
         })
     }
 
@@ -105,14 +112,26 @@ impl Router {
                 }
                 PluginEvent::Ready { plugin, kind: PeerKind::Channel, features } => {
                     tracing::info!(channel = %plugin, "channel ready");
+                    let mut hints = self.tool_hints.borrow_mut();
+                    if features.contains(&Feature::ToolHints) {
+                        hints.insert(plugin.clone());
+                    } else {
+                        hints.remove(&plugin);
+                    }
                     self.streaming.borrow_mut().insert(plugin, features.contains(&Feature::Streaming));
                 }
                 PluginEvent::Ready { .. } => {}
                 PluginEvent::Down { plugin, reason } => {
-                    tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted")
+                    tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted");
+                    *self.downs.borrow_mut().entry(plugin).or_default() += 1;
                 }
             }
         }
+    }
+
+    /// How many instances of each plugin went down since the gateway started.
+    pub fn restarts(&self) -> HashMap<String, u32> {
+        self.downs.borrow().clone()
     }
 
     /// Stops taking new messages (shutdown).
@@ -130,6 +149,11 @@ impl Router {
         self.settings.borrow().channel(channel).is_some()
     }
 
+    /// The config section of `channel` in force now, when it is one of this gateway's channels.
+    pub fn channel_section(&self, channel: &str) -> Option<Value> {
+        self.settings.borrow().channel(channel).map(|c| c.raw.clone())
+    }
+
     /// The names of this gateway's channels.
     fn channel_names(&self) -> Vec<String> {
         self.settings.borrow().channels.iter().map(|c| c.name.clone()).collect()
@@ -137,7 +161,8 @@ impl Router {
 
     /// Takes an edited config's gateway settings: the channels' list and `allowFrom` at once.
     /// Returns how the channels changed (the caller starts, stops and restarts their plugins)
-    /// and what needs a restart of the gateway (its address, the heartbeat).
+    /// and what needs a restart of the gateway (its address, the web UI's token or switch, the
+    /// heartbeat).
     pub fn apply_settings(&self, new: GatewaySettings) -> (ChannelChanges, Vec<String>) {
         let mut settings = self.settings.borrow_mut();
         let changes = settings.channel_changes(&new);
@@ -147,6 +172,9 @@ impl Router {
         let mut needs_restart = Vec::new();
         if (new.host.as_str(), new.port) != (settings.host.as_str(), settings.port) {
             needs_restart.push("gateway.host/port".to_owned());
+        }
+        if (&new.token, new.web_ui) != (&settings.token, settings.web_ui) {
+            needs_restart.push("gateway.token/webUi".to_owned());
         }
         if new.heartbeat != settings.heartbeat {
             needs_restart.push("gateway.heartbeat".to_owned());
@@ -260,12 +288,19 @@ impl Router {
         }
         let stream_id = self.fresh_id();
         let router = self.clone();
+        let hints = self.tool_hints.borrow().contains(channel);
         let (channel, chat_id) = (channel.to_owned(), chat_id.to_owned());
         actix::spawn(async move {
             while let Some(event) = rx.recv().await {
-                if let TurnEvent::Delta(text) = event {
-                    let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
-                    let _ = router.host().send(&channel, delta);
+                match event {
+                    TurnEvent::Delta(text) => {
+                        let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
+                        let _ = router.host().send(&channel, delta);
+                    }
+                    TurnEvent::ToolStarted { name, arguments } if hints => {
+                        router.send_tool_hint(&channel, &chat_id, stream_id, &name, &arguments);
+                    }
+                    _ => {}
                 }
             }
         });
@@ -361,6 +396,19 @@ impl Router {
         Err(last_error)
     }
 
+    /// Sends a tool hint once, without waiting for its acknowledgement (a lost hint is no loss).
+    fn send_tool_hint(&self, channel: &str, chat_id: &str, stream_id: u64, name: &str, arguments: &str) {
+        let hint = Outbound {
+            id: self.fresh_id(),
+            chat_id: chat_id.to_owned(),
+            content: tool_hint(name, arguments),
+            media: Vec::new(),
+            stream_id: Some(stream_id),
+            metadata: serde_json::json!({ TOOL_HINT_KEY: true }),
+        };
+        let _ = self.host().send(channel, Message::Outbound(hint));
+    }
+
     fn accept(&self, channel: &str, id: &str) {
         let accepted = Message::InboundAccepted(InboundAccepted { id: id.to_owned() });
         if let Err(error) = self.host().send(channel, accepted) {
@@ -377,6 +425,24 @@ impl Router {
         self.next_id.set(id + 1);
         id
     }
+}
+
+/// Outbound metadata key marking a tool hint (sent to channels that announced `tool_hints`).
+pub const TOOL_HINT_KEY: &str = "_tool_hint";
+/// Longest tool hint, in characters.
+const TOOL_HINT_CHARS: usize = 120;
+
+/// A tool call in one short line: the tool's name and its arguments with runs of whitespace
+/// joined, cut at [`TOOL_HINT_CHARS`].
+fn tool_hint(name: &str, arguments: &str) -> String {
+    let arguments = arguments.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = format!("{name} {arguments}").trim_end().to_owned();
+    if line.chars().count() <= TOOL_HINT_CHARS {
+        return line;
+    }
+    let mut cut: String = line.chars().take(TOOL_HINT_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Outbound metadata key carrying the token counts of the turn a reply ends (`usage`).
@@ -396,5 +462,19 @@ fn with_usage(metadata: &mut Value, usage: &Usage) {
             fields.insert(USAGE_KEY.to_owned(), counts);
         }
         other => *other = serde_json::json!({ USAGE_KEY: counts }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_hint_is_one_short_line() {
+        assert_eq!(tool_hint("read_file", "{\n  \"path\": \"notes.md\"\n}"), "read_file { \"path\": \"notes.md\" }");
+        assert_eq!(tool_hint("list_dir", ""), "list_dir");
+        let long = tool_hint("exec", &"x".repeat(500));
+        assert_eq!(long.chars().count(), TOOL_HINT_CHARS);
+        assert!(long.ends_with('…'));
     }
 }

@@ -1,4 +1,4 @@
-//! The gateway's part of `config.json`: `gateway` (`host`, `port`, `heartbeat`) and `channels.<name>`
+//! The gateway's part of `config.json`: `gateway` (`host`, `port`, `token`, `webUi`, `heartbeat`) and `channels.<name>`
 //! (`enabled`, `allowFrom`, and whatever else the channel plugin reads).
 
 use serde_json::{Map, Value};
@@ -52,6 +52,10 @@ pub struct GatewaySettings {
     pub channels: Vec<ChannelSettings>,
     /// `gateway.heartbeat`.
     pub heartbeat: HeartbeatSettings,
+    /// `gateway.token`: the secret the web UI asks for; required off loopback.
+    pub token: Option<String>,
+    /// `gateway.webUi`: whether the web UI is served under `/` (default true).
+    pub web_ui: bool,
 }
 
 impl GatewaySettings {
@@ -83,7 +87,18 @@ impl GatewaySettings {
         }
         let heartbeat =
             HeartbeatSettings::from_section(gateway.get("heartbeat")).map_err(|(key, problem)| error(&key, problem))?;
-        Ok(GatewaySettings { host, port, channels, heartbeat })
+        let token = match gateway.get("token") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(token)) if token.is_empty() => None,
+            Some(Value::String(token)) => Some(token.clone()),
+            Some(_) => return Err(error("gateway.token", "expected a string")),
+        };
+        let web_ui = match gateway.get("webUi").or_else(|| gateway.get("web_ui")) {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(on)) => *on,
+            Some(other) => return Err(error("gateway.webUi", format!("expected true or false, got {other}"))),
+        };
+        Ok(GatewaySettings { host, port, channels, heartbeat, token, web_ui })
     }
 
     /// The settings of channel `name`, if enabled.
@@ -199,6 +214,14 @@ mod tests {
         assert_eq!(s.channels[0].name, "telegram");
         assert_eq!(s.channels[0].raw["token"], "t");
         assert_eq!((s.host.as_str(), s.port), ("127.0.0.1", DEFAULT_PORT));
+        assert_eq!((s.token.as_deref(), s.web_ui), (None, true));
+    }
+
+    #[test]
+    fn the_web_ui_token_and_switch_are_read() {
+        let s = settings(json!({"gateway": {"token": "s3cret", "webUi": false}})).unwrap();
+        assert_eq!((s.token.as_deref(), s.web_ui), (Some("s3cret"), false));
+        assert_eq!(settings(json!({"gateway": {"token": ""}})).unwrap().token, None);
     }
 
     #[test]
@@ -244,6 +267,12 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
+        let error = settings(json!({"gateway": {"port": "x"}})).unwrap_err().to_string();
+        assert!(error.starts_with("gateway.port:"), "{error}");
+        let error = settings(json!({"gateway": {"token": 5}})).unwrap_err().to_string();
+        assert!(error.starts_with("gateway.token:") && !error.contains('5'), "{error}");
+        let error = settings(json!({"gateway": {"webUi": "yes"}})).unwrap_err().to_string();
+        assert!(error.starts_with("gateway.webUi:"), "{error}");
         let error = settings(json!({"gateway": {"port": "x"}})).unwrap_err().to_string();
         assert!(error.starts_with("gateway.port:"), "{error}");
         let error =

@@ -13,6 +13,7 @@
 //! | `OXIBOT_STRESS_DELAY_MS` | sleep of the `slow` action without a `delay_ms` argument (default 500) |
 //! | `OXIBOT_STRESS_TIMEOUT_SECS` | `timeout_secs` of `misbehave` in the manifest (default: absent) |
 //! | `OXIBOT_STRESS_EXTRA_TOOL` | one more tool, named exactly this, that does nothing (default: none) |
+//! | `OXIBOT_STRESS_START_DELAY_MS` | sleep before connecting to the kernel, so a restart is slow enough to watch (default 0) |
 //!
 //! Tools: `noop` (read-only, returns ""), `echo` (returns `text`), `misbehave` (`action` one of
 //! `echo`, `panic`, `garbage`, `oversize`, `hang`, `sigkill`, `slow`, `error`). `slow` sleeps
@@ -83,6 +84,8 @@ fn main() -> ExitCode {
         return ExitCode::from(REFUSED_EXIT);
     };
     let token = std::env::var(ENV_TOKEN).unwrap_or_default();
+    let delay = std::env::var("OXIBOT_STRESS_START_DELAY_MS").ok().and_then(|ms| ms.parse().ok()).unwrap_or(0);
+    std::thread::sleep(std::time::Duration::from_millis(delay));
     let stream = match UnixStream::connect(&socket) {
         Ok(stream) => stream,
         Err(error) => {

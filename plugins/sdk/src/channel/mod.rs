@@ -57,6 +57,9 @@ use crate::link::{self, FrameReader, Link, Outgoing, PANIC_EXIT, Sender, ServeEr
 /// How long the service may take to return after the kernel went away.
 const WIND_DOWN: Duration = Duration::from_millis(200);
 
+/// The outbound metadata key that marks a tool hint (see [`ChannelPlugin::tool_hints`]).
+pub const TOOL_HINT_KEY: &str = "_tool_hint";
+
 /// A channel plugin under construction: its name and what it can do.
 #[derive(Debug, Clone)]
 pub struct ChannelPlugin {
@@ -65,17 +68,26 @@ pub struct ChannelPlugin {
     name: String,
     /// Announces [`Feature::Streaming`]: the kernel then sends `Delta`s.
     streaming: bool,
+    /// Announces [`Feature::ToolHints`]: the kernel then sends tool hints as `Outbound`s.
+    tool_hints: bool,
 }
 
 impl ChannelPlugin {
     /// A channel named `name` (e.g. `telegram`) that does not stream.
     pub fn new(name: impl Into<String>) -> ChannelPlugin {
-        ChannelPlugin { name: name.into(), streaming: false }
+        ChannelPlugin { name: name.into(), streaming: false, tool_hints: false }
     }
 
     /// Asks the kernel for [`ChannelEvent::Delta`]s: the channel shows replies as they grow.
     pub fn streaming(mut self) -> ChannelPlugin {
         self.streaming = true;
+        self
+    }
+
+    /// Asks the kernel for tool hints while a streamed reply is written: each arrives as a
+    /// [`ChannelEvent::Outbound`] whose metadata has `_tool_hint: true` (see [`TOOL_HINT_KEY`]).
+    pub fn tool_hints(mut self) -> ChannelPlugin {
+        self.tool_hints = true;
         self
     }
 
@@ -300,6 +312,9 @@ where
     let mut hello = Hello::new(plugin.name.clone(), PeerKind::Channel, env.token.clone());
     if plugin.streaming {
         hello.features.push(Feature::Streaming);
+    }
+    if plugin.tool_hints {
+        hello.features.push(Feature::ToolHints);
     }
     let mut link = Link::open(&env, hello, Manifest::default()).await?;
     let (events_tx, events_rx) = mpsc::unbounded_channel();

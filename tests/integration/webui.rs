@@ -1,0 +1,363 @@
+//! The web UI in a real headless Chromium (WebDriver), served by the real `oxibot gateway`
+//! with the websocket channel and the scripted LLM: a streamed reply, a reply holding
+//! `<script>` shown as text, a tool hint, the session list and a transcript, USER.md edited to
+//! disk, a Dream change's diff and its restore, a scheduled job paused, a killed plugin
+//! restarting in the health view, the token rule off loopback, and changes from other sites
+//! refused. The same tests take the README's screenshots (see `browser::screenshot_path`).
+
+use std::time::Duration;
+
+use oxibot_kernel::memory::git::GitStore;
+use oxibot_tests::TempDir;
+use oxibot_tests::browser::{Browser, screenshot_path};
+use oxibot_tests::channels::free_port;
+use oxibot_tests::llm::Reply;
+use oxibot_tests::procs::{sigkill, wait_until};
+use serde_json::{Value, json};
+
+use crate::gateway::{Gateway, GatewayEnv};
+
+/// A gateway whose websocket channel serves the page's chat.
+fn web_env() -> GatewayEnv {
+    GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": free_port()}}))
+}
+
+fn start(env: &GatewayEnv) -> Gateway {
+    env.start_with("websocket")
+}
+
+fn page_url(env: &GatewayEnv, fragment: &str) -> String {
+    format!("http://127.0.0.1:{}/{fragment}", env.http_port())
+}
+
+/// Opens the chat and waits until its socket is connected.
+fn open_chat(browser: &Browser, env: &GatewayEnv) {
+    browser.open(&page_url(env, "#chat"));
+    browser.wait_for("the chat to connect", "return document.querySelector('#chat-status')?.dataset.chat;");
+}
+
+/// Sends `text` from the chat box and waits for the `n`th finished reply; returns its text.
+fn send_and_wait(browser: &Browser, text: &str, n: usize) -> String {
+    browser.type_into("#chat-input", text);
+    browser.click("#chat-send");
+    let script = format!(
+        "const done = document.querySelectorAll('.msg.assistant.done'); return done.length >= {n} ? done[{}].innerText : null;",
+        n - 1
+    );
+    browser.wait_for(&format!("reply {n}"), &script).as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_message_sent_in_the_page_streams_its_reply_and_a_script_in_a_reply_shows_as_text() {
+    let env = web_env();
+    env.llm.push(Reply::Text("Hello from **oxibot**, streamed to the page.".into()));
+    env.llm.push(Reply::Text("Here: <script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">".into()));
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 800);
+    open_chat(&browser, &env);
+
+    let reply = send_and_wait(&browser, "Say hello", 1);
+    assert!(reply.contains("Hello from oxibot, streamed to the page."), "{reply}");
+    let streamed = browser.run("return document.querySelector('.msg.assistant.done').dataset.deltas;", json!([]));
+    assert!(streamed.as_str().is_some_and(|n| n.parse::<u32>().unwrap() > 0), "no delta reached the page: {streamed}");
+    let bold = browser.run("return document.querySelector('.msg.assistant.done strong')?.textContent;", json!([]));
+    assert_eq!(bold, "oxibot");
+
+    let reply = send_and_wait(&browser, "Show me a script", 2);
+    assert!(reply.contains("<script>window.pwned = 1</script><img src=x"), "the markup is not shown as text: {reply}");
+    let injected = browser.run(
+        "return [window.pwned ?? null, document.querySelectorAll('#chat-log script, #chat-log img').length];",
+        json!([]),
+    );
+    assert_eq!(injected, json!([null, 0]), "the reply's markup reached the DOM");
+
+    let chat_id = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
+    let session = env.session_file(&format!("websocket:{}", chat_id.as_str().unwrap()));
+    assert!(session.contains("Say hello") && session.contains("Hello from **oxibot**"), "{session}");
+    let scratch = TempDir::new("webui-shots");
+    browser.screenshot(&screenshot_path(scratch.path(), "chat"));
+    browser.resize(390, 844);
+    browser.screenshot(&screenshot_path(scratch.path(), "chat-phone"));
+}
+
+#[test]
+fn the_stop_button_stops_a_slow_reply_and_new_chat_starts_another_session() {
+    let env = web_env();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 8_000, text: "too late".into() });
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 800);
+    open_chat(&browser, &env);
+    let first_chat = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
+    browser.type_into("#chat-input", "Take your time");
+    browser.click("#chat-send");
+    browser.wait_for("the stop button", "return !document.querySelector('#chat-stop').hidden;");
+    // Stop once the turn is waiting for the model (a /stop before the turn starts finds nothing to stop).
+    assert!(wait_until(Duration::from_secs(30), || !env.llm.requests().is_empty()), "the model was never called");
+    browser.click("#chat-stop");
+    let replies = browser.wait_for(
+        "the stopped turn",
+        "const t = [...document.querySelectorAll('.msg.assistant.done')].map(m => m.innerText); return t.includes('(stopped)') && t.includes('Stopping.') && t;",
+    );
+    assert!(!replies.to_string().contains("too late"), "{replies}");
+
+    browser.click("#new-chat");
+    let second_chat = browser.wait_for(
+        "a new chat",
+        "const id = document.querySelector('#chat-status').dataset.chat; return id !== arguments[0] && id;"
+            .replace("arguments[0]", &first_chat.to_string())
+            .as_str(),
+    );
+    assert_ne!(second_chat, first_chat);
+    assert_eq!(browser.run("return document.querySelectorAll('#chat-log .msg').length;", json!([])), 0);
+}
+
+#[test]
+fn the_session_list_opens_a_transcript_with_its_tool_calls_folded() {
+    let env = web_env();
+    env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), r#"{"path": "."}"#.into())]));
+    env.llm.push(Reply::Text("The workspace holds your memory files.".into()));
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 800);
+    open_chat(&browser, &env);
+    send_and_wait(&browser, "What is in my workspace?", 1);
+    let hint = browser.text(".msg.assistant.done .hint");
+    assert!(hint.contains(r#"list_dir {"path": "."}"#), "no tool hint shown: {hint:?}");
+    let chat_id = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
+    let key = format!("websocket:{}", chat_id.as_str().unwrap());
+
+    browser.open(&page_url(&env, "#sessions"));
+    let listed = browser.wait_for("the session list", "return document.querySelector('#session-list')?.innerText;");
+    assert!(listed.as_str().unwrap().contains(&key), "{listed}");
+    assert!(listed.as_str().unwrap().contains("The workspace holds your memory files."), "{listed}");
+    let scratch = TempDir::new("webui-shots");
+    browser.screenshot(&screenshot_path(scratch.path(), "sessions"));
+
+    browser.click("#session-list a");
+    browser.wait_for("the transcript", "return document.querySelector('#transcript')?.innerText;");
+    assert_eq!(browser.text("#transcript-key"), key);
+    let folded = browser.run(
+        "return [...document.querySelectorAll('#transcript details')].map(d => [d.open, d.querySelector('summary').innerText]);",
+        json!([]),
+    );
+    assert_eq!(folded, json!([[false, "called list_dir"], [false, "result of list_dir"]]), "{folded}");
+    assert!(browser.text("#transcript").contains("What is in my workspace?"));
+    browser.screenshot(&screenshot_path(scratch.path(), "transcript"));
+
+    // The turn's tokens are counted in the health view.
+    browser.open(&page_url(&env, "#health"));
+    browser.wait_for("today's usage", "return document.querySelector('#usage tbody tr');");
+    browser.screenshot(&screenshot_path(scratch.path(), "health"));
+}
+
+#[test]
+fn user_md_edited_in_the_page_is_written_to_disk() {
+    let env = web_env();
+    std::fs::create_dir_all(env.workspace()).unwrap();
+    std::fs::write(env.workspace().join("USER.md"), "# User\n\n- Name: Ada\n").unwrap();
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 900);
+    browser.open(&page_url(&env, "#memory"));
+    let shown = browser.wait_for("USER.md", "return document.querySelector('#memory-USER-md')?.value;");
+    assert_eq!(shown, "# User\n\n- Name: Ada\n");
+    browser.set_value("#memory-USER-md", "# User\n\n- Name: Ada\n- Prefers tea over coffee\n");
+    browser.click("#memory-USER-md-save");
+    browser.wait_for(
+        "the save",
+        "return [...document.querySelectorAll('.editor .ok')].some(e => e.innerText === 'saved');",
+    );
+    let on_disk = std::fs::read_to_string(env.workspace().join("USER.md")).unwrap();
+    assert_eq!(on_disk, "# User\n\n- Name: Ada\n- Prefers tea over coffee\n");
+    browser.wait_for("the history", "return document.querySelector('#memory-log li');");
+    let scratch = TempDir::new("webui-shots");
+    browser.screenshot(&screenshot_path(scratch.path(), "memory"));
+}
+
+#[test]
+fn a_dream_change_shows_its_diff_and_is_restored_from_the_page() {
+    let env = web_env();
+    let user_md = env.workspace().join("USER.md");
+    std::fs::create_dir_all(env.workspace()).unwrap();
+    std::fs::write(&user_md, "- Name: Ada\n").unwrap();
+    let git = GitStore::new(env.workspace());
+    git.init().unwrap();
+    std::fs::write(&user_md, "- Name: Ada\n- Dislikes meetings\n").unwrap();
+    git.commit("dream: learned about meetings").unwrap().unwrap();
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 900);
+    browser.open(&page_url(&env, "#memory"));
+    let newest = browser.wait_for("the history", "return document.querySelector('#memory-log li')?.innerText;");
+    assert!(newest.as_str().unwrap().contains("dream: learned about meetings"), "{newest}");
+
+    browser.click("#memory-log li .buttons button");
+    let diff = browser.wait_for(
+        "the diff",
+        "const d = document.querySelector('#memory-log li .diff'); return d && !d.hidden && d.innerText;",
+    );
+    assert!(diff.as_str().unwrap().contains("+- Dislikes meetings"), "{diff}");
+    browser.run("window.confirm = () => true; return true;", json!([]));
+    browser.click("#memory-log li .buttons button:nth-child(2)");
+    let restored = || std::fs::read_to_string(&user_md).unwrap() == "- Name: Ada\n";
+    assert!(wait_until(Duration::from_secs(15), restored), "{}", std::fs::read_to_string(&user_md).unwrap());
+    let newest = browser.wait_for(
+        "the restore in the history",
+        "const li = document.querySelector('#memory-log li'); return li && li.innerText.includes('restore:') && li.innerText;",
+    );
+    assert!(newest.as_str().unwrap().contains("restore: files as before"), "{newest}");
+}
+
+#[test]
+fn a_scheduled_job_is_listed_run_now_and_paused_from_the_page() {
+    let env = web_env();
+    env.llm.push(Reply::Text("The plants are watered.".into()));
+    let args =
+        ["cron", "add", "-m", "Water the plants", "--every", "3600", "--name", "plants", "-s", "websocket:web-cron"];
+    let added = env.command(&args).output().unwrap();
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let _gateway = start(&env);
+    let browser = Browser::start(1200, 800);
+    browser.open(&page_url(&env, "#automations"));
+    let card = browser.wait_for("the job", "return document.querySelector('#jobs .job')?.innerText;");
+    let card = card.as_str().unwrap();
+    assert!(card.contains("plants") && card.contains("Water the plants") && card.contains("every 3600 s"), "{card}");
+    assert!(card.contains("Next run") && !card.contains("Next run\n—") && card.contains("never run"), "{card}");
+
+    // Run now: the job's turn runs in its session and the run is recorded in its history.
+    browser.click("#jobs .job .buttons button:nth-child(2)");
+    let jobs_file = env.workspace().join("cron/jobs.json");
+    let job = || -> Value {
+        let jobs: Value =
+            serde_json::from_str(&std::fs::read_to_string(&jobs_file).unwrap_or_default()).unwrap_or_default();
+        jobs["jobs"][0].clone()
+    };
+    let ran = || job()["state"]["runHistory"].as_array().is_some_and(|runs| !runs.is_empty());
+    assert!(wait_until(Duration::from_secs(30), ran), "no run recorded: {}", job());
+    assert!(env.session_file("websocket:web-cron").contains("The plants are watered."));
+    browser.reload();
+    let card = browser.wait_for("the run", "const c = document.querySelector('#jobs .job'); return c && c.innerText.includes('Run history (1)') && c.innerText;");
+    assert!(!card.as_str().unwrap().contains("never run"), "{card}");
+    let scratch = TempDir::new("webui-shots");
+    browser.screenshot(&screenshot_path(scratch.path(), "automations"));
+
+    browser.click("#jobs .job button");
+    browser.wait_for("the paused badge", "return document.querySelector('#jobs .job .badge')?.innerText === 'paused';");
+    // The scheduler answers at once and writes the file on its store thread.
+    let paused = || job()["enabled"] == false;
+    assert!(wait_until(Duration::from_secs(15), paused), "{}", job());
+}
+
+#[test]
+fn a_killed_plugin_shows_running_then_restarting_then_running_again_in_the_health_view() {
+    let env = web_env();
+    let stress = oxibot_tests::bin("oxibot-stress-plugin");
+    // A slow start makes the restart last long enough to be seen in the page.
+    env.edit_config(|config| {
+        config["plugins"] =
+            json!([{"name": "stress", "command": stress, "env": {"OXIBOT_STRESS_START_DELAY_MS": "3000"}}]);
+    });
+    let _gateway = start(&env);
+    env.wait_running("stress");
+    let browser = Browser::start(1200, 900);
+    browser.open(&page_url(&env, "#health"));
+    let row = |state: &str| {
+        format!(
+            "const r = document.querySelector('tr[data-plugin=\"stress\"]'); return r && r.querySelector('.state').innerText === '{state}' ? [r.children[3].innerText, r.querySelector('.restarts').innerText] : null;"
+        )
+    };
+    let running = browser.wait_for("stress running", &row("running"));
+    assert_eq!(running[1], "0");
+    let pid: u32 = running[0].as_str().unwrap().parse().unwrap();
+
+    sigkill(pid);
+    browser.wait_for("stress restarting", &row("restarting"));
+    let again = browser.wait_for("stress running again", &row("running"));
+    assert_ne!(again[0].as_str().unwrap(), pid.to_string(), "the same process");
+    assert_eq!(again[1], "1");
+}
+
+#[test]
+fn an_off_loopback_gateway_refuses_the_page_without_its_token_and_keeps_it_in_a_cookie() {
+    let env = web_env();
+    env.edit_config(|config| {
+        config["gateway"]["host"] = json!("0.0.0.0");
+        config["gateway"]["token"] = json!("s3cret-token");
+    });
+    let _gateway = start(&env);
+    let browser = Browser::start(1000, 700);
+    browser.open(&page_url(&env, ""));
+    let refused = browser.text("body");
+    assert!(
+        refused.contains("gateway.token") && browser.run("return !document.querySelector('#nav');", json!([])) == true,
+        "{refused}"
+    );
+    browser.open(&page_url(&env, "?token=wrong"));
+    assert!(browser.text("body").contains("wrong token"));
+
+    browser.open(&page_url(&env, "?token=s3cret-token"));
+    browser.wait_for("the page", "return document.querySelector('#nav');");
+    let location = browser.run("return location.href;", json!([]));
+    assert!(!location.as_str().unwrap().contains("token"), "the token stayed in the URL: {location}");
+    assert_eq!(browser.run("return document.cookie;", json!([])), "", "the cookie is readable by scripts");
+    open_chat(&browser, &env);
+    browser.open(&page_url(&env, "#sessions"));
+    browser
+        .wait_for("the API through the cookie", "return document.querySelector('main h2')?.innerText === 'Sessions';");
+}
+
+#[test]
+fn an_off_loopback_gateway_without_a_token_serves_health_but_not_the_page() {
+    let env = web_env();
+    env.edit_config(|config| config["gateway"]["host"] = json!("0.0.0.0"));
+    let _gateway = start(&env);
+    let page = http_get(env.http_port(), "/");
+    assert!(page.starts_with("HTTP/1.1 403"), "{page}");
+    assert!(page.contains("gateway.token is not set"), "{page}");
+    assert!(http_get(env.http_port(), "/health").starts_with("HTTP/1.1 200"));
+    assert!(http_get(env.http_port(), "/api/sessions").starts_with("HTTP/1.1 403"));
+}
+
+#[test]
+fn a_change_from_another_site_is_refused_and_one_from_the_page_is_saved() {
+    let env = web_env();
+    let _gateway = start(&env);
+    let port = env.http_port();
+    let user_md = env.workspace().join("USER.md");
+    let before = std::fs::read_to_string(&user_md).ok();
+    let body = r#"{"content": "- changed\n"}"#;
+    let own = format!("http://127.0.0.1:{port}");
+    let forged = http_request(port, "PUT", "/api/memory?name=USER.md", &[("Origin", &own)], body);
+    assert!(forged.starts_with("HTTP/1.1 403") && forged.contains("x-oxibot-request"), "{forged}");
+    let headers = [("Origin", "http://evil.example"), ("x-oxibot-request", "1")];
+    let cross_origin = http_request(port, "PUT", "/api/memory?name=USER.md", &headers, body);
+    assert!(cross_origin.starts_with("HTTP/1.1 403"), "{cross_origin}");
+    assert_eq!(std::fs::read_to_string(&user_md).ok(), before, "a refused request wrote the file");
+    let headers = [("Origin", own.as_str()), ("x-oxibot-request", "1"), ("Sec-Fetch-Site", "same-origin")];
+    let saved = http_request(port, "PUT", "/api/memory?name=USER.md", &headers, body);
+    assert!(saved.starts_with("HTTP/1.1 200"), "{saved}");
+    assert_eq!(std::fs::read_to_string(&user_md).unwrap(), "- changed\n");
+    let escape = http_request(port, "PUT", "/api/memory?name=../x.md", &headers, body);
+    assert!(escape.starts_with("HTTP/1.1 409") && escape.contains("not a memory file"), "{escape}");
+}
+
+fn http_request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(stream, "{head}\r\n{body}").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
