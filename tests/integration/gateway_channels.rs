@@ -11,6 +11,7 @@ use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
+use oxibot_tests::fakes_wecom::{FakeWeCom, direct_text as wecom_dm};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::{sigkill, wait_until};
 use oxibot_tests::{TempDir, http};
@@ -133,6 +134,44 @@ fn a_sigkilled_feishu_plugin_comes_back_and_later_messages_get_their_reply() {
         let cards = feishu.wait_calls(MESSAGES, 1).await;
         assert_eq!(cards[0].card_markdown(), "still here");
         feishu.wait_answer("frame-2").await;
+    });
+}
+
+#[test]
+fn a_wecom_message_gets_the_models_reply_streamed_on_its_callback() {
+    let wecom = FakeWeCom::start();
+    let env = GatewayEnv::with_channels(json!({"wecom": wecom.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("wecom");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        wecom.wait_subscriptions(1).await;
+        wecom.deliver("req-1", wecom_dm("msg-1", "ada", "hi there")).await;
+        let replies = wecom.wait_finished_reply("req-1").await;
+        assert_eq!(replies.last().unwrap().stream_content(), "Hello from **the model**");
+    });
+    assert!(wecom.frames("aibot_send_msg").is_empty(), "the reply answered the callback");
+    assert!(env.session_file("wecom:ada").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_wecom_plugin_comes_back_and_later_messages_get_their_reply() {
+    let wecom = FakeWeCom::start();
+    let env = GatewayEnv::with_channels(json!({"wecom": wecom.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("wecom");
+    block_on(wecom.wait_subscriptions(1));
+    let pid = env.plugin_status("wecom")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("wecom");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the wecom plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        wecom.wait_subscriptions(2).await;
+        wecom.deliver("req-2", wecom_dm("msg-2", "ada", "are you there?")).await;
+        let replies = wecom.wait_finished_reply("req-2").await;
+        assert_eq!(replies.last().unwrap().stream_content(), "still here");
     });
 }
 

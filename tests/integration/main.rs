@@ -59,6 +59,7 @@ mod channel_feishu;
 mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;
+mod channel_wecom;
 mod channels;
 mod cli_service;
 mod cli_tools;

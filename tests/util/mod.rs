@@ -8,6 +8,7 @@ pub mod fakes_discord;
 pub mod fakes_feishu;
 pub mod fakes_slack;
 pub mod fakes_telegram;
+pub mod fakes_wecom;
 pub mod http;
 pub mod llm;
 pub mod procs;
