@@ -9,6 +9,7 @@ use oxibot_tests::channels::free_port;
 use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
+use oxibot_tests::fakes_qq::{FakeQq, c2c_message as qq_dm, user_messages as qq_user_messages};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
 use oxibot_tests::fakes_wecom::{FakeWeCom, direct_text as wecom_dm};
@@ -172,6 +173,47 @@ fn a_sigkilled_wecom_plugin_comes_back_and_later_messages_get_their_reply() {
         wecom.deliver("req-2", wecom_dm("msg-2", "ada", "are you there?")).await;
         let replies = wecom.wait_finished_reply("req-2").await;
         assert_eq!(replies.last().unwrap().stream_content(), "still here");
+    });
+}
+
+#[test]
+fn a_qq_message_gets_the_models_reply_as_a_passive_reply() {
+    let qq = FakeQq::start();
+    let env = GatewayEnv::with_channels(json!({"qq": qq.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("qq");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        qq.wait_ready(1).await;
+        qq.dispatch("C2C_MESSAGE_CREATE", qq_dm("msg-1", "U_ADA", "hi there")).await;
+        let sends = qq.wait_sends(&qq_user_messages("U_ADA"), 2).await;
+        let texts: Vec<&str> = sends.iter().map(|send| send.text()).collect();
+        assert!(texts.contains(&"⏳ Processing..."), "nanobot's notice: {texts:?}");
+        assert!(texts.contains(&"Hello from **the model**"), "{texts:?}");
+        assert!(sends.iter().all(|send| send.body["msg_id"] == "msg-1"), "both are passive replies");
+    });
+    assert!(env.session_file("qq:U_ADA").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_qq_plugin_comes_back_and_later_messages_get_their_reply() {
+    let qq = FakeQq::start();
+    let section = qq.config(json!({"enabled": true, "allowFrom": "*", "ackMessage": ""}));
+    let env = GatewayEnv::with_channels(json!({"qq": section}));
+    let _gateway = env.start_with("qq");
+    block_on(qq.wait_ready(1));
+    let pid = env.plugin_status("qq")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("qq");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the qq plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        qq.wait_ready(2).await;
+        qq.dispatch("C2C_MESSAGE_CREATE", qq_dm("msg-2", "U_ADA", "are you there?")).await;
+        let sends = qq.wait_sends(&qq_user_messages("U_ADA"), 1).await;
+        assert_eq!(sends[0].text(), "still here");
     });
 }
 

@@ -20,6 +20,10 @@
 //!   acceptance, redeliveries, disconnects, reconnects, replies to users and groups, the token;
 //! - `channel_feishu`: the Feishu channel against a fake Feishu: long connection frames answered
 //!   after acceptance, pieces, pushes repeated, mentions, topics, cards streamed and split;
+//! - `channel_wecom`: the WeCom channel against a fake AI bot long connection: subscription,
+//!   callbacks answered once, stream replies, pushes for the rest, welcome, resubscribing;
+//! - `channel_qq`: the QQ channel against a fake bot platform: identify, resume with what was
+//!   missed, heartbeats after acceptance, passive replies with fresh `msg_seq`s, attachments;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -56,6 +60,7 @@ mod channel_api;
 mod channel_dingtalk;
 mod channel_discord;
 mod channel_feishu;
+mod channel_qq;
 mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;

@@ -6,6 +6,7 @@ pub mod channels;
 pub mod fakes_dingtalk;
 pub mod fakes_discord;
 pub mod fakes_feishu;
+pub mod fakes_qq;
 pub mod fakes_slack;
 pub mod fakes_telegram;
 pub mod fakes_wecom;
