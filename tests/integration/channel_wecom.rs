@@ -6,7 +6,7 @@
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Message, Outbound};
-use oxibot_tests::channels::{accept, next_delivery, next_inbound, outbound, started_channel};
+use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_wecom::{FakeWeCom, INVALID_REQ_ID, direct_text, group_text};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::{bin_dir, start_host};
@@ -170,11 +170,16 @@ async fn a_dropped_connection_is_subscribed_again_and_a_reply_to_a_callback_it_l
 }
 
 #[actix_rt::test]
-async fn a_connection_another_one_took_over_is_left_and_the_bot_subscribes_again() {
+async fn a_channel_whose_bot_another_connection_took_over_stops_and_is_restarted_by_the_kernel() {
     let wecom = FakeWeCom::start();
     let (host, mut events) = wecom_host(&wecom, json!({})).await;
+    let first_pid = host.statuses()[0].pid;
     wecom.take_over_elsewhere().await;
+    let down = event_where(&mut events, |e| matches!(e, PluginEvent::Down { .. })).await;
+    let PluginEvent::Down { reason, .. } = down else { unreachable!() };
+    assert!(reason.contains("took the bot over"), "{reason}");
     wecom.wait_subscriptions(2).await;
+    assert_ne!(host.statuses()[0].pid, first_pid, "the same process subscribed again");
     wecom.deliver("req-mine", direct_text("msg-mine", "ada", "still mine?")).await;
     assert_eq!(next_inbound(&mut events, "wecom").await.content, "still mine?");
     host.shutdown().await;

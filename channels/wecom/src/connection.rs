@@ -1,6 +1,6 @@
 //! The long connection: open the WebSocket, subscribe the bot, send heartbeats, hand users'
 //! messages on (each `msgid` once), welcome users who open a chat, and connect again with
-//! backoff when the connection drops or another one takes the bot over.
+//! backoff when the connection drops; when another connection takes the bot over, stop.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +75,7 @@ enum ConnectError {
 
 impl Listener {
     /// Keeps a subscribed connection up for good; returns only when WeCom refuses the bot's
-    /// credentials.
+    /// credentials or another connection took the bot over.
     pub async fn run(self) -> Result<(), WeComError> {
         let mut backoff = BACKOFF;
         loop {
@@ -87,7 +87,10 @@ impl Listener {
             }
             match outcome {
                 Ok(Ending::Dropped(reason)) => eprintln!("the wecom connection dropped: {reason}"),
-                Ok(Ending::Replaced) => eprintln!("wecom says another connection took this bot over"),
+                // Connecting again would take the bot back from whoever has it now, who would
+                // take it back in turn; the channel stops and the kernel decides (it gives up
+                // after a few quick restarts).
+                Ok(Ending::Replaced) => return Err(WeComError::TakenOver),
                 Err(ConnectError::Refused { errcode, errmsg }) => {
                     return Err(WeComError::Credentials { errcode, errmsg });
                 }

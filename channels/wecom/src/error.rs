@@ -17,4 +17,10 @@ pub enum WeComError {
         /// WeCom's words.
         errmsg: String,
     },
+    /// WeCom moved the bot to another connection (another process subscribed with the same
+    /// `botId`).
+    #[error(
+        "another connection subscribed channels.wecom.botId and took the bot over (is another oxibot or nanobot running with it?)"
+    )]
+    TakenOver,
 }
