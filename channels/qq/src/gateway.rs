@@ -91,13 +91,17 @@ impl Listener {
         loop {
             let started = Instant::now();
             let outcome = self.connection(&mut session).await;
-            if started.elapsed() >= STEADY {
+            let lasted = started.elapsed() >= STEADY;
+            if lasted {
                 backoff.reset();
             }
             match outcome {
                 Ok(Ending::Reconnect) => {
                     eprintln!("qq asked for a new connection; resuming");
-                    continue;
+                    // At once, unless QQ keeps asking: then with the usual waits.
+                    if lasted {
+                        continue;
+                    }
                 }
                 Ok(Ending::Dropped(reason)) => eprintln!("the gateway connection dropped: {reason}"),
                 Ok(Ending::SessionGone(reason)) => {
