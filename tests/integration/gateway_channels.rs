@@ -8,6 +8,7 @@ use futures_util::{SinkExt, StreamExt};
 use oxibot_tests::channels::free_port;
 use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
+use oxibot_tests::fakes_email::{FakeMail, verified_mail};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
 use oxibot_tests::fakes_qq::{FakeQq, c2c_message as qq_dm, user_messages as qq_user_messages};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
@@ -214,6 +215,46 @@ fn a_sigkilled_qq_plugin_comes_back_and_later_messages_get_their_reply() {
         qq.dispatch("C2C_MESSAGE_CREATE", qq_dm("msg-2", "U_ADA", "are you there?")).await;
         let sends = qq.wait_sends(&qq_user_messages("U_ADA"), 1).await;
         assert_eq!(sends[0].text(), "still here");
+    });
+}
+
+#[test]
+fn an_email_gets_the_models_reply_by_mail_in_its_thread() {
+    let fake = FakeMail::start();
+    let env = GatewayEnv::with_channels(json!({"email": fake.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("email");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        fake.wait_logins(1).await;
+        let uid = fake.deliver(&verified_mail("ada@sender.test", "<m1@sender.test>", "Question", "hi there"));
+        let sent = fake.wait_sent(1).await;
+        assert_eq!(sent[0].to, ["ada@sender.test"]);
+        assert_eq!(sent[0].body(), "Hello from **the model**");
+        assert_eq!(sent[0].header("In-Reply-To").as_deref(), Some("<m1@sender.test>"));
+        fake.wait_seen(uid).await;
+    });
+    assert!(env.session_file("email:ada@sender.test").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_email_plugin_comes_back_and_later_mail_gets_its_reply() {
+    let fake = FakeMail::start();
+    let env = GatewayEnv::with_channels(json!({"email": fake.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("email");
+    block_on(fake.wait_logins(1));
+    let pid = env.plugin_status("email")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("email");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the email plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        fake.wait_logins(2).await;
+        fake.deliver(&verified_mail("ada@sender.test", "<m2@sender.test>", "Again", "are you there?"));
+        let sent = fake.wait_sent(1).await;
+        assert_eq!(sent[0].body(), "still here");
     });
 }
 

@@ -24,6 +24,8 @@
 //!   callbacks answered once, stream replies, pushes for the rest, welcome, resubscribing;
 //! - `channel_qq`: the QQ channel against a fake bot platform: identify, resume with what was
 //!   missed, heartbeats after acceptance, passive replies with fresh `msg_seq`s, attachments;
+//! - `channel_email`: the email channel against a fake IMAP and SMTP server: consent, checks,
+//!   `\Seen` after acceptance, IDLE and polling, drops and crashes, threaded replies;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -59,6 +61,7 @@ mod automation;
 mod channel_api;
 mod channel_dingtalk;
 mod channel_discord;
+mod channel_email;
 mod channel_feishu;
 mod channel_qq;
 mod channel_slack;

@@ -5,6 +5,7 @@ pub mod background;
 pub mod channels;
 pub mod fakes_dingtalk;
 pub mod fakes_discord;
+pub mod fakes_email;
 pub mod fakes_feishu;
 pub mod fakes_qq;
 pub mod fakes_slack;
