@@ -8,12 +8,15 @@ use futures_util::{SinkExt, StreamExt};
 use oxibot_tests::channels::free_port;
 use oxibot_tests::fakes_dingtalk::{BATCH_SEND, FakeDingTalk, one_to_one_text};
 use oxibot_tests::fakes_discord::{FakeDiscord, direct_message as discord_dm};
+use oxibot_tests::fakes_email::{FakeMail, verified_mail};
 use oxibot_tests::fakes_feishu::{FakeFeishu, MESSAGES, direct_text as feishu_dm};
 use oxibot_tests::fakes_matrix::{DM_ROOM, FakeMatrix, GROUP_ROOM, text as matrix_text};
 use oxibot_tests::fakes_mattermost::{FakeMattermost, post as mattermost_post};
+use oxibot_tests::fakes_qq::{FakeQq, c2c_message as qq_dm, user_messages as qq_user_messages};
 use oxibot_tests::fakes_signal::{FakeSignal, direct_text as signal_dm};
 use oxibot_tests::fakes_slack::{FakeSlack, direct_message};
 use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user as telegram_user};
+use oxibot_tests::fakes_wecom::{FakeWeCom, direct_text as wecom_dm};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::{sigkill, wait_until};
 use oxibot_tests::{TempDir, http};
@@ -508,5 +511,124 @@ fn a_default_websocket_channel_answers_a_local_client_without_a_pairing_code() {
                 break;
             }
         }
+    });
+}
+
+#[test]
+fn a_wecom_message_gets_the_models_reply_streamed_on_its_callback() {
+    let wecom = FakeWeCom::start();
+    let env = GatewayEnv::with_channels(json!({"wecom": wecom.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("wecom");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        wecom.wait_subscriptions(1).await;
+        wecom.deliver("req-1", wecom_dm("msg-1", "ada", "hi there")).await;
+        let replies = wecom.wait_finished_reply("req-1").await;
+        assert_eq!(replies.last().unwrap().stream_content(), "Hello from **the model**");
+    });
+    assert!(wecom.frames("aibot_send_msg").is_empty(), "the reply answered the callback");
+    assert!(env.session_file("wecom:ada").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_wecom_plugin_comes_back_and_later_messages_get_their_reply() {
+    let wecom = FakeWeCom::start();
+    let env = GatewayEnv::with_channels(json!({"wecom": wecom.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("wecom");
+    block_on(wecom.wait_subscriptions(1));
+    let pid = env.plugin_status("wecom")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("wecom");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the wecom plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        wecom.wait_subscriptions(2).await;
+        wecom.deliver("req-2", wecom_dm("msg-2", "ada", "are you there?")).await;
+        let replies = wecom.wait_finished_reply("req-2").await;
+        assert_eq!(replies.last().unwrap().stream_content(), "still here");
+    });
+}
+
+#[test]
+fn a_qq_message_gets_the_models_reply_as_a_passive_reply() {
+    let qq = FakeQq::start();
+    let env = GatewayEnv::with_channels(json!({"qq": qq.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("qq");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        qq.wait_ready(1).await;
+        qq.dispatch("C2C_MESSAGE_CREATE", qq_dm("msg-1", "U_ADA", "hi there")).await;
+        let sends = qq.wait_sends(&qq_user_messages("U_ADA"), 2).await;
+        let texts: Vec<&str> = sends.iter().map(|send| send.text()).collect();
+        assert!(texts.contains(&"⏳ Processing..."), "nanobot's notice: {texts:?}");
+        assert!(texts.contains(&"Hello from **the model**"), "{texts:?}");
+        assert!(sends.iter().all(|send| send.body["msg_id"] == "msg-1"), "both are passive replies");
+    });
+    assert!(env.session_file("qq:U_ADA").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_qq_plugin_comes_back_and_later_messages_get_their_reply() {
+    let qq = FakeQq::start();
+    let section = qq.config(json!({"enabled": true, "allowFrom": "*", "ackMessage": ""}));
+    let env = GatewayEnv::with_channels(json!({"qq": section}));
+    let _gateway = env.start_with("qq");
+    block_on(qq.wait_ready(1));
+    let pid = env.plugin_status("qq")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("qq");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the qq plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        qq.wait_ready(2).await;
+        qq.dispatch("C2C_MESSAGE_CREATE", qq_dm("msg-2", "U_ADA", "are you there?")).await;
+        let sends = qq.wait_sends(&qq_user_messages("U_ADA"), 1).await;
+        assert_eq!(sends[0].text(), "still here");
+    });
+}
+
+#[test]
+fn an_email_gets_the_models_reply_by_mail_in_its_thread() {
+    let fake = FakeMail::start();
+    let env = GatewayEnv::with_channels(json!({"email": fake.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("email");
+    env.llm.push(Reply::Text("Hello from **the model**".into()));
+    block_on(async {
+        fake.wait_logins(1).await;
+        let uid = fake.deliver(&verified_mail("ada@sender.test", "<m1@sender.test>", "Question", "hi there"));
+        let sent = fake.wait_sent(1).await;
+        assert_eq!(sent[0].to, ["ada@sender.test"]);
+        assert_eq!(sent[0].body(), "Hello from **the model**");
+        assert_eq!(sent[0].header("In-Reply-To").as_deref(), Some("<m1@sender.test>"));
+        fake.wait_seen(uid).await;
+    });
+    assert!(env.session_file("email:ada@sender.test").contains("hi there"), "the session is named after the sender");
+}
+
+#[test]
+fn a_sigkilled_email_plugin_comes_back_and_later_mail_gets_its_reply() {
+    let fake = FakeMail::start();
+    let env = GatewayEnv::with_channels(json!({"email": fake.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with("email");
+    block_on(fake.wait_logins(1));
+    let pid = env.plugin_status("email")["pid"].as_u64().unwrap();
+    sigkill(pid as u32);
+    let restarted = || {
+        let status = env.plugin_status("email");
+        status["state"] == "running" && status["pid"].as_u64().is_some_and(|new| new != pid)
+    };
+    assert!(wait_until(Duration::from_secs(15), restarted), "the email plugin did not come back");
+    env.llm.push(Reply::Text("still here".into()));
+    block_on(async {
+        fake.wait_logins(2).await;
+        fake.deliver(&verified_mail("ada@sender.test", "<m2@sender.test>", "Again", "are you there?"));
+        let sent = fake.wait_sent(1).await;
+        assert_eq!(sent[0].body(), "still here");
     });
 }

@@ -26,6 +26,12 @@
 //!   challenge, mentions and threads, duplicates, a resumed WebSocket, split and streamed replies;
 //! - `channel_signal`: the Signal channel against a fake signal-cli daemon: SSE events, the direct
 //!   and group policies, mentions, duplicates, a reopened stream, JSON-RPC `send`, parts;
+//! - `channel_wecom`: the WeCom channel against a fake AI bot long connection: subscription,
+//!   callbacks answered once, stream replies, pushes for the rest, welcome, resubscribing;
+//! - `channel_qq`: the QQ channel against a fake bot platform: identify, resume with what was
+//!   missed, heartbeats after acceptance, passive replies with fresh `msg_seq`s, attachments;
+//! - `channel_email`: the email channel against a fake IMAP and SMTP server: consent, checks,
+//!   `\Seen` after acceptance, IDLE and polling, drops and crashes, threaded replies;
 //! - `channel_discord`: the Discord channel against a fake Gateway and REST API: inbound
 //!   filters, heartbeats, resuming, split replies, rate limits;
 //! - `channel_websocket`: the WebSocket channel with a real WebSocket client: token, frames, fan-out;
@@ -65,13 +71,16 @@ mod automation;
 mod channel_api;
 mod channel_dingtalk;
 mod channel_discord;
+mod channel_email;
 mod channel_feishu;
 mod channel_matrix;
 mod channel_mattermost;
+mod channel_qq;
 mod channel_signal;
 mod channel_slack;
 mod channel_telegram;
 mod channel_websocket;
+mod channel_wecom;
 mod channels;
 mod cli_service;
 mod cli_tools;

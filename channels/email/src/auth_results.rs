@@ -1,0 +1,106 @@
+//! The anti-spoofing check: a mail counts as from its `From:` domain only when an
+//! `Authentication-Results` header (RFC 8601) written by a trusted server (its authserv-id in
+//! `trustedAuthservIds`) says `dkim=pass` for that domain (`header.d`, or `header.i`) and
+//! `spf=pass` for it (`smtp.mailfrom`), a subdomain on either side counting as aligned.
+
+/// What the trusted headers of one mail say about its sender's domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Verdict {
+    /// An aligned `dkim=pass`.
+    pub dkim: bool,
+    /// An aligned `spf=pass`.
+    pub spf: bool,
+}
+
+/// Reads the `Authentication-Results` header values `headers` for mail from `sender_domain`,
+/// believing only those written by one of `trusted` (lowercase authserv-ids).
+pub fn verdict<'a>(headers: impl IntoIterator<Item = &'a str>, sender_domain: &str, trusted: &[String]) -> Verdict {
+    let mut verdict = Verdict::default();
+    for header in headers {
+        let header = without_comments(header);
+        let mut statements = header.split(';');
+        let authserv = statements.next().unwrap_or_default().split_whitespace().next().unwrap_or_default();
+        if !trusted.iter().any(|id| id == &authserv.trim_end_matches('.').to_lowercase()) {
+            continue;
+        }
+        for statement in statements {
+            let mut words = statement.split_whitespace();
+            let Some((method, result)) = words.next().and_then(|word| word.split_once('=')) else { continue };
+            if !result.eq_ignore_ascii_case("pass") {
+                continue;
+            }
+            let properties: Vec<(&str, &str)> = words.filter_map(|word| word.split_once('=')).collect();
+            let property = |names: &[&str]| {
+                properties
+                    .iter()
+                    .find(|(name, _)| names.iter().any(|wanted| name.eq_ignore_ascii_case(wanted)))
+                    .map(|(_, v)| *v)
+            };
+            match method.to_lowercase().as_str() {
+                "dkim" => {
+                    verdict.dkim |= property(&["header.d", "header.i"]).is_some_and(|d| aligned(d, sender_domain))
+                }
+                "spf" => verdict.spf |= property(&["smtp.mailfrom"]).is_some_and(|d| aligned(d, sender_domain)),
+                _ => {}
+            }
+        }
+    }
+    verdict
+}
+
+/// Whether the domain of `value` (a domain, or an address whose domain counts) and
+/// `sender_domain` are the same or one is a subdomain of the other.
+fn aligned(value: &str, sender_domain: &str) -> bool {
+    let domain = value.trim_matches('"').rsplit('@').next().unwrap_or_default().trim_end_matches('.').to_lowercase();
+    let sender = sender_domain.trim_end_matches('.').to_lowercase();
+    !domain.is_empty()
+        && (domain == sender || sender.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{sender}")))
+}
+
+/// `text` without RFC 5322 comments (parenthesised, possibly nested).
+fn without_comments(text: &str) -> String {
+    let mut depth = 0_usize;
+    let mut kept = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth > 0 => depth -= 1,
+            _ if depth == 0 => kept.push(c),
+            _ => {}
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trusted() -> Vec<String> {
+        vec!["mx.example.org".to_owned()]
+    }
+
+    #[test]
+    fn aligned_passes_from_a_trusted_server_count() {
+        let header = "mx.example.org; dkim=pass (good signature) header.d=mail.sender.com header.s=s1; \
+                      spf=pass smtp.mailfrom=ada@sender.com";
+        assert_eq!(verdict([header], "sender.com", &trusted()), Verdict { dkim: true, spf: true });
+    }
+
+    #[test]
+    fn an_untrusted_server_a_failure_or_another_domain_counts_for_nothing() {
+        let forged = "evil.example; dkim=pass header.d=sender.com; spf=pass smtp.mailfrom=sender.com";
+        assert_eq!(verdict([forged], "sender.com", &trusted()), Verdict::default());
+        let failed = "mx.example.org; dkim=fail header.d=sender.com; spf=softfail smtp.mailfrom=sender.com";
+        assert_eq!(verdict([failed], "sender.com", &trusted()), Verdict::default());
+        let other = "mx.example.org; dkim=pass header.d=other.com; spf=pass smtp.mailfrom=x@notsender.com";
+        assert_eq!(verdict([other], "sender.com", &trusted()), Verdict::default());
+    }
+
+    #[test]
+    fn each_check_may_come_from_its_own_header() {
+        let headers =
+            ["MX.example.org. 1; spf=pass smtp.mailfrom=sender.com", "mx.example.org; dkim=pass header.i=@sender.com"];
+        assert_eq!(verdict(headers, "sender.com", &trusted()), Verdict { dkim: true, spf: true });
+    }
+}
