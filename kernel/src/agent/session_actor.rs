@@ -454,7 +454,7 @@ impl TurnJob {
     /// The prompt around the messages: system prompt and tool definitions.
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
         let tools = self.services.host().tools_json();
-        let builtins = serde_json::to_string(&self.services.builtins().specs()).unwrap_or_default();
+        let builtins = self.services.builtins().specs_json();
         format!("{system}\n{tools}\n{builtins}").into()
     }
 
