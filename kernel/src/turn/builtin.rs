@@ -123,6 +123,11 @@ impl BuiltinTools {
         self.tools.iter().find(|(spec, _)| spec.name == name).map(|(_, tool)| tool)
     }
 
+    /// Whether `other` is this very set (or a copy of it), not merely one with the same names.
+    pub fn same_set(&self, other: &BuiltinTools) -> bool {
+        Arc::ptr_eq(&self.tools, &other.tools)
+    }
+
     /// Whether the set has a tool called `name`.
     pub fn contains(&self, name: &str) -> bool {
         self.get(name).is_some()
