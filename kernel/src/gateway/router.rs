@@ -279,14 +279,10 @@ impl Router {
         let (channel, chat_id) = (channel.to_owned(), chat_id.to_owned());
         actix::spawn(async move {
             while let Some(event) = rx.recv().await {
-                let TurnEvent::Delta(mut text) = event else { continue };
-                // Pieces that arrived together (one read of the model's stream) go out as one
-                // frame: one write to the channel instead of one per piece.
-                while let Ok(TurnEvent::Delta(more)) = rx.try_recv() {
-                    text.push_str(&more);
+                if let TurnEvent::Delta(text) = event {
+                    let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
+                    let _ = router.host().send(&channel, delta);
                 }
-                let delta = Message::Delta(Delta { stream_id, chat_id: chat_id.clone(), text });
-                let _ = router.host().send(&channel, delta);
             }
         });
         (events, Some(stream_id))
