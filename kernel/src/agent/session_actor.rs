@@ -455,7 +455,14 @@ impl TurnJob {
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
         let tools = self.services.host().tools_json();
         let builtins = self.services.builtins().specs_json();
-        format!("{system}\n{tools}\n{builtins}").into()
+        let mut fixed = String::with_capacity(system.len() + tools.len() + builtins.len() + 2);
+        for (index, part) in [system, &tools, &builtins].into_iter().enumerate() {
+            if index > 0 {
+                fixed.push('\n');
+            }
+            fixed.push_str(part);
+        }
+        fixed.into()
     }
 
     /// Whether the session's prompt may have reached its budget: the ledger's cheap bound

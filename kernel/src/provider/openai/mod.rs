@@ -107,7 +107,10 @@ fn encode_request(
         // `none` means off; `adaptive` is Anthropic's word and has no Chat Completions equivalent.
         reasoning_effort: effort.as_deref().filter(|e| *e != "none" && *e != "adaptive"),
     };
-    let size = history.map_or(0, |h| h.json().len()) + 1024;
+    // Room for the history, the messages (the system prompt above all) and the tools, so the
+    // body is written without growing its buffer.
+    let messages: usize = request.messages.iter().map(|m| m.content.as_str().map_or(256, str::len) + 128).sum();
+    let size = history.map_or(0, |h| h.json().len()) + messages + 16 * 1024;
     let mut out = Vec::with_capacity(size);
     body::write_body(&mut out, request, history, &settings, prefixes)
         .map_err(|e| ProviderError::Malformed(format!("cannot encode the request: {e}")))?;
