@@ -121,7 +121,8 @@ fn write_tools(out: &mut Vec<u8>, tools: &[ToolSpec]) -> serde_json::Result<()> 
         if index > 0 {
             out.push(b',');
         }
-        let function = WireFunctionSpec { description: &tool.description, name: &tool.name, parameters: &tool.parameters };
+        let function =
+            WireFunctionSpec { description: &tool.description, name: &tool.name, parameters: &tool.parameters };
         serde_json::to_writer(&mut *out, &WireTool { function, kind: "function" })?;
     }
     out.push(b']');
