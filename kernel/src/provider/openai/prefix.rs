@@ -16,6 +16,9 @@ use crate::message::ChatMessage;
 /// System prompts kept (one per channel that talks at once is plenty).
 const SYSTEM_ENTRIES: usize = 4;
 
+/// Something encoded, with its wire form.
+type Encoded<T> = (T, Arc<[u8]>);
+
 /// Encoded prefixes of one client's requests.
 #[derive(Debug, Default)]
 pub(crate) struct PrefixCache {
@@ -27,9 +30,9 @@ pub(crate) struct PrefixCache {
 #[derive(Debug, Default)]
 struct Entries {
     /// System messages and their wire form, most recently used last.
-    systems: Vec<(ChatMessage, Arc<[u8]>)>,
+    systems: Vec<Encoded<ChatMessage>>,
     /// The tool list last encoded and its wire form.
-    tools: Option<(Arc<[ToolSpec]>, Arc<[u8]>)>,
+    tools: Option<Encoded<Arc<[ToolSpec]>>>,
 }
 
 impl PrefixCache {
