@@ -85,7 +85,7 @@ async fn llm_round_trip(llm: &ScriptedLlm, config: &Config) -> Vec<Duration> {
     let request = ChatRequest {
         model: "bench-model".into(),
         messages: vec![ChatMessage::text(Role::System, "s".repeat(6000)), ChatMessage::text(Role::User, "hi")],
-        tools: Vec::new(),
+        tools: Default::default(),
         max_tokens: 100,
         temperature: None,
         reasoning_effort: None,

@@ -75,6 +75,19 @@ class Handler(BaseHTTPRequestHandler):
         last = text_of(messages[-1].get("content")) if messages else ""
         marker = last.rfind("BENCH-TURN ")
         text = "echo: " + last[marker:] if marker >= 0 else "- [bench] conversation summarised"
+        if not request.get("stream"):
+            # The kernel's own calls (the summariser) ask for a whole JSON answer.
+            body = json.dumps({"id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()),
+                               "model": request.get("model", "mock-model"),
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                            "finish_reason": "stop"}],
+                               "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")

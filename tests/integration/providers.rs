@@ -41,7 +41,7 @@ impl Setup {
         ChatRequest {
             model: self.model.clone(),
             messages,
-            tools: Vec::new(),
+            tools: Default::default(),
             max_tokens: 256,
             temperature: Some(0.1),
             reasoning_effort: None,
@@ -363,7 +363,7 @@ async fn the_anthropic_request_has_a_cached_top_level_system_prompt_and_tool_res
         ChatMessage::tool_result(&b, "B"),
     ];
     let mut request = setup.request(history);
-    request.tools = vec![serde_json::from_value(json!({"name": "read_file", "description": "reads a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}})).unwrap()];
+    request.tools = vec![serde_json::from_value(json!({"name": "read_file", "description": "reads a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}})).unwrap()].into();
     send(&setup.provider, &request, true).await.0.unwrap();
     let sent = &setup.llm.requests()[0];
     assert_eq!(
@@ -402,7 +402,7 @@ async fn the_registry_picks_custom_when_only_an_api_base_is_configured() {
     let request = ChatRequest {
         model: "some-local-model".into(),
         messages: vec![ChatMessage::text(Role::User, "hi")],
-        tools: Vec::new(),
+        tools: Default::default(),
         max_tokens: 64,
         temperature: None,
         reasoning_effort: None,
@@ -422,7 +422,7 @@ async fn an_unreachable_endpoint_is_a_network_error_after_the_retries() {
     let request = ChatRequest {
         model: "m".into(),
         messages: vec![ChatMessage::text(Role::User, "hi")],
-        tools: Vec::new(),
+        tools: Default::default(),
         max_tokens: 64,
         temperature: None,
         reasoning_effort: None,

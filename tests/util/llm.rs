@@ -14,9 +14,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::background::BackgroundServer;
+
+/// Connections the listener queues before accepting them: a burst of a thousand sessions
+/// (the gateway benchmark) must not meet dropped SYNs and their one-second retry.
+const LISTEN_BACKLOG: u32 = 4096;
 
 /// Input tokens every reply reports (cached ones included).
 pub const PROMPT_TOKENS: u64 = 12;
@@ -75,12 +79,19 @@ pub struct ScriptedLlm {
 impl ScriptedLlm {
     /// Starts a server on a free port.
     pub fn start() -> ScriptedLlm {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+        let addr = socket.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
         let server_state = state.clone();
-        let server = BackgroundServer::start("scripted-llm", move || serve(listener, server_state));
+        let (listening, ready) = std::sync::mpsc::channel();
+        let server = BackgroundServer::start("scripted-llm", move || async move {
+            // Listening needs the server thread's runtime; `start` returns once it listens.
+            let listener = socket.listen(LISTEN_BACKLOG).unwrap();
+            let _ = listening.send(());
+            serve(listener, server_state).await;
+        });
+        ready.recv().unwrap();
         ScriptedLlm { addr, state, _server: server }
     }
 
@@ -131,8 +142,7 @@ impl ScriptedLlm {
     }
 }
 
-async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>) {
-    let listener = TcpListener::from_std(listener).unwrap();
+async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
     loop {
         if let Ok((socket, _)) = listener.accept().await {
             state.lock().unwrap().connections += 1;

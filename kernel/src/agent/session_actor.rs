@@ -454,8 +454,15 @@ impl TurnJob {
     /// The prompt around the messages: system prompt and tool definitions.
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
         let tools = self.services.host().tools_json();
-        let builtins = serde_json::to_string(&self.services.builtins().specs()).unwrap_or_default();
-        format!("{system}\n{tools}\n{builtins}").into()
+        let builtins = self.services.builtins().specs_json();
+        let mut fixed = String::with_capacity(system.len() + tools.len() + builtins.len() + 2);
+        for (index, part) in [system, &tools, &builtins].into_iter().enumerate() {
+            if index > 0 {
+                fixed.push('\n');
+            }
+            fixed.push_str(part);
+        }
+        fixed.into()
     }
 
     /// Whether the session's prompt may have reached its budget: the ledger's cheap bound

@@ -247,7 +247,7 @@ impl Beat {
                 ChatMessage::text(Role::System, NOTIFY_PROMPT),
                 ChatMessage::text(Role::User, format!("Tasks checked:\n{tasks}\nResult:\n{report}")),
             ],
-            tools: vec![notify_tool()],
+            tools: vec![notify_tool()].into(),
             max_tokens: DECISION_TOKENS,
             temperature: self.engine.spec().temperature,
             reasoning_effort: None,

@@ -24,7 +24,6 @@ use crate::turn::Engine;
 use crate::turn::builtin::{BuiltinContext, BuiltinTool, BuiltinTools, ToolFuture, ToolReply, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking};
 use crate::turn::runner::Turn;
-use crate::turn::runner_actor::offered_tools;
 
 /// The tool's name, as models know it.
 pub const NAME: &str = "spawn";
@@ -178,7 +177,7 @@ impl Helpers {
                 provider: &provider,
                 host: engine.host(),
                 spec: &spec,
-                tools: offered_tools(engine.host().tools(), &tools),
+                tools: engine.offered_tools(&tools),
                 context: BuiltinContext { call, source: TurnSource::Subagent },
                 builtins: tools,
                 hooks: CompositeHook::new(vec![Box::new(StripThinking)]),

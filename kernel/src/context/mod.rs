@@ -21,6 +21,7 @@
 
 mod builtin;
 mod cache;
+mod freshness;
 pub mod frontmatter;
 mod history;
 mod identity;
@@ -32,6 +33,7 @@ mod templates;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -45,6 +47,7 @@ pub use skills::{SkillInfo, SkillSource};
 pub use templates::{templates, write_missing_templates};
 
 use cache::FileCache;
+use freshness::Freshness;
 use skills::{Skill, SkillCache};
 
 /// Builds the system prompt and the runtime block for one workspace, caching the files it reads.
@@ -62,6 +65,10 @@ pub struct ContextBuilder {
     /// The kernel built-in tools offered here (`cron`, `spawn`, `message`): the prompt
     /// mentions only these, and skills that need another one are marked unavailable.
     builtins: Vec<String>,
+    /// Whether anything the prompt is built from may have changed since it was built.
+    freshness: Freshness,
+    /// The prompt built last for each channel, good while `freshness` says nothing changed.
+    prompts: HashMap<String, String>,
 }
 
 impl ContextBuilder {
@@ -76,12 +83,15 @@ impl ContextBuilder {
             parsed_skills: SkillCache::default(),
             copy_failure_reported: false,
             builtins: Vec::new(),
+            freshness: Freshness::default(),
+            prompts: HashMap::new(),
         }
     }
 
     /// Tells the builder which kernel built-in tools this kernel offers.
     pub fn set_builtin_tools(&mut self, names: Vec<String>) {
         self.builtins = names;
+        self.prompts.clear();
     }
 
     /// The workspace this builder reads.
@@ -90,10 +100,23 @@ impl ContextBuilder {
     }
 
     /// The system prompt for a conversation on `channel` (`cli`, `telegram`, …). It contains no
-    /// clock; files are re-read only when their modification time or length has changed.
+    /// clock. It is built again only when something it reads may have changed (see
+    /// [`freshness`]), and then files are re-read only when their modification time or length
+    /// has changed.
     pub fn system_prompt(&mut self, channel: &str) -> String {
+        if !self.freshness.unchanged() {
+            self.prompts.clear();
+        } else if let Some(prompt) = self.prompts.get(channel) {
+            return prompt.clone();
+        }
+        let reusable = self.freshness.arm(&self.workspace);
         let skills = self.load_skills();
-        prompt::build(&self.workspace, channel, &mut self.files, &skills, &self.builtins)
+        let prompt = prompt::build(&self.workspace, channel, &mut self.files, &skills, &self.builtins);
+        self.freshness.watch_programs(skills.iter().flat_map(Skill::programs));
+        if reusable {
+            self.prompts.insert(channel.to_owned(), prompt.clone());
+        }
+        prompt
     }
 
     /// Every skill, sorted by name: workspace skills, and the built-ins they do not override.

@@ -49,6 +49,8 @@ pub(crate) struct Skill {
     pub(crate) body: Arc<str>,
     /// Built-in tools it needs offered.
     pub(crate) tools: Vec<String>,
+    /// Programs it needs, by name (looked up on `PATH`) or by path.
+    programs: Vec<String>,
 }
 
 /// What a `SKILL.md` text says, parsed once per version of the text.
@@ -109,7 +111,12 @@ impl SkillCache {
             missing,
             source,
         };
-        Skill { info, body: Arc::clone(&parsed.body), tools: parsed.meta.tools.clone() }
+        Skill {
+            info,
+            body: Arc::clone(&parsed.body),
+            tools: parsed.meta.tools.clone(),
+            programs: parsed.meta.bins.clone(),
+        }
     }
 }
 
@@ -122,6 +129,11 @@ impl Skill {
                 self.info.available = false;
             }
         }
+    }
+
+    /// The programs the skill needs, as its frontmatter names them.
+    pub(crate) fn programs(&self) -> impl Iterator<Item = &str> {
+        self.programs.iter().map(String::as_str)
     }
 
     /// Whether the skill goes into the prompt in full: it asks to, and it can run.

@@ -4,6 +4,7 @@ use chrono::{Duration, Utc};
 
 use super::*;
 use crate::testing::TempDir;
+use builtin::builtin_path;
 
 /// A workspace with every bootstrap file, a memory file, history, and one workspace skill.
 fn full_workspace(label: &str) -> TempDir {
@@ -190,4 +191,25 @@ fn built_in_tools_are_described_only_where_offered_and_the_cron_skill_needs_its_
     assert!(with.contains("- `spawn` starts a helper") && with.contains("- `cron` schedules"), "{with}");
     assert!(!with.contains("`message` sends"), "message is not offered here");
     assert!(!with.contains("missing tool: cron"), "{with}");
+}
+
+#[test]
+fn every_change_the_prompt_reads_shows_in_the_next_prompt_though_unchanged_prompts_are_reused() {
+    let ws = full_workspace("prompt-reuse");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let first = builder.system_prompt("cli");
+    assert_eq!(builder.system_prompt("cli"), first);
+    assert_eq!(builder.system_prompt("cli"), first);
+
+    ws.write("skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep notes short.\n---\nNotes body.\n");
+    assert!(builder.system_prompt("cli").contains("Keep notes short."), "an edited skill");
+    ws.write("skills/plans/SKILL.md", "---\nname: plans\ndescription: Plan the week.\n---\nPlans body.\n");
+    assert!(builder.system_prompt("cli").contains("Plan the week."), "a new skill");
+    ws.write("memory/MEMORY.md", "- The user's dog is called Rex.\n");
+    assert!(builder.system_prompt("cli").contains("Rex"), "an edited memory");
+    std::fs::remove_file(ws.path().join("TOOLS.md")).expect("remove");
+    assert!(!builder.system_prompt("cli").contains("## TOOLS.md"), "a removed bootstrap file");
+    std::fs::remove_file(builtin_path(ws.path(), "weather")).expect("remove");
+    builder.system_prompt("cli");
+    assert!(builtin_path(ws.path(), "weather").exists(), "a removed built-in copy is written again");
 }

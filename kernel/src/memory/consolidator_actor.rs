@@ -159,7 +159,7 @@ impl Summarizer for LlmSummarizer<'_> {
                 ChatMessage::text(Role::System, CONSOLIDATE),
                 ChatMessage::text(Role::User, consolidation_input(messages)),
             ],
-            tools: Vec::new(),
+            tools: std::sync::Arc::default(),
             max_tokens: SUMMARY_MAX_TOKENS.min(self.services.spec().max_tokens.max(256)),
             temperature: self.services.spec().temperature,
             reasoning_effort: None,

@@ -146,7 +146,7 @@ async fn analyse(
             ChatMessage::text(Role::System, DREAM_PHASE1),
             ChatMessage::text(Role::User, dream_phase1_input(batch, files, today)),
         ],
-        tools: Vec::new(),
+        tools: std::sync::Arc::default(),
         max_tokens: services.spec().max_tokens,
         temperature: services.spec().temperature,
         reasoning_effort: None,
@@ -174,7 +174,7 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
         provider: &provider,
         host: services.host(),
         spec: &spec,
-        tools,
+        tools: tools.into(),
         context: BuiltinContext {
             call: CallContext {
                 session_key: Some("system:dream".to_owned()),

@@ -126,7 +126,7 @@ pub async fn flush_before_archive(
         provider: &provider,
         host: services.host(),
         spec: &spec,
-        tools: builtins.specs(),
+        tools: builtins.specs().into(),
         context: BuiltinContext {
             call: CallContext {
                 session_key: Some(key.to_owned()),

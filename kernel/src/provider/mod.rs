@@ -287,7 +287,7 @@ mod tests {
         let request = ChatRequest {
             model: "local-model".into(),
             messages: Vec::new(),
-            tools: Vec::new(),
+            tools: std::sync::Arc::default(),
             max_tokens: 1,
             temperature: None,
             reasoning_effort: None,

@@ -1,5 +1,7 @@
 //! What goes into a chat request and what comes back, independent of the wire format.
 
+use std::sync::Arc;
+
 use oxibot_proto::ToolSpec;
 use serde_json::Value;
 
@@ -13,8 +15,8 @@ pub struct ChatRequest {
     pub model: String,
     /// The conversation in OpenAI chat format; the first message is the system prompt.
     pub messages: Vec<ChatMessage>,
-    /// Tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    /// Tools the model may call; shared, since every call of every turn offers the same list.
+    pub tools: Arc<[ToolSpec]>,
     /// Most tokens the model may write.
     pub max_tokens: u32,
     /// Sampling temperature; `None` leaves the provider's default.

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use oxibot_proto::{CallContext, ToolSpec};
 use serde_json::Value;
@@ -80,11 +80,18 @@ pub trait BuiltinTool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct BuiltinTools {
     /// The tools, each with its spec (asked for once, when the tool joins the set: a spec is
-    /// fixed, and some take a while to build).
-    tools: Vec<(ToolSpec, Arc<dyn BuiltinTool>)>,
+    /// fixed, and some take a while to build); shared, since every turn takes a copy.
+    tools: Arc<[(ToolSpec, Arc<dyn BuiltinTool>)]>,
+    /// The specs as JSON text, written on first use (for prompt-size estimates every turn).
+    json: Arc<OnceLock<Arc<str>>>,
 }
 
 impl BuiltinTools {
+    /// A set of exactly `tools`.
+    fn of(tools: Vec<(ToolSpec, Arc<dyn BuiltinTool>)>) -> BuiltinTools {
+        BuiltinTools { tools: tools.into(), json: Arc::default() }
+    }
+
     /// A set of `tools`; a later tool with the name of an earlier one is left out.
     pub fn new(tools: Vec<Arc<dyn BuiltinTool>>) -> BuiltinTools {
         let mut kept: Vec<(ToolSpec, Arc<dyn BuiltinTool>)> = Vec::with_capacity(tools.len());
@@ -94,13 +101,13 @@ impl BuiltinTools {
                 kept.push((spec, tool));
             }
         }
-        BuiltinTools { tools: kept }
+        BuiltinTools::of(kept)
     }
 
     /// The same set without the tools named in `names` (a helper's turn offers no `spawn`).
     pub fn without(&self, names: &[&str]) -> BuiltinTools {
         let tools = self.tools.iter().filter(|(spec, _)| !names.contains(&spec.name.as_str())).cloned().collect();
-        BuiltinTools { tools }
+        BuiltinTools::of(tools)
     }
 
     /// The same set plus `tool` (replacing a tool of the same name).
@@ -108,12 +115,17 @@ impl BuiltinTools {
         let spec = tool.spec();
         let mut tools: Vec<_> = self.tools.iter().filter(|(k, _)| k.name != spec.name).cloned().collect();
         tools.push((spec, tool));
-        BuiltinTools { tools }
+        BuiltinTools::of(tools)
     }
 
     /// The tool called `name`, if this set has one.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn BuiltinTool>> {
         self.tools.iter().find(|(spec, _)| spec.name == name).map(|(_, tool)| tool)
+    }
+
+    /// Whether `other` is this very set (or a copy of it), not merely one with the same names.
+    pub fn same_set(&self, other: &BuiltinTools) -> bool {
+        Arc::ptr_eq(&self.tools, &other.tools)
     }
 
     /// Whether the set has a tool called `name`.
@@ -124,6 +136,12 @@ impl BuiltinTools {
     /// The tools' specs, in the set's order.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|(spec, _)| spec.clone()).collect()
+    }
+
+    /// The tools' specs as a JSON array, in the set's order (encoded once per set).
+    pub fn specs_json(&self) -> Arc<str> {
+        let specs: Vec<&ToolSpec> = self.tools.iter().map(|(spec, _)| spec).collect();
+        Arc::clone(self.json.get_or_init(|| serde_json::to_string(&specs).unwrap_or_default().into()))
     }
 
     /// The tools' names, in the set's order.

@@ -15,10 +15,13 @@ pub mod runner;
 pub mod runner_actor;
 pub mod tool_batch;
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use oxibot_proto::ToolSpec;
 
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
+use builtin::BuiltinTools;
 use runner::RunSpec;
 
 /// What a turn runs with: the LLM client, the plugin host its tools run in, and the
@@ -30,12 +33,25 @@ pub struct Engine {
     model: RwLock<(Arc<Provider>, Arc<RunSpec>)>,
     /// Where tools run (and, in the gateway, the channels).
     host: PluginHost,
+    /// The tool list turns offered last, reused while the plugins' tools and the built-ins
+    /// are the same, so a turn does not copy every tool's schema.
+    offered: Mutex<Option<Offered>>,
+}
+
+/// A tool list and what it was made from.
+struct Offered {
+    /// The plugins' tools as JSON, which the registry replaces whenever they change.
+    registry: Arc<str>,
+    /// The built-ins it includes.
+    builtins: BuiltinTools,
+    /// The list.
+    tools: Arc<[ToolSpec]>,
 }
 
 impl Engine {
     /// An engine over `provider` and `host` with `spec`'s settings.
     pub fn new(provider: Provider, host: PluginHost, spec: RunSpec) -> Engine {
-        Engine { model: RwLock::new((Arc::new(provider), Arc::new(spec))), host }
+        Engine { model: RwLock::new((Arc::new(provider), Arc::new(spec))), host, offered: Mutex::new(None) }
     }
 
     /// The LLM client.
@@ -46,6 +62,21 @@ impl Engine {
     /// The plugin host.
     pub fn host(&self) -> &PluginHost {
         &self.host
+    }
+
+    /// The tools a turn with `builtins` offers (see [`runner_actor::offered_tools`]), the
+    /// same shared list while nothing changed.
+    pub fn offered_tools(&self, builtins: &BuiltinTools) -> Arc<[ToolSpec]> {
+        let registry = self.host.tools_json();
+        let mut offered = self.offered.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(same) =
+            offered.as_ref().filter(|o| Arc::ptr_eq(&o.registry, &registry) && o.builtins.same_set(builtins))
+        {
+            return Arc::clone(&same.tools);
+        }
+        let tools: Arc<[ToolSpec]> = runner_actor::offered_tools(self.host.tools(), builtins).into();
+        *offered = Some(Offered { registry, builtins: builtins.clone(), tools: Arc::clone(&tools) });
+        tools
     }
 
     /// The configured turn settings.

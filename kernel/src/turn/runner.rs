@@ -114,7 +114,7 @@ pub struct Turn<'a> {
     /// Settings.
     pub spec: &'a RunSpec,
     /// Tools offered to the model.
-    pub tools: Vec<ToolSpec>,
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Passed with every tool call, with why the turn runs.
     pub context: BuiltinContext,
     /// Tools that run inside the kernel (asked before the plugins).

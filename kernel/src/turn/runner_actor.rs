@@ -78,7 +78,7 @@ impl Handler<RunTurn> for RunnerActor {
         self.reply = Some(tx);
         let engine = self.engine.clone();
         let work = async move {
-            let tools = offered_tools(engine.host().tools(), &turn.builtins);
+            let tools = engine.offered_tools(&turn.builtins);
             // The model this turn started with, whatever a config edit does meanwhile.
             let (provider, spec) = (engine.provider(), engine.spec());
             let run = Turn {

@@ -210,6 +210,9 @@ impl MemoryIndex {
         let sqlite = |source| IndexError::Sqlite { path: path.to_path_buf(), source };
         let conn = Connection::open(path).map_err(sqlite)?;
         conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sqlite)?;
+        // Plans that do not depend on bound values: otherwise every search, whose MATCH text
+        // differs from the last, compiles its cached statement again before running it.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
         Ok(MemoryIndex { conn, path: path.to_path_buf(), vectors: VectorCache::default() })
     }

@@ -10,7 +10,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
         messages,
-        tools: Vec::new(),
+        tools: std::sync::Arc::default(),
         max_tokens: 1000,
         temperature: Some(0.1),
         reasoning_effort: None,
@@ -72,7 +72,7 @@ fn the_system_prompt_is_top_level_and_tool_results_share_one_user_turn() {
 #[test]
 fn tools_are_defined_with_input_schemas_and_the_last_is_cached() {
     let mut req = request(vec![ChatMessage::text(Role::User, "hi")]);
-    req.tools = vec![tool("a"), tool("b")];
+    req.tools = vec![tool("a"), tool("b")].into();
     let body = request_body(&req, "claude-test", true);
     assert_eq!(
         body["tools"][0],

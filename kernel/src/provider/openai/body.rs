@@ -10,6 +10,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use oxibot_proto::ToolSpec;
+
+use super::prefix::PrefixCache;
 use crate::message::{ChatMessage, Role, ToolCall};
 use crate::provider::encoded::EncodedHistory;
 use crate::provider::types::{ChatRequest, text_of};
@@ -29,12 +32,14 @@ pub(crate) struct Settings<'a> {
 }
 
 /// Writes the body of `request` into `out`. `history`, when given, holds messages encoded
-/// earlier that go between `request.messages[0]` (the system prompt) and the rest.
+/// earlier that go between `request.messages[0]` (the system prompt) and the rest. The system
+/// prompt and the tools come from `prefixes` when it has them.
 pub(crate) fn write_body(
     out: &mut Vec<u8>,
     request: &ChatRequest,
     history: Option<&EncodedHistory>,
     settings: &Settings<'_>,
+    prefixes: Option<&PrefixCache>,
 ) -> serde_json::Result<()> {
     out.push(b'{');
     let limit = request.max_tokens.max(1);
@@ -46,9 +51,15 @@ pub(crate) fn write_body(
     out.extend_from_slice(b",\"messages\":[");
     let mut first = true;
     let mut rest = request.messages.iter();
-    if let Some(history) = history.filter(|h| !h.is_empty()) {
-        if let Some(system) = rest.next() {
-            write_message(out, system)?;
+    let history = history.filter(|h| !h.is_empty());
+    if history.is_some() || request.messages.first().is_some_and(|m| m.role == Role::System) {
+        if let Some(head) = rest.next() {
+            write_head(out, head, prefixes)?;
+            first = false;
+        }
+    }
+    if let Some(history) = history {
+        if !first {
             out.push(b',');
         }
         out.extend_from_slice(history.json());
@@ -74,19 +85,47 @@ pub(crate) fn write_body(
         field(out, "temperature", &temperature, false)?;
     }
     if !request.tools.is_empty() {
-        field(out, "tool_choice", "auto", false)?;
-        out.extend_from_slice(b",\"tools\":[");
-        for (index, tool) in request.tools.iter().enumerate() {
-            if index > 0 {
-                out.push(b',');
-            }
-            let function =
-                WireFunctionSpec { description: &tool.description, name: &tool.name, parameters: &tool.parameters };
-            serde_json::to_writer(&mut *out, &WireTool { function, kind: "function" })?;
+        let encode = || {
+            let mut bytes = Vec::new();
+            write_tools(&mut bytes, &request.tools).map(|()| bytes)
+        };
+        match prefixes {
+            Some(prefixes) => out.extend_from_slice(&prefixes.tools(&request.tools, encode)?),
+            None => out.extend_from_slice(&encode()?),
         }
-        out.push(b']');
     }
     out.push(b'}');
+    Ok(())
+}
+
+/// The first message, the system prompt's wire form from `prefixes` when it is one.
+fn write_head(out: &mut Vec<u8>, head: &ChatMessage, prefixes: Option<&PrefixCache>) -> serde_json::Result<()> {
+    match prefixes.filter(|_| head.role == Role::System) {
+        Some(prefixes) => {
+            let encode = || {
+                let mut bytes = Vec::new();
+                write_message(&mut bytes, head).map(|()| bytes)
+            };
+            out.extend_from_slice(&prefixes.system(head, encode)?);
+            Ok(())
+        }
+        None => write_message(out, head),
+    }
+}
+
+/// `,"tool_choice":"auto","tools":[…]`.
+fn write_tools(out: &mut Vec<u8>, tools: &[ToolSpec]) -> serde_json::Result<()> {
+    field(out, "tool_choice", "auto", false)?;
+    out.extend_from_slice(b",\"tools\":[");
+    for (index, tool) in tools.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let function =
+            WireFunctionSpec { description: &tool.description, name: &tool.name, parameters: &tool.parameters };
+        serde_json::to_writer(&mut *out, &WireTool { function, kind: "function" })?;
+    }
+    out.push(b']');
     Ok(())
 }
 

@@ -1,9 +1,12 @@
 //! OpenAI Chat Completions (`POST {apiBase}/chat/completions`), which most providers speak:
 //! the request body, and the reply whether it comes whole or streamed.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 mod body;
+mod prefix;
 mod stream;
 
 use crate::message::{ChatMessage, ToolCall};
@@ -14,6 +17,7 @@ use crate::provider::transport::{Transport, is_event_stream};
 use crate::provider::types::{
     ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream, text_of,
 };
+use prefix::PrefixCache;
 use stream::ChunkReader;
 
 /// A client for one OpenAI-compatible endpoint.
@@ -25,6 +29,8 @@ pub(crate) struct OpenAiCompatible {
     url: String,
     /// Registry name; some request fields depend on it.
     provider: String,
+    /// The system prompts and tool list of recent requests, already encoded.
+    prefixes: Arc<PrefixCache>,
 }
 
 impl OpenAiCompatible {
@@ -35,7 +41,7 @@ impl OpenAiCompatible {
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
         let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
         let url = format!("{}/chat/completions", resolution.api_base.trim_end_matches('/'));
-        Ok(OpenAiCompatible { transport, url, provider: resolution.name.clone() })
+        Ok(OpenAiCompatible { transport, url, provider: resolution.name.clone(), prefixes: Arc::default() })
     }
 
     /// The transport, to adjust its timeouts.
@@ -53,7 +59,7 @@ impl OpenAiCompatible {
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
-        let body = request_body(request, history, model, stream, &self.provider)?;
+        let body = encode_request(request, history, model, stream, &self.provider, Some(&self.prefixes))?;
         let response = self.transport.post_bytes(&self.url, body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = ChunkReader::new(Collector::new(Some(on_event)), &self.provider);
@@ -71,12 +77,26 @@ impl OpenAiCompatible {
 
 /// The JSON body for `request`; `history`, when given, goes between the system prompt
 /// (`request.messages[0]`) and the other messages.
+#[cfg(test)]
 pub(crate) fn request_body(
     request: &ChatRequest,
     history: Option<&EncodedHistory>,
     model: &str,
     stream: bool,
     provider: &str,
+) -> Result<Vec<u8>, ProviderError> {
+    encode_request(request, history, model, stream, provider, None)
+}
+
+/// The JSON body for `request` (`history`, when given, between the system prompt and the other
+/// messages), with the system prompt and tools from `prefixes` when it has them.
+fn encode_request(
+    request: &ChatRequest,
+    history: Option<&EncodedHistory>,
+    model: &str,
+    stream: bool,
+    provider: &str,
+    prefixes: Option<&PrefixCache>,
 ) -> Result<Vec<u8>, ProviderError> {
     let effort = request.reasoning_effort.as_deref().map(str::to_lowercase).filter(|e| !e.is_empty());
     let settings = body::Settings {
@@ -87,9 +107,12 @@ pub(crate) fn request_body(
         // `none` means off; `adaptive` is Anthropic's word and has no Chat Completions equivalent.
         reasoning_effort: effort.as_deref().filter(|e| *e != "none" && *e != "adaptive"),
     };
-    let size = history.map_or(0, |h| h.json().len()) + 1024;
+    // Room for the history, the messages (the system prompt above all) and the tools, so the
+    // body is written without growing its buffer.
+    let messages: usize = request.messages.iter().map(|m| m.content.as_str().map_or(256, str::len) + 128).sum();
+    let size = history.map_or(0, |h| h.json().len()) + messages + 16 * 1024;
     let mut out = Vec::with_capacity(size);
-    body::write_body(&mut out, request, history, &settings)
+    body::write_body(&mut out, request, history, &settings, prefixes)
         .map_err(|e| ProviderError::Malformed(format!("cannot encode the request: {e}")))?;
     Ok(out)
 }

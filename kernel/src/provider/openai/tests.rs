@@ -10,7 +10,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "gpt-4.1".into(),
         messages,
-        tools: Vec::new(),
+        tools: std::sync::Arc::default(),
         max_tokens: 100,
         temperature: Some(0.2),
         reasoning_effort: None,
@@ -127,9 +127,9 @@ fn every_kind_of_message() -> Vec<ChatMessage> {
 #[test]
 fn the_body_is_byte_for_byte_the_one_a_value_tree_gives() {
     let mut req = request(every_kind_of_message());
-    req.tools = vec![tool("read_file"), tool("exec")];
-    req.tools[1].parameters =
-        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]});
+    let mut exec = tool("exec");
+    exec.parameters = json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]});
+    req.tools = vec![tool("read_file"), exec].into();
     for (model, provider, effort, temperature, stream) in [
         ("gpt-4.1", "custom", None, Some(0.2), true),
         ("gpt-4.1", "openai", Some("High"), Some(0.7), false),
@@ -146,7 +146,7 @@ fn the_body_is_byte_for_byte_the_one_a_value_tree_gives() {
             "{model} {provider}"
         );
     }
-    req.tools.clear();
+    req.tools = std::sync::Arc::default();
     let bytes = super::request_body(&req, None, "m", false, "custom").unwrap();
     assert_eq!(bytes, value_body(&req, "m", false, "custom"));
 }
@@ -157,10 +157,33 @@ fn history_encoded_ahead_gives_the_same_body_as_the_messages_themselves() {
     let mut cache = crate::provider::HistoryCache::default();
     let history = cache.encode(&messages, 1..messages.len() - 1, |_| 1);
     let mut req = request(vec![messages[0].clone(), messages[messages.len() - 1].clone()]);
-    req.tools = vec![tool("read_file")];
+    req.tools = vec![tool("read_file")].into();
     let with_history = super::request_body(&req, Some(&history), "gpt-4.1", true, "custom").unwrap();
     req.messages = messages;
     assert_eq!(with_history, value_body(&req, "gpt-4.1", true, "custom"));
+}
+
+#[test]
+fn kept_system_prompts_and_tool_lists_give_the_bytes_encoding_them_gives() {
+    let prefixes = PrefixCache::default();
+    let messages = every_kind_of_message();
+    let mut cache = crate::provider::HistoryCache::default();
+    let history = cache.encode(&messages, 1..messages.len() - 1, |_| 1);
+    let mut req = request(vec![ChatMessage::text(Role::System, "You are \"careful\".\n"), messages[0].clone()]);
+    req.tools = vec![tool("read_file"), tool("only_at_first")].into();
+    let body = |req: &ChatRequest, prefixes: Option<&PrefixCache>| {
+        String::from_utf8(encode_request(req, Some(&history), "gpt-4.1", true, "custom", prefixes).unwrap()).unwrap()
+    };
+    for _ in 0..3 {
+        assert_eq!(body(&req, Some(&prefixes)), body(&req, None));
+    }
+    req.messages[0] = ChatMessage::text(Role::System, "A new prompt.");
+    req.tools = vec![tool("read_file")].into();
+    let changed = body(&req, Some(&prefixes));
+    assert_eq!(changed, body(&req, None), "a changed prompt or tool list was served from the old entry");
+    assert!(changed.contains("A new prompt.") && !changed.contains("only_at_first"));
+    req.messages.remove(0);
+    assert_eq!(body(&req, Some(&prefixes)), body(&req, None), "a request without a system prompt");
 }
 
 fn tool(name: &str) -> oxibot_proto::ToolSpec {
@@ -198,7 +221,7 @@ fn messages_go_out_without_local_fields_and_with_reasoning_replayed() {
 #[test]
 fn the_body_carries_tools_limits_and_stream_options() {
     let mut req = request(vec![ChatMessage::text(Role::User, "hi")]);
-    req.tools = vec![tool("read_file")];
+    req.tools = vec![tool("read_file")].into();
     let body = request_body(&req, "my-model", true, "custom");
     assert_eq!(
         body["tools"],
