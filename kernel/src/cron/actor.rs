@@ -68,6 +68,11 @@ pub struct CronActor {
     /// Changes sent but not yet confirmed by the store thread, re-applied when it reports a
     /// file changed elsewhere.
     unconfirmed: VecDeque<(u64, Change)>,
+    /// The last change known to be in the file.
+    saved_through: u64,
+    /// [`Saved`] answers waiting until the change numbered with them is in the file (`true`)
+    /// or a write of it failed (`false`).
+    saving: Vec<(u64, oneshot::Sender<bool>)>,
 }
 
 impl CronActor {
@@ -114,6 +119,8 @@ impl CronActor {
             store,
             seq: 0,
             unconfirmed: VecDeque::new(),
+            saved_through: 0,
+            saving: Vec::new(),
         };
         actor.rebuild_heap();
         actor.start()
@@ -230,7 +237,18 @@ impl CronActor {
     /// The store thread's report.
     fn reported(&mut self, report: Report, ctx: &mut Context<Self>) {
         match report {
-            Report::Applied { through } => self.confirm(through),
+            Report::Applied { through, saved } => {
+                self.confirm(through);
+                if saved {
+                    self.saved_through = self.saved_through.max(through);
+                }
+                let (done, waiting) =
+                    std::mem::take(&mut self.saving).into_iter().partition(|(seq, _)| *seq <= through);
+                self.saving = waiting;
+                for (_, answer) in done {
+                    let _ = answer.send(saved);
+                }
+            }
             Report::Loaded { through, jobs } => {
                 self.confirm(through);
                 self.jobs = jobs.into_iter().map(|job| (job.id.clone(), job)).collect();
@@ -387,6 +405,28 @@ impl Handler<AddJob> for CronActor {
         }
         self.commit(Change::Add(Box::new(job.clone())), ctx);
         MessageResult(job)
+    }
+}
+
+/// Answers once every change made so far is in the jobs file (`true`), or when a write of it
+/// failed and is being retried (`false`). A caller that tells someone a job is scheduled asks
+/// this first, so no answer comes before a kill could lose the job.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Saved;
+
+impl Handler<Saved> for CronActor {
+    type Result = ResponseFuture<bool>;
+
+    fn handle(&mut self, _: Saved, _: &mut Context<Self>) -> Self::Result {
+        let (answer, saved) = oneshot::channel();
+        if self.seq <= self.saved_through {
+            let _ = answer.send(true);
+        } else if self.worker.is_some() {
+            self.saving.push((self.seq, answer));
+        }
+        // Without a store thread nothing is saved: the dropped sender answers `false`.
+        Box::pin(async move { saved.await.unwrap_or(false) })
     }
 }
 

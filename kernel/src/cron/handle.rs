@@ -9,7 +9,7 @@ use actix::Addr;
 use chrono_tz::Tz;
 use serde_json::Map;
 
-use super::actor::{AddJob, CronActor, EnableJob, ListJobs, RemoveJob};
+use super::actor::{AddJob, CronActor, EnableJob, ListJobs, RemoveJob, Saved};
 use super::change::{Applied, Change};
 use super::job::{CronJob, JobState, JobTarget, MissedPolicy, Payload, Schedule, ScheduleKind};
 use super::store::JobStore;
@@ -109,7 +109,8 @@ impl CronHandle {
     pub async fn add(&self, job: NewJob) -> Result<CronJob, CronError> {
         let job = job.into_job(now_ms(), self.tz)?;
         if let Some(actor) = &self.actor {
-            return actor.send(AddJob(job)).await.map_err(|_| CronError::Gone);
+            let job = actor.send(AddJob(job)).await.map_err(|_| CronError::Gone)?;
+            return saved(actor).await.map(|()| job);
         }
         let (store, tz) = (self.store.clone(), self.tz);
         blocking(move || Ok(store.add(job, tz)?)).await
@@ -127,7 +128,8 @@ impl CronHandle {
     /// Removes a job; answers with it.
     pub async fn remove(&self, id: &str) -> Result<CronJob, CronError> {
         if let Some(actor) = &self.actor {
-            return actor.send(RemoveJob(id.to_owned())).await.map_err(|_| CronError::Gone)?;
+            let job = actor.send(RemoveJob(id.to_owned())).await.map_err(|_| CronError::Gone)??;
+            return saved(actor).await.map(|()| job);
         }
         self.apply(Change::Remove { id: id.to_owned() }).await
     }
@@ -135,7 +137,8 @@ impl CronHandle {
     /// Enables or disables a job; answers with it.
     pub async fn set_enabled(&self, id: &str, enabled: bool) -> Result<CronJob, CronError> {
         if let Some(actor) = &self.actor {
-            return actor.send(EnableJob { id: id.to_owned(), enabled }).await.map_err(|_| CronError::Gone)?;
+            let job = actor.send(EnableJob { id: id.to_owned(), enabled }).await.map_err(|_| CronError::Gone)??;
+            return saved(actor).await.map(|()| job);
         }
         self.apply(Change::SetEnabled { id: id.to_owned(), enabled, now_ms: now_ms() }).await
     }
@@ -155,4 +158,13 @@ async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, CronError> + Send + 'static,
 ) -> Result<T, CronError> {
     tokio::task::spawn_blocking(work).await.map_err(|_| CronError::Gone)?
+}
+
+/// Waits until the scheduler's changes so far are in the jobs file.
+async fn saved(actor: &Addr<CronActor>) -> Result<(), CronError> {
+    match actor.send(Saved).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(CronError::NotSaved),
+        Err(_) => Err(CronError::Gone),
+    }
 }

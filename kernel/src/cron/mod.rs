@@ -53,6 +53,9 @@ pub enum CronError {
     /// The job is running already.
     #[error("job {0} is running already")]
     Running(String),
+    /// The change is in force, but the jobs file could not be written yet (retried).
+    #[error("the change is in force but could not be saved to the jobs file yet (see the log); it is retried")]
+    NotSaved,
     /// The scheduler (or the store task) is gone.
     #[error("the scheduler is not running")]
     Gone,

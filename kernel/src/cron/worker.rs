@@ -41,11 +41,13 @@ pub enum Command {
 /// What the thread tells the scheduler.
 #[derive(Debug)]
 pub enum Report {
-    /// Changes up to `through` are in the thread's copy (and written, unless a write
-    /// failed and is being retried).
+    /// Changes up to `through` are in the thread's copy, and written when `saved` (else a
+    /// write failed and is being retried).
     Applied {
         /// The last change applied.
         through: u64,
+        /// Whether they are in the file (written, flushed and renamed into place).
+        saved: bool,
     },
     /// Someone else changed the file: these are the jobs now, with the scheduler's changes
     /// up to `through` applied.
@@ -112,7 +114,7 @@ impl Worker {
                         }
                     }
                     self.sync();
-                    (self.report)(Report::Applied { through: self.applied });
+                    (self.report)(Report::Applied { through: self.applied, saved: self.pending.is_empty() });
                 }
                 Command::Check => self.sync(),
                 Command::Flush(done) => {

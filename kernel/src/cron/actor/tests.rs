@@ -8,7 +8,7 @@ use chrono::TimeZone as _;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::*;
-use crate::cron::handle::NewJob;
+use crate::cron::handle::{CronHandle, NewJob};
 use crate::cron::job::{JobTarget, MissedPolicy, RunStatus, Schedule};
 use crate::testing::TempDir;
 
@@ -266,5 +266,34 @@ fn a_corrupt_file_written_while_running_is_kept_aside_and_the_jobs_go_on() {
         actor.send(Flush).await.unwrap();
         assert_eq!(store.load().unwrap().jobs.len(), 1, "the last good jobs were written back");
         assert_eq!(actor.send(ListJobs).await.unwrap().len(), 1);
+    });
+}
+
+#[test]
+fn through_the_handle_an_added_paused_or_removed_job_is_in_the_file_when_the_answer_comes() {
+    in_system(async {
+        let dir = TempDir::new("cron-actor");
+        let (fire, _fires) = unbounded_channel();
+        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, wall_clock());
+        let handle = CronHandle::new(dir.path(), UTC).with_actor(actor);
+        let new = |name: &str| NewJob {
+            name: Some(name.into()),
+            message: format!("do {name}"),
+            schedule: Schedule::every(3_600_000),
+            target: JobTarget::session("telegram:42"),
+            delete_after_run: false,
+            missed: None,
+        };
+        let mut ids = Vec::new();
+        for name in ["kept", "paused", "gone"] {
+            let job = handle.add(new(name)).await.unwrap();
+            assert!(stored(&dir).iter().any(|j| j.id == job.id), "{name} is on disk before the answer");
+            ids.push(job.id);
+        }
+        handle.set_enabled(&ids[1], false).await.unwrap();
+        assert!(stored(&dir).iter().any(|j| j.id == ids[1] && !j.enabled), "the pause is on disk");
+        handle.remove(&ids[2]).await.unwrap();
+        assert!(stored(&dir).iter().all(|j| j.id != ids[2]), "the removal is on disk");
+        assert!(matches!(handle.remove(&ids[2]).await, Err(CronError::NotFound(_))));
     });
 }
