@@ -25,6 +25,7 @@ pub mod frontmatter;
 mod history;
 mod identity;
 mod prompt;
+mod prune;
 mod requires;
 mod runtime;
 mod skills;
@@ -59,8 +60,8 @@ pub struct ContextBuilder {
     /// Whether copying the built-in skills has failed and been reported, so that a read-only
     /// workspace does not log a warning every turn.
     copy_failure_reported: bool,
-    /// The kernel built-in tools offered here (`cron`, `spawn`, `message`): the prompt
-    /// mentions only these, and skills that need another one are marked unavailable.
+    /// The kernel built-in tools offered here (`cron`, `spawn`, `message`): skills that need
+    /// another one are marked unavailable and left out of the prompt.
     builtins: Vec<String>,
 }
 
@@ -93,7 +94,7 @@ impl ContextBuilder {
     /// clock; files are re-read only when their modification time or length has changed.
     pub fn system_prompt(&mut self, channel: &str) -> String {
         let skills = self.load_skills();
-        prompt::build(&self.workspace, channel, &mut self.files, &skills, &self.builtins)
+        prompt::build(&self.workspace, channel, &mut self.files, &skills)
     }
 
     /// Every skill, sorted by name: workspace skills, and the built-ins they do not override.

@@ -18,6 +18,7 @@ fn full_workspace(label: &str) -> TempDir {
         "{\"cursor\": 1, \"timestamp\": \"2026-04-15 14:58\", \"content\": \"Talked about cats\"}\n",
     );
     ws.write("skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep notes tidy.\n---\nNotes body.\n");
+    ws.write("skills/house/SKILL.md", "---\nname: house\ndescription: House rules.\nalways: true\n---\nHOUSE RULES\n");
     ws
 }
 
@@ -38,14 +39,14 @@ fn prompt_has_identity_bootstrap_memory_skills_and_history_in_order() {
         "## USER.md\n\nuser profile",
         "## TOOLS.md\n\ntool notes",
         "# Memory\n\n# Long-term Memory\n\n- The user's cat is called Luna.",
-        "# Active Skills\n\n## Skill: memory\n\n# How memory works",
+        "# Active Skills\n\n## Skill: house\n\nHOUSE RULES",
         "# Skills\n\n",
         "# Recent History\n\n",
     ];
     let offsets: Vec<usize> = order.iter().map(|needle| position(&prompt, needle)).collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "sections out of order: {offsets:?}");
     assert!(prompt.contains("\n\n---\n\n"), "sections are separated by a rule");
-    assert!(!prompt.contains("name: memory"), "frontmatter of the always-on skill leaked");
+    assert!(!prompt.contains("name: house"), "frontmatter of the always-on skill leaked");
     assert!(prompt.contains("- [2026-04-15 14:58] Talked about cats"));
 }
 
@@ -54,16 +55,16 @@ fn summary_lists_each_other_skill_with_its_path_and_availability() {
     let ws = full_workspace("prompt-summary");
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let prompt = builder.system_prompt("cli");
-    let notes = ws.path().join("skills/notes/SKILL.md");
-    assert!(prompt.contains(&format!("- **notes** — Keep notes tidy. `{}`", notes.display())), "{prompt}");
-    let cron = ws.path().join(".oxibot/skills/cron/SKILL.md");
-    assert!(prompt.contains("- **cron** — ") && prompt.contains(&format!("`{}`", cron.display())));
-    assert!(cron.is_file(), "built-in skills are copied into the workspace");
+    assert!(prompt.contains("Yours, in `skills/<name>/`:\n- notes: Keep notes tidy."), "{prompt}");
+    builder.set_builtin_tools(vec!["cron".into()]);
+    let prompt = builder.system_prompt("cli");
+    assert!(prompt.contains("Built-in, in `.oxibot/skills/<name>/`:\n- cron: "), "{prompt}");
+    assert!(ws.path().join(".oxibot/skills/cron/SKILL.md").is_file(), "built-in skills are copied into the workspace");
     let summary = &prompt[position(&prompt, "# Skills\n\n")..];
-    assert!(!summary.contains("- **memory** —"), "the always-on skill is not repeated in the summary");
+    assert!(!summary.contains("- house:"), "the always-on skill is not repeated in the summary");
     for skill in builder.skills().iter().filter(|s| !s.available) {
-        let line = summary.lines().find(|l| l.starts_with(&format!("- **{}** ", skill.name))).expect("listed");
-        assert!(line.contains(&format!("unavailable, missing {}", skill.missing.join(", "))), "{line}");
+        let line = summary.lines().find(|l| l.starts_with(&format!("- {}: ", skill.name))).expect("listed");
+        assert!(line.contains(&format!("(needs {})", skill.missing.join(", "))), "{line}");
     }
 }
 
@@ -75,7 +76,7 @@ fn missing_files_leave_their_sections_out() {
     for absent in ["## AGENTS.md", "## SOUL.md", "---\n\n# Memory\n", "---\n\n# Recent History"] {
         assert!(!prompt.contains(absent), "unexpected {absent:?}");
     }
-    assert!(prompt.contains("# Active Skills") && prompt.contains("# Skills\n"));
+    assert!(!prompt.contains("# Active Skills") && prompt.contains("# Skills\n"));
 }
 
 #[test]
@@ -178,16 +179,14 @@ fn a_relative_or_tilde_workspace_becomes_absolute() {
 }
 
 #[test]
-fn built_in_tools_are_described_only_where_offered_and_the_cron_skill_needs_its_tool() {
+fn a_skill_is_listed_only_where_the_built_in_tool_it_needs_is_offered() {
     let ws = TempDir::new("ctx-builtins");
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let without = builder.system_prompt("cli");
-    assert!(!without.contains("# Acting on your own"), "no built-in is offered yet");
-    assert!(without.contains("(unavailable, missing tool: cron)"), "{without}");
+    assert!(!without.contains("- cron:"), "a skill whose tool is not offered is left out: {without}");
+    assert!(builder.skills().iter().any(|s| s.name == "cron" && s.missing == ["tool: cron"]));
 
     builder.set_builtin_tools(vec!["spawn".into(), "cron".into()]);
     let with = builder.system_prompt("cli");
-    assert!(with.contains("- `spawn` starts a helper") && with.contains("- `cron` schedules"), "{with}");
-    assert!(!with.contains("`message` sends"), "message is not offered here");
-    assert!(!with.contains("missing tool: cron"), "{with}");
+    assert!(with.contains("- cron: ") && !with.contains("needs tool: cron"), "{with}");
 }
