@@ -102,16 +102,16 @@ impl BuiltinTool for MessageTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),
-            description: "Send a message on your own: a notification, or to another channel's chat (default: this \
-                          one). Answer the current conversation normally, not with this."
+            description: "Send a message on your own (a notification, another channel's chat); answer this chat \
+                          normally."
                 .to_owned(),
             parameters: json!({
                 "type": "object",
                 "properties": {
                     "content": {"type": "string"},
-                    "channel": {"type": "string", "description": "e.g. telegram"},
+                    "channel": {"type": "string"},
                     "chat_id": {"type": "string"},
-                    "media": {"type": "array", "items": {"type": "string"}, "description": "Files to attach"}
+                    "media": {"type": "array", "items": {"type": "string"}}
                 },
                 "required": ["content"]
             }),

@@ -245,8 +245,8 @@ impl BuiltinTool for SpawnTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),
-            description: "Run a task in a background helper with the file, shell and web tools; it knows nothing of \
-                          this chat. Its report arrives here later (with wait=true, as the result): tell the user."
+            description: "Run a task in a background helper with file, shell and web tools; it knows nothing of this \
+                          chat. Its report comes here later (wait=true: as the result); tell the user."
                 .to_owned(),
             parameters: json!({
                 "type": "object",

@@ -187,8 +187,7 @@ pub(crate) fn render_summary(skills: &[Skill]) -> Option<String> {
         return None;
     }
     let mut out = String::from(
-        "# Skills\n\nBefore a task a skill covers, read its `SKILL.md` and follow it; if it needs something \
-         missing, offer to install that.",
+        "# Skills\n\nBefore a task a skill covers, read its `SKILL.md`; offer to install what one needs.",
     );
     for (source, place) in [(SkillSource::Builtin, BUILTIN_SKILLS_DIR), (SkillSource::Workspace, "skills")] {
         let group: Vec<&&Skill> = listed.iter().filter(|s| s.info.source == source).collect();

@@ -138,9 +138,8 @@ impl BuiltinTool for CronTool {
         ToolSpec {
             name: NAME.to_owned(),
             description: format!(
-                "Schedule a job in this chat; when due, its message runs as a new turn, even with nobody talking (a \
-                 note in a file never fires). add: message plus every_seconds, cron_expr or at (ISO time), read in \
-                 {tz} unless tz is set. list. remove: job_id."
+                "Schedule a job here; when due, its message runs as a new turn (a note in a file never fires). add: \
+                 message plus every_seconds, cron_expr or ISO at, in {tz} unless tz. remove: job_id."
             ),
             parameters: parameters(),
             read_only: false,

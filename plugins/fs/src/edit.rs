@@ -42,8 +42,8 @@ struct Args {
 pub fn tool() -> Tool {
     Tool::new(
         "edit_file",
-        "Replace old_text (exact, from read_file without `N| `) with new_text. It must match once unless \
-         occurrence (nth match), line_hint (a line in it) or replace_all picks. Empty old_text creates the file.",
+        "Replace old_text (exact, without read_file's `N| `) with new_text; it must match once unless \
+         occurrence, line_hint or replace_all picks. Empty old_text creates the file.",
         json!({
             "type": "object",
             "properties": {

@@ -93,7 +93,7 @@ pub fn tool() -> Tool {
                 "pattern": {"type": "string"},
                 "path": {"type": "string"},
                 "glob": {"type": "string"},
-                "type": {"type": "string", "description": "e.g. py"},
+                "type": {"type": "string"},
                 "case_insensitive": {"type": "boolean"},
                 "fixed_strings": {"type": "boolean"},
                 "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"]},

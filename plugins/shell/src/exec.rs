@@ -25,9 +25,8 @@ pub const MANIFEST_TIMEOUT_SECS: u64 = MAX_TIMEOUT_SECS + 15;
 const _: () = assert!(MANIFEST_TIMEOUT_SECS > MAX_TIMEOUT_SECS);
 
 /// What the model reads about the tool.
-const DESCRIPTION: &str = "Run `sh -c` in the workspace (or working_dir): stdout, stderr, exit code. \
-Long output is cut in the middle. Destructive commands are refused; ask the user instead. A restricted \
-workspace confines commands to it and TMPDIR. Use tmux for programs that keep running.";
+const DESCRIPTION: &str = "Run `sh -c` in the workspace or working_dir; long output is cut in the \
+middle. Destructive commands are refused. Prefer the file tools for files, tmux for programs that keep running.";
 
 /// The arguments of one call.
 #[derive(Debug, Deserialize)]

@@ -211,9 +211,8 @@ impl BuiltinTool for MemoryTool {
     fn spec(&self) -> ToolSpec {
         let all = self.actions.len() == ALL_ACTIONS.len();
         let description = if all {
-            "The memory files, indexed. recall: search for query; do so before saying you do not know something \
-             the user may have told you. store: save content (category core: a lasting fact; daily: today's note). \
-             forget: the memory id, or every item containing query. get: by id. list: the newest. count."
+            "Indexed memory files. recall query; store content (category core: lasting fact, daily: today's \
+             note); forget id, or every item containing query; get id; list; count."
         } else {
             "Save what matters into long-term memory: store content (category core: lasting facts, preferences, \
              decisions; daily: notes of today)."
