@@ -81,8 +81,9 @@ impl Mode {
     }
 }
 
-/// The tool's manifest entry. The older names `max_matches` and `max_results` (for
-/// `head_limit`) are still read but not offered: every schema byte is paid on every model call.
+/// The tool's manifest entry. `type` (a file type; `glob` does the same) and the older names
+/// `max_matches` and `max_results` (for `head_limit`) are still read but not offered: every
+/// schema byte is paid on every model call.
 pub fn tool() -> Tool {
     Tool::new(
         "grep",
@@ -93,7 +94,6 @@ pub fn tool() -> Tool {
                 "pattern": {"type": "string"},
                 "path": {"type": "string"},
                 "glob": {"type": "string"},
-                "type": {"type": "string"},
                 "case_insensitive": {"type": "boolean"},
                 "fixed_strings": {"type": "boolean"},
                 "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"]},

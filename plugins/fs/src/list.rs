@@ -29,7 +29,7 @@ struct Args {
 pub fn tool() -> Tool {
     Tool::new(
         "list_dir",
-        "List a directory (subdirectories end in `/`), skipping .git, node_modules and build output.",
+        "List a directory; skips .git, node_modules and build output.",
         json!({
             "type": "object",
             "properties": {

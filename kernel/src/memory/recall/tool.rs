@@ -228,7 +228,7 @@ impl BuiltinTool for MemoryTool {
                     "query": {"type": "string"},
                     "id": {"type": "string"},
                     "category": {"type": "string", "enum": ["core", "daily", "conversation"]},
-                    "limit": {"type": "integer", "description": format!("Default 5, at most {MAX_LIMIT}")}
+                    "limit": {"type": "integer"}
                 },
                 "required": ["action"]
             }),
