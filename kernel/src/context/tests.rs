@@ -80,12 +80,25 @@ fn missing_files_leave_their_sections_out() {
 }
 
 #[test]
-fn an_untouched_memory_template_is_left_out() {
+fn untouched_templates_send_only_the_soul() {
     let ws = TempDir::new("prompt-template-memory");
     write_missing_templates(ws.path()).expect("templates");
     let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
-    assert!(!prompt.contains("# Memory\n\n# Long-term Memory"));
-    assert!(prompt.contains("## AGENTS.md") && !prompt.contains("## HEARTBEAT.md"));
+    assert!(prompt.contains("## SOUL.md\n\n# Soul\n\nI am oxibot"), "{prompt}");
+    for absent in ["# Memory\n", "## AGENTS.md", "## USER.md", "## TOOLS.md", "## HEARTBEAT.md", "<!--", "- Name:"] {
+        assert!(!prompt.contains(absent), "{absent:?} reached the prompt:\n{prompt}");
+    }
+}
+
+#[test]
+fn a_filled_profile_line_reaches_the_prompt_and_the_unfilled_ones_do_not() {
+    let ws = TempDir::new("prompt-template-user");
+    write_missing_templates(ws.path()).expect("templates");
+    let user = std::fs::read_to_string(ws.path().join("USER.md")).expect("read");
+    ws.write("USER.md", &user.replace("- Name:", "- Name: Sam"));
+    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
+    assert!(prompt.contains("## USER.md\n\n# User\n\n## Basics\n\n- Name: Sam\n\n---"), "{prompt}");
+    assert!(!prompt.contains("- Timezone:") && !prompt.contains("## Preferences"), "{prompt}");
 }
 
 #[test]
