@@ -5,7 +5,8 @@
 //!
 //! 1. identity — what oxibot is, OS and architecture, where its files are, platform policy, a
 //!    format hint for the channel, how to work with tools;
-//! 2. the bootstrap files `AGENTS.md`, `SOUL.md`, `USER.md`, `TOOLS.md`, each that exists;
+//! 2. the bootstrap files `AGENTS.md`, `SOUL.md`, `USER.md`, `TOOLS.md`, each that says
+//!    something once comments and unfilled template lines are left out (`prune.rs`);
 //! 3. `# Memory` — `memory/MEMORY.md`;
 //! 4. always-on skills in full;
 //! 5. a summary line for every other skill, with its `SKILL.md` path and availability;
