@@ -23,12 +23,7 @@ pub use crate::history::{DREAM_CURSOR_FILE, HISTORY_FILE};
 const SECTION_SEPARATOR: &str = "\n\n---\n\n";
 
 /// The whole system prompt.
-pub(crate) fn build(
-    workspace: &Path,
-    channel: &str,
-    files: &mut FileCache,
-    skills: &[Skill],
-) -> String {
+pub(crate) fn build(workspace: &Path, channel: &str, files: &mut FileCache, skills: &[Skill]) -> String {
     let mut parts = vec![identity(workspace, channel)];
     parts.extend(bootstrap(workspace, files));
     parts.extend(memory(workspace, files));

@@ -40,7 +40,7 @@ fn is_unfilled_item(lines: &[&str], at: usize, line: &str) -> bool {
     }
     let indent = line.len() - trimmed.len();
     let next = lines[at + 1..].iter().find(|l| !l.trim().is_empty());
-    !next.is_some_and(|next| next.len() - next.trim_start().len() > indent)
+    next.is_none_or(|next| next.len() - next.trim_start().len() <= indent)
 }
 
 /// The heading level of a Markdown ATX heading line, if it is one.

@@ -186,9 +186,8 @@ pub(crate) fn render_summary(skills: &[Skill]) -> Option<String> {
     if listed.is_empty() {
         return None;
     }
-    let mut out = String::from(
-        "# Skills\n\nBefore a task a skill covers, read its `SKILL.md`; offer to install what one needs.",
-    );
+    let mut out =
+        String::from("# Skills\n\nBefore a task a skill covers, read its `SKILL.md`; offer to install what one needs.");
     for (source, place) in [(SkillSource::Builtin, BUILTIN_SKILLS_DIR), (SkillSource::Workspace, "skills")] {
         let group: Vec<&&Skill> = listed.iter().filter(|s| s.info.source == source).collect();
         if group.is_empty() {
