@@ -51,6 +51,8 @@
 //!   (twice), the conversation going on after it, `agent --config` on nanobot's config, and
 //!   an older nanobot's layout;
 //! - `orphans`: no plugin process (or command it started) outlives a SIGKILLed kernel;
+//! - `prompt`: the request the model gets: a byte-identical stable prefix across sessions and
+//!   turns, the guidance a lean prompt keeps, its byte budget;
 //! - `python_plugin`: the Python example plugin, written from the protocol docs alone;
 //! - `sandbox`: the OS sandbox around `exec` and every plugin, attacked with run-time paths,
 //!   deletions, escaping children and a plugin reading the config file;
@@ -97,6 +99,7 @@ mod memory;
 mod nanobot_compat;
 mod nanobot_import;
 mod orphans;
+mod prompt;
 mod providers;
 mod python_plugin;
 mod recall;

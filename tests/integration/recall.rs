@@ -332,9 +332,10 @@ fn slash_new_saves_the_conversation_to_a_dated_memory_file_before_archiving_it()
 
 #[test]
 fn a_turn_the_estimate_says_will_not_fit_has_older_turns_archived_before_anything_is_left_out() {
-    // A 16,384-token window with 1,024 for the answer: the earlier turns fit before this turn
-    // starts, and no longer once the file it reads is in the request.
-    let env = AgentEnv::with_defaults(json!({"contextWindowTokens": 16384, "maxTokens": 1024}));
+    // A 7,300-token window with 1,024 for the answer: the earlier turns fit before this turn
+    // starts, and no longer once the file it reads is in the request (the system prompt and
+    // tool schemas take ~1,500 tokens, the file's tool result ~4,000).
+    let env = AgentEnv::with_defaults(json!({"contextWindowTokens": 7300, "maxTokens": 1024}));
     for (n, topic) in ["the garden", "the bakery"].iter().enumerate() {
         env.llm.push(Reply::Text(format!("Noted about {topic}.")));
         let told = format!("turn {n}: about {topic}. {}", long_message(n).repeat(4));

@@ -58,6 +58,8 @@ struct State {
     /// Replies for requests whose system prompt contains a marker, served before `replies`.
     routes: Vec<(String, VecDeque<Reply>)>,
     requests: Vec<Value>,
+    /// The same requests' bodies as they arrived, byte for byte.
+    raw_requests: Vec<Vec<u8>>,
     /// Bodies of embeddings requests (kept apart from the chat requests).
     embedding_requests: Vec<Value>,
     headers: Vec<Vec<(String, String)>>,
@@ -119,6 +121,11 @@ impl ScriptedLlm {
     /// The request bodies received so far, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The chat requests' bodies as they arrived, byte for byte, in the order of [`Self::requests`].
+    pub fn raw_requests(&self) -> Vec<Vec<u8>> {
+        self.state.lock().unwrap().raw_requests.clone()
     }
 
     /// The embeddings request bodies received so far, in order.
@@ -291,6 +298,7 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
     let (reply, answer) = {
         let mut state = state.lock().unwrap();
         state.requests.push(body);
+        state.raw_requests.push(request.body.clone());
         state.headers.push(request.headers);
         let system = system_prompt(state.requests.last().unwrap_or(&Value::Null));
         let routed = state

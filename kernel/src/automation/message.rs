@@ -102,17 +102,16 @@ impl BuiltinTool for MessageTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),
-            description: "Send a message to a chat on your own initiative: to the current chat (channel and chat_id \
-                          left out) or to a chat of another channel. Use it for notifications and cross-channel \
-                          messages; answer the current conversation normally, without this tool."
+            description: "Send a message on your own (a notification, another channel's chat); answer this chat \
+                          normally."
                 .to_owned(),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "content": {"type": "string", "description": "The message text (Markdown)."},
-                    "channel": {"type": "string", "description": "Channel to send to, e.g. telegram or slack. Default: the current one."},
-                    "chat_id": {"type": "string", "description": "Chat within that channel. Default: the current chat."},
-                    "media": {"type": "array", "items": {"type": "string"}, "description": "Paths of files to attach, relative to the workspace."}
+                    "content": {"type": "string"},
+                    "channel": {"type": "string"},
+                    "chat_id": {"type": "string"},
+                    "media": {"type": "array", "items": {"type": "string"}}
                 },
                 "required": ["content"]
             }),

@@ -244,18 +244,15 @@ impl BuiltinTool for SpawnTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),
-            description: "Start a helper that works on one task on its own, with the file, shell and web tools, and \
-                          reports back. By default it runs in the background: you can answer now, and its report \
-                          arrives in this conversation later. Set wait to true to get the report as this call's \
-                          result instead. Give the task everything the helper needs to know: it sees nothing of \
-                          this conversation."
+            description: "Run a task in a background helper with file, shell and web tools; it knows nothing of this \
+                          chat. Its report comes here later (wait=true: as the result); tell the user."
                 .to_owned(),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "task": {"type": "string", "description": "What the helper should do, complete and self-contained."},
-                    "label": {"type": "string", "description": "A short name for the task, shown when it reports."},
-                    "wait": {"type": "boolean", "description": "Wait for the report and return it (default false: run in the background)."}
+                    "task": {"type": "string"},
+                    "label": {"type": "string"},
+                    "wait": {"type": "boolean"}
                 },
                 "required": ["task"]
             }),

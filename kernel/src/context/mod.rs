@@ -5,7 +5,8 @@
 //!
 //! 1. identity — what oxibot is, OS and architecture, where its files are, platform policy, a
 //!    format hint for the channel, how to work with tools;
-//! 2. the bootstrap files `AGENTS.md`, `SOUL.md`, `USER.md`, `TOOLS.md`, each that exists;
+//! 2. the bootstrap files `AGENTS.md`, `SOUL.md`, `USER.md`, `TOOLS.md`, each that says
+//!    something once comments and unfilled template lines are left out (`prune.rs`);
 //! 3. `# Memory` — `memory/MEMORY.md`;
 //! 4. always-on skills in full;
 //! 5. a summary line for every other skill, with its `SKILL.md` path and availability;
@@ -26,6 +27,7 @@ pub mod frontmatter;
 mod history;
 mod identity;
 mod prompt;
+mod prune;
 mod requires;
 mod runtime;
 mod skills;
@@ -62,8 +64,8 @@ pub struct ContextBuilder {
     /// Whether copying the built-in skills has failed and been reported, so that a read-only
     /// workspace does not log a warning every turn.
     copy_failure_reported: bool,
-    /// The kernel built-in tools offered here (`cron`, `spawn`, `message`): the prompt
-    /// mentions only these, and skills that need another one are marked unavailable.
+    /// The kernel built-in tools offered here (`cron`, `spawn`, `message`): skills that need
+    /// another one are marked unavailable and left out of the prompt.
     builtins: Vec<String>,
     /// Whether anything the prompt is built from may have changed since it was built.
     freshness: Freshness,
@@ -111,7 +113,7 @@ impl ContextBuilder {
         }
         let reusable = self.freshness.arm(&self.workspace);
         let skills = self.load_skills();
-        let prompt = prompt::build(&self.workspace, channel, &mut self.files, &skills, &self.builtins);
+        let prompt = prompt::build(&self.workspace, channel, &mut self.files, &skills);
         self.freshness.watch_programs(skills.iter().flat_map(Skill::programs));
         if reusable {
             self.prompts.insert(channel.to_owned(), prompt.clone());

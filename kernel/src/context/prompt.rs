@@ -1,12 +1,14 @@
 //! Assembling the system prompt from its sections, in nanobot's order: identity, bootstrap
 //! files, memory, always-on skills, the skills summary, recent history. Sections are separated
-//! by a `---` line; empty sections are left out.
+//! by a `---` line; empty sections are left out, and so are comments and unfilled parts of the
+//! workspace files (`prune.rs`).
 
 use std::path::Path;
 
 use super::cache::FileCache;
 use super::history;
 use super::identity::identity;
+use super::prune::prune;
 use super::skills::{self, Skill};
 use super::templates::template;
 
@@ -21,15 +23,8 @@ pub use crate::history::{DREAM_CURSOR_FILE, HISTORY_FILE};
 const SECTION_SEPARATOR: &str = "\n\n---\n\n";
 
 /// The whole system prompt.
-pub(crate) fn build(
-    workspace: &Path,
-    channel: &str,
-    files: &mut FileCache,
-    skills: &[Skill],
-    builtins: &[String],
-) -> String {
+pub(crate) fn build(workspace: &Path, channel: &str, files: &mut FileCache, skills: &[Skill]) -> String {
     let mut parts = vec![identity(workspace, channel)];
-    parts.extend(acting_alone(builtins));
     parts.extend(bootstrap(workspace, files));
     parts.extend(memory(workspace, files));
     parts.extend(skills::render_loaded(skills));
@@ -38,36 +33,13 @@ pub(crate) fn build(
     parts.join(SECTION_SEPARATOR)
 }
 
-/// What the kernel's built-in tools let the assistant do on its own, for those offered here.
-fn acting_alone(builtins: &[String]) -> Option<String> {
-    let notes: Vec<&str> = builtins
-        .iter()
-        .filter_map(|tool| match tool.as_str() {
-            "message" => Some(
-                "- `message` sends a message to a chat on your own: a notification, or a message to another \
-                 channel's chat. Answer the current conversation normally, not with it.",
-            ),
-            "spawn" => Some(
-                "- `spawn` starts a helper for a long or separate task. Its report comes back into this \
-                 conversation when it is done (at once with `wait: true`); tell the user you started it.",
-            ),
-            "cron" => Some(
-                "- `cron` schedules reminders and recurring tasks; they run even when nobody is talking to \
-                 you (see the `cron` skill).",
-            ),
-            _ => None,
-        })
-        .collect();
-    (!notes.is_empty()).then(|| format!("# Acting on your own\n\n{}", notes.join("\n")))
-}
-
-/// Each bootstrap file that exists and is not blank, under a heading with its name.
+/// Each bootstrap file that exists and says something (see [`prune`]), under a heading with
+/// its name.
 fn bootstrap(workspace: &Path, files: &mut FileCache) -> Option<String> {
     let parts: Vec<String> = BOOTSTRAP_FILES
         .iter()
         .filter_map(|name| {
-            let text = files.read(&workspace.join(name))?;
-            let text = text.trim();
+            let text = prune(&files.read(&workspace.join(name))?);
             (!text.is_empty()).then(|| format!("## {name}\n\n{text}"))
         })
         .collect();
@@ -76,9 +48,8 @@ fn bootstrap(workspace: &Path, files: &mut FileCache) -> Option<String> {
 
 /// `memory/MEMORY.md`, unless it is blank or still the untouched template.
 fn memory(workspace: &Path, files: &mut FileCache) -> Option<String> {
-    let text = files.read(&workspace.join(MEMORY_FILE))?;
-    let text = text.trim();
-    let untouched = template(MEMORY_FILE).is_some_and(|t| t.trim() == text);
+    let text = prune(&files.read(&workspace.join(MEMORY_FILE))?);
+    let untouched = template(MEMORY_FILE).is_some_and(|t| prune(t) == text);
     (!text.is_empty() && !untouched).then(|| format!("# Memory\n\n{text}"))
 }
 

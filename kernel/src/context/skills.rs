@@ -7,7 +7,7 @@ use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::builtin::{BUILTINS, builtin_path};
+use super::builtin::{BUILTIN_SKILLS_DIR, BUILTINS, builtin_path};
 use super::cache::FileCache;
 use super::frontmatter;
 use super::requires::SkillMeta;
@@ -51,6 +51,9 @@ pub(crate) struct Skill {
     pub(crate) tools: Vec<String>,
     /// Programs it needs, by name (looked up on `PATH`) or by path.
     programs: Vec<String>,
+    /// Whether one of those tools is not offered here: no install can fix that, so the skill
+    /// is left out of the summary.
+    pub(crate) tool_missing: bool,
 }
 
 /// What a `SKILL.md` text says, parsed once per version of the text.
@@ -116,6 +119,7 @@ impl SkillCache {
             body: Arc::clone(&parsed.body),
             tools: parsed.meta.tools.clone(),
             programs: parsed.meta.bins.clone(),
+            tool_missing: false,
         }
     }
 }
@@ -127,6 +131,7 @@ impl Skill {
             if !offered.contains(tool) {
                 self.info.missing.push(format!("tool: {tool}"));
                 self.info.available = false;
+                self.tool_missing = true;
             }
         }
     }
@@ -186,27 +191,36 @@ pub(crate) fn render_loaded(skills: &[Skill]) -> Option<String> {
     Some(format!("# Active Skills\n\n{}", parts.join("\n\n")))
 }
 
-/// One line per skill that is not loaded in full, or `None` when there are none.
+/// One line per skill that is not loaded in full and could work here, or `None` when there
+/// are none. A skill's name is its directory's, so each group names its directory once, relative
+/// to the workspace where the file tools start.
 pub(crate) fn render_summary(skills: &[Skill]) -> Option<String> {
-    let lines: Vec<String> = skills.iter().filter(|s| !s.is_loaded()).map(|s| summary_line(&s.info)).collect();
-    if lines.is_empty() {
+    let listed: Vec<&Skill> = skills.iter().filter(|s| !s.is_loaded() && !s.tool_missing).collect();
+    if listed.is_empty() {
         return None;
     }
-    Some(format!(
-        "# Skills\n\n\
-         Skills are step-by-step instructions for particular kinds of task. When a task matches \
-         one, read its SKILL.md with `read_file` first and follow it. A skill marked unavailable \
-         needs what it lists before it can work; offer to install it (for example with the \
-         system package manager) rather than improvising without it.\n\n{}",
-        lines.join("\n")
-    ))
+    let mut out =
+        String::from("# Skills\n\nBefore a task a skill covers, read its `SKILL.md`; offer to install what one needs.");
+    for (source, place) in [(SkillSource::Builtin, BUILTIN_SKILLS_DIR), (SkillSource::Workspace, "skills")] {
+        let group: Vec<&&Skill> = listed.iter().filter(|s| s.info.source == source).collect();
+        if group.is_empty() {
+            continue;
+        }
+        let title = if source == SkillSource::Builtin { "Built-in" } else { "Yours" };
+        out.push_str(&format!("\n\n{title}, in `{place}/<name>/`:"));
+        for skill in group {
+            out.push('\n');
+            out.push_str(&summary_line(&skill.info));
+        }
+    }
+    Some(out)
 }
 
-/// `- **name** — description `path`` plus what is missing, if anything.
+/// `- name: description` plus what is missing, if anything.
 fn summary_line(info: &SkillInfo) -> String {
-    let mut line = format!("- **{}** — {} `{}`", info.name, info.description, info.path.display());
+    let mut line = format!("- {}: {}", info.name, info.description);
     if !info.available {
-        line.push_str(&format!(" (unavailable, missing {})", info.missing.join(", ")));
+        line.push_str(&format!(" (needs {})", info.missing.join(", ")));
     }
     line
 }
@@ -227,7 +241,7 @@ mod tests {
         let cron = find(&skills, "cron");
         assert_eq!(cron.info.source, SkillSource::Builtin);
         assert_eq!(cron.info.path, ws.path().join(".oxibot/skills/cron/SKILL.md"));
-        assert!(find(&skills, "memory").is_loaded());
+        assert!(!find(&skills, "memory").is_loaded(), "no built-in skill costs every prompt its whole text");
     }
 
     #[test]
@@ -262,8 +276,8 @@ mod tests {
         assert_eq!(fancy.info.missing, ["bin: oxibot-absent-bin"]);
         assert!(!fancy.is_loaded(), "an unavailable always-on skill must not be loaded");
         let summary = render_summary(&skills).expect("summary");
-        assert!(summary.contains("- **fancy** — Needs a tool. `"), "{summary}");
-        assert!(summary.contains("(unavailable, missing bin: oxibot-absent-bin)"), "{summary}");
+        let yours = &summary[summary.find("Yours, in `skills/<name>/`:").expect("group of workspace skills")..];
+        assert!(yours.contains("\n- fancy: Needs a tool. (needs bin: oxibot-absent-bin)"), "{summary}");
     }
 
     #[test]

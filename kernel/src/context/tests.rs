@@ -19,6 +19,7 @@ fn full_workspace(label: &str) -> TempDir {
         "{\"cursor\": 1, \"timestamp\": \"2026-04-15 14:58\", \"content\": \"Talked about cats\"}\n",
     );
     ws.write("skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep notes tidy.\n---\nNotes body.\n");
+    ws.write("skills/house/SKILL.md", "---\nname: house\ndescription: House rules.\nalways: true\n---\nHOUSE RULES\n");
     ws
 }
 
@@ -39,14 +40,14 @@ fn prompt_has_identity_bootstrap_memory_skills_and_history_in_order() {
         "## USER.md\n\nuser profile",
         "## TOOLS.md\n\ntool notes",
         "# Memory\n\n# Long-term Memory\n\n- The user's cat is called Luna.",
-        "# Active Skills\n\n## Skill: memory\n\n# How memory works",
+        "# Active Skills\n\n## Skill: house\n\nHOUSE RULES",
         "# Skills\n\n",
         "# Recent History\n\n",
     ];
     let offsets: Vec<usize> = order.iter().map(|needle| position(&prompt, needle)).collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "sections out of order: {offsets:?}");
     assert!(prompt.contains("\n\n---\n\n"), "sections are separated by a rule");
-    assert!(!prompt.contains("name: memory"), "frontmatter of the always-on skill leaked");
+    assert!(!prompt.contains("name: house"), "frontmatter of the always-on skill leaked");
     assert!(prompt.contains("- [2026-04-15 14:58] Talked about cats"));
 }
 
@@ -55,16 +56,16 @@ fn summary_lists_each_other_skill_with_its_path_and_availability() {
     let ws = full_workspace("prompt-summary");
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let prompt = builder.system_prompt("cli");
-    let notes = ws.path().join("skills/notes/SKILL.md");
-    assert!(prompt.contains(&format!("- **notes** — Keep notes tidy. `{}`", notes.display())), "{prompt}");
-    let cron = ws.path().join(".oxibot/skills/cron/SKILL.md");
-    assert!(prompt.contains("- **cron** — ") && prompt.contains(&format!("`{}`", cron.display())));
-    assert!(cron.is_file(), "built-in skills are copied into the workspace");
+    assert!(prompt.contains("Yours, in `skills/<name>/`:\n- notes: Keep notes tidy."), "{prompt}");
+    builder.set_builtin_tools(vec!["cron".into()]);
+    let prompt = builder.system_prompt("cli");
+    assert!(prompt.contains("Built-in, in `.oxibot/skills/<name>/`:\n- cron: "), "{prompt}");
+    assert!(ws.path().join(".oxibot/skills/cron/SKILL.md").is_file(), "built-in skills are copied into the workspace");
     let summary = &prompt[position(&prompt, "# Skills\n\n")..];
-    assert!(!summary.contains("- **memory** —"), "the always-on skill is not repeated in the summary");
+    assert!(!summary.contains("- house:"), "the always-on skill is not repeated in the summary");
     for skill in builder.skills().iter().filter(|s| !s.available) {
-        let line = summary.lines().find(|l| l.starts_with(&format!("- **{}** ", skill.name))).expect("listed");
-        assert!(line.contains(&format!("unavailable, missing {}", skill.missing.join(", "))), "{line}");
+        let line = summary.lines().find(|l| l.starts_with(&format!("- {}: ", skill.name))).expect("listed");
+        assert!(line.contains(&format!("(needs {})", skill.missing.join(", "))), "{line}");
     }
 }
 
@@ -76,16 +77,29 @@ fn missing_files_leave_their_sections_out() {
     for absent in ["## AGENTS.md", "## SOUL.md", "---\n\n# Memory\n", "---\n\n# Recent History"] {
         assert!(!prompt.contains(absent), "unexpected {absent:?}");
     }
-    assert!(prompt.contains("# Active Skills") && prompt.contains("# Skills\n"));
+    assert!(!prompt.contains("# Active Skills") && prompt.contains("# Skills\n"));
 }
 
 #[test]
-fn an_untouched_memory_template_is_left_out() {
+fn untouched_templates_send_only_the_soul() {
     let ws = TempDir::new("prompt-template-memory");
     write_missing_templates(ws.path()).expect("templates");
     let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
-    assert!(!prompt.contains("# Memory\n\n# Long-term Memory"));
-    assert!(prompt.contains("## AGENTS.md") && !prompt.contains("## HEARTBEAT.md"));
+    assert!(prompt.contains("## SOUL.md\n\n# Soul\n\nI am oxibot"), "{prompt}");
+    for absent in ["# Memory\n", "## AGENTS.md", "## USER.md", "## TOOLS.md", "## HEARTBEAT.md", "<!--", "- Name:"] {
+        assert!(!prompt.contains(absent), "{absent:?} reached the prompt:\n{prompt}");
+    }
+}
+
+#[test]
+fn a_filled_profile_line_reaches_the_prompt_and_the_unfilled_ones_do_not() {
+    let ws = TempDir::new("prompt-template-user");
+    write_missing_templates(ws.path()).expect("templates");
+    let user = std::fs::read_to_string(ws.path().join("USER.md")).expect("read");
+    ws.write("USER.md", &user.replace("- Name:", "- Name: Sam"));
+    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
+    assert!(prompt.contains("## USER.md\n\n# User\n\n## Basics\n\n- Name: Sam\n\n---"), "{prompt}");
+    assert!(!prompt.contains("- Timezone:") && !prompt.contains("## Preferences"), "{prompt}");
 }
 
 #[test]
@@ -179,18 +193,16 @@ fn a_relative_or_tilde_workspace_becomes_absolute() {
 }
 
 #[test]
-fn built_in_tools_are_described_only_where_offered_and_the_cron_skill_needs_its_tool() {
+fn a_skill_is_listed_only_where_the_built_in_tool_it_needs_is_offered() {
     let ws = TempDir::new("ctx-builtins");
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let without = builder.system_prompt("cli");
-    assert!(!without.contains("# Acting on your own"), "no built-in is offered yet");
-    assert!(without.contains("(unavailable, missing tool: cron)"), "{without}");
+    assert!(!without.contains("- cron:"), "a skill whose tool is not offered is left out: {without}");
+    assert!(builder.skills().iter().any(|s| s.name == "cron" && s.missing == ["tool: cron"]));
 
     builder.set_builtin_tools(vec!["spawn".into(), "cron".into()]);
     let with = builder.system_prompt("cli");
-    assert!(with.contains("- `spawn` starts a helper") && with.contains("- `cron` schedules"), "{with}");
-    assert!(!with.contains("`message` sends"), "message is not offered here");
-    assert!(!with.contains("missing tool: cron"), "{with}");
+    assert!(with.contains("- cron: ") && !with.contains("needs tool: cron"), "{with}");
 }
 
 #[test]

@@ -138,10 +138,8 @@ impl BuiltinTool for CronTool {
         ToolSpec {
             name: NAME.to_owned(),
             description: format!(
-                "Schedule work for later in this chat: reminders, recurring checks, reports. A job runs \
-                 as a new turn here with its message as the instruction. Actions: add (message plus exactly \
-                 one of every_seconds, cron_expr or at), list, remove (job_id). Cron expressions and times \
-                 without an offset are read in {tz} unless tz says otherwise."
+                "Schedule a job here; when due, its message runs as a new turn (a note in a file never fires). add: \
+                 message plus every_seconds, cron_expr or ISO at, in {tz} unless tz. remove: job_id."
             ),
             parameters: parameters(),
             read_only: false,
@@ -168,14 +166,14 @@ fn parameters() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "action": {"type": "string", "enum": ["add", "list", "remove"], "description": "What to do"},
-            "name": {"type": "string", "description": "A short label for the job (default: the start of the message)"},
-            "message": {"type": "string", "description": "For add: the instruction to carry out when the job runs, e.g. 'Remind the user to water the plants'"},
-            "every_seconds": {"type": "integer", "description": "For add: run every this many seconds"},
-            "cron_expr": {"type": "string", "description": "For add: a 5-field cron expression, e.g. '0 9 * * 1-5' for weekdays at 09:00"},
-            "tz": {"type": "string", "description": "For add with cron_expr: the IANA timezone it is read in, e.g. 'Europe/Berlin'"},
-            "at": {"type": "string", "description": "For add: run once at this ISO date-time, e.g. '2026-02-12T10:30:00'"},
-            "job_id": {"type": "string", "description": "For remove: the job's id (see list)"}
+            "action": {"type": "string", "enum": ["add", "list", "remove"]},
+            "name": {"type": "string"},
+            "message": {"type": "string"},
+            "every_seconds": {"type": "integer"},
+            "cron_expr": {"type": "string"},
+            "tz": {"type": "string"},
+            "at": {"type": "string"},
+            "job_id": {"type": "string"}
         },
         "required": ["action"]
     })

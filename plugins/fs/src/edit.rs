@@ -37,25 +37,22 @@ struct Args {
     expected_replacements: Option<usize>,
 }
 
-/// The tool's manifest entry.
+/// The tool's manifest entry. `expected_replacements` is still read but not offered: every
+/// schema byte is paid on every model call.
 pub fn tool() -> Tool {
     Tool::new(
         "edit_file",
-        "Change part of a file by replacing old_text with new_text. Copy old_text exactly from \
-         read_file output (without the line-number prefixes); it must match one place in the \
-         file. If it matches several places, add surrounding lines, or pick one with occurrence \
-         or line_hint, or change all of them with replace_all. If it matches nowhere, the error \
-         shows the most similar lines of the file. An empty old_text creates a new file.",
+        "Replace old_text (exact, without read_file's `N| `) with new_text; it must match once unless \
+         occurrence, line_hint or replace_all picks. Empty old_text creates the file.",
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path of the file to edit, relative to the workspace"},
-                "old_text": {"type": "string", "description": "The exact text to replace"},
-                "new_text": {"type": "string", "description": "The text to put in its place"},
-                "replace_all": {"type": "boolean", "description": "Replace every match instead of exactly one (default false)"},
-                "occurrence": {"type": ["integer", "null"], "minimum": 1, "description": "Which match to replace when old_text matches several places, counting from 1 in file order"},
-                "line_hint": {"type": ["integer", "null"], "minimum": 1, "description": "A line number from read_file that the match to replace must include, to pick one of several matches"},
-                "expected_replacements": {"type": ["integer", "null"], "minimum": 1, "description": "Fail instead of editing unless exactly this many replacements would be made"}
+                "path": {"type": "string"},
+                "old_text": {"type": "string"},
+                "new_text": {"type": "string"},
+                "replace_all": {"type": "boolean"},
+                "occurrence": {"type": "integer"},
+                "line_hint": {"type": "integer"}
             },
             "required": ["path", "old_text", "new_text"]
         }),

@@ -56,23 +56,20 @@ impl Kinds {
     }
 }
 
-/// The tool's manifest entry.
+/// The tool's manifest entry. The older name `max_results` (for `head_limit`) is still read
+/// but not offered: every schema byte is paid on every model call.
 pub fn tool() -> Tool {
     Tool::new(
         "glob",
-        "Find files (or directories) whose path matches a glob pattern such as '*.py', \
-         'src/**/*.rs' or 'docs/*.{md,txt}'. A pattern without '/' matches names at any depth; \
-         one with '/' matches the path below the search directory. Newest first. Noise \
-         directories (.git, node_modules, __pycache__, ...) are skipped.",
+        "Find paths by glob ('*.py', 'src/**/*.rs'), newest first.",
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "minLength": 1, "description": "Glob pattern, e.g. '*.py' or 'tests/**/test_*.py'"},
-                "path": {"type": "string", "description": "Directory to search in (default '.', the workspace)"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Older name for head_limit"},
-                "head_limit": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "Most paths to return (default 250; 0 for no limit)"},
-                "offset": {"type": "integer", "minimum": 0, "maximum": 100000, "description": "Skip this many matches first, to page through many results"},
-                "entry_type": {"type": "string", "enum": ["files", "dirs", "both"], "description": "Match files, directories or both (default files)"}
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "entry_type": {"type": "string", "enum": ["files", "dirs", "both"]},
+                "head_limit": {"type": "integer"},
+                "offset": {"type": "integer"}
             },
             "required": ["pattern"]
         }),

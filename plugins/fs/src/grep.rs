@@ -81,35 +81,26 @@ impl Mode {
     }
 }
 
-/// The tool's manifest entry.
+/// The tool's manifest entry. `type` (a file type; `glob` does the same) and the older names
+/// `max_matches` and `max_results` (for `head_limit`) are still read but not offered: every
+/// schema byte is paid on every model call.
 pub fn tool() -> Tool {
     Tool::new(
         "grep",
-        "Search inside files for a regular expression (Rust regex syntax; set fixed_strings for \
-         plain text). output_mode files_with_matches (default) lists the files that match, newest \
-         first; content shows each matching line as `N| text` with optional context lines; count \
-         gives the number of matching lines per file. Narrow the search with path, glob or type. \
-         Binary files, very large files and noise directories (.git, node_modules, ...) are skipped.",
+        "Search file contents for a regex. output_mode: files_with_matches (default), content (`N| text`), count.",
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "minLength": 1, "description": "Regular expression (or, with fixed_strings, plain text) to look for"},
-                "path": {"type": "string", "description": "File or directory to search (default '.', the workspace)"},
-                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. '*.py' or 'tests/**/test_*.py'"},
-                "type": {"type": "string", "description": "Only search files of this type, e.g. 'py', 'ts', 'rs', 'md', 'json'"},
-                "case_insensitive": {"type": "boolean", "description": "Ignore upper/lower case (default false)"},
-                "fixed_strings": {"type": "boolean", "description": "Take pattern as plain text, not a regex (default false)"},
-                "output_mode": {
-                    "type": "string",
-                    "enum": ["content", "files_with_matches", "count"],
-                    "description": "files_with_matches: paths of matching files (default); content: matching lines with context; count: matching lines per file"
-                },
-                "context_before": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines to show before each match in content mode"},
-                "context_after": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Lines to show after each match in content mode"},
-                "max_matches": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Older name for head_limit in content mode"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Older name for head_limit in the other modes"},
-                "head_limit": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "Most results to return: matches in content mode, files otherwise (default 250; 0 for no limit)"},
-                "offset": {"type": "integer", "minimum": 0, "maximum": 100000, "description": "Skip this many results first, to page through many"}
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string"},
+                "case_insensitive": {"type": "boolean"},
+                "fixed_strings": {"type": "boolean"},
+                "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"]},
+                "context_before": {"type": "integer"},
+                "context_after": {"type": "integer"},
+                "head_limit": {"type": "integer"},
+                "offset": {"type": "integer"}
             },
             "required": ["pattern"]
         }),

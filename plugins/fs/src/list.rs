@@ -29,16 +29,13 @@ struct Args {
 pub fn tool() -> Tool {
     Tool::new(
         "list_dir",
-        "List what a directory contains, sorted by name, directories ending in `/`. With \
-         recursive=true, list everything below it as paths relative to it. Version-control, \
-         dependency, cache and build directories (.git, node_modules, __pycache__, .venv, \
-         dist, build, ...) are left out; list one by its path to see inside it.",
+        "List a directory; skips .git, node_modules and build output.",
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Directory to list, relative to the workspace ('.' for the workspace itself)"},
-                "recursive": {"type": "boolean", "description": "List the whole tree below the directory (default false)"},
-                "max_entries": {"type": "integer", "minimum": 1, "description": "Most entries to return (default 200)"}
+                "path": {"type": "string"},
+                "recursive": {"type": "boolean"},
+                "max_entries": {"type": "integer"}
             },
             "required": ["path"]
         }),

@@ -43,18 +43,10 @@ struct Window {
 pub fn tool() -> Tool {
     Tool::new(
         "read_file",
-        "Read a text file from the workspace. Each line comes back prefixed with its number as \
-         `N| text`. Large files are returned a part at a time: pass offset (first line, counting \
-         from 1) and limit (number of lines) to read a range, and follow the note at the end to \
-         continue. About 128K characters at most per call. Read the part you want to change \
-         before using edit_file. Binary files are refused.",
+        "Read a text file as `N| text` lines; a large one comes in parts (offset, limit).",
         json!({
             "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path of the file to read, relative to the workspace"},
-                "offset": {"type": "integer", "minimum": 1, "description": "Line to start at, counting from 1 (default 1)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to return at most (default 2000)"}
-            },
+            "properties": {"path": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
             "required": ["path"]
         }),
     )

@@ -24,15 +24,10 @@ struct Args {
 pub fn tool() -> Tool {
     Tool::new(
         "write_file",
-        "Write a whole file: creates it (and any missing parent directories) or replaces \
-         everything in it with content. For a small change to an existing file, edit_file is \
-         safer because it only touches the text you name.",
+        "Create or overwrite a whole file; for changes use edit_file.",
         json!({
             "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path of the file to write, relative to the workspace"},
-                "content": {"type": "string", "description": "The complete content the file should have"}
-            },
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
             "required": ["path", "content"]
         }),
     )

@@ -13,9 +13,7 @@ pub const DEFAULT_MAX_CHARS: usize = 50_000;
 const MIN_MAX_CHARS: usize = 100;
 
 /// What the model reads about the tool.
-const DESCRIPTION: &str = "Fetch a web page or file over HTTP(S) and return its readable content: HTML as \
-Markdown (or plain text), text as it is, PDFs as their text; images and other binaries are described by type \
-and size. Long content is cut at maxChars. Only public addresses can be reached.";
+const DESCRIPTION: &str = "Fetch a public URL as text (HTML as Markdown, PDFs as text).";
 
 /// The arguments of one call.
 #[derive(Debug, Deserialize)]
@@ -36,17 +34,9 @@ pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
-            "url": {"type": "string", "description": "The http or https URL to fetch"},
-            "extractMode": {
-                "type": "string",
-                "enum": ["markdown", "text"],
-                "description": "How to return HTML: markdown (default) or text"
-            },
-            "maxChars": {
-                "type": "integer",
-                "minimum": MIN_MAX_CHARS,
-                "description": format!("The most characters to return (default {DEFAULT_MAX_CHARS})")
-            }
+            "url": {"type": "string"},
+            "extractMode": {"type": "string", "enum": ["markdown", "text"]},
+            "maxChars": {"type": "integer"}
         },
         "required": ["url"]
     });

@@ -18,8 +18,7 @@ pub const DEFAULT_COUNT: u32 = 5;
 pub const MAX_COUNT: u32 = 10;
 
 /// What the model reads about the tool.
-const DESCRIPTION: &str = "Search the web. Returns a numbered list of results: title, URL and a snippet. \
-Use web_fetch to read a result in full.";
+const DESCRIPTION: &str = "Search the web.";
 
 /// The arguments of one call.
 #[derive(Debug, Deserialize)]
@@ -36,8 +35,8 @@ pub fn tool() -> Tool {
     let schema = json!({
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "What to search for"},
-            "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT, "description": "Number of results (1-10)"}
+            "query": {"type": "string"},
+            "count": {"type": "integer", "description": format!("At most {MAX_COUNT}")}
         },
         "required": ["query"]
     });

@@ -211,16 +211,11 @@ impl BuiltinTool for MemoryTool {
     fn spec(&self) -> ToolSpec {
         let all = self.actions.len() == ALL_ACTIONS.len();
         let description = if all {
-            "Long-term memory: the memory files (memory/MEMORY.md, daily logs memory/YYYY-MM-DD.md, \
-             memory/history.jsonl) behind a search index. `store` saves `content` (category core: a lasting \
-             fact, the default; daily: a note of today; conversation: an archive entry). `recall` searches for \
-             `query` and returns the best matches with their id, file and line. `get` shows one by `id`; \
-             `list` the newest (optionally of a `category`); `count` how many. `forget` removes from the files \
-             either one memory by `id` or every item containing the text `query`. Use recall before saying you \
-             do not know something the user told you before."
+            "Indexed memory files. recall query; store content (category core: lasting fact, daily: today's \
+             note); forget id, or every item containing query; get id; list; count."
         } else {
-            "Save what matters into long-term memory: action `store` with `content` and a `category` \
-             (core: lasting facts, preferences, decisions; daily: notes of today)."
+            "Save what matters into long-term memory: store content (category core: lasting facts, preferences, \
+             decisions; daily: notes of today)."
         };
         ToolSpec {
             name: NAME.to_owned(),
@@ -228,12 +223,12 @@ impl BuiltinTool for MemoryTool {
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "action": {"type": "string", "enum": self.actions, "description": "What to do."},
-                    "content": {"type": "string", "description": "store: the fact or note, one self-contained sentence or a few."},
-                    "query": {"type": "string", "description": "recall: words to search for; forget: text whose items are removed."},
-                    "id": {"type": "string", "description": "get, forget: a memory's id from recall or list."},
-                    "category": {"type": "string", "enum": ["core", "daily", "conversation"], "description": "store: where it goes (default core); recall, list: only this kind."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "recall, list: most results (default 5)."}
+                    "action": {"type": "string", "enum": self.actions},
+                    "content": {"type": "string"},
+                    "query": {"type": "string"},
+                    "id": {"type": "string"},
+                    "category": {"type": "string", "enum": ["core", "daily", "conversation"]},
+                    "limit": {"type": "integer"}
                 },
                 "required": ["action"]
             }),
