@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Delta, Outbound};
+use oxibot_plugin::chat::{Markup, Measure, Replies, SplitRules, serve_replies, split};
+use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
 use crate::rest::{RestApi, RestError};
@@ -86,29 +86,7 @@ impl Deliverer {
 
     /// Handles the kernel's events until it hangs up.
     pub async fn run(mut self, channel: &ChannelHandle) {
-        loop {
-            let due = self.next_due();
-            let timer = async move {
-                match due {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                event = channel.next_event() => match event {
-                    Some(ChannelEvent::Delta(delta)) => self.on_delta(delta).await,
-                    Some(ChannelEvent::Outbound(outbound)) => {
-                        let outcome = self.deliver(&outbound).await.map_err(|error| error.to_string());
-                        if let Err(reason) = &outcome {
-                            eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-                        }
-                        let _ = channel.ack(outbound.id, outcome);
-                    }
-                    None => return,
-                },
-                () = timer => self.flush_due().await,
-            }
-        }
+        serve_replies(channel, &mut self).await;
     }
 
     /// Grows a streamed reply: creates its post with the first words, patches it later.
@@ -233,6 +211,26 @@ impl Deliverer {
             self.sent.clear();
         }
         self.sent.insert(id, count);
+    }
+}
+
+impl Replies for Deliverer {
+    type Error = RestError;
+
+    fn next_due(&self) -> Option<Instant> {
+        Deliverer::next_due(self)
+    }
+
+    async fn on_delta(&mut self, delta: Delta) {
+        Deliverer::on_delta(self, delta).await;
+    }
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
+        Deliverer::deliver(self, outbound).await
+    }
+
+    async fn flush_due(&mut self) {
+        Deliverer::flush_due(self).await;
     }
 }
 

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use oxibot_plugin::chat::Typing;
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Delta, Outbound};
+use oxibot_plugin::chat::{Replies, Typing, serve_replies};
+use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
 use crate::api::BotApi;
@@ -58,30 +58,7 @@ impl Deliverer {
 
     /// Handles the kernel's events until it hangs up.
     pub async fn run(mut self, channel: &ChannelHandle) {
-        loop {
-            let due = self.next_due();
-            let timer = async move {
-                match due {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                event = channel.next_event() => match event {
-                    Some(ChannelEvent::Delta(delta)) => self.on_delta(delta).await,
-                    Some(ChannelEvent::Outbound(outbound)) => {
-                        let outcome = self.deliver(&outbound).await.map_err(|e| e.to_string());
-                        if let Err(reason) = &outcome {
-                            eprintln!("cannot deliver outbound {} to chat {}: {reason}", outbound.id, outbound.chat_id);
-                        }
-                        let _ = channel.ack(outbound.id, outcome);
-                    }
-                    None => return,
-                },
-                () = timer => self.flush_due().await,
-            }
-            self.forget_stale();
-        }
+        serve_replies(channel, &mut self).await;
     }
 
     /// Appends a delta; shows it now when the stream is new or its edit interval has passed.
@@ -158,6 +135,30 @@ impl Deliverer {
         let now = Instant::now();
         self.streams.retain(|_, s| now.duration_since(s.touched) < FORGET_AFTER);
         self.failed.retain(|_, (_, at)| now.duration_since(*at) < FORGET_AFTER);
+    }
+}
+
+impl Replies for Deliverer {
+    type Error = ApiError;
+
+    fn next_due(&self) -> Option<Instant> {
+        Deliverer::next_due(self)
+    }
+
+    async fn on_delta(&mut self, delta: Delta) {
+        Deliverer::on_delta(self, delta).await;
+        self.forget_stale();
+    }
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
+        let outcome = Deliverer::deliver(self, outbound).await;
+        self.forget_stale();
+        outcome
+    }
+
+    async fn flush_due(&mut self) {
+        Deliverer::flush_due(self).await;
+        self.forget_stale();
     }
 }
 

@@ -16,7 +16,9 @@
 //! - [`save_limited`]: a download written into a file with a size limit, nothing left behind
 //!   when it fails;
 //! - [`write_atomically`]: a small file kept between runs (a sync position, a session),
-//!   replaced whole.
+//!   replaced whole;
+//! - [`serve_replies`]: the kernel's deltas and replies handed to a [`Replies`] deliverer,
+//!   each reply acknowledged with its outcome, and a timer for streamed replies' next edit.
 //!
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
 //! listening and accepting in [`crate::serving`].
@@ -28,6 +30,7 @@ pub mod escape;
 pub mod markdown;
 mod paths;
 mod recent;
+mod replies;
 pub mod split;
 mod state;
 mod token;
@@ -39,6 +42,7 @@ pub use download::{SaveError, save_limited};
 pub use escape::{escape, push_escaped};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
 pub use recent::{REMEMBERED, RecentMessages, Seen};
+pub use replies::{Replies, serve_replies};
 pub use split::{Markup, Measure, SplitRules, split, visible_text};
 pub use state::write_atomically;
 pub use token::TokenCache;

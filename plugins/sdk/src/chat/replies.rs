@@ -1,0 +1,55 @@
+//! The event loop of a channel that streams replies by editing a message: the kernel's deltas
+//! and whole replies as they come, and a timer for the next edit a streamed reply is due.
+
+use std::fmt::Display;
+use std::future::Future;
+
+use tokio::time::Instant;
+
+use crate::{ChannelEvent, ChannelHandle, Delta, Outbound};
+
+/// What a channel's reply deliverer does; [`serve_replies`] drives it.
+pub trait Replies {
+    /// Why a reply could not be delivered (told to the kernel in its `delivery_ack`).
+    type Error: Display;
+
+    /// When the next edit of a streamed reply is due, if one is.
+    fn next_due(&self) -> Option<Instant>;
+
+    /// A piece of a reply being written (`stream_id` names the reply).
+    fn on_delta(&mut self, delta: Delta) -> impl Future<Output = ()>;
+
+    /// A whole reply, ending the streamed reply with the same `stream_id` if there is one.
+    fn deliver(&mut self, outbound: &Outbound) -> impl Future<Output = Result<(), Self::Error>>;
+
+    /// Makes the edits that are due.
+    fn flush_due(&mut self) -> impl Future<Output = ()>;
+}
+
+/// Handles the kernel's deltas and replies until it hangs up: each reply is acknowledged with
+/// its outcome (a failure also logged on stderr), and due edits are made between events.
+pub async fn serve_replies(channel: &ChannelHandle, replies: &mut impl Replies) {
+    loop {
+        let due = replies.next_due();
+        let timer = async move {
+            match due {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = channel.next_event() => match event {
+                Some(ChannelEvent::Delta(delta)) => replies.on_delta(delta).await,
+                Some(ChannelEvent::Outbound(outbound)) => {
+                    let outcome = replies.deliver(&outbound).await.map_err(|error| error.to_string());
+                    if let Err(reason) = &outcome {
+                        eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
+                    }
+                    let _ = channel.ack(outbound.id, outcome);
+                }
+                None => return,
+            },
+            () = timer => replies.flush_due().await,
+        }
+    }
+}
