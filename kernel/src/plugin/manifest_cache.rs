@@ -51,7 +51,11 @@ impl ManifestCache {
 
     /// The remembered manifest of `spec`, if one was stored for exactly this identity.
     pub fn lookup(&self, spec: &PluginSpec) -> Option<Remembered> {
-        let identity = identity(spec)?;
+        self.stored_for(spec, &identity(spec)?)
+    }
+
+    /// The stored entry of `spec`, if it was stored under `identity`.
+    fn stored_for(&self, spec: &PluginSpec, identity: &str) -> Option<Remembered> {
         let bytes = std::fs::read(self.path(spec)).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
         (entry.identity == identity).then_some(entry.remembered)
@@ -60,10 +64,10 @@ impl ManifestCache {
     /// Remembers what `spec`'s plugin announced, unless that is what is remembered already.
     /// Failing to write only costs the next start its laziness, so it is logged, not returned.
     pub fn store(&self, spec: &PluginSpec, remembered: Remembered) {
-        if self.lookup(spec).as_ref() == Some(&remembered) {
+        let Some(identity) = identity(spec) else { return };
+        if self.stored_for(spec, &identity).as_ref() == Some(&remembered) {
             return;
         }
-        let Some(identity) = identity(spec) else { return };
         let entry = Entry { identity, remembered };
         let written = serde_json::to_vec(&entry)
             .map_err(std::io::Error::other)
