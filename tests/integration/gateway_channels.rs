@@ -383,6 +383,7 @@ fn the_official_openai_client_reads_real_token_counts_from_completions_and_respo
     for text in ["Plain chat answer", "Streamed chat answer", "Plain responses answer", "Streamed responses answer"] {
         env.llm.push(Reply::Text(text.into()));
     }
+    oxibot_tests::needs::python_module("openai", "openai");
     let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai_client.py");
     let out = std::process::Command::new("python3")
         .arg(script)
