@@ -69,6 +69,19 @@ pub fn channel_spec(bundled_dir: &Path, name: &str, config: &Value) -> Result<Pl
     Ok(spec)
 }
 
+/// The tool plugins shipped with the kernel: the file tools, `exec` and the web tools.
+pub const BUNDLED_TOOLS: &[&str] = &["fs", "shell", "web"];
+
+/// Those of [`BUNDLED_TOOLS`] whose executable is not in `bundled_dir`: the kernel was installed
+/// without the plugins it is built with (e.g. `oxibot` copied alone), so their tools are gone.
+pub fn missing_bundled_tools(bundled_dir: &Path) -> Vec<&'static str> {
+    BUNDLED_TOOLS
+        .iter()
+        .copied()
+        .filter(|name| !is_executable_file(&bundled_dir.join(format!("{TOOL_PREFIX}{name}"))))
+        .collect()
+}
+
 /// The search providers' key variables, passed to the bundled `web` plugin and no other.
 pub const WEB_KEY_VARIABLES: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY", "JINA_API_KEY"];
 
@@ -137,6 +150,18 @@ mod tests {
         let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
         let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["fs"]);
+    }
+
+    #[test]
+    fn missing_bundled_tools_are_named_when_the_kernel_was_installed_alone() {
+        let dir = temp("missing-bundled");
+        touch(&dir.join("oxibot"), 0o755);
+        touch(&dir.join("oxibot-tool-fs"), 0o755);
+        touch(&dir.join("oxibot-tool-web"), 0o644);
+        assert_eq!(missing_bundled_tools(&dir), ["shell", "web"]);
+        touch(&dir.join("oxibot-tool-shell"), 0o755);
+        touch(&dir.join("oxibot-tool-web"), 0o755);
+        assert!(missing_bundled_tools(&dir).is_empty());
     }
 
     #[test]

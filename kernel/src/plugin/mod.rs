@@ -29,7 +29,7 @@ pub mod slot;
 pub mod spec;
 pub mod wire;
 
-pub use discover::{PluginSources, channel_spec, configure_web, discover};
+pub use discover::{PluginSources, channel_spec, configure_web, discover, missing_bundled_tools};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;
 pub use host::{PluginHost, PluginStatus};
