@@ -11,6 +11,7 @@ mod cron;
 mod gateway;
 mod import;
 mod kernel;
+mod man;
 mod markdown;
 mod memory;
 mod onboard;
@@ -110,8 +111,14 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `oxibot man | man -l -`.
-    Man,
+    /// Print a manual page (roff), e.g. `oxibot man | man -l -` or `oxibot man cron add`.
+    Man {
+        /// The command whose page to print (default: oxibot itself).
+        command: Vec<String>,
+        /// Write every command's page into this directory instead (e.g. ~/.local/share/man/man1).
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -274,10 +281,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut command, "oxibot", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            let command = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
-            Ok(ExitCode::SUCCESS)
+        Command::Man { command, dir } => {
+            let top = <Cli as clap::CommandFactory>::command();
+            match dir {
+                Some(dir) => man::write_all(top, &dir),
+                None => man::print(top, &command),
+            }
         }
     }
 }
