@@ -220,6 +220,7 @@ fn a_scheduled_job_is_listed_run_now_and_paused_from_the_page() {
     let card = card.as_str().unwrap();
     assert!(card.contains("plants") && card.contains("Water the plants") && card.contains("every 3600 s"), "{card}");
     assert!(card.contains("Next run") && !card.contains("Next run\n—") && card.contains("never run"), "{card}");
+    assert!(card.contains("Replies to\nwebsocket:web-cron"), "the card names where the reply goes: {card}");
 
     // Run now: the job's turn runs in its session and the run is recorded in its history.
     browser.click("#jobs .job .buttons button:nth-child(2)");
