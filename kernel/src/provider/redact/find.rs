@@ -1,30 +1,61 @@
-//! Finding a secret's forms in text: the secret itself with any byte escaped and in any ASCII
-//! case, its hex and base64 widened to the whole token, and a start or end of any of them
-//! shown next to a mask (`sk-abcdefgh****wxyz1234`). Each finder adds byte spans to cover.
+//! Finding a secret's forms in text: each form as a substring (the secret in any ASCII case,
+//! its hex and base64 widened to the whole token), the secret with bytes escaped, and a start
+//! or end of any form shown next to a mask (`sk-abcdefgh****wxyz1234`). Each finder adds the
+//! byte spans to cover.
 
-use super::forms::{Alphabet, Form, Forms};
+use memchr::memchr2_iter;
+
+use super::forms::{Alphabet, Form, Forms, MIN_SHOWN, Windows};
 
 /// A byte range of the text to cover, `start..end`.
 pub(super) type Span = (usize, usize);
 
-/// How much of a secret's start or end must show next to a mask before it is covered.
-const MIN_SHOWN: usize = 8;
+/// One text to scrub, as it is and lower-cased (the same length: only ASCII letters change).
+pub(super) struct Text<'a> {
+    /// The text as it is.
+    pub(super) exact: &'a [u8],
+    /// The text with ASCII letters lower-cased, for forms that ignore case.
+    pub(super) folded: Vec<u8>,
+}
 
-/// Every place the secret appears with each byte written as itself in any ASCII case or
-/// escaped: `%HH` (URL-encoding, either case of hex digit), `\xHH`, `\u00HH` or `\/` (JSON).
-pub(super) fn escaped(text: &[u8], forms: &Forms, spans: &mut Vec<Span>) {
-    let Some(&first) = forms.raw.first() else { return };
-    let mut at = 0;
-    while at < text.len() {
-        let byte = text[at];
-        let candidate = byte.eq_ignore_ascii_case(&first) || byte == b'%' || byte == b'\\';
-        match candidate.then(|| match_escaped(text, at, &forms.raw)).flatten() {
-            Some(end) => {
-                spans.push((at, end));
-                at = end;
-            }
-            None => at += 1,
+impl<'a> Text<'a> {
+    pub(super) fn new(text: &'a str) -> Text<'a> {
+        Text { exact: text.as_bytes(), folded: text.as_bytes().to_ascii_lowercase() }
+    }
+
+    /// The text a form is compared with.
+    fn for_form(&self, form: &Form) -> &[u8] {
+        if form.fold_case { &self.folded } else { self.exact }
+    }
+}
+
+/// Every place a form appears whole, widened to the token around it.
+pub(super) fn substrings(text: &Text, forms: &Forms, spans: &mut Vec<Span>) {
+    for form in &forms.all {
+        for start in form.finder.find_iter(text.for_form(form)) {
+            spans.push(widen(text.exact, (start, start + form.text.len()), form.run));
         }
+    }
+}
+
+/// Every place the secret appears with some bytes escaped and the others as themselves, in
+/// any ASCII case: `%HH` (URL-encoding, either case of hex digit), `\xHH`, `\u00HH` or `\/`
+/// (JSON). Only the stretch before each escape can start such a match, so only that is tried.
+pub(super) fn escaped(text: &[u8], forms: &Forms, spans: &mut Vec<Span>) {
+    let secret = &forms.raw;
+    let mut tried = 0;
+    for escape in memchr2_iter(b'%', b'\\', text) {
+        let mut at = escape.saturating_sub(secret.len().saturating_sub(1)).max(tried);
+        while at <= escape {
+            match match_escaped(text, at, secret) {
+                Some(end) => {
+                    spans.push((at, end));
+                    at = end;
+                }
+                None => at += 1,
+            }
+        }
+        tried = at;
     }
 }
 
@@ -60,29 +91,6 @@ fn hex_byte(high: u8, low: u8) -> Option<u8> {
     Some((digit(high)? * 16 + digit(low)?) as u8)
 }
 
-/// Every place an encoded form (hex, base64) appears, widened to the whole token around it.
-pub(super) fn encoded(text: &[u8], forms: &Forms, spans: &mut Vec<Span>) {
-    for form in forms.encoded() {
-        let mut from = 0;
-        while let Some(start) = find(text, from, form) {
-            let end = start + form.text.len();
-            spans.push(widen(text, (start, end), form.run));
-            from = end;
-        }
-    }
-}
-
-/// The first place at or after `from` where `form` appears.
-fn find(text: &[u8], from: usize, form: &Form) -> Option<usize> {
-    let needle = &form.text;
-    let last = text.len().checked_sub(needle.len())?;
-    (from..=last).find(|&at| same(&text[at..at + needle.len()], needle, form.fold_case))
-}
-
-fn same(a: &[u8], b: &[u8], fold_case: bool) -> bool {
-    if fold_case { a.eq_ignore_ascii_case(b) } else { a == b }
-}
-
 /// `span` grown over the neighbouring digits of `run`'s alphabet and the padding after them.
 fn widen(text: &[u8], (mut start, mut end): Span, run: Option<Alphabet>) -> Span {
     if let Some(alphabet) = run {
@@ -100,7 +108,7 @@ fn widen(text: &[u8], (mut start, mut end): Span, run: Option<Alphabet>) -> Span
 }
 
 /// The masks in `text`: runs of characters that stand for hidden ones (`*`, `•`, `…`, two
-/// or more dots, three or more `x`, `X` or `#`), each with one space on either side.
+/// or more dots, three or more `x`, `X` or `#`).
 pub(super) fn masks(text: &str) -> Vec<Span> {
     let mut masks = Vec::new();
     let mut chars = text.char_indices().peekable();
@@ -128,19 +136,27 @@ fn run_needed(c: char) -> Option<usize> {
 }
 
 /// Covers every mask with at least [`MIN_SHOWN`] characters of a form's start just before it
-/// or of its end just after it, together with those characters and whatever part of the form
-/// shows on the other side.
-pub(super) fn beside_masks(text: &[u8], masks: &[Span], forms: &Forms, spans: &mut Vec<Span>) {
+/// (one space between allowed) or of its end just after it, together with those characters
+/// and whatever part of the same form shows on the other side.
+pub(super) fn beside_masks(text: &Text, masks: &[Span], secrets: &[Forms], windows: &Windows, spans: &mut Vec<Span>) {
+    let bytes = text.exact;
     for &(start, end) in masks {
-        let before = if start > 0 && text[start - 1] == b' ' { start - 1 } else { start };
-        let after = if text.get(end) == Some(&b' ') { end + 1 } else { end };
-        for form in &forms.all {
-            let start_shown = start_ending_at(text, before, form);
-            let end_shown = end_starting_at(text, after, form);
-            if start_shown.max(end_shown) >= MIN_SHOWN {
-                let start = if start_shown > 0 { before - start_shown } else { start };
-                let end = if end_shown > 0 { after + end_shown } else { end };
-                spans.push(widen(text, (start, end), form.run));
+        let before = if start > 0 && bytes[start - 1] == b' ' { start - 1 } else { start };
+        let after = if bytes.get(end) == Some(&b' ') { end + 1 } else { end };
+        let ahead = before.checked_sub(MIN_SHOWN).and_then(|from| bytes.get(from..before));
+        let behind = bytes.get(after..after + MIN_SHOWN);
+        for window in [ahead, behind].into_iter().flatten() {
+            let Ok(window) = <&[u8; MIN_SHOWN]>::try_from(window) else { continue };
+            for (secret, index, _) in windows.lookup(window) {
+                let form = &secrets[secret].all[index];
+                let text = text.for_form(form);
+                let (start_shown, end_shown) =
+                    (start_ending_at(text, before, form), end_starting_at(text, after, form));
+                if start_shown.max(end_shown) >= MIN_SHOWN {
+                    let start = if start_shown > 0 { before - start_shown } else { start };
+                    let end = if end_shown > 0 { after + end_shown } else { end };
+                    spans.push(widen(bytes, (start, end), form.run));
+                }
             }
         }
     }
@@ -148,21 +164,14 @@ pub(super) fn beside_masks(text: &[u8], masks: &[Span], forms: &Forms, spans: &m
 
 /// The length of the longest start of `form` that `text` shows just before `at`.
 fn start_ending_at(text: &[u8], at: usize, form: &Form) -> usize {
-    let Some(&last) = at.checked_sub(1).and_then(|i| text.get(i)) else { return 0 };
-    (1..=form.text.len().min(at))
-        .rev()
-        .filter(|&len| same(&[form.text[len - 1]], &[last], form.fold_case))
-        .find(|&len| same(&text[at - len..at], &form.text[..len], form.fold_case))
-        .unwrap_or(0)
+    (1..=form.text.len().min(at)).rev().find(|&len| text[at - len..at] == form.text[..len]).unwrap_or(0)
 }
 
 /// The length of the longest end of `form` that `text` shows from `at` on.
 fn end_starting_at(text: &[u8], at: usize, form: &Form) -> usize {
-    let Some(&first) = text.get(at) else { return 0 };
     let whole = form.text.len();
-    (1..=whole.min(text.len() - at))
+    (1..=whole.min(text.len().saturating_sub(at)))
         .rev()
-        .filter(|&len| same(&[form.text[whole - len]], &[first], form.fold_case))
-        .find(|&len| same(&text[at..at + len], &form.text[whole - len..], form.fold_case))
+        .find(|&len| text[at..at + len] == form.text[whole - len..])
         .unwrap_or(0)
 }

@@ -1,10 +1,18 @@
 //! The shapes one secret takes in text besides itself, computed once when the secrets are
 //! known: its hex, and the parts of its base64 (standard and URL-safe) that stay the same
-//! whatever bytes come before and after it in the encoded data.
+//! whatever bytes come before and after it in the encoded data; each with its substring
+//! finder, and every eight characters of every form in one index for the mask rule.
+
+use std::collections::HashMap;
+
+use memchr::memmem::Finder;
 
 /// Encoded forms shorter than this are not searched for: a handful of base64 characters
 /// turns up in ordinary text by chance.
 const MIN_FORM_LEN: usize = 8;
+
+/// How much of a secret's start or end must show next to a mask before it is covered.
+pub(super) const MIN_SHOWN: usize = 8;
 
 /// The characters an encoded token is made of, so that a match can be widened to the whole
 /// token (`Bearer `'s base64, the padding) instead of leaving its edges behind.
@@ -44,19 +52,27 @@ impl Alphabet {
 }
 
 /// One way a secret can be written.
-#[derive(Debug)]
 pub(super) struct Form {
-    /// The text to look for.
+    /// The text to look for, lower-cased where case is ignored.
     pub(super) text: Box<[u8]>,
-    /// Whether ASCII case is ignored when comparing (the secret itself, hex); base64 is
-    /// compared exactly.
+    /// Whether ASCII case is ignored when comparing (the secret itself, hex), so `text` is
+    /// looked for in the lower-cased text; base64 is compared exactly.
     pub(super) fold_case: bool,
     /// The token alphabet a match is widened over; `None` for the secret itself.
     pub(super) run: Option<Alphabet>,
+    /// Finds `text`, prepared once.
+    pub(super) finder: Finder<'static>,
+}
+
+impl Form {
+    fn new(text: Vec<u8>, fold_case: bool, run: Option<Alphabet>) -> Form {
+        let text: Box<[u8]> = if fold_case { text.to_ascii_lowercase().into() } else { text.into() };
+        let finder = Finder::new(&text).into_owned();
+        Form { text, fold_case, run, finder }
+    }
 }
 
 /// A secret and its forms.
-#[derive(Debug)]
 pub(super) struct Forms {
     /// The secret as configured.
     pub(super) raw: Box<[u8]>,
@@ -68,24 +84,56 @@ impl Forms {
     /// Every form of `secret`.
     pub(super) fn of(secret: &str) -> Forms {
         let raw = secret.as_bytes();
-        let mut all = vec![
-            Form { text: raw.into(), fold_case: true, run: None },
-            Form { text: hex(raw).into_bytes().into(), fold_case: true, run: Some(Alphabet::Hex) },
-        ];
+        let mut all =
+            vec![Form::new(raw.to_vec(), true, None), Form::new(hex(raw).into_bytes(), true, Some(Alphabet::Hex))];
         for alphabet in [Alphabet::Base64, Alphabet::Base64Url] {
             for offset in 0..3 {
                 let core = base64_core(raw, offset, alphabet);
                 if core.len() >= MIN_FORM_LEN {
-                    all.push(Form { text: core.into(), fold_case: false, run: Some(alphabet) });
+                    all.push(Form::new(core, false, Some(alphabet)));
                 }
             }
         }
         Forms { raw: raw.into(), all }
     }
+}
 
-    /// The encoded forms (hex and base64), each found as a plain substring.
-    pub(super) fn encoded(&self) -> impl Iterator<Item = &Form> {
-        self.all.iter().filter(|form| form.run.is_some())
+/// Where a run of [`MIN_SHOWN`] characters occurs in the forms: (secret, form, offset).
+pub(super) type Place = (usize, usize, usize);
+
+/// Every [`MIN_SHOWN`] characters of every form, so the characters beside a mask are looked
+/// up once instead of compared with each form.
+#[derive(Default)]
+pub(super) struct Windows {
+    /// Windows of forms compared exactly (base64).
+    exact: HashMap<[u8; MIN_SHOWN], Vec<Place>>,
+    /// Lower-cased windows of forms that ignore case.
+    folded: HashMap<[u8; MIN_SHOWN], Vec<Place>>,
+}
+
+impl Windows {
+    /// The index of `secrets`' forms.
+    pub(super) fn of(secrets: &[Forms]) -> Windows {
+        let mut windows = Windows::default();
+        for (secret, forms) in secrets.iter().enumerate() {
+            for (index, form) in forms.all.iter().enumerate() {
+                let map = if form.fold_case { &mut windows.folded } else { &mut windows.exact };
+                for (offset, window) in form.text.windows(MIN_SHOWN).enumerate() {
+                    let Ok(key) = <[u8; MIN_SHOWN]>::try_from(window) else { continue };
+                    map.entry(key).or_default().push((secret, index, offset));
+                }
+            }
+        }
+        windows
+    }
+
+    /// The places of forms that `window` (of the text) may be part of.
+    pub(super) fn lookup(&self, window: &[u8; MIN_SHOWN]) -> impl Iterator<Item = Place> + '_ {
+        let mut lower = *window;
+        lower.make_ascii_lowercase();
+        let exact = self.exact.get(window).into_iter().flatten();
+        let folded = self.folded.get(&lower).into_iter().flatten();
+        exact.chain(folded).copied()
     }
 }
 
@@ -151,8 +199,9 @@ mod tests {
     #[test]
     fn short_cores_are_not_searched_for() {
         let forms = Forms::of("abcdefg");
-        let cores: Vec<_> = forms.encoded().filter(|f| f.run != Some(Alphabet::Hex)).collect();
-        assert!(cores.iter().all(|f| f.text.len() >= MIN_FORM_LEN), "{cores:?}");
+        let cores: Vec<_> =
+            forms.all.iter().filter(|f| !f.fold_case).map(|f| String::from_utf8_lossy(&f.text).into_owned()).collect();
+        assert!(cores.iter().all(|core| core.len() >= MIN_FORM_LEN), "{cores:?}");
         assert_eq!(cores.len(), 4, "a key shifted by one byte leaves too short a core: {cores:?}");
     }
 }

@@ -6,16 +6,18 @@
 //! secrets are known (its hex, its base64 at each of the three byte alignments, standard and
 //! URL-safe) and every form `find` looks for in each text (the secret in any ASCII case with
 //! any byte URL-, `\x`- or JSON-escaped; a start or end of eight characters or more shown next
-//! to a mask). What a finder matched is widened to the whole encoded token and replaced once.
+//! to a mask). What a finder matched is widened to the whole encoded token, and `replace` puts
+//! [`REDACTED`] once for each run of overlapping matches.
 
 mod find;
 mod forms;
+mod replace;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
-use forms::Forms;
+use forms::{Forms, Windows};
 
 use super::error::ProviderError;
 use super::registry::Resolution;
@@ -31,14 +33,23 @@ const MIN_SECRET_LEN: usize = 6;
 /// The secret values a provider's errors must never show.
 #[derive(Clone, Default)]
 pub struct Secrets {
-    /// Each secret with its encoded forms, computed once.
-    secrets: Arc<[Forms]>,
+    /// The forms, computed once and shared by every clone.
+    prepared: Arc<Prepared>,
+}
+
+/// Each secret's forms and their index.
+#[derive(Default)]
+struct Prepared {
+    /// Each secret with its encoded forms.
+    secrets: Vec<Forms>,
+    /// Every eight characters of every form.
+    windows: Windows,
 }
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The values are what must never be printed.
-        f.debug_struct("Secrets").field("count", &self.secrets.len()).finish_non_exhaustive()
+        f.debug_struct("Secrets").field("count", &self.prepared.secrets.len()).finish_non_exhaustive()
     }
 }
 
@@ -58,28 +69,19 @@ impl Secrets {
         let mut values: Vec<String> = values.into_iter().filter(|v| v.trim().len() >= MIN_SECRET_LEN).collect();
         values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         values.dedup();
-        Secrets { secrets: values.iter().map(|value| Forms::of(value)).collect() }
+        let secrets: Vec<Forms> = values.iter().map(|value| Forms::of(value)).collect();
+        let windows = Windows::of(&secrets);
+        Secrets { prepared: Arc::new(Prepared { secrets, windows }) }
     }
 
     /// `text` with every secret, in every form, replaced by [`REDACTED`].
     pub fn scrub(&self, text: &str) -> String {
-        if self.secrets.is_empty() {
-            return text.to_owned();
-        }
-        let bytes = text.as_bytes();
-        let masks = find::masks(text);
-        let mut spans = Vec::new();
-        for forms in self.secrets.iter() {
-            find::escaped(bytes, forms, &mut spans);
-            find::encoded(bytes, forms, &mut spans);
-            find::beside_masks(bytes, &masks, forms, &mut spans);
-        }
-        replace(text, spans)
+        replace::scrub(text, &self.prepared.secrets, &self.prepared.windows)
     }
 
     /// `error` with every secret in its text replaced.
     pub fn scrub_error(&self, error: ProviderError) -> ProviderError {
-        if self.secrets.is_empty() {
+        if self.prepared.secrets.is_empty() {
             return error;
         }
         let scrub = |text: String| self.scrub(&text);
@@ -99,42 +101,4 @@ impl Secrets {
             ProviderError::Timeout => ProviderError::Timeout,
         }
     }
-}
-
-/// `text` with each of `spans` (merged where they overlap or touch) replaced by [`REDACTED`].
-fn replace(text: &str, mut spans: Vec<find::Span>) -> String {
-    if spans.is_empty() {
-        return text.to_owned();
-    }
-    spans.sort_unstable();
-    let mut out = String::with_capacity(text.len());
-    let mut copied = 0;
-    let mut spans = spans.into_iter().peekable();
-    while let Some((start, mut end)) = spans.next() {
-        while let Some((_, next_end)) = spans.next_if(|&(next_start, _)| next_start <= end) {
-            end = end.max(next_end);
-        }
-        let (start, end) = (floor_boundary(text, start.max(copied)), ceil_boundary(text, end));
-        out.push_str(&text[copied..start]);
-        out.push_str(REDACTED);
-        copied = end;
-    }
-    out.push_str(&text[copied..]);
-    out
-}
-
-/// `at`, moved back to the start of the character it falls in.
-fn floor_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
-/// `at`, moved on to the end of the character it falls in.
-fn ceil_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at
 }
