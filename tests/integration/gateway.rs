@@ -163,6 +163,25 @@ impl GatewayEnv {
         format!("ws://127.0.0.1:{port}/ws?chat_id={chat}&token={}", self.secret("websocket"))
     }
 
+    /// Sends `text` through the websocket channel (with its token) in `chat` and waits for the
+    /// reply.
+    pub(crate) fn chat_once(&self, chat: &str, text: &str) {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let port = self.channel_port("websocket");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (mut socket, _) = tokio_tungstenite::connect_async(self.ws_url(port, chat)).await.unwrap();
+            socket.send(Message::text(json!({"type": "message", "text": text}).to_string())).await.unwrap();
+            loop {
+                let Some(Ok(Message::Text(frame))) = socket.next().await else { panic!("the websocket closed") };
+                if serde_json::from_str::<Value>(&frame).unwrap()["type"] == "message" {
+                    break;
+                }
+            }
+        });
+    }
+
     /// `Authorization: Bearer` with the api channel's key.
     pub(crate) fn api_authorization(&self) -> String {
         format!("Bearer {}", self.secret("api"))

@@ -110,6 +110,32 @@ fn a_local_process_without_the_secrets_is_refused_everywhere_and_with_them_serve
     assert!(exchange(env.http_port(), &page, "").starts_with("HTTP/1.1 200"));
 }
 
+/// Issue 23, finding 3: a command the assistant ran (`exec`, which may not read the sessions
+/// directory) fetched another chat's transcript and the gateway's status from the web UI's
+/// loopback port. Through the real shell plugin now, the same `curl` gets a 401 (or, where
+/// exec has no network, no connection) and the PIN of the other chat never reaches the model.
+#[test]
+fn a_command_the_assistant_runs_reads_no_other_chat_through_the_gateways_port() {
+    let (env, _ws_port, _api_port) = default_env();
+    let _gateway = env.start_with("websocket");
+    env.llm.push(Reply::Text("Noted.".into()));
+    env.chat_once("pin-chat", "my PIN is 4711");
+    assert!(env.session_file("websocket:pin-chat").contains("4711"), "the other chat was not saved");
+    let base = format!("http://127.0.0.1:{}", env.http_port());
+    let command = ["/api/session?key=websocket:pin-chat", "/api/status", "/api/sessions"]
+        .map(|path| format!("curl -s -w ' status=%{{http_code}}' '{base}{path}'; echo"))
+        .join("; ");
+    env.llm.push(Reply::ToolCalls(vec![("exec".into(), json!({"command": command}).to_string())]));
+    env.llm.push(Reply::Text("done".into()));
+    env.chat_once("curious-chat", "look around");
+    let requests = env.llm.requests();
+    let messages = requests.last().unwrap()["messages"].as_array().unwrap().clone();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").unwrap()["content"].to_string();
+    assert!(result.contains("status=401") || result.contains("status=000"), "curl did not run: {result}");
+    assert!(!result.contains("status=200"), "{result}");
+    assert!(!result.contains("4711"), "exec read another chat's transcript: {result}");
+}
+
 /// `oxibot gateway` prints a one-time login link and, the first time, the api key it made;
 /// the next start does not show the key again. `oxibot status` says the surfaces need a secret.
 #[test]

@@ -337,7 +337,7 @@ fn a_local_process_that_only_knows_the_port_reads_no_transcript() {
     let env = web_env();
     let _gateway = start(&env);
     env.llm.push(Reply::Text("Noted.".into()));
-    chat_once(&env, "pin-chat", "my PIN is 4711");
+    env.chat_once("pin-chat", "my PIN is 4711");
     assert!(env.session_file("websocket:pin-chat").contains("4711"), "the chat was not saved");
     let port = env.http_port();
     for path in ["/api/session?key=websocket:pin-chat", "/api/sessions", "/api/status", "/"] {
@@ -392,24 +392,6 @@ fn a_change_from_another_site_is_refused_and_one_from_the_page_is_saved() {
     assert_eq!(std::fs::read_to_string(&user_md).unwrap(), "- changed\n");
     let escape = http_request(port, "PUT", "/api/memory?name=../x.md", &headers, body);
     assert!(escape.starts_with("HTTP/1.1 409") && escape.contains("not a memory file"), "{escape}");
-}
-
-/// Sends `text` through the websocket channel (with its token) in `chat` and waits for the reply.
-fn chat_once(env: &GatewayEnv, chat: &str, text: &str) {
-    use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-    let port = env.channel_port("websocket");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let (mut socket, _) = tokio_tungstenite::connect_async(env.ws_url(port, chat)).await.unwrap();
-        socket.send(Message::text(json!({"type": "message", "text": text}).to_string())).await.unwrap();
-        loop {
-            let Some(Ok(Message::Text(frame))) = socket.next().await else { panic!("the websocket closed") };
-            if serde_json::from_str::<Value>(&frame).unwrap()["type"] == "message" {
-                break;
-            }
-        }
-    });
 }
 
 fn http_request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
