@@ -165,3 +165,21 @@ fn the_gateway_prints_a_login_link_and_the_new_api_key_once_and_status_says_secr
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(status.contains("require a secret, on loopback too"), "{status}");
 }
+
+/// A websocket channel enabled by a config edit while the gateway runs starts with the
+/// generated token too, and an edit elsewhere does not restart the channels (the secrets
+/// filled in are the same on both sides of the comparison).
+#[test]
+fn a_websocket_channel_enabled_by_an_edit_gets_its_token_and_other_edits_leave_the_channels_running() {
+    let api_port = free_port();
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": api_port}}));
+    let _gateway = env.start_with("api");
+    let api_pid = env.plugin_status("api")["pid"].clone();
+    let ws_port = free_port();
+    env.edit_config(|config| config["channels"]["websocket"] = json!({"enabled": true, "port": ws_port}));
+    env.wait_running("websocket");
+    env.llm.push(Reply::Text("hello after the edit".into()));
+    env.chat_once("edited", "hi");
+    assert!(env.session_file("websocket:edited").contains("hello after the edit"));
+    assert_eq!(env.plugin_status("api")["pid"], api_pid, "the api channel was restarted by an unrelated edit");
+}
