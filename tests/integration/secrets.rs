@@ -75,8 +75,10 @@ fn an_api_client_never_gets_the_key_a_provider_error_echoed() {
     });
     let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "hi"}], "session_id": "leak"});
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let key = env.api_authorization();
+    let auth = [("Authorization", key.as_str())];
     let reply =
-        runtime.block_on(async { http::post_json(port, "/v1/chat/completions", &[], &body).await.text().await });
+        runtime.block_on(async { http::post_json(port, "/v1/chat/completions", &auth, &body).await.text().await });
     assert!(reply.contains("[redacted]"), "the client hears about the failure: {reply}");
     assert!(!reply.contains("gateway-test-key"), "the client got the key: {reply}");
     assert!(!env.session_file("api:leak").contains("gateway-test-key"));

@@ -62,6 +62,17 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Print a one-time login link for the web UI of the gateway (run `oxibot gateway` first).
+    ///
+    /// The link signs one browser in (a cookie keeps it) and is good for an hour; run this
+    /// again for another browser or when the link has expired.
+    Ui {
+        /// Port of the gateway (overrides gateway.port).
+        #[arg(long)]
+        port: Option<u16>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// Approve senders who asked to talk to the assistant (they received a pairing code).
     #[command(subcommand)]
     Pairing(PairingCommand),
@@ -254,6 +265,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             agent::run(&common, agent::AgentOptions { message, session, no_markdown })
         }
         Command::Gateway { port, common } => gateway::run(&common, port),
+        Command::Ui { port, common } => gateway::ui(&common, port),
         Command::Pairing(PairingCommand::Approve { code }) => gateway::approve(&code),
         Command::Pairing(PairingCommand::List) => gateway::list(),
         Command::Onboard { common } => onboard::run(&common),

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use oxibot_kernel::gateway::local_secrets::LocalSecrets;
 use oxibot_kernel::memory::recall::index::MemoryIndex;
 use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::paths;
@@ -37,6 +38,10 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
     println!("sandbox:   {}", sandbox_line(setup.config.tools.restrict_to_workspace, &setup.workspace));
     println!("memory:    {}", memory_line(&setup));
+    println!(
+        "surfaces:  the web UI and the api and websocket channels require a secret, on loopback too (`oxibot ui` signs in; keys in {})",
+        LocalSecrets::new(&paths::data_dir()).path().display()
+    );
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
