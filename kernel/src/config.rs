@@ -195,6 +195,10 @@ pub struct PluginEntry {
     /// restricted (its sandbox reaches nothing else there; `~` allowed).
     #[serde(default, alias = "allow_paths")]
     pub allow_paths: Vec<String>,
+    /// Tools of the bundled plugins this plugin takes over (e.g. `["exec"]`); without it, a
+    /// tool named like a bundled one is refused.
+    #[serde(default)]
+    pub replaces: Vec<String>,
 }
 
 fn enabled_by_default() -> bool {
@@ -214,6 +218,7 @@ impl PluginEntry {
             env: self.env.clone(),
             origin: Origin::Config,
             confinement: Confinement { workspace: None, allow_paths, programs: Vec::new() },
+            replaces: self.replaces.clone(),
             startup_timeout: None,
         }
     }

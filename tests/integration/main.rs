@@ -40,8 +40,11 @@
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `tool_claims`: a plugin cannot take a bundled or built-in tool's name without `replaces`,
+//!   and a tool with an oversized description is refused alone;
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
+//! - `fs_large_files`: `read_file` of a 20 GiB sparse file reads only the page it returns;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
@@ -90,6 +93,7 @@ mod cli_service;
 mod cli_tools;
 mod cron;
 mod fs_containment;
+mod fs_large_files;
 mod gateway;
 mod gateway_channels;
 mod host_calls;
@@ -110,5 +114,6 @@ mod sandbox;
 mod sdk_plugin;
 mod secrets;
 mod tidy;
+mod tool_claims;
 mod web;
 mod webui;

@@ -216,6 +216,45 @@ fn the_memory_command_shows_and_restores_dream_changes() {
     assert!(!bad.status.success() && stderr(&bad).contains("zzzz"), "{}", stderr(&bad));
 }
 
+// Issue 23, finding 9: an injected `rm -rf ./* ./.git` deleted the memory files and their git
+// history, which was their only backup.
+#[test]
+fn the_memory_files_and_their_history_come_back_after_the_whole_workspace_is_deleted() {
+    let env = dream_env();
+    env.llm.route(DREAM_PHASE1, Reply::Text("[SOUL] answer in French".into()));
+    env.llm.route(
+        DREAM_PHASE2,
+        Reply::ToolCalls(vec![edit_call("SOUL.md", "Be brief.\n", "Be brief.\nAnswer in French.\n")]),
+    );
+    env.llm.route(DREAM_PHASE2, Reply::Text("done".into()));
+    assert!(env.agent("/dream").status.success());
+    let history = git(&env, &["log", "--format=%H %s"]);
+    assert!(history.lines().next().unwrap().contains(" dream: "), "{history}");
+    let tracked = ["SOUL.md", "USER.md", "memory/MEMORY.md"];
+    let before: Vec<String> = tracked.iter().map(|file| read(&env, file)).collect();
+    assert!(before[0].contains("Answer in French."));
+
+    // What `rm -rf ./* ./.git` run in the workspace leaves.
+    for entry in std::fs::read_dir(&env.workspace).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { std::fs::remove_dir_all(&path).unwrap() } else { std::fs::remove_file(&path).unwrap() }
+    }
+
+    let log = env.command(&["memory", "log"]).output().unwrap();
+    assert!(log.status.success(), "{}", stderr(&log));
+    assert!(stdout(&log).contains("dream: 2026-04-04 09:30, 1 change(s)"), "{}", stdout(&log));
+    assert!(stderr(&log).contains("re-created it from the copy in") && stderr(&log).contains("oxibot memory restore"));
+    let restore = env.command(&["memory", "restore"]).output().unwrap();
+    assert!(restore.status.success(), "{}", stderr(&restore));
+    assert!(stdout(&restore).contains("Put back SOUL.md, USER.md, memory/MEMORY.md"), "{}", stdout(&restore));
+    let after: Vec<String> = tracked.iter().map(|file| read(&env, file)).collect();
+    assert_eq!(after, before);
+    assert_eq!(git(&env, &["log", "--format=%H %s"]), history, "the whole history is back");
+    assert_eq!(git(&env, &["status", "--porcelain"]), "");
+    let mirrors = std::fs::read_dir(env.home.path().join("memory-mirror")).unwrap().count();
+    assert_eq!(mirrors, 1, "one bare copy in the data dir");
+}
+
 #[test]
 fn dream_refuses_edits_outside_its_files_and_still_advances_its_cursor() {
     let env = dream_env();

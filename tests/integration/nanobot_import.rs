@@ -195,6 +195,32 @@ fn importing_nanobot_twice_brings_everything_over_once_and_the_conversation_goes
     assert!(std::fs::read_to_string(ours).unwrap().contains("still there?"));
 }
 
+// Issue 23, finding 10c: nanobot 0.3.5 writes `restrictToWorkspace: false`, and an import
+// carried it over without a word.
+#[test]
+fn an_imported_config_with_the_sandbox_off_is_named_loudly_by_the_import_and_by_status() {
+    let llm = ScriptedLlm::start();
+    let nanobot = Nanobot::materialise(&llm);
+    let from = nanobot.data_dir().display().to_string();
+    let warning = "WARNING: the sandbox is off: tools.restrictToWorkspace is false in";
+    let dry = nanobot.oxibot(&["import", "nanobot", "--from", &from, "--dry-run"]);
+    let nanobot_config = nanobot.data_dir().join("config.json").display().to_string();
+    assert!(stdout(&dry).contains(&format!("{warning} {nanobot_config}")), "{}", stdout(&dry));
+    let imported = nanobot.import();
+    let ours = nanobot.oxibot_home().join("config.json");
+    let line = imported.lines().find(|line| line.starts_with(warning)).unwrap_or_else(|| panic!("{imported}"));
+    assert!(line.contains(&ours.display().to_string()), "{line}");
+    assert!(line.contains("exec and the file tools reach the whole machine"), "{line}");
+    assert!(line.contains(r#"set "tools": {"restrictToWorkspace": true}"#), "{line}");
+
+    let status = stdout(&nanobot.oxibot(&["status"]));
+    assert!(status.contains(&format!("{warning} {}", ours.display())), "{status}");
+    let text = std::fs::read_to_string(&ours).unwrap();
+    std::fs::write(&ours, text.replace(r#""restrictToWorkspace": false"#, r#""restrictToWorkspace": true"#)).unwrap();
+    assert!(!stdout(&nanobot.oxibot(&["status"])).contains(warning), "no warning once the sandbox is on");
+    assert!(!nanobot.import().contains(warning));
+}
+
 #[test]
 fn agent_with_nanobots_config_finds_nanobots_sessions_without_an_import() {
     let llm = ScriptedLlm::start();

@@ -306,6 +306,7 @@ fn commands_lose_tcp_when_the_shell_plugin_says_network_off() {
         "name": "shell",
         "command": bin("oxibot-tool-shell"),
         "env": {"OXIBOT_EXEC_NETWORK": "off"},
+        "replaces": ["exec"],
     }]});
     let closed = Scene::with_config(true, shell).exec(&connect);
     let enforced = stdout(&Scene::new(true).oxibot(&["status"], &[])).contains("(ABI");

@@ -98,6 +98,7 @@ pub fn test_host_config() -> HostConfig {
             ..RestartPolicy::default()
         },
         manifest_cache: None,
+        ..HostConfig::default()
     }
 }
 

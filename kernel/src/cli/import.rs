@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use oxibot_kernel::config::Config;
 use oxibot_kernel::import::{self, ImportOptions};
 use oxibot_kernel::paths;
 
@@ -53,11 +54,27 @@ pub fn run(command: ImportCommand) -> anyhow::Result<ExitCode> {
         (true, n) => println!("{n} {} would be imported; run again without --dry-run to do it.", things(n)),
         (false, n) => println!("Imported {n} {}. Talk to the assistant with `oxibot agent`.", things(n)),
     }
+    if let Some(config_path) = config_in_use(&options) {
+        let restricted = Config::load(&config_path).map_or(true, |config| config.tools.restrict_to_workspace);
+        if !restricted {
+            println!("{}", super::status::sandbox_off_warning(&config_path));
+        }
+    }
     if report.failures() > 0 {
         eprintln!("error: {} {} could not be imported (see above)", report.failures(), things(report.failures()));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The config oxibot uses after this import: its own, else (in a dry run, before the copy)
+/// nanobot's, which the import would copy.
+fn config_in_use(options: &ImportOptions) -> Option<PathBuf> {
+    if options.config_path.exists() {
+        return Some(options.config_path.clone());
+    }
+    let nanobot = options.from.join("config.json");
+    (options.dry_run && nanobot.is_file()).then_some(nanobot)
 }
 
 fn things(n: usize) -> &'static str {

@@ -9,7 +9,8 @@ use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{
-    HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, configure_web, discover,
+    HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, ReservedNames, configure_web,
+    discover,
 };
 use oxibot_kernel::session::location;
 
@@ -27,6 +28,19 @@ pub struct Setup {
     pub host: HostConfig,
     /// The config file read (it may not exist).
     pub config_path: PathBuf,
+}
+
+/// The kernel's built-in tools, whose names no plugin may offer.
+const BUILTIN_TOOLS: [&str; 4] = [
+    oxibot_kernel::automation::message::NAME,
+    oxibot_kernel::automation::spawn::NAME,
+    oxibot_kernel::cron::tool::NAME,
+    oxibot_kernel::memory::recall::tool::NAME,
+];
+
+/// The names no plugin takes without saying so: the built-ins and the bundled plugins' tools.
+fn reserved_names() -> ReservedNames {
+    ReservedNames { builtins: BUILTIN_TOOLS.map(str::to_owned).to_vec(), ..ReservedNames::default() }
 }
 
 /// Where the workspace is when neither `--workspace` nor a config file names one.
@@ -81,7 +95,8 @@ impl Setup {
         // Plugins that announce `static_manifest` start on their first call once their tools
         // are remembered here.
         let manifest_cache = Some(ManifestCache::new(paths::data_dir().join("cache").join("manifests")));
-        let host = HostConfig { launcher: Some(exe), manifest_cache, ..HostConfig::default() };
+        let host =
+            HostConfig { launcher: Some(exe), manifest_cache, reserved: reserved_names(), ..HostConfig::default() };
         Ok(Setup { config, workspace, plugins, host, config_path })
     }
 

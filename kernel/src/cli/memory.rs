@@ -1,4 +1,5 @@
-//! `oxibot memory log|show|restore`: Dream's changes to the memory files, from the shell;
+//! `oxibot memory log|show|restore`: Dream's changes to the memory files, from the shell (a
+//! deleted workspace repository is re-created from its copy in the data dir);
 //! `oxibot memory search|reindex`: the search index over the memory files.
 
 use std::process::ExitCode;
@@ -7,7 +8,7 @@ use anyhow::Context as _;
 use std::sync::Arc;
 
 use oxibot_kernel::history::HistoryStore;
-use oxibot_kernel::memory::git::{DREAM_PREFIX, GitStore};
+use oxibot_kernel::memory::git::{DREAM_PREFIX, GitStore, InitOutcome};
 use oxibot_kernel::memory::recall::index::MemoryIndex;
 use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::recall::sources::Category;
@@ -42,9 +43,21 @@ pub fn show(common: &CommonArgs, sha: Option<&str>) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Puts the memory files back as they were before `sha`, in a new commit.
-pub fn restore(common: &CommonArgs, sha: &str) -> anyhow::Result<ExitCode> {
-    let commit = store(common)?.restore(sha)?;
+/// Puts the memory files back as they were before `sha`, in a new commit; without `sha`, as
+/// they are in the latest commit (after the workspace's repository, if deleted, is re-created
+/// from the copy in the data dir).
+pub fn restore(common: &CommonArgs, sha: Option<&str>) -> anyhow::Result<ExitCode> {
+    let store = store(common)?;
+    let Some(sha) = sha else {
+        let (commit, written) = store.restore_latest()?;
+        if written.is_empty() {
+            println!("The memory files already match the latest commit, {} ({}).", commit.short, commit.message);
+        } else {
+            println!("Put back {} as of {} ({}).", written.join(", "), commit.short, commit.message);
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let commit = store.restore(sha)?;
     println!("Restored the memory files to before {sha}; recorded as {} ({}).", commit.short, commit.message);
     Ok(ExitCode::SUCCESS)
 }
@@ -146,9 +159,22 @@ fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recal
     Ok(recall)
 }
 
+/// The workspace's memory repository; one that was deleted is re-created from the copy in
+/// the data dir (and the user told so).
 fn store(common: &CommonArgs) -> anyhow::Result<GitStore> {
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let store = GitStore::new(&setup.workspace);
-    store.init().with_context(|| format!("cannot open the memory repository in {}", setup.workspace.display()))?;
+    let store = GitStore::mirrored(&setup.workspace, &paths::data_dir());
+    let outcome =
+        store.init().with_context(|| format!("cannot open the memory repository in {}", setup.workspace.display()))?;
+    if let InitOutcome::Recovered { mirror, head } = outcome {
+        eprintln!(
+            "The memory repository in {} was missing; re-created it from the copy in {} (latest: {} {}).",
+            setup.workspace.display(),
+            mirror.display(),
+            head.short,
+            head.message
+        );
+        eprintln!("Run `oxibot memory restore` to put the memory files back as of that commit.");
+    }
     Ok(store)
 }

@@ -203,10 +203,12 @@ enum MemoryCommand {
         #[command(flatten)]
         common: CommonArgs,
     },
-    /// Put the memory files back as they were before a change (recorded as a new commit).
+    /// Put the memory files back as they were before a change (recorded as a new commit), or
+    /// without a commit as they are in the latest one: after a deletion, the workspace's
+    /// repository is re-created from its copy in the data dir.
     Restore {
-        /// The commit to undo (see `oxibot memory log`).
-        sha: String,
+        /// The commit to undo (see `oxibot memory log`); none: the latest commit's files.
+        sha: Option<String>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -282,7 +284,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(command) => import::run(command),
         Command::Memory(MemoryCommand::Log { limit, all, common }) => memory::log(&common, limit, all),
         Command::Memory(MemoryCommand::Show { sha, common }) => memory::show(&common, sha.as_deref()),
-        Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, &sha),
+        Command::Memory(MemoryCommand::Restore { sha, common }) => memory::restore(&common, sha.as_deref()),
         Command::Service(ServiceCommand::Install { no_start, common }) => service::install(&common, no_start),
         Command::Service(ServiceCommand::Uninstall) => service::uninstall(),
         Command::Service(ServiceCommand::Status) => service::status(),

@@ -37,6 +37,9 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         .collect();
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
     println!("sandbox:   {}", sandbox_line(setup.config.tools.restrict_to_workspace, &setup.workspace));
+    if !setup.config.tools.restrict_to_workspace {
+        println!("{}", sandbox_off_warning(&config_path));
+    }
     println!("memory:    {}", memory_line(&setup));
     println!(
         "surfaces:  the web UI and the api and websocket channels require a secret, on loopback too (`oxibot ui` signs in; keys in {})",
@@ -101,6 +104,17 @@ fn memory_line(setup: &Setup) -> String {
         line.push_str("; index not built yet");
     }
     line
+}
+
+/// The loud line shown wherever a config with `tools.restrictToWorkspace: false` is used or
+/// imported (nanobot's default is false, so an imported config often carries it).
+pub fn sandbox_off_warning(config_path: &std::path::Path) -> String {
+    format!(
+        "WARNING: the sandbox is off: tools.restrictToWorkspace is false in {}, so exec and the file tools reach \
+         the whole machine (every file and program your user can reach). Turn it on: set \
+         \"tools\": {{\"restrictToWorkspace\": true}} in that file, or remove the key.",
+        config_path.display()
+    )
 }
 
 /// Which sandbox confines `exec` and the plugins, in one line.

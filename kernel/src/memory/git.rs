@@ -4,14 +4,17 @@
 //! It never searches upward for a repository (the workspace may sit inside the
 //! user's own, which must stay untouched) and it only ever writes into a
 //! repository it created itself, recognised by `oxibot.managed = true` in that
-//! repository's local config. Every call is blocking: run it off the async event
-//! loop (see [`super::git_actor`]).
+//! repository's local config. With a [`Mirror`] (the kernel always gives one), every
+//! commit also reaches a bare copy in the data dir, and a deleted `<workspace>/.git` is
+//! re-created from that copy. Every call is blocking: run it off the async event loop (see
+//! [`super::git_actor`]).
 
 use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::git_mirror::Mirror;
 use git2::{
     Commit, ConfigLevel, DiffFormat, DiffLine, ErrorCode, ObjectType, Oid, Repository, RepositoryOpenFlags, Signature,
     Sort, Tree,
@@ -103,6 +106,14 @@ pub enum GitError {
     /// Versioning is switched off (no store, or the workspace is a foreign repository).
     #[error("memory versioning is off")]
     Disabled,
+    /// The workspace's history does not continue the mirror's, which is left as it is.
+    #[error(
+        "the memory repository in the workspace does not continue the history kept in {mirror}; that copy is left as it is (move the workspace's .git away and run `oxibot memory restore` to go back to it)"
+    )]
+    MirrorDiverged {
+        /// The mirror.
+        mirror: PathBuf,
+    },
 }
 
 /// One commit, as shown to the user.
@@ -139,18 +150,45 @@ pub enum InitOutcome {
     },
     /// The repository already existed (and is oxibot's own).
     Opened,
+    /// `<workspace>/.git` was missing and was re-created from the mirror's history; the
+    /// memory files were left as they were.
+    Recovered {
+        /// The mirror it came from.
+        mirror: PathBuf,
+        /// Its latest commit.
+        head: CommitInfo,
+    },
 }
 
 /// The version history of one workspace's memory files.
 #[derive(Debug, Clone)]
 pub struct GitStore {
     workspace: PathBuf,
+    /// The copy of the history outside the workspace, kept up to date after each commit.
+    mirror: Option<Mirror>,
 }
 
 impl GitStore {
-    /// A store for `workspace`; nothing is read or written until a method is called.
+    /// A store for `workspace`, without a mirror; nothing is read or written until a method
+    /// is called.
     pub fn new(workspace: &Path) -> GitStore {
-        GitStore { workspace: workspace.to_path_buf() }
+        GitStore { workspace: workspace.to_path_buf(), mirror: None }
+    }
+
+    /// The store the kernel uses: mirrored into `<data_dir>/memory-mirror/`.
+    pub fn mirrored(workspace: &Path, data_dir: &Path) -> GitStore {
+        GitStore::new(workspace).with_mirror(Mirror::for_workspace(data_dir, workspace))
+    }
+
+    /// The same store, copying its history into `mirror` after every commit.
+    pub fn with_mirror(mut self, mirror: Mirror) -> GitStore {
+        self.mirror = Some(mirror);
+        self
+    }
+
+    /// The mirror, if the store keeps one.
+    pub fn mirror(&self) -> Option<&Mirror> {
+        self.mirror.as_ref()
     }
 
     /// The workspace directory whose memory files are versioned.
@@ -161,14 +199,27 @@ impl GitStore {
     /// Creates `<workspace>/.git` (with a `.gitignore` and an initial commit) if it
     /// is missing, or opens it if it is oxibot's own. A repository oxibot did not
     /// create gives [`GitError::ForeignRepository`] and is left untouched.
+    ///
+    /// With a mirror, a missing `.git` is re-created from the mirror's history when it has
+    /// one ([`InitOutcome::Recovered`]), and an opened repository brings the mirror up to date.
     pub fn init(&self) -> Result<InitOutcome, GitError> {
         if fs::symlink_metadata(self.git_dir()).is_ok() {
             let repo = self.open()?;
             if head_commit(&repo)?.is_some() {
+                self.update_mirror(&repo);
                 return Ok(InitOutcome::Opened);
             }
             // Created earlier but interrupted before its first commit: finish the job.
             return self.first_commit(&repo);
+        }
+        if let Some(mirror) = self.mirror.as_ref().filter(|mirror| mirror.has_history()) {
+            let repo = self.create_with(|staging| mirror.clone_into(staging).map(drop))?;
+            let head = head_commit(&repo)?.ok_or(GitError::NotInitialized { path: self.git_dir() })?;
+            let head = commit_info(&head);
+            if !self.workspace.join(GITIGNORE).exists() {
+                write_atomically(&self.workspace.join(GITIGNORE), gitignore_text().as_bytes())?;
+            }
+            return Ok(InitOutcome::Recovered { mirror: mirror.path().to_path_buf(), head });
         }
         let repo = self.create()?;
         self.first_commit(&repo)
@@ -178,7 +229,31 @@ impl GitStore {
     /// `message`; `None` when nothing changed since the last commit.
     pub fn commit(&self, message: &str) -> Result<Option<CommitInfo>, GitError> {
         let repo = self.open()?;
-        commit_tracked(&repo, &self.workspace, message)
+        let commit = commit_tracked(&repo, &self.workspace, message)?;
+        if commit.is_some() {
+            self.update_mirror(&repo);
+        }
+        Ok(commit)
+    }
+
+    /// Puts every tracked file back as it is in the latest commit (a file absent there is
+    /// deleted), writing only those that differ. Returns that commit and the files written.
+    pub fn restore_latest(&self) -> Result<(CommitInfo, Vec<&'static str>), GitError> {
+        let repo = self.open()?;
+        let head = head_commit(&repo)?.ok_or(GitError::NotInitialized { path: self.git_dir() })?;
+        let tree = head.tree().ctx("read the latest commit", repo.path())?;
+        let mut written = Vec::new();
+        for rel in TRACKED_FILES.into_iter().chain([GITIGNORE]) {
+            let wanted = blob_at(&repo, &tree, rel)?;
+            if fs::read(self.workspace.join(rel)).ok() != wanted {
+                self.restore_file(&repo, &tree, rel)?;
+                written.push(rel);
+            }
+        }
+        // The index may still list what a deletion removed: make it match the commit again.
+        let mut index = repo.index().ctx("read the index", repo.path())?;
+        index.read_tree(&tree).and_then(|()| index.write()).ctx("reset the index", repo.path())?;
+        Ok((commit_info(&head), written))
     }
 
     /// Up to `limit` commits, newest first; with `only_prefix`, only those whose
@@ -218,7 +293,20 @@ impl GitStore {
             self.restore_file(&repo, &parent_tree, rel)?;
         }
         let message = format!("restore: files as before {short}");
-        commit_tracked(&repo, &self.workspace, &message)?.ok_or(GitError::AlreadyRestored { sha: short })
+        let commit =
+            commit_tracked(&repo, &self.workspace, &message)?.ok_or(GitError::AlreadyRestored { sha: short })?;
+        self.update_mirror(&repo);
+        Ok(commit)
+    }
+
+    /// Brings the mirror up to `repo`'s HEAD; a failure is logged, never fatal (the commit
+    /// is made, only its copy is missing).
+    fn update_mirror(&self, repo: &Repository) {
+        if let Some(mirror) = &self.mirror {
+            if let Err(error) = mirror.update_from(repo) {
+                tracing::warn!(%error, mirror = %mirror.path().display(), "could not copy the memory history out of the workspace");
+            }
+        }
     }
 
     fn git_dir(&self) -> PathBuf {
@@ -244,18 +332,25 @@ impl GitStore {
     /// the workspace, so a kill part-way never leaves an unmarked `.git` that would later be
     /// taken for the user's own.
     fn create(&self) -> Result<Repository, GitError> {
+        self.create_with(|staging| {
+            let staged = Repository::init(staging).ctx("create a repository", staging)?;
+            staged
+                .config()
+                .and_then(|config| config.open_level(ConfigLevel::Local))
+                .and_then(|mut local| local.set_bool(MANAGED_KEY, true))
+                .ctx("mark the repository as oxibot's", staged.path())
+        })
+    }
+
+    /// Makes a marked repository in the staging directory with `make`, then moves its `.git`
+    /// into the workspace.
+    fn create_with(&self, make: impl FnOnce(&Path) -> Result<(), GitError>) -> Result<Repository, GitError> {
         let staging = self.workspace.join(STAGING_DIR);
         if staging.exists() {
             fs::remove_dir_all(&staging).io_ctx("remove a leftover", &staging)?;
         }
         fs::create_dir_all(&staging).io_ctx("create", &staging)?;
-        let staged = Repository::init(&staging).ctx("create a repository", &staging)?;
-        staged
-            .config()
-            .and_then(|config| config.open_level(ConfigLevel::Local))
-            .and_then(|mut local| local.set_bool(MANAGED_KEY, true))
-            .ctx("mark the repository as oxibot's", staged.path())?;
-        drop(staged);
+        make(&staging)?;
         fs::rename(staging.join(".git"), self.git_dir()).io_ctx("move into place", &self.git_dir())?;
         let _ = fs::remove_dir_all(&staging);
         self.open()
@@ -264,6 +359,7 @@ impl GitStore {
     fn first_commit(&self, repo: &Repository) -> Result<InitOutcome, GitError> {
         write_atomically(&self.workspace.join(GITIGNORE), gitignore_text().as_bytes())?;
         let commit = commit_tracked(repo, &self.workspace, INIT_MESSAGE)?;
+        self.update_mirror(repo);
         Ok(InitOutcome::Created { commit })
     }
 

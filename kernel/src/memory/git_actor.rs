@@ -5,8 +5,6 @@
 //! itself off when init finds a repository oxibot did not create, and from then
 //! on every message answers [`GitError::Disabled`].
 
-use std::path::PathBuf;
-
 use actix::{Actor, Addr, Handler, Message, SyncArbiter, SyncContext};
 
 use super::git::{CommitDiff, CommitInfo, GitError, GitStore, InitOutcome};
@@ -27,10 +25,10 @@ impl GitActor {
         GitActor { store, initialized: false }
     }
 
-    /// Starts the actor for `workspace` on a one-thread `SyncArbiter`.
+    /// Starts the actor over `store` on a one-thread `SyncArbiter`.
     /// Must be called from inside a running actix `System`.
-    pub fn start(workspace: PathBuf) -> Addr<GitActor> {
-        SyncArbiter::start(1, move || GitActor::new(Some(GitStore::new(&workspace))))
+    pub fn start(store: GitStore) -> Addr<GitActor> {
+        SyncArbiter::start(1, move || GitActor::new(Some(store.clone())))
     }
 
     fn store(&self) -> Result<&GitStore, GitError> {
@@ -159,7 +157,7 @@ mod tests {
         dir.write("memory/MEMORY.md", "old fact\n");
         let workspace = dir.path().to_path_buf();
         actix::System::new().block_on(async move {
-            let addr = GitActor::start(workspace.clone());
+            let addr = GitActor::start(GitStore::new(&workspace));
             let init = addr.send(InitRepo).await.expect("mailbox").expect("init");
             assert!(matches!(init, InitOutcome::Created { commit: Some(_) }));
             std::fs::write(workspace.join("memory/MEMORY.md"), "new fact\n").expect("write");
@@ -185,7 +183,7 @@ mod tests {
         git(dir.path(), &["init", "-q"]);
         let workspace = dir.path().to_path_buf();
         actix::System::new().block_on(async move {
-            let addr = GitActor::start(workspace);
+            let addr = GitActor::start(GitStore::new(&workspace));
             let init = addr.send(InitRepo).await.expect("mailbox");
             assert!(matches!(init, Err(GitError::ForeignRepository { .. })));
             let commit = addr.send(CommitMemory { message: "dream: x".into() }).await.expect("mailbox");

@@ -13,6 +13,7 @@ pub mod flush;
 pub mod gate;
 pub mod git;
 pub mod git_actor;
+pub mod git_mirror;
 pub mod git_owner;
 pub mod prompts;
 pub mod recall;
@@ -26,6 +27,7 @@ use actix::prelude::*;
 use crate::services::Services;
 use consolidator_actor::ConsolidatorActor;
 use dream_actor::DreamActor;
+use git::GitStore;
 use git_actor::GitActor;
 use recall::index::MemoryIndex;
 use recall::settings::RecallSettings;
@@ -55,7 +57,7 @@ impl MemoryActors {
                 tracing::warn!(%error, "using the default Dream settings");
                 DreamSettings::default()
             });
-        let git = GitActor::start(services.workspace().to_path_buf());
+        let git = GitActor::start(GitStore::mirrored(services.workspace(), &crate::paths::data_dir()));
         let recall = start_recall(&services);
         let consolidator = ConsolidatorActor::new(services.clone(), recall.clone()).start();
         let dream = DreamActor::new(services, dream_settings, Some(git.clone())).start();

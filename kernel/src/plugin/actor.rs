@@ -25,6 +25,7 @@ use oxibot_proto::{Feature, Goodbye, Message as Wire, PeerKind, ToolSpec};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::claims::Claimant;
 use super::connection::{CloseCause, Connection, ConnectionTasks};
 use super::error::{PluginError, StartError};
 use super::events::PluginEvent;
@@ -35,7 +36,7 @@ use super::process::{Launch, PluginProcess};
 use super::rundir::random_hex;
 use super::shared::HostShared;
 use super::slot::{Evict, SlotState, Wake};
-use super::spec::PluginSpec;
+use super::spec::{Origin, PluginSpec};
 
 /// How an instance ended.
 enum InstanceEnd {
@@ -115,7 +116,12 @@ impl PluginActor {
             return false;
         };
         let evict = ctx.address().recipient();
-        if self.shared.registry.claim(&self.spec.name, self.index, &remembered.tools, &self.state, &evict).is_err() {
+        if self
+            .shared
+            .registry
+            .claim(&claimant(&self.spec, self.index), &remembered.tools, &self.state, &evict)
+            .is_err()
+        {
             // A clash: starting it reports the conflict the usual way.
             return false;
         }
@@ -277,7 +283,7 @@ impl Instance {
         let tools = handshaken.manifest.tools.clone();
         let (kind, features) = (handshaken.hello.kind.clone(), handshaken.hello.features.clone());
         *self.kind.lock().unwrap_or_else(PoisonError::into_inner) = kind.clone();
-        match self.shared.registry.claim(&self.spec.name, self.index, &tools, &self.state, &self.evict) {
+        match self.shared.registry.claim(&claimant(&self.spec, self.index), &tools, &self.state, &self.evict) {
             Ok(refused) => {
                 for reason in refused {
                     tracing::warn!(plugin = %self.spec.name, %reason, "tool not registered");
@@ -356,6 +362,11 @@ impl Instance {
 
 /// Waits for the first sign that the instance is over. Returns the cause and the reader
 /// task if it is still running.
+/// How the registry sees the plugin of `spec` when it claims tool names.
+fn claimant(spec: &PluginSpec, index: usize) -> Claimant<'_> {
+    Claimant { plugin: &spec.name, index, bundled: spec.origin == Origin::Bundled, replaces: &spec.replaces }
+}
+
 async fn watch_instance(
     mut tasks: ConnectionTasks,
     process: &mut PluginProcess,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use oxibot_proto::{ENV_CHANNEL_CONFIG, ENV_TOOL_CONFIG};
 use serde_json::{Map, Value};
 
+use super::claims::BUNDLED_TOOLS;
 use super::error::ChannelSpecError;
 pub use super::spec::{CHANNEL_PREFIX, TOOL_PREFIX};
 use super::spec::{Origin, PluginSpec};
@@ -69,15 +70,12 @@ pub fn channel_spec(bundled_dir: &Path, name: &str, config: &Value) -> Result<Pl
     Ok(spec)
 }
 
-/// The tool plugins shipped with the kernel: the file tools, `exec` and the web tools.
-pub const BUNDLED_TOOLS: &[&str] = &["fs", "shell", "web"];
-
-/// Those of [`BUNDLED_TOOLS`] whose executable is not in `bundled_dir`: the kernel was installed
-/// without the plugins it is built with (e.g. `oxibot` copied alone), so their tools are gone.
+/// The bundled tool plugins (see [`BUNDLED_TOOLS`]) whose executable is not in `bundled_dir`:
+/// the kernel was installed without them (e.g. `oxibot` copied alone), so their tools are gone.
 pub fn missing_bundled_tools(bundled_dir: &Path) -> Vec<&'static str> {
     BUNDLED_TOOLS
         .iter()
-        .copied()
+        .map(|(plugin, _)| *plugin)
         .filter(|name| !is_executable_file(&bundled_dir.join(format!("{TOOL_PREFIX}{name}"))))
         .collect()
 }

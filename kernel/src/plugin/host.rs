@@ -89,8 +89,8 @@ impl PluginHost {
     /// plugin to the thread that spawned it.
     pub fn start(specs: Vec<PluginSpec>, config: HostConfig) -> std::io::Result<PluginHost> {
         let events = Arc::new(EventBus::default());
-        let shared =
-            Arc::new(HostShared { run_dir: RunDir::create()?, config, registry: ToolRegistry::default(), events });
+        let registry = ToolRegistry::new(config.reserved.clone());
+        let shared = Arc::new(HostShared { run_dir: RunDir::create()?, config, registry, events });
         let count = specs.len();
         let slots = specs.into_iter().enumerate().map(|(index, spec)| start_slot(spec, index, &shared)).collect();
         Ok(PluginHost { shared, slots: RwLock::new(slots), next_index: AtomicUsize::new(count) })

@@ -7,10 +7,12 @@
 //! [`handshake`] and then serves calls over a [`connection`]; [`policy`] decides restarts;
 //! [`mcp`] turns `tools.mcpServers` entries into specs of the MCP bridge plugin;
 //! [`manifest_cache`] remembers the tools of plugins that announce `static_manifest`, which
-//! then start on their first call.
+//! then start on their first call; [`claims`] says which tool names a plugin may not take
+//! (built-ins, bundled tools without `replaces`) and caps a tool's description and schema.
 //! Channel messages and lifecycle changes reach the gateway through [`events`].
 
 pub mod actor;
+pub mod claims;
 pub mod connection;
 pub mod discover;
 pub mod environment;
@@ -29,6 +31,7 @@ pub mod slot;
 pub mod spec;
 pub mod wire;
 
+pub use claims::{BUNDLED_TOOLS, ReservedNames};
 pub use discover::{PluginSources, channel_spec, configure_web, discover, missing_bundled_tools};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;

@@ -1,4 +1,7 @@
-//! The tool registry: which plugin serves which tool name, with clashes resolved by precedence.
+//! The tool registry: which plugin serves which tool name. A tool is refused when its name is
+//! invalid or reserved, or when it is too big ([`super::claims`]); a clash between plugins goes
+//! to the one with a bundled plugin's standing (bundled, or replacing the name), then to the
+//! one of higher precedence.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -7,6 +10,7 @@ use actix::Recipient;
 use oxibot_proto::ToolSpec;
 use tokio::sync::watch;
 
+use super::claims::{Claimant, ReservedNames, bundled_refusal, check_size};
 use super::slot::{Evict, SlotState};
 
 /// Where a tool call goes.
@@ -22,8 +26,14 @@ pub struct Route {
 
 struct Owner {
     route: Route,
-    /// Discovery precedence of the owning plugin (lower wins a clash).
+    /// Discovery precedence of the owning plugin (lower wins a clash between equals).
     index: usize,
+    /// Whether the owner holds the name with a bundled plugin's standing (it is bundled, or
+    /// its entry replaces the name): such an owner loses it only to another like it.
+    protected: bool,
+    /// Whether the owner is a bundled plugin (for the reason a plugin without `replaces`
+    /// gets when it loses to it).
+    bundled: bool,
     /// The owner's actor, to disable it when a plugin of higher precedence takes its last tool.
     evict: Recipient<Evict>,
     /// The owner's published state, marked failed at once when it loses a clash.
@@ -39,6 +49,8 @@ pub struct ToolRegistry {
     json: RwLock<Option<Arc<str>>>,
     /// Per plugin, the tools it offered that are not registered, and why.
     refused: RwLock<HashMap<String, Vec<String>>>,
+    /// Names that belong to the kernel's built-ins or to bundled plugins.
+    reserved: ReservedNames,
 }
 
 /// The longest tool name providers accept.
@@ -51,22 +63,29 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 }
 
 impl ToolRegistry {
-    /// Registers `tools` for `plugin`, replacing what it registered before, one tool at a
-    /// time: a tool with an invalid name, or a name a plugin of higher precedence (lower
-    /// `index`) already owns, is refused with a reason and the plugin's other tools stay; a
-    /// name a plugin of lower precedence owns moves to `plugin`, and that plugin keeps its
-    /// other tools (it is disabled only when it has none left).
+    /// An empty registry that keeps `reserved` names from plugins that may not have them.
+    pub fn new(reserved: ReservedNames) -> ToolRegistry {
+        ToolRegistry { reserved, ..ToolRegistry::default() }
+    }
+
+    /// Registers `tools` for the claimant, replacing what it registered before, one tool at
+    /// a time: a tool with an invalid or reserved name, or one whose description or schema
+    /// is over its cap, is refused with a reason, and so is a name a plugin of better
+    /// standing already owns (bundled or replacing the name beats the rest; then lower
+    /// `index`); the plugin's other tools stay. A name a plugin of lesser standing owns moves
+    /// to the claimant, and that plugin keeps its other tools (it is disabled only when it
+    /// has none left).
     ///
     /// Returns the refusals, or `Err` with them when every tool the plugin offered was
     /// refused.
     pub fn claim(
         &self,
-        plugin: &str,
-        index: usize,
+        claimant: &Claimant<'_>,
         tools: &[ToolSpec],
         slot: &Arc<watch::Sender<SlotState>>,
         evict: &Recipient<Evict>,
     ) -> Result<Vec<String>, String> {
+        let (plugin, index) = (claimant.plugin, claimant.index);
         let mut map = self.tools.write().unwrap_or_else(PoisonError::into_inner);
         let mut refused_map = self.refused.write().unwrap_or_else(PoisonError::into_inner);
         *self.json.write().unwrap_or_else(PoisonError::into_inner) = None;
@@ -81,19 +100,32 @@ impl ToolRegistry {
                 ));
                 continue;
             }
+            if let Some(reason) = check_size(tool).or_else(|| self.reserved.refusal(claimant, &tool.name)) {
+                refused.push(reason);
+                continue;
+            }
+            let protected = claimant.protected(&tool.name);
             if let Some(owner) = map.get(&tool.name) {
-                if owner.index < index {
-                    refused.push(format!(
-                        "tool '{}' is already provided by plugin '{}'; rename or remove one of them",
-                        tool.name, owner.route.plugin
-                    ));
+                if (!owner.protected, owner.index) < (!protected, index) {
+                    refused.push(if owner.bundled && !protected {
+                        bundled_refusal(&tool.name, &owner.route.plugin)
+                    } else {
+                        format!(
+                            "tool '{}' is already provided by plugin '{}'; rename or remove one of them",
+                            tool.name, owner.route.plugin
+                        )
+                    });
                     continue;
                 }
                 let loser = owner.route.plugin.clone();
-                let reason = format!(
-                    "tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them",
-                    tool.name
-                );
+                let reason = if claimant.bundled && !owner.protected {
+                    bundled_refusal(&tool.name, plugin)
+                } else {
+                    format!(
+                        "tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them",
+                        tool.name
+                    )
+                };
                 let loser_refused = refused_map.entry(loser.clone()).or_default();
                 if !loser_refused.contains(&reason) {
                     loser_refused.push(reason);
@@ -101,7 +133,9 @@ impl ToolRegistry {
                 taken_from.push((loser, owner.evict.clone(), owner.state.clone()));
             }
             let route = Route { plugin: plugin.to_owned(), spec: Arc::new(tool.clone()), slot: slot.subscribe() };
-            map.insert(tool.name.clone(), Owner { route, index, evict: evict.clone(), state: slot.clone() });
+            let owner =
+                Owner { route, index, protected, bundled: claimant.bundled, evict: evict.clone(), state: slot.clone() };
+            map.insert(tool.name.clone(), owner);
         }
         for (loser, evict, state) in taken_from {
             if map.values().any(|owner| owner.route.plugin == loser) {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::claims::ReservedNames;
 use super::events::EventBus;
 use super::manifest_cache::ManifestCache;
 use super::policy::RestartPolicy;
@@ -26,6 +27,8 @@ pub struct HostConfig {
     /// Where manifests of `static_manifest` plugins are remembered; with one, such a plugin
     /// starts on its first call instead of with the host. `None` starts every plugin at once.
     pub manifest_cache: Option<ManifestCache>,
+    /// Tool names only the kernel or a bundled plugin (or a plugin replacing it) may offer.
+    pub reserved: ReservedNames,
 }
 
 impl Default for HostConfig {
@@ -36,6 +39,7 @@ impl Default for HostConfig {
             default_call_timeout: Duration::from_secs(120),
             restart: RestartPolicy::default(),
             manifest_cache: None,
+            reserved: ReservedNames::default(),
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct PluginSpec {
     pub origin: Origin,
     /// The sandbox the launcher applies before the plugin starts.
     pub confinement: Confinement,
+    /// Tool names of bundled plugins this one takes over (`replaces` of its config entry);
+    /// any other bundled or built-in name it offers is refused.
+    pub replaces: Vec<String>,
     /// How long the plugin may take to complete its handshake; the host's handshake timeout
     /// when `None`. The MCP bridge gets longer: it starts and initializes its server first.
     pub startup_timeout: Option<Duration>,
@@ -108,6 +111,7 @@ impl PluginSpec {
             env: BTreeMap::new(),
             origin,
             confinement: Confinement::default(),
+            replaces: Vec::new(),
             startup_timeout: None,
         }
     }

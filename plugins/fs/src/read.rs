@@ -1,9 +1,14 @@
 //! `read_file`: a text file as numbered lines (`N| text`), paged with offset/limit and
 //! capped in size, with a footer that says how to read the next part.
+//!
+//! It reads only what it shows, plus the lines it skips to reach `offset`: the lines after
+//! the page are counted for the footer only while few bytes follow ([`COUNT_REST_BYTES`]),
+//! and no line is scanned further than [`LINE_SCAN_BYTES`], so a huge file (a 20 GB log, a
+//! sparse file's hole) answers as fast as a small one.
 
 use std::fmt::Write as _;
 use std::fs::{File, Metadata};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Seek};
 
 use oxibot_plugin::beneath::{Target, WorkspaceDir};
 use oxibot_plugin::{CallContext, Tool, ToolError, ToolOutput, parse_args};
@@ -11,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::plural;
-use crate::text::{count_lines, decode_line, looks_binary, next_line, shorten};
+use crate::text::{LineRead, count_lines, decode_line, looks_binary, read_line_within, shorten};
 
 /// Lines returned when the call gives no `limit`.
 pub const DEFAULT_LIMIT: usize = 2000;
@@ -21,6 +26,14 @@ pub const MAX_CHARS: usize = 128_000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Bytes of one line kept in memory while reading (enough for [`MAX_LINE_CHARS`] characters).
 const LINE_BYTES_KEPT: usize = 4 * MAX_LINE_CHARS + 4;
+/// Most bytes after a page that are read to count the file's lines for the footer; when more
+/// follow, the footer says so without a total.
+pub const COUNT_REST_BYTES: u64 = 4 * 1024 * 1024;
+/// Most bytes of one line scanned; a longer line is shown cut and ends the page (or, while
+/// skipping to `offset`, cannot be paged past).
+pub const LINE_SCAN_BYTES: u64 = 16 * 1024 * 1024;
+/// Most bytes the lines of one page may span; the page ends after the line that passes it.
+const PAGE_SCAN_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The arguments of `read_file`.
 #[derive(Deserialize)]
@@ -80,8 +93,8 @@ fn read(files: &WorkspaceDir, target: &Target, window: Window) -> ToolOutput {
             "{shown} is a binary file ({size} bytes), not text; read_file only shows text files"
         )));
     }
-    let page = collect_window(&mut reader, window).map_err(|e| read_error(shown, &e))?;
-    page.render(shown, window)
+    let page = collect_window(&mut reader, window, size).map_err(|e| read_error(shown, &e))?;
+    page.render(shown, window, size)
 }
 
 /// Opens `target` for reading if it is a regular file (following symlinks), else explains.
@@ -130,27 +143,53 @@ struct Page {
     body: String,
     /// The number of the last line in `body` (0 when none).
     last: usize,
-    /// How many lines the whole file has.
-    total: usize,
+    /// How the file goes on after the page.
+    rest: Rest,
 }
 
-/// Reads the lines of `window` (within [`MAX_CHARS`]) and counts the rest of the file.
-fn collect_window(reader: &mut impl BufRead, window: Window) -> std::io::Result<Page> {
+/// What follows the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rest {
+    /// The file has this many lines in all (counted, since few bytes followed).
+    Total(usize),
+    /// More lines follow, too many bytes of them to count.
+    More,
+    /// The page's last line goes on past [`LINE_SCAN_BYTES`]; it is shown cut.
+    LongLine,
+    /// Skipping to `offset` met a line longer than [`LINE_SCAN_BYTES`], line `.0`.
+    Unskippable(usize),
+}
+
+/// Reads the lines of `window` (within [`MAX_CHARS`]) from a file of `size` bytes, and
+/// counts the rest of the file when that is cheap.
+fn collect_window<R: BufRead + Seek>(reader: &mut R, window: Window, size: u64) -> std::io::Result<Page> {
     let end = window.offset.saturating_add(window.limit);
-    let (mut body, mut chars, mut last, mut number) = (String::new(), 0usize, 0usize, 0usize);
     let mut buf = Vec::new();
-    while next_line(reader, &mut buf, LINE_BYTES_KEPT)? {
-        number += 1;
-        if number < window.offset {
-            continue;
+    let mut number = 0usize;
+    while number + 1 < window.offset {
+        match read_line_within(reader, &mut buf, 0, LINE_SCAN_BYTES)? {
+            LineRead::End => return Ok(Page { body: String::new(), last: 0, rest: Rest::Total(number) }),
+            LineRead::Line => number += 1,
+            LineRead::Unfinished => {
+                return Ok(Page { body: String::new(), last: 0, rest: Rest::Unskippable(number + 1) });
+            }
         }
-        let line = decode_line(&buf);
-        let numbered = format!("{number}| {}", shorten(&line, MAX_LINE_CHARS));
+    }
+    let page_start = reader.stream_position()?;
+    let (mut body, mut chars, mut last) = (String::new(), 0usize, 0usize);
+    while number + 1 < end {
+        let read = read_line_within(reader, &mut buf, LINE_BYTES_KEPT, LINE_SCAN_BYTES)?;
+        if read == LineRead::End {
+            return Ok(Page { body, last, rest: Rest::Total(number) });
+        }
+        number += 1;
+        let numbered = format!("{number}| {}", shorten(&decode_line(&buf), MAX_LINE_CHARS));
         let added = numbered.chars().count() + usize::from(last > 0);
-        if number >= end || (last > 0 && chars + added > MAX_CHARS) {
-            // This line is not shown; count it and everything after it.
-            number += count_lines(reader)?;
-            break;
+        if last > 0 && chars + added > MAX_CHARS {
+            // This line is not shown; it counts among the rest (unless it is not over yet).
+            let counted = if read == LineRead::Unfinished { None } else { count_rest(reader, size)? };
+            let rest = counted.map_or(Rest::More, |more| Rest::Total(number + more));
+            return Ok(Page { body, last, rest });
         }
         if last > 0 {
             body.push('\n');
@@ -158,34 +197,78 @@ fn collect_window(reader: &mut impl BufRead, window: Window) -> std::io::Result<
         body.push_str(&numbered);
         chars += added;
         last = number;
+        if read == LineRead::Unfinished {
+            return Ok(Page { body, last, rest: Rest::LongLine });
+        }
+        if reader.stream_position()? - page_start > PAGE_SCAN_BYTES {
+            break;
+        }
     }
-    Ok(Page { body, last, total: number })
+    let rest = count_rest(reader, size)?.map_or(Rest::More, |more| Rest::Total(number + more));
+    Ok(Page { body, last, rest })
+}
+
+/// How many lines are left, when at most [`COUNT_REST_BYTES`] are; `None` when more are.
+fn count_rest<R: BufRead + Seek>(reader: &mut R, size: u64) -> std::io::Result<Option<usize>> {
+    let left = size.saturating_sub(reader.stream_position()?);
+    if left > COUNT_REST_BYTES {
+        // The size is what the file had when opened: look, in case it shrank since.
+        return Ok(if reader.fill_buf()?.is_empty() { Some(0) } else { None });
+    }
+    count_lines(reader).map(Some)
 }
 
 impl Page {
     /// The page with its footer, or an error when the window starts past the end.
-    fn render(mut self, shown: &str, window: Window) -> ToolOutput {
+    fn render(mut self, shown: &str, window: Window, size: u64) -> ToolOutput {
         if self.last == 0 {
-            return Err(ToolError::new(format!(
-                "offset {} is past the end of {shown}, which has {}",
-                window.offset,
-                plural(self.total, "line")
-            )));
+            return Err(ToolError::new(match self.rest {
+                Rest::Unskippable(line) => format!(
+                    "line {line} of {shown} is longer than {}, so read_file cannot page past it; use grep to find what you need",
+                    human_bytes(LINE_SCAN_BYTES)
+                ),
+                Rest::Total(total) => {
+                    format!("offset {} is past the end of {shown}, which has {}", window.offset, plural(total, "line"))
+                }
+                Rest::More | Rest::LongLine => {
+                    format!("nothing could be read from {shown} at offset {}", window.offset)
+                }
+            }));
         }
-        if self.last < self.total {
-            let _ = write!(
+        let (first, last, next) = (window.offset, self.last, self.last + 1);
+        let _ = match self.rest {
+            Rest::Total(total) if last < total => {
+                write!(self.body, "\n\n(lines {first}-{last} of {total}; call read_file with offset={next} to read on)")
+            }
+            Rest::Total(total) => write!(self.body, "\n\n(end of file, {})", plural(total, "line")),
+            Rest::More | Rest::Unskippable(_) => write!(
                 self.body,
-                "\n\n(lines {}-{} of {}; call read_file with offset={} to read on)",
-                window.offset,
-                self.last,
-                self.total,
-                self.last + 1
-            );
-        } else {
-            let _ = write!(self.body, "\n\n(end of file, {})", plural(self.total, "line"));
-        }
+                "\n\n(lines {first}-{last}; more lines follow in this {} file, not counted; call read_file with offset={next} to read on)",
+                human_bytes(size)
+            ),
+            Rest::LongLine => write!(
+                self.body,
+                "\n\n(lines {first}-{last}; line {last} goes on past {} and is cut; call read_file with offset={next} to read on)",
+                human_bytes(LINE_SCAN_BYTES)
+            ),
+        };
         Ok(self.body)
     }
+}
+
+/// A byte count as people write it: `512 bytes`, `16 MiB`, `20.0 GiB`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 { format!("{value:.0} {}", UNITS[unit]) } else { format!("{value:.1} {}", UNITS[unit]) }
 }
 
 #[cfg(test)]
@@ -263,6 +346,50 @@ mod tests {
             "{}",
             &out[out.len() - 100..]
         );
+    }
+
+    /// A sparse file of 20 GiB: `lines` numbered lines, then a hole (NUL bytes) to the end.
+    fn sparse_file(ws: &Workspace, name: &str, lines: usize) {
+        numbered_file(ws, name, lines);
+        let file = std::fs::OpenOptions::new().write(true).open(ws.path().join(name)).unwrap();
+        file.set_len(20 << 30).unwrap();
+    }
+
+    // Issue 23, finding 10b: five lines of a 20 GB file took 40 s, every line counted.
+    #[tokio::test]
+    async fn a_page_of_a_huge_file_reads_only_its_lines_and_says_more_follow() {
+        let ws = Workspace::new("read");
+        sparse_file(&ws, "huge.log", 3000);
+        let started = std::time::Instant::now();
+        let out = call(&ws, json!({"path": "huge.log", "offset": 2, "limit": 3})).await.unwrap();
+        assert_eq!(
+            out,
+            "2| line 2\n3| line 3\n4| line 4\n\n(lines 2-4; more lines follow in this 20 GiB file, not counted; call read_file with offset=5 to read on)"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_page_that_reaches_a_huge_line_shows_it_cut_and_stops_there() {
+        let ws = Workspace::new("read");
+        sparse_file(&ws, "holey.log", 3000);
+        let out = call(&ws, json!({"path": "holey.log", "offset": 2999})).await.unwrap();
+        assert!(out.starts_with("2999| line 2999\n3000| line 3000\n3001| \0"), "{}", &out[..60]);
+        assert!(
+            out.ends_with("(lines 2999-3001; line 3001 goes on past 16 MiB and is cut; call read_file with offset=3002 to read on)"),
+            "{}",
+            &out[out.len() - 120..]
+        );
+        let past = call(&ws, json!({"path": "holey.log", "offset": 3002})).await.unwrap_err();
+        assert!(past.message().contains("line 3001 of holey.log is longer than 16 MiB"), "{}", past.message());
+    }
+
+    #[test]
+    fn byte_counts_read_as_people_write_them() {
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(16 << 20), "16 MiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(20 << 30), "20 GiB");
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! Telling text from binary, reading lines with bounded memory, and shortening long lines.
+//! Telling text from binary, reading lines with bounded memory and a bounded scan, and
+//! shortening long lines.
 
 use std::borrow::Cow;
 use std::io::BufRead;
@@ -37,25 +38,47 @@ pub fn shorten(line: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
+/// How reading one line ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRead {
+    /// Nothing was left to read.
+    End,
+    /// A whole line was read (the last one may lack its `\n`).
+    Line,
+    /// The line goes on past the bytes the caller allowed; what follows is still unread.
+    Unfinished,
+}
+
 /// Reads the next line (without its `\n`) into `buf`, keeping at most `cap` bytes of it, so
-/// one enormous line cannot exhaust memory. Returns false at the end of the input.
-pub fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize) -> std::io::Result<bool> {
+/// one enormous line cannot exhaust memory, and looking at no more than `scan` bytes, so one
+/// enormous line (say the hole of a sparse file) cannot take minutes either.
+pub fn read_line_within(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+    scan: u64,
+) -> std::io::Result<LineRead> {
     buf.clear();
-    let mut read_any = false;
+    let mut scanned: u64 = 0;
     loop {
+        if scanned >= scan {
+            return Ok(LineRead::Unfinished);
+        }
         let chunk = reader.fill_buf()?;
         if chunk.is_empty() {
-            return Ok(read_any);
+            return Ok(if scanned > 0 { LineRead::Line } else { LineRead::End });
         }
-        read_any = true;
+        let allowed = usize::try_from(scan - scanned).unwrap_or(usize::MAX);
+        let chunk = &chunk[..chunk.len().min(allowed)];
         let newline = chunk.iter().position(|b| *b == b'\n');
         let body = &chunk[..newline.unwrap_or(chunk.len())];
         let room = cap.saturating_sub(buf.len());
         buf.extend_from_slice(&body[..body.len().min(room)]);
         let used = newline.map_or(chunk.len(), |at| at + 1);
         reader.consume(used);
+        scanned += used as u64;
         if newline.is_some() {
-            return Ok(true);
+            return Ok(LineRead::Line);
         }
     }
 }
@@ -102,21 +125,33 @@ mod tests {
         let mut reader = std::io::BufReader::with_capacity(4, input);
         let mut buf = Vec::new();
         let mut out = Vec::new();
-        while next_line(&mut reader, &mut buf, cap).unwrap() {
+        while read_line_within(&mut reader, &mut buf, cap, u64::MAX).unwrap() == LineRead::Line {
             out.push(String::from_utf8_lossy(&buf).into_owned());
         }
         out
     }
 
     #[test]
-    fn next_line_splits_on_newlines_across_buffer_boundaries() {
+    fn lines_split_on_newlines_across_buffer_boundaries() {
         assert_eq!(all_lines(b"alpha\nbeta\n\ngamma", 100), ["alpha", "beta", "", "gamma"]);
         assert!(all_lines(b"", 100).is_empty());
     }
 
     #[test]
-    fn next_line_keeps_only_the_start_of_a_huge_line() {
+    fn only_the_start_of_a_huge_line_is_kept() {
         assert_eq!(all_lines(b"abcdefghij\nxy\n", 3), ["abc", "xy"]);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_scan_limit_is_left_unfinished() {
+        let mut reader = std::io::BufReader::with_capacity(4, &b"abcdefghij\nxy\n"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line_within(&mut reader, &mut buf, 100, 6).unwrap(), LineRead::Unfinished);
+        assert_eq!(buf, b"abcdef");
+        assert_eq!(read_line_within(&mut reader, &mut buf, 100, 6).unwrap(), LineRead::Line);
+        assert_eq!(buf, b"ghij");
+        assert_eq!(read_line_within(&mut reader, &mut buf, 100, 6).unwrap(), LineRead::Line);
+        assert_eq!(read_line_within(&mut reader, &mut buf, 100, 6).unwrap(), LineRead::End);
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct Config {
     pub timeout_secs: Option<u64>,
     /// One more tool, named exactly this, that does nothing (`OXIBOT_STRESS_EXTRA_TOOL`).
     pub extra_tool: Option<String>,
+    /// The extra tool's description padded to this many bytes
+    /// (`OXIBOT_STRESS_EXTRA_DESCRIPTION_BYTES`).
+    pub extra_description_bytes: Option<u64>,
 }
 
 impl Config {
@@ -41,6 +44,7 @@ impl Config {
             default_delay_ms: env_number("OXIBOT_STRESS_DELAY_MS").unwrap_or(DEFAULT_DELAY_MS),
             timeout_secs: env_number("OXIBOT_STRESS_TIMEOUT_SECS"),
             extra_tool: std::env::var("OXIBOT_STRESS_EXTRA_TOOL").ok(),
+            extra_description_bytes: env_number("OXIBOT_STRESS_EXTRA_DESCRIPTION_BYTES"),
         }
     }
 }
@@ -96,6 +100,10 @@ pub fn manifest(config: &Config) -> Manifest {
     if let Some(extra) = &config.extra_tool {
         let mut spec = tool("noop", "Do nothing (the extra tool)", json!({"type": "object", "properties": {}}), true);
         spec.name = extra.clone();
+        if let Some(bytes) = config.extra_description_bytes {
+            let padding = usize::try_from(bytes).unwrap_or(usize::MAX).saturating_sub(spec.description.len());
+            spec.description.push_str(&".".repeat(padding));
+        }
         tools.push(spec);
     }
     Manifest { tools }

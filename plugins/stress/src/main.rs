@@ -13,6 +13,7 @@
 //! | `OXIBOT_STRESS_DELAY_MS` | sleep of the `slow` action without a `delay_ms` argument (default 500) |
 //! | `OXIBOT_STRESS_TIMEOUT_SECS` | `timeout_secs` of `misbehave` in the manifest (default: absent) |
 //! | `OXIBOT_STRESS_EXTRA_TOOL` | one more tool, named exactly this, that does nothing (default: none) |
+//! | `OXIBOT_STRESS_EXTRA_DESCRIPTION_BYTES` | the extra tool's description padded to this many bytes |
 //! | `OXIBOT_STRESS_START_DELAY_MS` | sleep before connecting to the kernel, so a restart is slow enough to watch (default 0) |
 //!
 //! Tools: `noop` (read-only, returns ""), `echo` (returns `text`), `misbehave` (`action` one of

@@ -70,7 +70,7 @@ pub fn restore(workspace: &Path, sha: &str) -> Result<Value, MemoryApiError> {
 }
 
 fn store(workspace: &Path) -> Result<GitStore, MemoryApiError> {
-    let store = GitStore::new(workspace);
+    let store = GitStore::mirrored(workspace, &crate::paths::data_dir());
     store.init()?;
     Ok(store)
 }
