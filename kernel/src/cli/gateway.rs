@@ -129,6 +129,14 @@ pub fn ui(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let code = LoginCodes::new(&paths::data_dir()).mint()?;
     println!("{}", login_url(&page, &code));
     eprintln!("Open this link once, within an hour, in the browser to sign in; a cookie keeps you signed in.");
+    let address = page.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let answers =
+        std::net::ToSocketAddrs::to_socket_addrs(&address).ok().and_then(|mut all| all.next()).is_some_and(|socket| {
+            std::net::TcpStream::connect_timeout(&socket, std::time::Duration::from_millis(500)).is_ok()
+        });
+    if !answers {
+        eprintln!("note: no gateway answers on {address} yet; start it with `oxibot gateway`");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
