@@ -1,7 +1,7 @@
-//! Redaction benchmark: what scrubbing a provider's error costs per text — a 10 kB error body
-//! (prose with masks and base64-looking tokens, as a proxy's HTML or JSON error may hold)
-//! without a secret and with the key in five forms, three secrets configured — next to the
-//! literal-only `str::replace` the scrubber grew from.
+//! Redaction benchmark: what scrubbing a provider's error costs per text — a 1 kB and a 10 kB
+//! error body (prose with masks and base64-looking tokens, as a proxy's HTML or JSON error may
+//! hold) without a secret, and the 10 kB one with the key in five forms, three secrets
+//! configured — next to the literal-only `str::replace` the scrubber grew from.
 //!
 //! Run: `cargo bench -p oxibot-tests --bench redaction`
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -19,9 +19,15 @@ fn main() {
     let started = Instant::now();
     let secrets = Secrets::new(values.clone());
     println!("oxibot redaction benchmark (3 secrets, prepared in {:?}; median of {RUNS} runs)\n", started.elapsed());
+    let short = error_text(None)[..1_000].to_owned();
     let clean = error_text(None);
     let leaking = error_text(Some(KEY));
-    for (label, text) in [("10 kB without a secret", &clean), ("10 kB with the key in 5 forms", &leaking)] {
+    let texts = [
+        ("1 kB without a secret", &short),
+        ("10 kB without a secret", &clean),
+        ("10 kB with the key in 5 forms", &leaking),
+    ];
+    for (label, text) in texts {
         let scrub = median(|| secrets.scrub(black_box(text)));
         let literal = median(|| values.iter().fold(text.to_owned(), |t, v| t.replace(v.as_str(), "[redacted]")));
         println!("{label:<32} every form {scrub:>9.1?}   literal only {literal:>9.1?}");

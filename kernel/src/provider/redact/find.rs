@@ -110,20 +110,38 @@ fn widen(text: &[u8], (mut start, mut end): Span, run: Option<Alphabet>) -> Span
 /// The masks in `text`: runs of characters that stand for hidden ones (`*`, `•`, `…`, two
 /// or more dots, three or more `x`, `X` or `#`).
 pub(super) fn masks(text: &str) -> Vec<Span> {
+    let bytes = text.as_bytes();
     let mut masks = Vec::new();
-    let mut chars = text.char_indices().peekable();
-    while let Some((start, first)) = chars.next() {
-        let Some(needed) = run_needed(first) else { continue };
-        let (mut end, mut count) = (start + first.len_utf8(), 1);
-        while let Some((at, next)) = chars.next_if(|&(_, next)| next == first) {
-            (end, count) = (at + next.len_utf8(), count + 1);
+    let mut at = 0;
+    while let Some(found) = bytes[at..].iter().position(|&byte| MAY_START_MASK[usize::from(byte)]) {
+        let start = at + found;
+        // A candidate byte is ASCII or a lead byte, so `start` is a character boundary.
+        let Some(first) = text[start..].chars().next() else { break };
+        let width = first.len_utf8();
+        let (mut end, mut count) = (start + width, 1);
+        while text[end..].starts_with(first) {
+            (end, count) = (end + width, count + 1);
         }
-        if count >= needed {
+        if run_needed(first).is_some_and(|needed| count >= needed) {
             masks.push((start, end));
         }
+        at = end;
     }
     masks
 }
+
+/// The bytes a mask character starts with: ASCII ones and the UTF-8 lead bytes of the others
+/// (a cheap filter; `run_needed` decides).
+const MAY_START_MASK: [bool; 256] = {
+    let mut table = [false; 256];
+    let starts = [b'*', b'.', b'x', b'X', b'#', 0xC2, 0xE2];
+    let mut i = 0;
+    while i < starts.len() {
+        table[starts[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// How many of `c` in a row make a mask (`None`: it never does).
 fn run_needed(c: char) -> Option<usize> {

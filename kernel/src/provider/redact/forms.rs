@@ -4,6 +4,7 @@
 //! finder, and every eight characters of every form in one index for the mask rule.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use memchr::memmem::Finder;
 
@@ -106,9 +107,34 @@ pub(super) type Place = (usize, usize, usize);
 #[derive(Default)]
 pub(super) struct Windows {
     /// Windows of forms compared exactly (base64).
-    exact: HashMap<[u8; MIN_SHOWN], Vec<Place>>,
+    exact: WindowMap,
     /// Lower-cased windows of forms that ignore case.
-    folded: HashMap<[u8; MIN_SHOWN], Vec<Place>>,
+    folded: WindowMap,
+}
+
+/// Windows (eight bytes read as one number) to the places they occur.
+type WindowMap = HashMap<u64, Vec<Place>, BuildHasherDefault<WindowHasher>>;
+
+/// A multiplicative hash for the window numbers: the map is built from configured secrets and
+/// only read, so nothing needs SipHash's resistance to chosen keys, and a lookup is one
+/// multiplication.
+#[derive(Default)]
+struct WindowHasher(u64);
+
+impl Hasher for WindowHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl Windows {
@@ -119,8 +145,8 @@ impl Windows {
             for (index, form) in forms.all.iter().enumerate() {
                 let map = if form.fold_case { &mut windows.folded } else { &mut windows.exact };
                 for (offset, window) in form.text.windows(MIN_SHOWN).enumerate() {
-                    let Ok(key) = <[u8; MIN_SHOWN]>::try_from(window) else { continue };
-                    map.entry(key).or_default().push((secret, index, offset));
+                    let Ok(window) = <[u8; MIN_SHOWN]>::try_from(window) else { continue };
+                    map.entry(u64::from_le_bytes(window)).or_default().push((secret, index, offset));
                 }
             }
         }
@@ -131,8 +157,8 @@ impl Windows {
     pub(super) fn lookup(&self, window: &[u8; MIN_SHOWN]) -> impl Iterator<Item = Place> + '_ {
         let mut lower = *window;
         lower.make_ascii_lowercase();
-        let exact = self.exact.get(window).into_iter().flatten();
-        let folded = self.folded.get(&lower).into_iter().flatten();
+        let exact = self.exact.get(&u64::from_le_bytes(*window)).into_iter().flatten();
+        let folded = self.folded.get(&u64::from_le_bytes(lower)).into_iter().flatten();
         exact.chain(folded).copied()
     }
 }

@@ -89,6 +89,7 @@ fn a_start_or_end_of_eight_characters_next_to_a_mask_is_replaced_with_the_mask()
     assert_eq!(scrubbed("key sk-Oxi/Test… rejected"), "key [redacted] rejected");
     assert_eq!(scrubbed("key xxxxxxxx89abcdef~GHIJ"), "key [redacted]");
     assert_eq!(scrubbed("key •••• 89abcdef~GHIJ"), "key [redacted]");
+    assert_eq!(scrubbed("key —·89abcdef~GHIJ"), "key —[redacted]", "a mask after another wide character");
     assert_eq!(scrubbed("key SK-OXI/TEST****"), "key [redacted]", "in any case");
     assert_eq!(scrubbed("cut base64 c2stT3hpL1Rlc3QrS2V5…"), "cut base64 [redacted]");
 }
@@ -102,7 +103,7 @@ fn short_starts_and_ends_and_unrelated_masks_stay() {
 
 #[test]
 fn text_without_the_key_is_unchanged_and_other_characters_survive() {
-    let text = "résumé… naïve 😀 c2stT3hpL1Rlc3 736b2d4f 0123456789abcdef ***";
+    let text = "résumé… naïve 😀 — © ·· c2stT3hpL1Rlc3 736b2d4f 0123456789abcdef ***";
     assert_eq!(scrubbed(text), text);
     assert_eq!(scrubbed(&format!("😀{KEY}é")), "😀[redacted]é");
 }
