@@ -8,12 +8,12 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked \
+RUN cargo build --profile dist --locked \
         -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell -p oxibot-tool-web -p oxibot-tool-mcp \
         -p oxibot-channel-telegram -p oxibot-channel-discord -p oxibot-channel-slack \
         -p oxibot-channel-websocket -p oxibot-channel-api \
     && mkdir /out \
-    && cp target/release/oxibot target/release/oxibot-tool-* target/release/oxibot-channel-* /out/ \
+    && cp target/dist/oxibot target/dist/oxibot-tool-* target/dist/oxibot-channel-* /out/ \
     && rm -f /out/*.d
 
 FROM debian:bookworm-slim

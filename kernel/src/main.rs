@@ -46,10 +46,19 @@ fn quiet_on_closed_pipe() {
     }));
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors; info with `--logs`).
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors; info with `--logs`),
+/// in colour only on a terminal and never with `NO_COLOR` set: a log file or the journal gets
+/// plain text.
 fn init_logging(verbose: bool) {
+    use std::io::IsTerminal;
     let fallback = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(colour)
+        .init();
 }

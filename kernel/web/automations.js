@@ -54,6 +54,7 @@ function card(main, job, scheduledHere) {
     el('p', { class: 'muted' }, describe(job.schedule)),
     el('p', {}, job.payload?.message || ''),
     el('dl', {},
+      el('dt', {}, 'Replies to'), el('dd', {}, job.replies_to || '—'),
       el('dt', {}, 'Next run'), el('dd', {}, job.enabled ? when(state.nextRunAtMs) : '—'),
       el('dt', {}, 'Last status'), el('dd', {}, state.lastStatus || 'never run', state.lastError ? ` (${state.lastError})` : '')),
     history.length ? el('details', {}, el('summary', {}, `Run history (${history.length})`), el('ul', {}, history)) : null,

@@ -65,7 +65,7 @@ def main():
     config = {
         "agents": {"defaults": {"workspace": os.path.join(home, "workspace")}},
         "providers": {"custom": {"apiKey": "unused", "apiBase": "http://127.0.0.1:9/v1"}},
-        "channels": {"api": {"enabled": True, "port": port, "bodyTimeoutSecs": 5}},
+        "channels": {"api": {"enabled": True, "port": port, "apiKey": "bench-key", "bodyTimeoutSecs": 5}},
         "gateway": {"port": health},
     }
     with open(os.path.join(home, "config.json"), "w") as out:
@@ -77,7 +77,8 @@ def main():
         pid = wait_for(lambda: find_plugin("oxibot-channel-api"), 20)
         wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1), 20)
         before = open_fds(pid)
-        head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer bench-key\r\n"
+                b"content-type: application/json\r\n"
                 b"content-length: 1000\r\n\r\n{\"model\"")
         stalled, refused = [], 0
         for _ in range(args.connections):

@@ -3,11 +3,11 @@
 channel plugins, one line each and their total, plus which tiktoken vocabularies the kernel
 embeds (each is a text file of base64 tokens and ranks linked in as a string).
 
-Run: `cargo build --release -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell
+Run: `cargo build --profile dist -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell
 -p oxibot-tool-web -p oxibot-tool-mcp -p oxibot-channel-telegram -p oxibot-channel-discord
 -p oxibot-channel-slack -p oxibot-channel-dingtalk -p oxibot-channel-feishu
 -p oxibot-channel-websocket -p oxibot-channel-api && python3 tests/benches/binary_sizes.py
-[--bin-dir target/release]`
+[--bin-dir target/dist]`
 """
 
 import argparse
@@ -32,7 +32,7 @@ VOCABULARIES = {
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", default=str(ROOT / "target/release"))
+    parser.add_argument("--bin-dir", default=str(ROOT / "target/dist"))
     args = parser.parse_args()
     bins = Path(args.bin_dir)
     total = 0

@@ -24,6 +24,8 @@ const LLM_DELAY_MS: u64 = 100;
 /// Turns a second of the steady phase, and how long it lasts.
 const STEADY_RATE: u64 = 1_000;
 const STEADY_SECONDS: u64 = 5;
+/// The api channel's key, set in the config so the load needs no secrets file.
+const API_KEY: &str = "bench-key";
 
 fn main() {
     println!("oxibot gateway benchmark\n");
@@ -34,7 +36,7 @@ fn main() {
     let config = json!({
         "agents": {"defaults": {"workspace": home.path().join("workspace"), "model": "bench-model", "provider": "custom"}},
         "providers": {"custom": {"apiKey": "k", "apiBase": llm.base_url()}},
-        "channels": {"api": {"enabled": true, "port": api_port, "allowFrom": "*", "timeoutSecs": 120, "maxConnections": 4096}},
+        "channels": {"api": {"enabled": true, "port": api_port, "apiKey": API_KEY, "allowFrom": "*", "timeoutSecs": 120, "maxConnections": 4096}},
         "gateway": {"port": health_port}
     });
     home.write("config.json", &config.to_string());
@@ -150,7 +152,7 @@ async fn complete(port: u16, session: &str, text: &str) -> String {
     let body =
         json!({"model": "oxibot", "messages": [{"role": "user", "content": text}], "session_id": session}).to_string();
     let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {API_KEY}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();

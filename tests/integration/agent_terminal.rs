@@ -136,7 +136,7 @@ fn script_command() -> PathBuf {
         panic!(
             "util-linux `script` is not installed, and the terminal tests need it for a pseudo-terminal: \
              install it (Debian and Ubuntu: `apt-get install bsdutils`; Fedora: `dnf install util-linux-script`); \
-             .ci/run installs it"
+             scripts/test-setup installs it"
         )
     })
 }

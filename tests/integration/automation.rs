@@ -81,8 +81,7 @@ fn the_message_tool_delivers_to_another_channels_chat_and_records_it_there() {
     let _gateway = env.start_with("websocket");
     env.wait_running("loopback");
     block_on(async {
-        let (mut room, _) =
-            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}/ws?chat_id=room7")).await.unwrap();
+        let (mut room, _) = tokio_tungstenite::connect_async(env.ws_url(ws_port, "room7")).await.unwrap();
         // Say something first, so the websocket chat exists for the gateway.
         env.llm.push(Reply::Text("welcome".into()));
         room.send(WsMessage::text(json!({"type": "message", "text": "hello"}).to_string())).await.unwrap();
@@ -330,15 +329,15 @@ fn websocket_gateway() -> (GatewayEnv, u16) {
     (env, port)
 }
 
-/// A WebSocket client in `chat`.
+/// A WebSocket client of the gateway's websocket channel on `port`, in `chat`.
 async fn join(
+    env: &GatewayEnv,
     port: u16,
     chat: &str,
 ) -> impl StreamExt<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>>
 + SinkExt<WsMessage, Error = tokio_tungstenite::tungstenite::Error>
 + Unpin {
-    let (socket, _) =
-        tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id={chat}")).await.unwrap();
+    let (socket, _) = tokio_tungstenite::connect_async(env.ws_url(port, chat)).await.unwrap();
     socket
 }
 
@@ -357,7 +356,7 @@ fn a_job_added_in_chat_fires_into_its_session_repeats_and_stops_when_removed_fro
     env.llm.push(Reply::Text("Time to stretch!".into()));
     env.llm.push(Reply::Text("Stretch again!".into()));
     block_on(async {
-        let mut room = join(port, "room1").await;
+        let mut room = join(&env, port, "room1").await;
         room.send(WsMessage::text(json!({"type": "message", "text": "remind me to stretch every second"}).to_string()))
             .await
             .unwrap();
@@ -402,7 +401,7 @@ fn a_one_shot_job_missed_while_the_gateway_was_down_fires_once_after_start() {
     env.llm.push(Reply::Text("Call the dentist!".into()));
     block_on(async {
         let gateway = env.start_with("websocket");
-        let mut room = join(port, "room9").await;
+        let mut room = join(&env, port, "room9").await;
         let wait_for_reply = async {
             loop {
                 let reply = next_message(&mut room).await;
@@ -434,7 +433,7 @@ fn jobs_survive_a_killed_gateway_and_fire_after_the_restart() {
     env.llm.push(Reply::ToolCalls(vec![("cron".into(), add.to_string())]));
     env.llm.push(Reply::Text("Will do.".into()));
     block_on(async {
-        let mut room = join(port, "kitchen").await;
+        let mut room = join(&env, port, "kitchen").await;
         room.send(WsMessage::text(json!({"type": "message", "text": "remind me hourly"}).to_string())).await.unwrap();
         assert_eq!(next_message(&mut room).await["text"], "Will do.");
     });

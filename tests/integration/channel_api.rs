@@ -1,7 +1,9 @@
 //! The OpenAI-compatible API channel through the real plugin host, driven by a plain HTTP
 //! client: health and models, whole and streamed completions answered from the kernel's
 //! messages with the kernel's token counts, the Responses API whole and streamed, per-session
-//! order, the API key, timeouts, and refusing to start unprotected.
+//! order, the API key (required on loopback too), other sites' requests and rebound host names
+//! refused, only JSON posted, timeouts, fair connection slots, and refusing to start
+//! unprotected.
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
@@ -14,16 +16,21 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::channel_websocket::failure_reason;
 
 const COMPLETIONS: &str = "/v1/chat/completions";
+/// The key the tests' channels are configured with unless a test sets its own.
+const KEY: &str = "sk-test-key";
+/// The header presenting [`KEY`].
+const AUTH: (&str, &str) = ("Authorization", "Bearer sk-test-key");
 
 fn api_spec(config: Value) -> PluginSpec {
     channel_spec(&bin_dir(), "api", &config)
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 
-/// A host running the API channel on a free port (plus `extra` config), once it is ready.
+/// A host running the API channel on a free port with [`KEY`] (plus `extra` config, which may
+/// replace it), once it is ready.
 async fn api_host(extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>, u16) {
     let port = free_port();
-    let mut config = json!({"port": port});
+    let mut config = json!({"port": port, "apiKey": KEY});
     config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     let host = start_host(vec![api_spec(config)]).await;
     let mut events = host.subscribe();
@@ -79,7 +86,7 @@ async fn health_and_models_answer_as_soon_as_the_plugin_is_up() {
     let health = get(port, "/health", &[]).await;
     assert_eq!(health.status, 200);
     assert_eq!(health.json().await, json!({"status": "ok"}));
-    let models = get(port, "/v1/models", &[]).await;
+    let models = get(port, "/v1/models", &[AUTH]).await;
     assert_eq!(models.status, 200);
     let models = models.json().await;
     assert_eq!(models["object"], "list");
@@ -93,7 +100,7 @@ async fn health_and_models_answer_as_soon_as_the_plugin_is_up() {
 #[actix_rt::test]
 async fn a_completion_becomes_an_inbound_for_its_session_and_the_reply_comes_back_in_openai_shape() {
     let (host, mut events, port) = api_host(json!({})).await;
-    let request = post_in_background(port, vec![], chat_body("s-1", "What is 2+2?", false));
+    let request = post_in_background(port, vec![AUTH], chat_body("s-1", "What is 2+2?", false));
     let inbound = next_inbound(&mut events).await;
     assert_eq!((inbound.channel.as_str(), inbound.chat_id.as_str(), inbound.sender_id.as_str()), ("api", "s-1", "api"));
     assert_eq!(inbound.content, "What is 2+2?");
@@ -129,7 +136,7 @@ async fn a_standard_openai_client_body_is_accepted_and_only_the_last_user_messag
             {"role": "user", "content": [{"type": "text", "text": "Tell me a joke"}]}
         ]
     });
-    let request = post_in_background(port, vec![("X-Session-Id", "from-header")], body);
+    let request = post_in_background(port, vec![AUTH, ("X-Session-Id", "from-header")], body);
     let inbound = next_inbound(&mut events).await;
     assert_eq!(inbound.content, "Tell me a joke");
     assert_eq!(inbound.chat_id, "from-header", "the header wins over `user`");
@@ -141,7 +148,7 @@ async fn a_standard_openai_client_body_is_accepted_and_only_the_last_user_messag
 #[actix_rt::test]
 async fn a_streamed_completion_turns_deltas_into_chunks_adds_the_missing_end_and_finishes_with_done() {
     let (host, mut events, port) = api_host(json!({})).await;
-    let request = post_in_background(port, vec![], chat_body("s-stream", "Say hello", true));
+    let request = post_in_background(port, vec![AUTH], chat_body("s-stream", "Say hello", true));
     let inbound = next_inbound(&mut events).await;
     host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
     host.send("api", Message::Delta(Delta { stream_id: 5, chat_id: "s-stream".into(), text: "Hel".into() })).unwrap();
@@ -179,7 +186,7 @@ async fn a_streamed_completion_turns_deltas_into_chunks_adds_the_missing_end_and
 #[actix_rt::test]
 async fn a_streamed_reply_without_deltas_arrives_as_one_chunk() {
     let (host, mut events, port) = api_host(json!({})).await;
-    let request = post_in_background(port, vec![], chat_body("s", "hi", true));
+    let request = post_in_background(port, vec![AUTH], chat_body("s", "hi", true));
     let inbound = next_inbound(&mut events).await;
     answer(&host, &inbound, 3, "All at once", None, true);
     let text = request.await.unwrap().text().await;
@@ -210,7 +217,7 @@ fn answer_with_usage(host: &PluginHost, inbound: &Inbound, id: u64, content: &st
 #[actix_rt::test]
 async fn the_kernels_token_counts_reach_the_completion_and_the_usage_chunk_a_stream_asks_for() {
     let (host, mut events, port) = api_host(json!({})).await;
-    let request = post_in_background(port, vec![], chat_body("s-usage", "count me", false));
+    let request = post_in_background(port, vec![AUTH], chat_body("s-usage", "count me", false));
     answer_with_usage(&host, &next_inbound(&mut events).await, 1, "counted");
     let usage = request.await.unwrap().json().await["usage"].clone();
     assert_eq!(
@@ -220,7 +227,7 @@ async fn the_kernels_token_counts_reach_the_completion_and_the_usage_chunk_a_str
 
     let mut body = chat_body("s-usage", "stream me", true);
     body["stream_options"] = json!({"include_usage": true});
-    let request = post_in_background(port, vec![], body);
+    let request = post_in_background(port, vec![AUTH], body);
     answer_with_usage(&host, &next_inbound(&mut events).await, 2, "streamed");
     let mut response = request.await.unwrap();
     let mut chunks = Vec::new();
@@ -239,7 +246,7 @@ async fn the_kernels_token_counts_reach_the_completion_and_the_usage_chunk_a_str
 async fn the_responses_endpoint_answers_with_a_response_object_and_streams_its_events() {
     let (host, mut events, port) = api_host(json!({"model": "my-agent"})).await;
     let body = json!({"model": "gpt-5", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi there"}]}], "conversation": "conv-7"});
-    let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[], &body).await });
+    let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[AUTH], &body).await });
     let inbound = next_inbound(&mut events).await;
     assert_eq!((inbound.chat_id.as_str(), inbound.content.as_str()), ("conv-7", "hi there"));
     answer_with_usage(&host, &inbound, 1, "Hello!");
@@ -260,7 +267,7 @@ async fn the_responses_endpoint_answers_with_a_response_object_and_streams_its_e
     assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 1, ok: true, error: None });
 
     let body = json!({"input": "and streamed?", "stream": true, "session_id": "conv-7"});
-    let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[], &body).await });
+    let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[AUTH], &body).await });
     let inbound = next_inbound(&mut events).await;
     host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
     host.send("api", Message::Delta(Delta { stream_id: 9, chat_id: "conv-7".into(), text: "Str".into() })).unwrap();
@@ -312,9 +319,9 @@ async fn the_responses_endpoint_answers_with_a_response_object_and_streams_its_e
 #[actix_rt::test]
 async fn two_requests_in_one_session_are_answered_in_order() {
     let (host, mut events, port) = api_host(json!({})).await;
-    let first = post_in_background(port, vec![], chat_body("shared", "first", false));
+    let first = post_in_background(port, vec![AUTH], chat_body("shared", "first", false));
     let first_inbound = next_inbound(&mut events).await;
-    let second = post_in_background(port, vec![], chat_body("shared", "second", false));
+    let second = post_in_background(port, vec![AUTH], chat_body("shared", "second", false));
     let second_inbound = next_inbound(&mut events).await;
     assert_eq!((first_inbound.content.as_str(), second_inbound.content.as_str()), ("first", "second"));
     // The kernel copies no metadata here: the replies are matched by order alone.
@@ -347,12 +354,12 @@ async fn with_an_api_key_set_requests_without_it_get_401_and_requests_with_it_ar
 async fn a_request_without_a_user_message_gets_a_400_in_openai_shape() {
     let (host, _events, port) = api_host(json!({})).await;
     let body = json!({"model": "oxibot", "messages": [{"role": "system", "content": "Be brief."}]});
-    let response = post_json(port, COMPLETIONS, &[], &body).await;
+    let response = post_json(port, COMPLETIONS, &[AUTH], &body).await;
     assert_eq!(response.status, 400);
     let error = response.json().await;
     assert_eq!(error["error"]["type"], "invalid_request_error");
     assert_eq!(error["error"]["param"], "messages");
-    let not_json = oxibot_tests::http::request(port, "POST", COMPLETIONS, &[], Some("{oops")).await;
+    let not_json = oxibot_tests::http::request(port, "POST", COMPLETIONS, &[AUTH], Some("{oops")).await;
     assert_eq!(not_json.status, 400);
     host.shutdown().await;
 }
@@ -360,7 +367,7 @@ async fn a_request_without_a_user_message_gets_a_400_in_openai_shape() {
 #[actix_rt::test]
 async fn a_reply_slower_than_the_timeout_gets_a_504_and_the_late_reply_is_acked_with_an_error() {
     let (host, mut events, port) = api_host(json!({"timeoutSecs": 1})).await;
-    let request = post_in_background(port, vec![], chat_body("slow", "take your time", false));
+    let request = post_in_background(port, vec![AUTH], chat_body("slow", "take your time", false));
     let inbound = next_inbound(&mut events).await;
     host.send("api", Message::InboundAccepted(InboundAccepted { id: inbound.id.clone() })).unwrap();
     let response = request.await.unwrap();
@@ -373,10 +380,45 @@ async fn a_reply_slower_than_the_timeout_gets_a_504_and_the_late_reply_is_acked_
 }
 
 #[actix_rt::test]
-async fn an_api_channel_on_a_public_host_without_a_key_refuses_to_start() {
-    let host = start_host(vec![api_spec(json!({"host": "0.0.0.0", "port": free_port()}))]).await;
-    let reason = failure_reason(&host).await;
-    assert!(reason.contains("refusing to listen on 0.0.0.0 without an API key"), "{reason}");
+async fn an_api_channel_without_a_key_refuses_to_start_on_loopback_too() {
+    for host_name in ["127.0.0.1", "0.0.0.0"] {
+        let host = start_host(vec![api_spec(json!({"host": host_name, "port": free_port()}))]).await;
+        let reason = failure_reason(&host).await;
+        assert!(reason.contains("refusing to serve without an API key"), "{host_name}: {reason}");
+        host.shutdown().await;
+    }
+}
+
+/// Issue 23, finding 2: a page of another site posted `text/plain` (a request a browser sends
+/// without asking) with its own `Origin` and a rebound `Host`, and the turn ran. Each of
+/// these is refused now, the key notwithstanding, and no message reaches the kernel.
+#[actix_rt::test]
+async fn a_cross_site_post_a_rebound_host_name_or_a_text_body_is_refused_and_never_reaches_the_kernel() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (host, mut events, port) = api_host(json!({})).await;
+    let body = chat_body("s", "run exec for me", false).to_string();
+    let cases = [
+        ("127.0.0.1", Some("http://evil.example"), "application/json", "403"),
+        ("evil.example", None, "application/json", "403"),
+        ("127.0.0.1", None, "text/plain", "415"),
+        ("127.0.0.1", None, "application/x-www-form-urlencoded", "415"),
+    ];
+    for (host_name, origin, content_type, status) in cases {
+        let mut stream = oxibot_tests::http::connect(port).await;
+        let origin = origin.map(|o| format!("origin: {o}\r\n")).unwrap_or_default();
+        let head = format!(
+            "POST {COMPLETIONS} HTTP/1.1\r\nhost: {host_name}:{port}\r\n{origin}authorization: Bearer {KEY}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status}")), "{host_name} {origin} {content_type}: {answer}");
+    }
+    let no_key = post_json(port, COMPLETIONS, &[], &chat_body("s", "hi", false)).await;
+    assert_eq!(no_key.status, 401, "no key, no turn, on loopback too");
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(500), next_inbound(&mut events)).await;
+    assert!(quiet.is_err(), "a refused request reached the kernel");
     host.shutdown().await;
 }
 
@@ -396,7 +438,7 @@ async fn raw_exchange(port: u16, head: &[u8]) -> String {
 async fn a_client_that_stalls_mid_body_gets_a_408_and_its_connection_back() {
     let (host, _events, port) = api_host(json!({"bodyTimeoutSecs": 1})).await;
     let head = format!(
-        "POST {COMPLETIONS} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"model\""
+        "POST {COMPLETIONS} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {KEY}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"model\""
     );
     let answer = raw_exchange(port, head.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
@@ -405,20 +447,96 @@ async fn a_client_that_stalls_mid_body_gets_a_408_and_its_connection_back() {
 }
 
 #[actix_rt::test]
-async fn connections_beyond_the_limit_are_closed_at_once_and_served_again_when_one_frees() {
-    let (host, _events, port) = api_host(json!({"maxConnections": 2})).await;
+async fn an_idle_connection_makes_room_for_a_newcomer_and_when_all_are_served_a_newcomer_is_closed() {
+    let (host, mut events, port) = api_host(json!({"maxConnections": 2})).await;
+    let health = b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n";
     let idle = idle_connections(port, 2).await;
-    let refused = raw_exchange(port, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").await;
-    assert_eq!(refused, "", "a third connection is closed without an answer");
+    assert!(raw_exchange(port, health).await.starts_with("HTTP/1.1 200"), "an idle connection gave its slot up");
     drop(idle);
-    // The server sees the close a moment later; poll, bounded by a deadline.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let health = b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
-    while !raw_exchange(port, health).await.starts_with("HTTP/1.1 200") {
-        assert!(std::time::Instant::now() < deadline, "a freed slot is never used again");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let served: Vec<_> =
+        (0..2).map(|n| post_in_background(port, vec![AUTH], chat_body(&format!("s{n}"), "wait", false))).collect();
+    let (first, second) = (next_inbound(&mut events).await, next_inbound(&mut events).await);
+    let refused = raw_exchange(port, health).await;
+    assert_eq!(refused, "", "with both connections being served, a third is closed without an answer");
+    answer(&host, &first, 1, "done", None, true);
+    answer(&host, &second, 2, "done", None, true);
+    for request in served {
+        assert_eq!(request.await.unwrap().status, 200);
     }
     host.shutdown().await;
+}
+
+/// Issue 23, finding 10a: 1,000 slow connections from one local process made 58 of 78
+/// requests of a good client fail, since they held every slot for the whole 30 s header
+/// timeout. Now a connection that is not being served gives its slot up to a newcomer, and
+/// headers must arrive within 5 s; the good client's requests all succeed.
+#[actix_rt::test]
+async fn a_thousand_slow_connections_do_not_starve_a_good_client() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (host, _events, port) = api_host(json!({})).await;
+    let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+    let attackers: Vec<_> = (0..1000).map(|_| tokio::spawn(slow_client(port, stop.clone(), opened.clone()))).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while opened.load(Ordering::Relaxed) < 1000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} slow connections opened",
+            opened.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut served = 0;
+    for _ in 0..78 {
+        if models_within(port, std::time::Duration::from_secs(5)).await {
+            served += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.abort();
+    }
+    assert_eq!(served, 78, "a good client was starved by slow connections");
+    host.shutdown().await;
+}
+
+/// A client that opens a connection and sends a header line a second, never finishing its
+/// request; when the server closes it, it opens another, until `stop`.
+async fn slow_client(
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::AsyncWriteExt;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        opened.fetch_add(1, Ordering::Relaxed);
+        let mut line: &[u8] = b"GET /v1/models HTTP/1.1\r\n";
+        while stream.write_all(line).await.is_ok() && !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            line = b"x-slow: 1\r\n";
+        }
+    }
+}
+
+/// Whether `GET /v1/models` with the key is answered 200 within `limit`.
+async fn models_within(port: u16, limit: std::time::Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let head = format!(
+            "GET /v1/models HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {KEY}\r\nconnection: close\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.ok()?;
+        Some(answer.starts_with("HTTP/1.1 200"))
+    };
+    tokio::time::timeout(limit, exchange).await.ok().flatten().unwrap_or(false)
 }
 
 /// `count` connections that send nothing. The server accepts connections in the order they

@@ -1,5 +1,5 @@
 //! The WebSocket channel through the real plugin host, driven by a real WebSocket client: the
-//! token, messages becoming inbound events, `accepted` after the kernel's acceptance, deltas and
+//! token (required on loopback too), other sites' pages and rebound host names refused, messages becoming inbound events, `accepted` after the kernel's acceptance, deltas and
 //! replies reaching every client of a chat, and the errors a client or the kernel can meet.
 
 use std::time::Duration;
@@ -25,10 +25,14 @@ fn websocket_spec(config: Value) -> PluginSpec {
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 
-/// A host running the WebSocket channel on a free port (plus `extra` config), once it is ready.
+/// The token the tests' channels are configured with unless a test sets its own.
+const TOKEN: &str = "test-ws-token";
+
+/// A host running the WebSocket channel on a free port with [`TOKEN`] (plus `extra` config,
+/// which may replace it), once it is ready.
 async fn websocket_host(extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>, u16) {
     let port = free_port();
-    let mut config = json!({"port": port});
+    let mut config = json!({"port": port, "token": TOKEN});
     config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     let host = start_host(vec![websocket_spec(config)]).await;
     let mut events = host.subscribe();
@@ -39,9 +43,14 @@ async fn websocket_host(extra: Value) -> (PluginHost, UnboundedReceiver<PluginEv
     (host, events, port)
 }
 
+/// Connects to `ws://127.0.0.1:port<path_and_query>` presenting [`TOKEN`] as a bearer header.
+async fn connect(port: u16, path_and_query: &str) -> Client {
+    connect_with(port, path_and_query, Some(&format!("Bearer {TOKEN}"))).await
+}
+
 /// Connects to `ws://127.0.0.1:port<path_and_query>`, with an `Authorization` header if given,
 /// retrying while the channel starts listening.
-async fn connect(port: u16, path_and_query: &str, authorization: Option<&str>) -> Client {
+async fn connect_with(port: u16, path_and_query: &str, authorization: Option<&str>) -> Client {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let mut request = format!("ws://127.0.0.1:{port}{path_and_query}").into_client_request().unwrap();
@@ -121,7 +130,7 @@ async fn next_delivery(events: &mut UnboundedReceiver<PluginEvent>) -> oxibot_pr
 async fn a_client_without_the_token_gets_an_error_frame_and_a_policy_violation_close() {
     let (host, _events, port) = websocket_host(json!({"token": "s3cret"})).await;
     for path in ["/ws", "/ws?token=wrong"] {
-        let mut client = connect(port, path, None).await;
+        let mut client = connect_with(port, path, None).await;
         let error = next_json(&mut client).await;
         assert_eq!(error["type"], "error");
         assert!(error["error"].as_str().unwrap().contains("not authorised"), "{error}");
@@ -136,9 +145,9 @@ async fn a_client_without_the_token_gets_an_error_frame_and_a_policy_violation_c
 #[actix_rt::test]
 async fn a_client_presenting_the_token_in_the_query_or_a_bearer_header_is_admitted() {
     let (host, _events, port) = websocket_host(json!({"token": "s3cret"})).await;
-    let mut by_query = connect(port, "/ws?token=s3cret&chat_id=c1", None).await;
+    let mut by_query = connect_with(port, "/ws?token=s3cret&chat_id=c1", None).await;
     assert_eq!(ready_chat(&mut by_query).await, "c1");
-    let mut by_header = connect(port, "/ws?chat_id=c2", Some("Bearer s3cret")).await;
+    let mut by_header = connect_with(port, "/ws?chat_id=c2", Some("Bearer s3cret")).await;
     assert_eq!(ready_chat(&mut by_header).await, "c2");
     host.shutdown().await;
 }
@@ -146,7 +155,7 @@ async fn a_client_presenting_the_token_in_the_query_or_a_bearer_header_is_admitt
 #[actix_rt::test]
 async fn a_message_frame_arrives_as_an_inbound_in_the_clients_chat() {
     let (host, mut events, port) = websocket_host(json!({})).await;
-    let mut client = connect(port, "/ws?chat_id=team&client_id=alice", None).await;
+    let mut client = connect(port, "/ws?chat_id=team&client_id=alice").await;
     assert_eq!(ready_chat(&mut client).await, "team");
     send_json(&mut client, json!({"type": "message", "text": "hello there", "id": "m-1"})).await;
     let inbound = next_inbound(&mut events).await;
@@ -163,8 +172,8 @@ async fn a_message_frame_arrives_as_an_inbound_in_the_clients_chat() {
 #[actix_rt::test]
 async fn a_connection_without_a_chat_id_gets_a_fresh_chat_announced_in_its_ready_frame() {
     let (host, mut events, port) = websocket_host(json!({})).await;
-    let mut first = connect(port, "/ws", None).await;
-    let mut second = connect(port, "/ws", None).await;
+    let mut first = connect(port, "/ws").await;
+    let mut second = connect(port, "/ws").await;
     let (chat_a, chat_b) = (ready_chat(&mut first).await, ready_chat(&mut second).await);
     assert_ne!(chat_a, chat_b);
     send_json(&mut first, json!({"type": "message", "text": "hi"})).await;
@@ -177,7 +186,7 @@ async fn a_connection_without_a_chat_id_gets_a_fresh_chat_announced_in_its_ready
 #[actix_rt::test]
 async fn the_client_is_told_accepted_only_after_the_kernel_accepted_the_message() {
     let (host, mut events, port) = websocket_host(json!({})).await;
-    let mut client = connect(port, "/ws?chat_id=c1", None).await;
+    let mut client = connect(port, "/ws?chat_id=c1").await;
     ready_chat(&mut client).await;
     send_json(&mut client, json!({"type": "message", "text": "one", "id": "m-1"})).await;
     send_json(&mut client, json!({"type": "message", "text": "two"})).await;
@@ -198,9 +207,9 @@ async fn the_client_is_told_accepted_only_after_the_kernel_accepted_the_message(
 #[actix_rt::test]
 async fn deltas_then_the_final_message_reach_every_client_of_the_chat_and_the_delivery_is_acked() {
     let (host, mut events, port) = websocket_host(json!({})).await;
-    let mut phone = connect(port, "/ws?chat_id=shared", None).await;
-    let mut laptop = connect(port, "/ws?chat_id=shared", None).await;
-    let mut elsewhere = connect(port, "/ws?chat_id=other", None).await;
+    let mut phone = connect(port, "/ws?chat_id=shared").await;
+    let mut laptop = connect(port, "/ws?chat_id=shared").await;
+    let mut elsewhere = connect(port, "/ws?chat_id=other").await;
     for client in [&mut phone, &mut laptop, &mut elsewhere] {
         ready_chat(client).await;
     }
@@ -224,7 +233,7 @@ async fn deltas_then_the_final_message_reach_every_client_of_the_chat_and_the_de
 #[actix_rt::test]
 async fn an_outbound_for_a_chat_without_clients_is_acked_with_an_error() {
     let (host, mut events, port) = websocket_host(json!({})).await;
-    let mut client = connect(port, "/ws?chat_id=present", None).await;
+    let mut client = connect(port, "/ws?chat_id=present").await;
     ready_chat(&mut client).await;
     host.send("websocket", outbound(7, "absent", "anyone?", None)).unwrap();
     let ack = next_delivery(&mut events).await;
@@ -236,7 +245,7 @@ async fn an_outbound_for_a_chat_without_clients_is_acked_with_an_error() {
 #[actix_rt::test]
 async fn a_bad_frame_gets_an_error_frame_and_the_connection_stays_usable() {
     let (host, mut events, port) = websocket_host(json!({})).await;
-    let mut client = connect(port, "/ws?chat_id=c1", None).await;
+    let mut client = connect(port, "/ws?chat_id=c1").await;
     ready_chat(&mut client).await;
     client.send(Message::text("not json")).await.unwrap();
     let error = next_json(&mut client).await;
@@ -254,7 +263,7 @@ async fn a_bad_frame_gets_an_error_frame_and_the_connection_stays_usable() {
 #[actix_rt::test]
 async fn websocket_pings_are_answered_with_pongs() {
     let (host, _events, port) = websocket_host(json!({})).await;
-    let mut client = connect(port, "/ws", None).await;
+    let mut client = connect(port, "/ws").await;
     ready_chat(&mut client).await;
     client.send(Message::Ping(Bytes::from_static(b"are you there"))).await.unwrap();
     assert_eq!(next_frame(&mut client).await, Message::Pong(Bytes::from_static(b"are you there")));
@@ -265,18 +274,50 @@ async fn websocket_pings_are_answered_with_pongs() {
 async fn an_upgrade_on_another_path_is_refused() {
     let (host, _events, port) = websocket_host(json!({"path": "/chat"})).await;
     oxibot_tests::http::connect(port).await;
-    let error = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws")).await.unwrap_err();
+    let error = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?token={TOKEN}")).await.unwrap_err();
     assert!(error.to_string().contains("404"), "{error}");
-    let mut client = connect(port, "/chat", None).await;
+    let mut client = connect(port, "/chat").await;
     ready_chat(&mut client).await;
     host.shutdown().await;
 }
 
 #[actix_rt::test]
-async fn a_websocket_channel_on_a_public_host_without_a_token_refuses_to_start() {
-    let host = start_host(vec![websocket_spec(json!({"host": "0.0.0.0", "port": free_port()}))]).await;
-    let reason = failure_reason(&host).await;
-    assert!(reason.contains("refusing to listen on 0.0.0.0 without a token"), "{reason}");
+async fn a_websocket_channel_without_a_token_refuses_to_start_on_loopback_too() {
+    for host_name in ["127.0.0.1", "0.0.0.0"] {
+        let host = start_host(vec![websocket_spec(json!({"host": host_name, "port": free_port()}))]).await;
+        let reason = failure_reason(&host).await;
+        assert!(reason.contains("refusing to serve without a token"), "{host_name}: {reason}");
+        host.shutdown().await;
+    }
+}
+
+/// Issue 23, finding 1: a page of another site (or a DNS-rebound name) made the user's
+/// browser open the chat socket, and its message ran `exec`. The browser sends the page's
+/// `Origin` and the name it resolved as `Host`; both are refused with 403 before the upgrade,
+/// even when the token is right, and no message reaches the kernel.
+#[actix_rt::test]
+async fn a_browser_upgrade_from_another_site_or_a_rebound_host_name_is_refused() {
+    let (host, mut events, port) = websocket_host(json!({})).await;
+    oxibot_tests::http::connect(port).await;
+    for (origin, host_header) in [
+        (Some("http://evil.example"), format!("127.0.0.1:{port}")),
+        (None, format!("evil.example:{port}")),
+        (Some("http://evil.example"), "evil.example".to_owned()),
+    ] {
+        let mut request = format!("ws://127.0.0.1:{port}/ws?token={TOKEN}").into_client_request().unwrap();
+        request.headers_mut().insert("host", HeaderValue::from_str(&host_header).unwrap());
+        if let Some(origin) = origin {
+            request.headers_mut().insert("origin", HeaderValue::from_static(origin));
+        }
+        let error = tokio_tungstenite::connect_async(request).await.unwrap_err();
+        assert!(error.to_string().contains("403"), "{origin:?} {host_header}: {error}");
+    }
+    let mut own_page = format!("ws://127.0.0.1:{port}/ws?token={TOKEN}").into_client_request().unwrap();
+    own_page.headers_mut().insert("origin", HeaderValue::from_str(&format!("http://127.0.0.1:{port}")).unwrap());
+    let (mut client, _) = tokio_tungstenite::connect_async(own_page).await.unwrap();
+    ready_chat(&mut client).await;
+    send_json(&mut client, json!({"type": "message", "text": "from my own page"})).await;
+    assert_eq!(next_inbound(&mut events).await.content, "from my own page", "only the own page's message arrives");
     host.shutdown().await;
 }
 

@@ -64,3 +64,26 @@ fn completions_man_page_and_version_come_from_the_command_definition() {
     assert!(version.starts_with(&expected), "{version}");
     assert!(version.contains('('), "the git revision is part of the version: {version}");
 }
+
+#[test]
+fn every_page_the_manual_names_exists() {
+    let home = TempDir::new("man-home");
+    let pages = home.path().join("man1");
+    let out = oxibot(&home, &["man", "--dir", &pages.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written: std::collections::BTreeSet<String> =
+        std::fs::read_dir(&pages).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    for page in ["oxibot.1", "oxibot-agent.1", "oxibot-cron-add.1", "oxibot-memory-restore.1"] {
+        assert!(written.contains(page), "{page} missing from {written:?}");
+    }
+    for (page, text) in written.iter().map(|p| (p, std::fs::read_to_string(pages.join(p)).unwrap())) {
+        for named in text.split_whitespace().filter_map(|word| word.strip_suffix("(1)")) {
+            let named = named.trim_start_matches("\\fB").trim_end_matches("\\fR").replace("\\-", "-");
+            assert!(written.contains(&format!("{named}.1")), "{page} names {named}(1), which was not written");
+        }
+    }
+    let cron_add = oxibot(&home, &["man", "cron", "add"]);
+    assert!(stdout(&cron_add).contains(".TH oxibot-cron-add"), "{}", stdout(&cron_add));
+    let unknown = oxibot(&home, &["man", "nope"]);
+    assert!(!unknown.status.success() && stderr(&unknown).contains("no command 'oxibot nope'"), "{}", stderr(&unknown));
+}

@@ -117,3 +117,43 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
     assert!(out.status.success(), "{:?}", out.status);
 }
+
+#[test]
+fn status_warns_when_oxibot_was_installed_without_its_bundled_plugins() {
+    let home = TempDir::new("cli-home");
+    let alone = TempDir::new("cli-lone-install");
+    let copy = alone.path().join("oxibot");
+    std::fs::copy(bin("oxibot"), &copy).unwrap();
+    let out = std::process::Command::new(&copy)
+        .arg("status")
+        .current_dir(alone.path())
+        .env("OXIBOT_HOME", home.path())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let report = stdout(&out);
+    let warning = report.lines().find(|line| line.starts_with("warning:")).unwrap_or_default();
+    assert!(
+        warning.contains("oxibot-tool-fs, oxibot-tool-shell, oxibot-tool-web") && warning.contains("scripts/install"),
+        "{report}"
+    );
+    let installed = oxibot(home.path(), home.path(), &["status"]);
+    assert!(!stdout(&installed).contains("bundled plugins missing"), "{}", stdout(&installed));
+}
+
+#[test]
+fn logs_written_to_a_pipe_or_file_carry_no_colour_codes() {
+    let home = TempDir::new("cli-home");
+    let ws = TempDir::new("cli-ws");
+    let out = std::process::Command::new(bin("oxibot"))
+        .args(["tools", "call", "exec", "--args", r#"{"command":"echo hi"}"#])
+        .current_dir(ws.path())
+        .env("OXIBOT_HOME", home.path())
+        .env("RUST_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let log = stderr(&out);
+    assert!(log.contains("DEBUG") || log.contains("INFO"), "no log lines to check: {log}");
+    assert!(!log.contains('\u{1b}'), "escape sequences in a piped log: {log:?}");
+}

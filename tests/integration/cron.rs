@@ -70,6 +70,37 @@ fn an_added_job_is_listed_with_its_schedule_and_a_removed_one_is_gone() {
     assert!(!again.status.success() && stderr(&again).contains("no job with id"), "{}", stderr(&again));
 }
 
+/// Writes a session file for `key` whose last activity was at `updated_at`.
+fn chat_session(env: &AgentEnv, key: &str, updated_at: &str) {
+    let path = oxibot_tests::session_path(env.home.path(), &env.workspace, key);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let header = json!({"_type": "metadata", "key": key, "created_at": updated_at, "updated_at": updated_at, "metadata": {}, "last_consolidated": 0});
+    let message = json!({"role": "user", "content": "hi", "timestamp": updated_at});
+    std::fs::write(path, format!("{header}\n{message}\n")).unwrap();
+}
+
+#[test]
+fn a_job_without_a_session_replies_to_the_chat_used_most_recently_and_the_list_says_where() {
+    let env = AgentEnv::new();
+    let alone = cron(&env, &["add", "-m", "Water the plants", "--every", "3600"]);
+    added_id(&alone);
+    assert!(stderr(&alone).contains("replies stay in the session cli:direct"), "{}", stderr(&alone));
+
+    chat_session(&env, "telegram:42", "2026-11-20T08:00:00");
+    chat_session(&env, "slack:C7", "2026-11-21T08:00:00");
+    chat_session(&env, "cli:direct", "2026-11-22T08:00:00");
+    let out = cron(&env, &["add", "-m", "Standup notes", "--every", "3600", "--name", "standup"]);
+    let id = added_id(&out);
+    assert!(stdout(&out).contains("replying to slack:C7"), "{}", stdout(&out));
+    assert!(stderr(&out).contains("Replies go to slack:C7, the chat used most recently"), "{}", stderr(&out));
+    assert_eq!(jobs_file(&env)["jobs"][1]["payload"]["sessionKey"], "slack:C7");
+
+    let list = stdout(&cron(&env, &["list"]));
+    assert!(list.lines().next().unwrap().contains("REPLIES TO"), "{list}");
+    let row = list.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(row.contains("slack:C7"), "{row}");
+}
+
 #[test]
 fn a_bad_schedule_is_refused_with_the_reason_and_nothing_is_stored() {
     let env = AgentEnv::new();

@@ -84,7 +84,8 @@ impl GatewayEnv {
     /// Starts the gateway and waits until `channel` runs.
     pub(crate) fn start_with(&self, channel: &str) -> Gateway {
         let log = std::fs::File::create(self.home.path().join("gateway.log")).unwrap();
-        let child = self.command(&["gateway"]).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+        let out = std::fs::File::create(self.home.path().join("gateway.out")).unwrap();
+        let child = self.command(&["gateway"]).stdout(out).stderr(log).spawn().unwrap();
         let gateway = Gateway { child };
         self.wait_running(channel);
         gateway
@@ -122,6 +123,68 @@ impl GatewayEnv {
         let mut response = String::new();
         stream.read_to_string(&mut response).ok()?;
         serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
+    }
+
+    /// What the last gateway started printed on stdout.
+    pub(crate) fn gateway_output(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("gateway.out")).unwrap_or_default()
+    }
+
+    /// The `port` of channel `name` in the config.
+    pub(crate) fn channel_port(&self, name: &str) -> u16 {
+        let text = std::fs::read_to_string(self.home.path().join("config.json")).unwrap();
+        let config: Value = serde_json::from_str(&text).unwrap();
+        config["channels"][name]["port"].as_u64().unwrap() as u16
+    }
+
+    /// The secret the gateway made for `surface` (`webUi`, `api`, `websocket`) and keeps in
+    /// the data dir's `local-secrets.json`.
+    pub(crate) fn secret(&self, surface: &str) -> String {
+        let path = self.home.path().join("local-secrets.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let secrets: Value = serde_json::from_str(&text).unwrap();
+        secrets[surface].as_str().unwrap_or_else(|| panic!("no {surface} secret in {text}")).to_owned()
+    }
+
+    /// `Authorization: Bearer` with the web UI's secret, for plain HTTP clients of the UI's API.
+    pub(crate) fn ui_authorization(&self) -> String {
+        format!("Bearer {}", self.secret("webUi"))
+    }
+
+    /// A one-time login link for the web UI, as `oxibot ui` prints it.
+    pub(crate) fn login_url(&self) -> String {
+        let out = self.command(&["ui"]).output().unwrap();
+        assert!(out.status.success(), "oxibot ui failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// The websocket channel's URL for `chat` on `port`, with the gateway's token.
+    pub(crate) fn ws_url(&self, port: u16, chat: &str) -> String {
+        format!("ws://127.0.0.1:{port}/ws?chat_id={chat}&token={}", self.secret("websocket"))
+    }
+
+    /// Sends `text` through the websocket channel (with its token) in `chat` and waits for the
+    /// reply.
+    pub(crate) fn chat_once(&self, chat: &str, text: &str) {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let port = self.channel_port("websocket");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (mut socket, _) = tokio_tungstenite::connect_async(self.ws_url(port, chat)).await.unwrap();
+            socket.send(Message::text(json!({"type": "message", "text": text}).to_string())).await.unwrap();
+            loop {
+                let Some(Ok(Message::Text(frame))) = socket.next().await else { panic!("the websocket closed") };
+                if serde_json::from_str::<Value>(&frame).unwrap()["type"] == "message" {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// `Authorization: Bearer` with the api channel's key.
+    pub(crate) fn api_authorization(&self) -> String {
+        format!("Bearer {}", self.secret("api"))
     }
 
     /// The file of session `key` (`channel:chat`), empty when missing.

@@ -320,8 +320,7 @@ fn a_websocket_client_gets_the_reply_streamed_then_whole() {
     let _gateway = env.start_with("websocket");
     env.llm.push(Reply::Text("Hello from the model".into()));
     block_on(async {
-        let (mut socket, _) =
-            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id=room1")).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::connect_async(env.ws_url(port, "room1")).await.unwrap();
         socket.send(WsMessage::text(json!({"type": "message", "text": "hi there"}).to_string())).await.unwrap();
         let mut kinds = Vec::new();
         loop {
@@ -345,16 +344,18 @@ fn the_api_channel_answers_a_standard_openai_request_whole_and_streamed() {
     let _gateway = env.start_with("api");
     env.llm.push(Reply::Text("Hello from the model".into()));
     env.llm.push(Reply::Text("Streamed hello".into()));
+    let key = env.api_authorization();
+    let auth = [("Authorization", key.as_str())];
     block_on(async {
-        let models = http::get(port, "/v1/models", &[]).await.json().await;
+        let models = http::get(port, "/v1/models", &auth).await.json().await;
         assert_eq!(models["object"], "list");
         let body = json!({"model": "oxibot", "messages": [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}], "temperature": 0.2, "session_id": "s1"});
-        let reply = http::post_json(port, "/v1/chat/completions", &[], &body).await.json().await;
+        let reply = http::post_json(port, "/v1/chat/completions", &auth, &body).await.json().await;
         assert_eq!(reply["object"], "chat.completion");
         assert_eq!(reply["choices"][0]["message"]["content"], "Hello from the model");
 
         let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "again"}], "stream": true, "session_id": "s1"});
-        let mut stream = http::post_json(port, "/v1/chat/completions", &[], &body).await;
+        let mut stream = http::post_json(port, "/v1/chat/completions", &auth, &body).await;
         let mut text = String::new();
         let mut done = false;
         while let Some(event) = stream.next_event().await {
@@ -383,11 +384,13 @@ fn the_official_openai_client_reads_real_token_counts_from_completions_and_respo
     for text in ["Plain chat answer", "Streamed chat answer", "Plain responses answer", "Streamed responses answer"] {
         env.llm.push(Reply::Text(text.into()));
     }
+    oxibot_tests::needs::python_module("openai", "openai");
     let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai_client.py");
     let out = std::process::Command::new("python3")
         .arg(script)
         .arg(format!("http://127.0.0.1:{port}/v1"))
         .arg("py-client")
+        .arg(env.secret("api"))
         .output()
         .unwrap();
     assert!(
@@ -459,8 +462,7 @@ fn one_gateway_with_all_five_channels_answers_in_each_and_stops_cleanly_on_sigte
         slack.wait_calls("chat.postMessage", 1).await;
 
         env.llm.push(reply(4));
-        let (mut socket, _) =
-            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}/ws?chat_id=room")).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::connect_async(env.ws_url(ws_port, "room")).await.unwrap();
         socket.send(WsMessage::text(json!({"type": "message", "text": "from websocket"}).to_string())).await.unwrap();
         loop {
             let Some(Ok(WsMessage::Text(text))) = socket.next().await else { panic!("the websocket closed") };
@@ -473,7 +475,9 @@ fn one_gateway_with_all_five_channels_answers_in_each_and_stops_cleanly_on_sigte
 
         env.llm.push(reply(5));
         let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "from api"}]});
-        let answer = http::post_json(api_port, "/v1/chat/completions", &[], &body).await.json().await;
+        let key = env.api_authorization();
+        let answer =
+            http::post_json(api_port, "/v1/chat/completions", &[("Authorization", &key)], &body).await.json().await;
         assert_eq!(answer["choices"][0]["message"]["content"], "answer 5");
     });
     assert_eq!(slack.calls("chat.postMessage")[0].body["text"], "answer 3");
@@ -486,9 +490,10 @@ fn a_default_api_channel_answers_a_local_client_without_a_pairing_code() {
     let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port}}));
     let _gateway = env.start_with("api");
     env.llm.push(Reply::Text("Hello, local client".into()));
+    let key = env.api_authorization();
     let reply = block_on(async {
         let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "hi"}]});
-        http::post_json(port, "/v1/chat/completions", &[], &body).await.json().await
+        http::post_json(port, "/v1/chat/completions", &[("Authorization", &key)], &body).await.json().await
     });
     assert_eq!(reply["choices"][0]["message"]["content"], "Hello, local client");
 }
@@ -500,8 +505,7 @@ fn a_default_websocket_channel_answers_a_local_client_without_a_pairing_code() {
     let _gateway = env.start_with("websocket");
     env.llm.push(Reply::Text("Hello, socket".into()));
     block_on(async {
-        let (mut socket, _) =
-            tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/ws?chat_id=r1")).await.unwrap();
+        let (mut socket, _) = tokio_tungstenite::connect_async(env.ws_url(port, "r1")).await.unwrap();
         socket.send(WsMessage::text(json!({"type": "message", "text": "hi"}).to_string())).await.unwrap();
         loop {
             let WsMessage::Text(text) = socket.next().await.unwrap().unwrap() else { continue };

@@ -66,6 +66,8 @@
 //! - `webui`: the web UI in a real headless Chromium through WebDriver: streamed chat, stop, `<script>`
 //!   as text, tool hints, sessions and transcripts, USER.md edits and restores, cron jobs, a plugin
 //!   restart, the token off loopback, cross-site changes refused;
+//! - `local_surfaces`: a default gateway's web UI, api and websocket channels against a web page
+//!   of another site and a local process without the secret; the login link and key printed once;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -98,6 +100,7 @@ mod host_calls;
 mod host_failures;
 mod layering;
 mod lazy_plugins;
+mod local_surfaces;
 mod mcp;
 mod memory;
 mod nanobot_compat;

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 /// The FastMCP test server script.
 fn server_script() -> String {
+    oxibot_tests::needs::python_module("mcp", "mcp");
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp/server.py").display().to_string()
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use oxibot_tests::{TempDir, oxibot, stderr, stdout};
 
 fn example() -> PathBuf {
+    oxibot_tests::needs::python_module("msgpack", "msgpack");
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins/examples/word_count.py").canonicalize().unwrap()
 }
 

@@ -2,8 +2,9 @@
 //! with the websocket channel and the scripted LLM: a streamed reply, a reply holding
 //! `<script>` shown as text, a tool hint, the session list and a transcript, USER.md edited to
 //! disk, a Dream change's diff and its restore, a scheduled job paused, a killed plugin
-//! restarting in the health view, the token rule off loopback, and changes from other sites
-//! refused. The same tests take the README's screenshots (see `browser::screenshot_path`).
+//! restarting in the health view, signing in with the one-time link `oxibot ui` prints (the
+//! secret is asked for on loopback too), the token rule off loopback, and changes from other
+//! sites refused. The same tests take the README's screenshots (see `browser::screenshot_path`).
 
 use std::time::Duration;
 
@@ -30,6 +31,14 @@ fn page_url(env: &GatewayEnv, fragment: &str) -> String {
     format!("http://127.0.0.1:{}/{fragment}", env.http_port())
 }
 
+/// A browser signed in to the gateway's UI through a one-time link from `oxibot ui`.
+fn signed_in(env: &GatewayEnv, width: u32, height: u32) -> Browser {
+    let browser = Browser::start(width, height);
+    browser.open(&env.login_url());
+    browser.wait_for("the page after signing in", "return document.querySelector('#nav');");
+    browser
+}
+
 /// Opens the chat and waits until its socket is connected.
 fn open_chat(browser: &Browser, env: &GatewayEnv) {
     browser.open(&page_url(env, "#chat"));
@@ -53,7 +62,7 @@ fn a_message_sent_in_the_page_streams_its_reply_and_a_script_in_a_reply_shows_as
     env.llm.push(Reply::Text("Hello from **oxibot**, streamed to the page.".into()));
     env.llm.push(Reply::Text("Here: <script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">".into()));
     let _gateway = start(&env);
-    let browser = Browser::start(1200, 800);
+    let browser = signed_in(&env, 1200, 800);
     open_chat(&browser, &env);
 
     let reply = send_and_wait(&browser, "Say hello", 1);
@@ -85,7 +94,7 @@ fn the_stop_button_stops_a_slow_reply_and_new_chat_starts_another_session() {
     let env = web_env();
     env.llm.push(Reply::SlowFirstToken { delay_ms: 8_000, text: "too late".into() });
     let _gateway = start(&env);
-    let browser = Browser::start(1200, 800);
+    let browser = signed_in(&env, 1200, 800);
     open_chat(&browser, &env);
     let first_chat = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
     browser.type_into("#chat-input", "Take your time");
@@ -117,7 +126,7 @@ fn the_session_list_opens_a_transcript_with_its_tool_calls_folded() {
     env.llm.push(Reply::ToolCalls(vec![("list_dir".into(), r#"{"path": "."}"#.into())]));
     env.llm.push(Reply::Text("The workspace holds your memory files.".into()));
     let _gateway = start(&env);
-    let browser = Browser::start(1200, 800);
+    let browser = signed_in(&env, 1200, 800);
     open_chat(&browser, &env);
     send_and_wait(&browser, "What is in my workspace?", 1);
     let hint = browser.text(".msg.assistant.done .hint");
@@ -155,7 +164,7 @@ fn user_md_edited_in_the_page_is_written_to_disk() {
     std::fs::create_dir_all(env.workspace()).unwrap();
     std::fs::write(env.workspace().join("USER.md"), "# User\n\n- Name: Ada\n").unwrap();
     let _gateway = start(&env);
-    let browser = Browser::start(1200, 900);
+    let browser = signed_in(&env, 1200, 900);
     browser.open(&page_url(&env, "#memory"));
     let shown = browser.wait_for("USER.md", "return document.querySelector('#memory-USER-md')?.value;");
     assert_eq!(shown, "# User\n\n- Name: Ada\n");
@@ -183,7 +192,7 @@ fn a_dream_change_shows_its_diff_and_is_restored_from_the_page() {
     std::fs::write(&user_md, "- Name: Ada\n- Dislikes meetings\n").unwrap();
     git.commit("dream: learned about meetings").unwrap().unwrap();
     let _gateway = start(&env);
-    let browser = Browser::start(1200, 900);
+    let browser = signed_in(&env, 1200, 900);
     browser.open(&page_url(&env, "#memory"));
     let newest = browser.wait_for("the history", "return document.querySelector('#memory-log li')?.innerText;");
     assert!(newest.as_str().unwrap().contains("dream: learned about meetings"), "{newest}");
@@ -214,12 +223,13 @@ fn a_scheduled_job_is_listed_run_now_and_paused_from_the_page() {
     let added = env.command(&args).output().unwrap();
     assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
     let _gateway = start(&env);
-    let browser = Browser::start(1200, 800);
+    let browser = signed_in(&env, 1200, 800);
     browser.open(&page_url(&env, "#automations"));
     let card = browser.wait_for("the job", "return document.querySelector('#jobs .job')?.innerText;");
     let card = card.as_str().unwrap();
     assert!(card.contains("plants") && card.contains("Water the plants") && card.contains("every 3600 s"), "{card}");
     assert!(card.contains("Next run") && !card.contains("Next run\n—") && card.contains("never run"), "{card}");
+    assert!(card.contains("Replies to\nwebsocket:web-cron"), "the card names where the reply goes: {card}");
 
     // Run now: the job's turn runs in its session and the run is recorded in its history.
     browser.click("#jobs .job .buttons button:nth-child(2)");
@@ -256,7 +266,7 @@ fn a_killed_plugin_shows_running_then_restarting_then_running_again_in_the_healt
     });
     let _gateway = start(&env);
     env.wait_running("stress");
-    let browser = Browser::start(1200, 900);
+    let browser = signed_in(&env, 1200, 900);
     browser.open(&page_url(&env, "#health"));
     let row = |state: &str| {
         format!(
@@ -286,7 +296,7 @@ fn an_off_loopback_gateway_refuses_the_page_without_its_token_and_keeps_it_in_a_
     browser.open(&page_url(&env, ""));
     let refused = browser.text("body");
     assert!(
-        refused.contains("gateway.token") && browser.run("return !document.querySelector('#nav');", json!([])) == true,
+        refused.contains("oxibot ui") && browser.run("return !document.querySelector('#nav');", json!([])) == true,
         "{refused}"
     );
     browser.open(&page_url(&env, "?token=wrong"));
@@ -304,15 +314,55 @@ fn an_off_loopback_gateway_refuses_the_page_without_its_token_and_keeps_it_in_a_
 }
 
 #[test]
-fn an_off_loopback_gateway_without_a_token_serves_health_but_not_the_page() {
+fn an_off_loopback_gateway_without_a_token_serves_health_and_asks_for_the_generated_secret() {
     let env = web_env();
     env.edit_config(|config| config["gateway"]["host"] = json!("0.0.0.0"));
     let _gateway = start(&env);
-    let page = http_get(env.http_port(), "/");
-    assert!(page.starts_with("HTTP/1.1 403"), "{page}");
-    assert!(page.contains("gateway.token is not set"), "{page}");
-    assert!(http_get(env.http_port(), "/health").starts_with("HTTP/1.1 200"));
-    assert!(http_get(env.http_port(), "/api/sessions").starts_with("HTTP/1.1 403"));
+    let page = http_get(env.http_port(), "/", &[]);
+    assert!(page.starts_with("HTTP/1.1 401"), "{page}");
+    assert!(page.contains("oxibot ui"), "{page}");
+    assert!(http_get(env.http_port(), "/health", &[]).starts_with("HTTP/1.1 200"));
+    assert!(http_get(env.http_port(), "/api/sessions", &[]).starts_with("HTTP/1.1 401"));
+    let authorization = env.ui_authorization();
+    let with_secret = http_get(env.http_port(), "/api/sessions", &[("Authorization", &authorization)]);
+    assert!(with_secret.starts_with("HTTP/1.1 200"), "{with_secret}");
+}
+
+/// Issue 23, finding 3: a command the assistant ran fetched
+/// `http://127.0.0.1:<gateway port>/api/session?key=…` and printed another chat's transcript,
+/// since the UI asked loopback clients for nothing. A client that only knows the port gets no
+/// transcript and no status now; a login link is good once; with the secret the same request
+/// is served.
+#[test]
+fn a_local_process_that_only_knows_the_port_reads_no_transcript() {
+    let env = web_env();
+    let _gateway = start(&env);
+    env.llm.push(Reply::Text("Noted.".into()));
+    env.chat_once("pin-chat", "my PIN is 4711");
+    assert!(env.session_file("websocket:pin-chat").contains("4711"), "the chat was not saved");
+    let port = env.http_port();
+    for path in ["/api/session?key=websocket:pin-chat", "/api/sessions", "/api/status", "/"] {
+        let answer = http_get(port, path, &[]);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{path}: {answer}");
+        assert!(!answer.contains("4711"), "{path} leaked the transcript");
+    }
+    let rebound = http_get(port, "/api/session?key=websocket:pin-chat", &[("Host", "evil.example")]);
+    assert!(rebound.starts_with("HTTP/1.1 403") && !rebound.contains("4711"), "{rebound}");
+    let authorization = env.ui_authorization();
+    let foreign = [("Authorization", authorization.as_str()), ("Origin", "http://evil.example")];
+    let cross_site = http_get(port, "/api/session?key=websocket:pin-chat", &foreign);
+    assert!(cross_site.starts_with("HTTP/1.1 403") && !cross_site.contains("4711"), "{cross_site}");
+    let own = http_get(port, "/api/session?key=websocket:pin-chat", &[("Authorization", &authorization)]);
+    assert!(own.starts_with("HTTP/1.1 200") && own.contains("4711"), "{own}");
+
+    let link = env.login_url();
+    let path = link.split_once(&format!(":{port}")).unwrap().1.to_owned();
+    let first = http_get(port, &path, &[]);
+    assert!(first.starts_with("HTTP/1.1 303"), "{first}");
+    let cookie =
+        first.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap().split(';').next().unwrap().to_owned();
+    assert!(http_get(port, "/api/sessions", &[("Cookie", &cookie)]).starts_with("HTTP/1.1 200"));
+    assert!(http_get(port, &path, &[]).starts_with("HTTP/1.1 401"), "a login link is good once");
 }
 
 #[test]
@@ -324,13 +374,20 @@ fn a_change_from_another_site_is_refused_and_one_from_the_page_is_saved() {
     let before = std::fs::read_to_string(&user_md).ok();
     let body = r#"{"content": "- changed\n"}"#;
     let own = format!("http://127.0.0.1:{port}");
-    let forged = http_request(port, "PUT", "/api/memory?name=USER.md", &[("Origin", &own)], body);
+    let authorization = env.ui_authorization();
+    let secret = ("Authorization", authorization.as_str());
+    let json = ("Content-Type", "application/json");
+    let forged = http_request(port, "PUT", "/api/memory?name=USER.md", &[secret, json, ("Origin", &own)], body);
     assert!(forged.starts_with("HTTP/1.1 403") && forged.contains("x-oxibot-request"), "{forged}");
-    let headers = [("Origin", "http://evil.example"), ("x-oxibot-request", "1")];
+    let headers = [secret, json, ("Origin", "http://evil.example"), ("x-oxibot-request", "1")];
     let cross_origin = http_request(port, "PUT", "/api/memory?name=USER.md", &headers, body);
     assert!(cross_origin.starts_with("HTTP/1.1 403"), "{cross_origin}");
+    let text = [secret, ("Content-Type", "text/plain"), ("Origin", own.as_str()), ("x-oxibot-request", "1")];
+    let as_text = http_request(port, "PUT", "/api/memory?name=USER.md", &text, body);
+    assert!(as_text.starts_with("HTTP/1.1 415"), "{as_text}");
     assert_eq!(std::fs::read_to_string(&user_md).ok(), before, "a refused request wrote the file");
-    let headers = [("Origin", own.as_str()), ("x-oxibot-request", "1"), ("Sec-Fetch-Site", "same-origin")];
+    let headers =
+        [secret, json, ("Origin", own.as_str()), ("x-oxibot-request", "1"), ("Sec-Fetch-Site", "same-origin")];
     let saved = http_request(port, "PUT", "/api/memory?name=USER.md", &headers, body);
     assert!(saved.starts_with("HTTP/1.1 200"), "{saved}");
     assert_eq!(std::fs::read_to_string(&user_md).unwrap(), "- changed\n");
@@ -352,11 +409,17 @@ fn http_request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], b
     response
 }
 
-fn http_get(port: u16, path: &str) -> String {
+/// `GET path` with `headers`; a `Host` among them replaces the loopback one.
+fn http_get(port: u16, path: &str, headers: &[(&str, &str)]) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").unwrap();
+    let host = headers.iter().find(|(n, _)| *n == "Host").map_or(format!("127.0.0.1:{port}"), |(_, v)| v.to_string());
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n");
+    for (name, value) in headers.iter().filter(|(n, _)| *n != "Host") {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(stream, "{head}\r\n").unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response

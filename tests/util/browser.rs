@@ -35,7 +35,11 @@ impl Browser {
     /// Starts chromedriver and a headless Chromium with a fresh profile, `width`×`height`.
     pub fn start(width: u32, height: u32) -> Browser {
         for tool in [CHROMEDRIVER, CHROMIUM] {
-            assert!(Path::new(tool).exists(), "{tool} is missing: apt-get install chromium chromium-driver");
+            assert!(
+                Path::new(tool).exists(),
+                "{tool} is missing: run {} or `apt-get install chromium chromium-driver`",
+                super::needs::SETUP
+            );
         }
         let port = free_port();
         let mut command = Command::new(CHROMEDRIVER);

@@ -17,6 +17,7 @@ pub mod fakes_telegram;
 pub mod fakes_wecom;
 pub mod http;
 pub mod llm;
+pub mod needs;
 pub mod procs;
 pub mod wait;
 

@@ -57,7 +57,7 @@ pub async fn start(app: &App, session_id: &str, text: &str, stream: bool) -> Res
     // Registered before submitting, so a reply cannot arrive before anyone waits for it.
     let (ticket, replies) = app.waiters.register(session_id, &request_id);
     let mut inbound = app.channel.inbound(&request_id, SENDER_ID, session_id, text);
-    // Every request that reaches here passed the key check, or came to a loopback-only server.
+    // Every request that reaches here passed the key check.
     inbound.metadata = json!({"is_group": false, "request_id": request_id, "stream": stream, "authenticated": true});
     match timeout_at(deadline, app.channel.submit(inbound)).await {
         Ok(submitted) => submitted?,

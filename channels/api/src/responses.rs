@@ -17,6 +17,15 @@ pub enum ApiFailure {
     /// The API key is missing or wrong.
     #[error("invalid or missing API key: send it as Authorization: Bearer <apiKey>")]
     Unauthorised,
+    /// The `Host` names another server (DNS rebinding).
+    #[error("this server answers only to its own address or a loopback name")]
+    ForeignHost,
+    /// A web page of another site sent the request.
+    #[error("requests from other web sites are refused")]
+    ForeignOrigin,
+    /// A body that is not JSON (a plain form or text, which a web page can send without asking).
+    #[error("the request body must be JSON: send Content-Type: application/json")]
+    NotJson,
     /// No such endpoint.
     #[error("unknown endpoint {0}")]
     NotFound(String),
@@ -56,6 +65,8 @@ impl ApiFailure {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiFailure::Unauthorised => StatusCode::UNAUTHORIZED,
+            ApiFailure::ForeignHost | ApiFailure::ForeignOrigin => StatusCode::FORBIDDEN,
+            ApiFailure::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiFailure::NotFound(_) => StatusCode::NOT_FOUND,
             ApiFailure::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiFailure::Request(_) | ApiFailure::Unreadable(_) => StatusCode::BAD_REQUEST,
@@ -75,6 +86,8 @@ impl ApiFailure {
     fn kind_and_code(&self) -> (&'static str, Option<&'static str>) {
         match self {
             ApiFailure::Unauthorised => ("invalid_request_error", Some("invalid_api_key")),
+            ApiFailure::ForeignHost | ApiFailure::ForeignOrigin => ("invalid_request_error", Some("forbidden")),
+            ApiFailure::NotJson => ("invalid_request_error", Some("unsupported_media_type")),
             ApiFailure::NotFound(_) => ("invalid_request_error", Some("unknown_url")),
             ApiFailure::MethodNotAllowed { .. }
             | ApiFailure::Request(_)

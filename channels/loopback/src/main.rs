@@ -88,9 +88,20 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
     let (_, listener) = serving::start::<Config>(&channel).await?;
     let clients = Clients::default();
     let (kernel, shared) = (channel.clone(), clients.clone());
-    tokio::spawn(serving::accept_forever("loopback", listener, serving::DEFAULT_MAX_CONNECTIONS, move |stream| {
-        serve_client(stream, kernel.clone(), shared.clone())
-    }));
+    tokio::spawn(serving::accept_forever(
+        "loopback",
+        listener,
+        serving::DEFAULT_MAX_CONNECTIONS,
+        move |stream, slot| {
+            // A test client keeps its connection as long as it likes: it is never evicted.
+            let busy = slot.busy();
+            let serving = serve_client(stream, kernel.clone(), shared.clone());
+            async move {
+                let _busy = busy;
+                serving.await;
+            }
+        },
+    ));
     while let Some(event) = channel.next_event().await {
         deliver(&channel, &clients, event);
     }

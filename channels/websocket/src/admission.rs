@@ -1,5 +1,7 @@
-//! Deciding about an upgrade request: is it for our path, which chat does it join, and did the
-//! client present the token.
+//! Deciding about an upgrade request: is it for our path and our host, from no other web
+//! site, which chat does it join, and did the client present the token.
+
+use oxibot_plugin::serving::site::{host_allowed, origin_allowed};
 
 use crate::config::Config;
 
@@ -13,8 +15,23 @@ pub struct Admission {
     pub chat_id: Option<String>,
     /// The client's name for itself from `?client_id=`, if any.
     pub client_id: Option<String>,
-    /// Whether the client presented the configured token (always true without one).
+    /// Whether the client presented the configured token.
     pub authorised: bool,
+}
+
+/// The parts of an upgrade request the decision reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpgradeRequest<'a> {
+    /// The URL path.
+    pub path: &'a str,
+    /// The query string, if any.
+    pub query: Option<&'a str>,
+    /// The `Host` header.
+    pub host: Option<&'a str>,
+    /// The `Origin` header a browser sends.
+    pub origin: Option<&'a str>,
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
 }
 
 /// Why an upgrade request is refused at the HTTP level.
@@ -26,25 +43,31 @@ pub enum Refusal {
     /// A query parameter cannot be used (HTTP 400).
     #[error("invalid query parameter {0}: it must be 1 to {MAX_ID_LEN} printable characters")]
     BadParameter(&'static str),
+    /// The `Host` names another server, as after DNS rebinding (HTTP 403).
+    #[error("this server answers only to its own address or a loopback name")]
+    ForeignHost,
+    /// A web page of another site opened the connection (HTTP 403).
+    #[error("connections from other web sites are refused")]
+    ForeignOrigin,
 }
 
-/// Reads an upgrade request's path, query and `Authorization` header.
-pub fn admit(
-    path: &str,
-    query: Option<&str>,
-    authorization: Option<&str>,
-    config: &Config,
-) -> Result<Admission, Refusal> {
-    if path != config.path {
+/// Reads an upgrade request: its path, host, origin, query and credentials.
+pub fn admit(request: &UpgradeRequest<'_>, config: &Config) -> Result<Admission, Refusal> {
+    if request.path != config.path {
         return Err(Refusal::WrongPath);
     }
-    let query = query.unwrap_or("");
+    if !host_allowed(request.host, &config.host) {
+        return Err(Refusal::ForeignHost);
+    }
+    if !origin_allowed(request.origin, request.host) {
+        return Err(Refusal::ForeignOrigin);
+    }
+    let query = request.query.unwrap_or("");
     let chat_id = checked_param(query, "chat_id")?;
     let client_id = checked_param(query, "client_id")?;
-    let authorised = match &config.token {
-        None => true,
-        Some(token) => presented_token(query, authorization).is_some_and(|given| same_secret(&given, token)),
-    };
+    let authorised = config.token.as_deref().is_some_and(|token| {
+        presented_token(query, request.authorization).is_some_and(|given| same_secret(&given, token))
+    });
     Ok(Admission { chat_id, client_id, authorised })
 }
 
@@ -118,38 +141,65 @@ mod tests {
         Config { token: token.map(str::to_owned), ..Config::default() }
     }
 
+    const HOST: Option<&str> = Some("127.0.0.1:18792");
+
+    fn request<'a>(path: &'a str, query: Option<&'a str>, authorization: Option<&'a str>) -> UpgradeRequest<'a> {
+        UpgradeRequest { path, query, host: HOST, origin: None, authorization }
+    }
+
+    fn admit_plain(path: &str, query: Option<&str>, token: Option<&str>) -> Result<Admission, Refusal> {
+        admit(&request(path, query, None), &config(token))
+    }
+
     #[test]
-    fn without_a_token_configured_everyone_is_admitted_on_the_right_path_only() {
-        let admission = admit("/ws", None, None, &config(None)).unwrap();
-        assert_eq!(admission, Admission { chat_id: None, client_id: None, authorised: true });
-        assert_eq!(admit("/other", None, None, &config(None)), Err(Refusal::WrongPath));
+    fn without_the_token_nobody_is_authorised_and_only_the_right_path_is_served() {
+        let admission = admit_plain("/ws", None, Some("t")).unwrap();
+        assert_eq!(admission, Admission { chat_id: None, client_id: None, authorised: false });
+        assert!(!admit_plain("/ws", Some("token=x"), None).unwrap().authorised);
+        assert_eq!(admit_plain("/other", None, Some("t")), Err(Refusal::WrongPath));
     }
 
     #[test]
     fn the_token_is_taken_from_the_query_or_a_bearer_header() {
         let config = config(Some("s3 cret"));
-        assert!(admit("/ws", Some("token=s3%20cret"), None, &config).unwrap().authorised);
-        assert!(admit("/ws", Some("token=s3+cret"), None, &config).unwrap().authorised);
-        assert!(admit("/ws", None, Some("Bearer s3 cret"), &config).unwrap().authorised);
-        assert!(admit("/ws", None, Some("bearer   s3 cret"), &config).unwrap().authorised);
-        assert!(!admit("/ws", None, None, &config).unwrap().authorised);
-        assert!(!admit("/ws", Some("token=wrong"), Some("Bearer s3 cret"), &config).unwrap().authorised);
-        assert!(!admit("/ws", None, Some("Basic s3 cret"), &config).unwrap().authorised);
+        let authorised =
+            |query, authorization| admit(&request("/ws", query, authorization), &config).unwrap().authorised;
+        assert!(authorised(Some("token=s3%20cret"), None));
+        assert!(authorised(Some("token=s3+cret"), None));
+        assert!(authorised(None, Some("Bearer s3 cret")));
+        assert!(authorised(None, Some("bearer   s3 cret")));
+        assert!(!authorised(None, None));
+        assert!(!authorised(Some("token=wrong"), Some("Bearer s3 cret")));
+        assert!(!authorised(None, Some("Basic s3 cret")));
+    }
+
+    #[test]
+    fn another_sites_page_or_a_rebound_host_name_is_refused_before_the_token_is_read() {
+        let config = config(Some("t"));
+        let foreign_origin =
+            UpgradeRequest { origin: Some("http://evil.example"), ..request("/ws", Some("token=t"), None) };
+        assert_eq!(admit(&foreign_origin, &config), Err(Refusal::ForeignOrigin));
+        let rebound = UpgradeRequest { host: Some("evil.example:18792"), ..request("/ws", Some("token=t"), None) };
+        assert_eq!(admit(&rebound, &config), Err(Refusal::ForeignHost));
+        let no_host = UpgradeRequest { host: None, ..request("/ws", Some("token=t"), None) };
+        assert_eq!(admit(&no_host, &config), Err(Refusal::ForeignHost));
+        let own = UpgradeRequest { origin: Some("http://127.0.0.1:18792"), ..request("/ws", Some("token=t"), None) };
+        assert!(admit(&own, &config).unwrap().authorised);
     }
 
     #[test]
     fn chat_and_client_ids_come_from_the_query_decoded() {
-        let admission = admit("/ws", Some("chat_id=team%2F1&client_id=web&x=y"), None, &config(None)).unwrap();
+        let admission = admit_plain("/ws", Some("chat_id=team%2F1&client_id=web&x=y"), Some("t")).unwrap();
         assert_eq!(admission.chat_id.as_deref(), Some("team/1"));
         assert_eq!(admission.client_id.as_deref(), Some("web"));
     }
 
     #[test]
     fn an_empty_or_overlong_chat_id_is_refused() {
-        assert_eq!(admit("/ws", Some("chat_id="), None, &config(None)), Err(Refusal::BadParameter("chat_id")));
+        assert_eq!(admit_plain("/ws", Some("chat_id="), None), Err(Refusal::BadParameter("chat_id")));
         let long = format!("chat_id={}", "c".repeat(129));
-        assert_eq!(admit("/ws", Some(&long), None, &config(None)), Err(Refusal::BadParameter("chat_id")));
-        assert_eq!(admit("/ws", Some("client_id=%0A"), None, &config(None)), Err(Refusal::BadParameter("client_id")));
+        assert_eq!(admit_plain("/ws", Some(&long), None), Err(Refusal::BadParameter("chat_id")));
+        assert_eq!(admit_plain("/ws", Some("client_id=%0A"), None), Err(Refusal::BadParameter("client_id")));
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The `channels.websocket` config section: where to listen, which path, which token, and the
-//! rule that a server reachable from other machines must have a token.
+//! The `channels.websocket` config section: where to listen, which path, and the token every
+//! client must present, on loopback too (the gateway fills one in when the config has none).
 
 use oxibot_plugin::chat::{ChannelConfig, SectionError};
-use oxibot_plugin::serving::{Listening, is_loopback_host};
+use oxibot_plugin::serving::Listening;
 use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 
@@ -22,8 +22,8 @@ pub struct Config {
     pub host: String,
     /// The TCP port to listen on.
     pub port: u16,
-    /// The secret clients present as `?token=` or `Authorization: Bearer`; none when absent
-    /// or empty.
+    /// The secret clients present as `?token=` or `Authorization: Bearer`; required (the
+    /// gateway passes its generated one when the config sets none).
     #[serde(deserialize_with = "non_empty")]
     pub token: Option<String>,
     /// The HTTP path the WebSocket upgrade is served on.
@@ -42,12 +42,12 @@ pub enum ConfigError {
     /// The section does not have the expected shape.
     #[error(transparent)]
     Shape(#[from] SectionError),
-    /// Listening beyond this machine without a token would let anyone talk to the agent.
-    #[error("refusing to listen on {host} without a token: set channels.websocket.token, or listen on 127.0.0.1")]
-    ExposedWithoutToken {
-        /// The configured host.
-        host: String,
-    },
+    /// Without a token any local process, or any web page the user opens, could talk to the
+    /// agent.
+    #[error(
+        "refusing to serve without a token: set channels.websocket.token, or start the channel through `oxibot gateway`, which makes one"
+    )]
+    NoToken,
     /// The path is not an absolute URL path.
     #[error("invalid websocket path {0:?}: it must start with '/'")]
     Path(String),
@@ -61,8 +61,8 @@ impl ChannelConfig for Config {
         if !self.path.starts_with('/') {
             return Err(ConfigError::Path(self.path.clone()));
         }
-        if self.token.is_none() && !is_loopback_host(&self.host) {
-            return Err(ConfigError::ExposedWithoutToken { host: self.host.clone() });
+        if self.token.is_none() {
+            return Err(ConfigError::NoToken);
         }
         Ok(())
     }
@@ -81,9 +81,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_empty_section_serves_slash_ws_on_loopback_without_a_token() {
-        let defaults = Config { host: "127.0.0.1".into(), port: 18792, token: None, path: "/ws".into() };
-        assert_eq!(Config::load(&json!({})).unwrap(), defaults);
+    fn a_section_with_only_a_token_serves_slash_ws_on_loopback() {
+        let defaults = Config { host: "127.0.0.1".into(), port: 18792, token: Some("t".into()), path: "/ws".into() };
+        assert_eq!(Config::load(&json!({"token": "t"})).unwrap(), defaults);
     }
 
     #[test]
@@ -99,14 +99,15 @@ mod tests {
     }
 
     #[test]
-    fn a_non_loopback_host_without_a_token_is_refused() {
-        let error = Config::load(&json!({"host": "0.0.0.0"})).unwrap_err();
-        assert!(error.to_string().contains("without a token"), "{error}");
-        assert!(Config::load(&json!({"host": "0.0.0.0", "token": ""})).is_err());
+    fn no_token_is_refused_on_loopback_too() {
+        for section in [json!({}), json!({"token": ""}), json!({"host": "0.0.0.0"})] {
+            let error = Config::load(&section).unwrap_err();
+            assert!(error.to_string().contains("without a token"), "{section}: {error}");
+        }
     }
 
     #[test]
     fn a_path_must_start_with_a_slash() {
-        assert!(matches!(Config::load(&json!({"path": "ws"})), Err(ConfigError::Path(_))));
+        assert!(matches!(Config::load(&json!({"path": "ws", "token": "t"})), Err(ConfigError::Path(_))));
     }
 }

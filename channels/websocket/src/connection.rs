@@ -2,6 +2,7 @@
 //! submitting its messages to the kernel one at a time, in order.
 
 use oxibot_plugin::serving::fresh_id;
+use oxibot_plugin::serving::slots::BusyMarker;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 
-use crate::admission::{Admission, Refusal, admit};
+use crate::admission::{Admission, Refusal, UpgradeRequest, admit};
 use crate::config::Config;
 use crate::frames::{ClientFrame, FrameError, ServerFrame, parse_client_frame};
 use crate::rooms::{FrameQueue, Rooms};
@@ -54,14 +55,16 @@ struct Peer {
     client_id: String,
 }
 
-/// Serves one TCP connection from upgrade to close.
-pub async fn serve_connection(stream: TcpStream, server: Arc<Server>) {
+/// Serves one TCP connection from upgrade to close. Until a client with the token is
+/// upgraded, the connection's slot may go to a newcomer (see `serving::slots`).
+pub async fn serve_connection(stream: TcpStream, server: Arc<Server>, slot: BusyMarker) {
     let Some((socket, admission)) = upgrade(stream, &server.config).await else { return };
     let (sink, frames) = socket.split();
     if !admission.authorised {
         refuse_unauthorised(sink, frames).await;
         return;
     }
+    let _in_chat = slot.busy();
     let peer = Peer {
         chat_id: admission.chat_id.unwrap_or_else(|| fresh_id("chat")),
         client_id: admission.client_id.unwrap_or_else(|| fresh_id("client")),
@@ -83,8 +86,15 @@ pub async fn serve_connection(stream: TcpStream, server: Arc<Server>) {
 async fn upgrade(stream: TcpStream, config: &Config) -> Option<(Socket, Admission)> {
     let mut admission = None;
     let callback = |request: &Request, response: Response| {
-        let authorization = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-        match admit(request.uri().path(), request.uri().query(), authorization, config) {
+        let text = |name: header::HeaderName| request.headers().get(name).and_then(|value| value.to_str().ok());
+        let upgrade = UpgradeRequest {
+            path: request.uri().path(),
+            query: request.uri().query(),
+            host: text(header::HOST),
+            origin: text(header::ORIGIN),
+            authorization: text(header::AUTHORIZATION),
+        };
+        match admit(&upgrade, config) {
             Ok(admitted) => {
                 admission = Some(admitted);
                 Ok(response)
@@ -109,6 +119,7 @@ fn refusal_response(refusal: &Refusal) -> ErrorResponse {
     *response.status_mut() = match refusal {
         Refusal::WrongPath => StatusCode::NOT_FOUND,
         Refusal::BadParameter(_) => StatusCode::BAD_REQUEST,
+        Refusal::ForeignHost | Refusal::ForeignOrigin => StatusCode::FORBIDDEN,
     };
     response
 }

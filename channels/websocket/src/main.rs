@@ -2,9 +2,14 @@
 //! or a script can chat with the agent.
 //!
 //! Config (`channels.websocket`): `host` (default `127.0.0.1`), `port` (default `18792`),
-//! `path` (default `/ws`) and `token`. With a token set, clients present it as `?token=` or
-//! `Authorization: Bearer`; a client without it gets an `error` frame and a close with code
-//! 1008. Listening on a non-loopback host without a token is refused at startup.
+//! `path` (default `/ws`) and `token`, which is required whatever the host: `oxibot gateway`
+//! passes the one it keeps in `<data dir>/local-secrets.json` when the config sets none.
+//! Clients present it as `?token=` or `Authorization: Bearer`; a client without it gets an
+//! `error` frame and a close with code 1008. An upgrade whose `Host` is not the configured
+//! host, a loopback name or an address literal (DNS rebinding), or whose `Origin` is not the
+//! server's own (a page of another site), is refused with 403 before the token is read.
+//! Connections share [`serving::DEFAULT_MAX_CONNECTIONS`] slots fairly: one not yet upgraded
+//! gives its slot up to a newcomer when all are taken.
 //!
 //! A client joins a chat with `?chat_id=` (default: a fresh chat per connection) and may name
 //! itself with `?client_id=` (default: a fresh id); both are announced in the first frame,
@@ -12,7 +17,7 @@
 //! is written, a `tool_hint` frame for each tool it calls. The frames are
 //! listed in [`frames`]. Inbound messages carry `sender_id` = the client id and metadata
 //! `is_group` (false), `client_id`, `message_id` (the client's id for the message, or null) and
-//! `authenticated` (true: the token was checked, or the server is loopback-only).
+//! `authenticated` (true: the token was checked).
 //! An outbound message for a chat with no connected client is acked with an error.
 
 mod admission;
@@ -44,9 +49,12 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
     eprintln!("websocket: listening on ws://{}:{}{}", config.host, config.port, config.path);
     let server = Arc::new(Server { channel: channel.clone(), rooms: Rooms::default(), config });
     let shared = server.clone();
-    tokio::spawn(serving::accept_forever("websocket", listener, serving::DEFAULT_MAX_CONNECTIONS, move |stream| {
-        serve_connection(stream, shared.clone())
-    }));
+    tokio::spawn(serving::accept_forever(
+        "websocket",
+        listener,
+        serving::DEFAULT_MAX_CONNECTIONS,
+        move |stream, slot| serve_connection(stream, shared.clone(), slot.marker()),
+    ));
     while let Some(event) = channel.next_event().await {
         deliver(&channel, &server.rooms, event);
     }

@@ -18,6 +18,8 @@ use oxibot_kernel::cron::{NewJob, now_ms, sorted};
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
+use oxibot_kernel::session::location::most_recent;
+use oxibot_kernel::session::{SessionKey, SessionStore};
 
 use super::CommonArgs;
 use super::agent::with_retry_override;
@@ -52,9 +54,10 @@ pub enum CronCommand {
         /// The IANA timezone of --cron [default: agents.defaults.timezone, else UTC].
         #[arg(long, value_name = "ZONE", requires = "cron")]
         tz: Option<String>,
-        /// The session the job runs in and replies to (`channel:chat_id`).
-        #[arg(short, long, default_value = "cli:direct")]
-        session: String,
+        /// The chat the job runs in and replies to (`channel:chat_id`, e.g. `telegram:12345`)
+        /// [default: the chat a person wrote from most recently; `cli:direct` when none has].
+        #[arg(short, long)]
+        session: Option<String>,
         /// A run missed while no gateway was running: `once` runs it at start, `skip` drops it
         /// [default: once for --at, skip otherwise].
         #[arg(long, value_name = "POLICY")]
@@ -125,7 +128,9 @@ pub fn run(command: CronCommand) -> anyhow::Result<ExitCode> {
                 tz: tz.as_deref(),
                 at: schedule.at.as_deref(),
             };
-            add(&Jobs::open(&common)?, message, name, input, &session, missed)
+            let jobs = Jobs::open(&common)?;
+            let destination = session.unwrap_or_else(|| jobs.default_destination());
+            add(&jobs, message, name, input, &destination, missed)
         }
         CronCommand::Remove { id, common } => {
             let jobs = Jobs::open(&common)?;
@@ -146,6 +151,8 @@ struct Jobs {
     tz: Tz,
     /// Whether a timezone is configured (else times are shown in the machine's local time).
     configured: bool,
+    /// The workspace's session directory, where the most recent chat is found.
+    sessions: SessionStore,
 }
 
 impl Jobs {
@@ -160,7 +167,24 @@ impl Jobs {
             Some(name) => zone(name).with_context(|| "agents.defaults.timezone".to_owned())?,
             None => chrono_tz::UTC,
         };
-        Ok(Jobs { store: JobStore::new(&setup.workspace), tz, configured: configured.is_some() })
+        let sessions = SessionStore::for_workspace(&setup.workspace, &paths::data_dir());
+        Ok(Jobs { store: JobStore::new(&setup.workspace), tz, configured: configured.is_some(), sessions })
+    }
+
+    /// Where a job replies when `--session` is not given: the chat a person wrote from most
+    /// recently, which hears the reply whenever a gateway runs; `cli:direct` when no chat has
+    /// talked to the assistant yet (the reply then waits in that session, and we say so).
+    fn default_destination(&self) -> String {
+        if let Some(chat) = most_recent(self.sessions.dir(), reaches_a_person) {
+            eprintln!("Replies go to {chat}, the chat used most recently (--session chooses another).");
+            return chat;
+        }
+        eprintln!(
+            "No chat has talked to the assistant yet, so replies stay in the session cli:direct: \
+             read them with `oxibot agent --session cli:direct`, or give --session telegram:<chat id> \
+             (any channel:chat) to have them sent."
+        );
+        "cli:direct".to_owned()
     }
 
     /// Applies a change; `None` when no job has its id.
@@ -216,7 +240,7 @@ fn list(jobs: &Jobs) -> anyhow::Result<ExitCode> {
 }
 
 fn print_table(jobs: &Jobs, list: &[CronJob]) {
-    let rows: Vec<[String; 5]> = list
+    let rows: Vec<[String; 6]> = list
         .iter()
         .map(|job| {
             let next = match job.due_at() {
@@ -229,13 +253,15 @@ fn print_table(jobs: &Jobs, list: &[CronJob]) {
                 (Some(status), Some(at)) => format!("{} {}", status.as_str(), jobs.show(at)),
                 _ => "-".to_owned(),
             };
-            [job.id.clone(), clip(&job.name, 28), describe(&job.schedule, jobs.tz), next, last]
+            let replies_to = job.payload.target().map_or_else(|| "-".to_owned(), |target| target.session_key);
+            [job.id.clone(), clip(&job.name, 28), describe(&job.schedule, jobs.tz), replies_to, next, last]
         })
         .collect();
     let header = [
         "ID".to_owned(),
         "NAME".to_owned(),
         "SCHEDULE".to_owned(),
+        "REPLIES TO".to_owned(),
         format!("NEXT RUN ({})", jobs.zone_label()),
         "LAST RUN".to_owned(),
     ];
@@ -249,6 +275,13 @@ fn print_table(jobs: &Jobs, list: &[CronJob]) {
         let cells: Vec<String> = row.iter().zip(widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
         println!("{}", cells.join("  ").trim_end());
     }
+}
+
+/// Whether a reply to session `key` is delivered to a person by a channel: not the terminal's
+/// own sessions, the heartbeat's, nor the api channel's (whose replies answer a request).
+fn reaches_a_person(key: &str) -> bool {
+    let key = SessionKey::from_text(key);
+    key.as_str().contains(':') && !matches!(key.channel(), "cli" | "heartbeat" | "cron" | "api" | "system")
 }
 
 fn clip(text: &str, max: usize) -> String {
@@ -274,7 +307,12 @@ fn add(
         NewJob { name, message, schedule: built, target: JobTarget::session(session), delete_after_run: false, missed };
     let job = jobs.store.add(new.into_job(now, jobs.tz)?, jobs.tz)?;
     let next = job.state.next_run_at_ms.map_or_else(|| "-".to_owned(), |at| jobs.show(at));
-    println!("Added job '{}' (id: {}), {}; next run {next}.", job.name, job.id, describe(&job.schedule, jobs.tz));
+    println!(
+        "Added job '{}' (id: {}), {}, replying to {session}; next run {next}.",
+        job.name,
+        job.id,
+        describe(&job.schedule, jobs.tz)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,5 +1,5 @@
-//! `oxibot gateway` (the daemon serving chat channels) and `oxibot pairing` (approving new
-//! senders).
+//! `oxibot gateway` (the daemon serving chat channels), `oxibot ui` (a login link for its web
+//! UI) and `oxibot pairing` (approving new senders).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,8 +8,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::gateway::access::Access;
+use oxibot_kernel::gateway::local_secrets::{self, Filled, LocalSecrets};
 use oxibot_kernel::gateway::reload::ConfigReload;
 use oxibot_kernel::gateway::settings::GatewaySettings;
+use oxibot_kernel::gateway::web::login::{LoginCodes, login_url};
 use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{ChannelSpecError, channel_spec};
 use oxibot_kernel::provider::Provider;
@@ -36,6 +38,8 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     if let Some(port) = port {
         settings.port = port;
     }
+    let secrets = LocalSecrets::new(&paths::data_dir());
+    let filled = local_secrets::fill(&mut settings, &secrets)?;
     let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
     let bundled = exe.parent().map(PathBuf::from).unwrap_or_default();
     let mut missing = Vec::new();
@@ -57,7 +61,8 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     if settings.channels.is_empty() {
         eprintln!("note: no channel is enabled (set channels.<name>.enabled in the config); serving /health only");
     }
-    print_web_ui(&settings);
+    print_web_ui(&settings)?;
+    print_api(&settings, &filled, &secrets);
     let provider = super::agent::with_retry_override(
         Provider::from_config(&setup.config).context("cannot use the configured model")?,
     )?;
@@ -71,6 +76,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
         let reload = std::path::absolute(&config_file).ok().filter(|path| path.exists()).map(|path| ConfigReload {
             path,
             bundled_dir: bundled.clone(),
+            secrets: secrets.clone(),
             provider: Box::new(|config: &Config| {
                 let provider = Provider::from_config(config).map_err(|error| error.to_string())?;
                 super::agent::with_retry_override(provider).map_err(|error| format!("{error:#}"))
@@ -82,21 +88,56 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Tells where the web UI is (or why it is off).
-fn print_web_ui(settings: &GatewaySettings) {
+/// Tells where the web UI is, with a one-time login link.
+fn print_web_ui(settings: &GatewaySettings) -> anyhow::Result<()> {
     if !settings.web_ui {
-        return;
+        return Ok(());
     }
-    let url = oxibot_kernel::gateway::web::url(&settings.host, settings.port);
-    let loopback = matches!(settings.host.as_str(), "127.0.0.1" | "localhost" | "::1" | "[::1]");
-    match (&settings.token, loopback) {
-        (None, true) => println!("Web UI: {url}"),
-        (Some(_), _) => println!("Web UI: {url}?token=<gateway.token> (once; a cookie keeps it)"),
-        (None, false) => println!("Web UI: off, since gateway.host is not loopback; set gateway.token to use it"),
-    }
+    let page = oxibot_kernel::gateway::web::url(&settings.host, settings.port);
+    let code = LoginCodes::new(&paths::data_dir()).mint()?;
+    println!("Web UI: {} (a one-time login link; `oxibot ui` prints another)", login_url(&page, &code));
     if settings.channel("websocket").is_none() {
         println!("        (its chat needs the websocket channel: set channels.websocket.enabled to true)");
     }
+    Ok(())
+}
+
+/// Tells where the `api` channel is and, the one time it was made, its key.
+fn print_api(settings: &GatewaySettings, filled: &Filled, secrets: &LocalSecrets) {
+    let Some(api) = settings.channel("api") else { return };
+    let host = api.raw.get("host").and_then(serde_json::Value::as_str).unwrap_or("127.0.0.1");
+    let port = api.raw.get("port").and_then(serde_json::Value::as_u64).unwrap_or(18791);
+    let base = oxibot_kernel::gateway::web::url(host, port as u16);
+    match &filled.new_api_key {
+        Some(key) => println!("API: {base}v1, key {key} (shown this once; kept in {})", secrets.path().display()),
+        None => println!("API: {base}v1, key in channels.api.apiKey or else \"api\" in {}", secrets.path().display()),
+    }
+}
+
+/// `oxibot ui`: prints a one-time login link for the gateway's web UI.
+pub fn ui(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
+    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let mut settings = settings(common, &setup)?;
+    if let Some(port) = port {
+        settings.port = port;
+    }
+    if !settings.web_ui {
+        eprintln!("the web UI is off (gateway.webUi is false)");
+        return Ok(ExitCode::FAILURE);
+    }
+    let page = oxibot_kernel::gateway::web::url(&settings.host, settings.port);
+    let code = LoginCodes::new(&paths::data_dir()).mint()?;
+    println!("{}", login_url(&page, &code));
+    eprintln!("Open this link once, within an hour, in the browser to sign in; a cookie keeps you signed in.");
+    let address = page.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let answers =
+        std::net::ToSocketAddrs::to_socket_addrs(&address).ok().and_then(|mut all| all.next()).is_some_and(|socket| {
+            std::net::TcpStream::connect_timeout(&socket, std::time::Duration::from_millis(500)).is_ok()
+        });
+    if !answers {
+        eprintln!("note: no gateway answers on {address} yet; start it with `oxibot gateway`");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Environment variable replacing the 1-2-4 s waits between delivery attempts

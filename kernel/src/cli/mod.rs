@@ -11,6 +11,7 @@ mod cron;
 mod gateway;
 mod import;
 mod kernel;
+mod man;
 mod markdown;
 mod memory;
 mod onboard;
@@ -56,6 +57,17 @@ enum Command {
     /// (default 127.0.0.1:18790) reports the kernel's and every plugin's state.
     Gateway {
         /// Port of the health endpoint (overrides gateway.port).
+        #[arg(long)]
+        port: Option<u16>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Print a one-time login link for the web UI of the gateway (run `oxibot gateway` first).
+    ///
+    /// The link signs one browser in (a cookie keeps it) and is good for an hour; run this
+    /// again for another browser or when the link has expired.
+    Ui {
+        /// Port of the gateway (overrides gateway.port).
         #[arg(long)]
         port: Option<u16>,
         #[command(flatten)]
@@ -110,8 +122,14 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `oxibot man | man -l -`.
-    Man,
+    /// Print a manual page (roff), e.g. `oxibot man | man -l -` or `oxibot man cron add`.
+    Man {
+        /// The command whose page to print (default: oxibot itself).
+        command: Vec<String>,
+        /// Write every command's page into this directory instead (e.g. ~/.local/share/man/man1).
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -249,6 +267,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             agent::run(&common, agent::AgentOptions { message, session, no_markdown })
         }
         Command::Gateway { port, common } => gateway::run(&common, port),
+        Command::Ui { port, common } => gateway::ui(&common, port),
         Command::Pairing(PairingCommand::Approve { code }) => gateway::approve(&code),
         Command::Pairing(PairingCommand::List) => gateway::list(),
         Command::Onboard { common } => onboard::run(&common),
@@ -276,10 +295,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut command, "oxibot", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            let command = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
-            Ok(ExitCode::SUCCESS)
+        Command::Man { command, dir } => {
+            let top = <Cli as clap::CommandFactory>::command();
+            match dir {
+                Some(dir) => man::write_all(top, &dir),
+                None => man::print(top, &command),
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use oxibot_kernel::gateway::local_secrets::LocalSecrets;
 use oxibot_kernel::memory::recall::index::MemoryIndex;
 use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::paths;
@@ -21,10 +22,10 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     println!("workspace: {}", setup.workspace.display());
     println!("data dir:  {}", paths::data_dir().display());
     let provider = match Provider::from_config(&setup.config) {
-        Ok(provider) => format!("{} (sends model '{}')", provider.name(), provider.wire_model()),
-        Err(error) => format!("not usable: {error}"),
+        Ok(provider) => format!("via {} (sends model '{}')", provider.name(), provider.wire_model()),
+        Err(error) => format!("— no usable provider: {error}"),
     };
-    println!("model:     {} via {provider}", defaults.model);
+    println!("model:     {} {provider}", defaults.model);
     let configured: Vec<&str> = setup
         .config
         .providers
@@ -40,6 +41,10 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         println!("{}", sandbox_off_warning(&config_path));
     }
     println!("memory:    {}", memory_line(&setup));
+    println!(
+        "surfaces:  the web UI and the api and websocket channels require a secret, on loopback too (`oxibot ui` signs in; keys in {})",
+        LocalSecrets::new(&paths::data_dir()).path().display()
+    );
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
@@ -50,8 +55,27 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         };
         println!("  {:<12} {:<10} {offers}{detail}", status.name, status.state);
     }
+    warn_of_missing_bundled_plugins();
     print_gateway(common, &setup);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says so when the bundled tool plugins are not next to this executable (it was installed
+/// alone): their tools, `exec` and the file tools among them, are then missing.
+fn warn_of_missing_bundled_plugins() {
+    let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(std::path::Path::to_path_buf)) else {
+        return;
+    };
+    let missing = oxibot_kernel::plugin::missing_bundled_tools(&dir);
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.iter().map(|name| format!("oxibot-tool-{name}")).collect();
+        println!(
+            "warning:   bundled plugins missing from {}: {} — the model has no file tools, exec or web tools \
+             without them; install them next to oxibot (scripts/install does)",
+            dir.display(),
+            names.join(", ")
+        );
+    }
 }
 
 /// How memory is searched, said plainly, and how big the index is.

@@ -10,6 +10,7 @@
 
 pub mod access;
 pub mod health;
+pub mod local_secrets;
 pub mod reload;
 pub mod resume;
 pub mod router;
@@ -33,6 +34,7 @@ use crate::cron::handle::CronHandle;
 use crate::memory::dream_actor::StartSchedule;
 use crate::services::Services;
 use access::Access;
+use local_secrets::Surface;
 use router::Router;
 use settings::GatewaySettings;
 
@@ -57,6 +59,9 @@ pub enum GatewayError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// The web UI's secret could not be read or made.
+    #[error("cannot set up the web UI's secret: {0}")]
+    Secrets(#[from] local_secrets::SecretsError),
 }
 
 /// Runs the gateway over `services` (whose plugin host already runs the enabled channels) until
@@ -94,7 +99,12 @@ pub async fn run(
         HeartbeatActor::new(workspace, settings.heartbeat.interval, engine, dispatcher.clone()).start();
     }
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
-    let (address_host, token, web_ui) = (settings.host.clone(), settings.token.clone(), settings.web_ui);
+    let (address_host, address_port, web_ui) = (settings.host.clone(), settings.port, settings.web_ui);
+    let ui_secret = match (&settings.token, web_ui) {
+        (Some(token), _) => token.clone(),
+        (None, true) => local_secrets::LocalSecrets::new(services.data_dir()).get_or_create(Surface::WebUi)?.0,
+        (None, false) => String::new(),
+    };
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
@@ -107,7 +117,12 @@ pub async fn run(
     let ui = web_ui.then(|| web::WebUi {
         services: services.clone(),
         router: router.clone(),
-        guard: web::auth::Guard::new(&address_host, token),
+        guard: web::auth::Guard::new(
+            &address_host,
+            address_port,
+            ui_secret,
+            web::login::LoginCodes::new(services.data_dir()),
+        ),
         cron: cron_handle(&services, timezone, scheduler.as_ref()),
         scheduler: scheduler.as_ref().map(|s| s.actor().clone()),
     });

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::local_secrets::{self, LocalSecrets};
 use super::router::Router;
 use super::settings::{ChannelChanges, ChannelSettings, GatewaySettings};
 use crate::config::Config;
@@ -31,6 +32,8 @@ pub struct ConfigReload {
     pub provider: ProviderFactory,
     /// Where the bundled channel plugins are (next to the `oxibot` binary).
     pub bundled_dir: PathBuf,
+    /// The local surfaces' secrets, given to edited settings as to the first ones.
+    pub secrets: LocalSecrets,
 }
 
 /// Editors write a file in steps (truncate, write, rename): wait this long after a change.
@@ -80,12 +83,21 @@ fn load(path: &Path) -> Option<Config> {
 /// Applies the gateway and channel settings of the edited config.
 async fn apply_gateway_settings(reload: &ConfigReload, config: &Config, router: &Router, host: &PluginHost) {
     let path = &reload.path;
-    let settings = match GatewaySettings::from_config(config) {
+    let mut settings = match GatewaySettings::from_config(config) {
         Ok(settings) => settings,
         Err(error) => {
             return tracing::error!(file = %path.display(), %error, "the edited config is invalid; the running settings stay");
         }
     };
+    match local_secrets::fill(&mut settings, &reload.secrets) {
+        Ok(filled) if filled.new_api_key.is_some() => {
+            tracing::info!(file = %reload.secrets.path().display(), "the api channel's new key is in this file");
+        }
+        Ok(_) => {}
+        Err(error) => {
+            return tracing::error!(%error, "the edited config's secrets cannot be set up; the running settings stay");
+        }
+    }
     let (channels, pending) = router.apply_settings(settings);
     apply_channel_changes(&reload.bundled_dir, channels, router, host).await;
     if pending.is_empty() {

@@ -51,7 +51,9 @@ impl fmt::Display for CloseCause {
             CloseCause::Closed { goodbye: Some(reason) } => write!(f, "it said goodbye: {reason}"),
             CloseCause::Closed { goodbye: None } => f.write_str("it closed the connection"),
             CloseCause::Violation(what) => write!(f, "protocol violation: {what}"),
-            CloseCause::Hung { tool, after } => write!(f, "'{tool}' did not answer within {}s", after.as_secs_f64()),
+            CloseCause::Hung { tool, after } => {
+                write!(f, "'{tool}' did not answer within {}", super::error::seconds(*after))
+            }
             CloseCause::Exited => f.write_str("its process exited"),
             CloseCause::Shutdown => f.write_str("the kernel shut it down"),
         }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use oxibot_proto::{ENV_CHANNEL_CONFIG, ENV_TOOL_CONFIG};
 use serde_json::{Map, Value};
 
+use super::claims::BUNDLED_TOOLS;
 use super::error::ChannelSpecError;
 pub use super::spec::{CHANNEL_PREFIX, TOOL_PREFIX};
 use super::spec::{Origin, PluginSpec};
@@ -67,6 +68,16 @@ pub fn channel_spec(bundled_dir: &Path, name: &str, config: &Value) -> Result<Pl
     spec.name = name.to_owned();
     spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
     Ok(spec)
+}
+
+/// The bundled tool plugins (see [`BUNDLED_TOOLS`]) whose executable is not in `bundled_dir`:
+/// the kernel was installed without them (e.g. `oxibot` copied alone), so their tools are gone.
+pub fn missing_bundled_tools(bundled_dir: &Path) -> Vec<&'static str> {
+    BUNDLED_TOOLS
+        .iter()
+        .map(|(plugin, _)| *plugin)
+        .filter(|name| !is_executable_file(&bundled_dir.join(format!("{TOOL_PREFIX}{name}"))))
+        .collect()
 }
 
 /// The search providers' key variables, passed to the bundled `web` plugin and no other.
@@ -137,6 +148,18 @@ mod tests {
         let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
         let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["fs"]);
+    }
+
+    #[test]
+    fn missing_bundled_tools_are_named_when_the_kernel_was_installed_alone() {
+        let dir = temp("missing-bundled");
+        touch(&dir.join("oxibot"), 0o755);
+        touch(&dir.join("oxibot-tool-fs"), 0o755);
+        touch(&dir.join("oxibot-tool-web"), 0o644);
+        assert_eq!(missing_bundled_tools(&dir), ["shell", "web"]);
+        touch(&dir.join("oxibot-tool-shell"), 0o755);
+        touch(&dir.join("oxibot-tool-web"), 0o755);
+        assert!(missing_bundled_tools(&dir).is_empty());
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub enum PluginError {
         stderr_tail: Vec<String>,
     },
     /// The call did not finish within its timeout; the plugin is treated as hung.
-    #[error("tool '{tool}' of plugin '{plugin}' did not answer within {}s; the plugin was restarted", after.as_secs_f64())]
+    #[error("tool '{tool}' of plugin '{plugin}' did not answer within {}; the plugin was restarted", seconds(*after))]
     Timeout {
         /// The plugin's name.
         plugin: String,
@@ -157,7 +157,7 @@ pub enum StartError {
         stderr_tail: Vec<String>,
     },
     /// The handshake did not complete in time.
-    #[error("no handshake within {}s", .0.as_secs_f64())]
+    #[error("no handshake within {}", seconds(*.0))]
     HandshakeTimeout(Duration),
     /// The plugin broke the handshake rules (garbage, wrong message order, early close).
     #[error("{0}")]
@@ -168,4 +168,30 @@ pub enum StartError {
     /// The kernel refused the plugin's `hello` (wrong protocol, version, token or kind).
     #[error("refused: {0}")]
     Refused(String),
+}
+
+/// A duration as a person reads it: milliseconds below a second, else seconds with at most one
+/// decimal (`40ms`, `2.5s`, `5s`), never the nanoseconds left of a deadline (`4.999997136s`).
+pub(crate) fn seconds(duration: Duration) -> String {
+    let tenths = (duration.as_secs_f64() * 10.0).round();
+    if duration < Duration::from_millis(950) {
+        format!("{}ms", duration.as_millis())
+    } else if tenths % 10.0 == 0.0 {
+        format!("{}s", tenths / 10.0)
+    } else {
+        format!("{:.1}s", tenths / 10.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_errors_read_as_a_person_would_write_them() {
+        assert_eq!(seconds(Duration::from_nanos(4_999_997_136)), "5s");
+        assert_eq!(seconds(Duration::from_millis(2_500)), "2.5s");
+        assert_eq!(seconds(Duration::from_secs(120)), "120s");
+        assert_eq!(seconds(Duration::from_millis(40)), "40ms");
+    }
 }

@@ -147,11 +147,33 @@ pub(super) fn migrate_one(from: &Path, to: &Path) -> io::Result<bool> {
 
 /// The session key in the metadata line of `path`.
 pub fn key_of(path: &Path) -> Option<String> {
-    // Only the metadata line: a session file can hold years of conversation.
+    header_of(path)?.get("key").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The metadata line of the session file at `path`, read alone: a session file can hold years
+/// of conversation.
+pub fn header_of(path: &Path) -> Option<Value> {
     let mut first = String::new();
     io::BufRead::read_line(&mut io::BufReader::new(fs::File::open(path).ok()?), &mut first).ok()?;
-    let header: Value = serde_json::from_str(first.trim()).ok()?;
-    header.get("key").and_then(Value::as_str).map(str::to_owned)
+    serde_json::from_str(first.trim()).ok()
+}
+
+/// The key of the session in `dir` updated most recently among those `wanted` accepts (by the
+/// `updated_at` of their metadata lines), if any.
+pub fn most_recent(dir: &Path, wanted: impl Fn(&str) -> bool) -> Option<String> {
+    fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
+        .filter_map(|path| header_of(&path))
+        .filter_map(|header| {
+            let key = header.get("key")?.as_str()?.to_owned();
+            let updated = header.get("updated_at")?.as_str()?.to_owned();
+            wanted(&key).then_some((updated, key))
+        })
+        .max()
+        .map(|(_, key)| key)
 }
 
 /// URL-safe base64 without padding (RFC 4648 §5).

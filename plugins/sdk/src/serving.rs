@@ -1,7 +1,7 @@
 //! Helpers for channels that serve local clients themselves (a WebSocket or HTTP server):
-//! reading the config and listening where it says ([`start`]), accepting clients
-//! ([`accept_forever`]), fresh ids, and the loopback check that decides whether a token is
-//! required.
+//! reading the config and listening where it says ([`start`]), accepting clients into fairly
+//! shared connection slots ([`accept_forever`], [`slots`]), keeping other web sites out
+//! ([`site`]: `Host`, `Origin`, JSON bodies), fresh ids, and the loopback check.
 //!
 //! ```no_run
 //! use oxibot_plugin::chat::{ChannelConfig, SectionError};
@@ -22,7 +22,7 @@
 //!
 //! async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
 //!     let (config, listener) = serving::start::<Config>(&channel).await?;
-//!     tokio::spawn(serving::accept_forever("echo", listener, serving::DEFAULT_MAX_CONNECTIONS, |stream| async move { drop(stream) }));
+//!     tokio::spawn(serving::accept_forever("echo", listener, serving::DEFAULT_MAX_CONNECTIONS, |stream, _slot| async move { drop(stream) }));
 //!     while let Some(_event) = channel.next_event().await {}
 //!     Ok(())
 //! }
@@ -32,14 +32,18 @@
 //! }
 //! ```
 
+pub mod site;
+pub mod slots;
+
 use std::future::Future;
 use std::net::IpAddr;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::Semaphore;
+
+use self::slots::{Slot, Slots};
 
 use crate::ChannelHandle;
 use crate::chat::ChannelConfig;
@@ -111,28 +115,34 @@ async fn listen(host: &str, port: u16) -> std::io::Result<TcpListener> {
 /// flood of idle or stalled connections cannot exhaust the process.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
-/// Accepts clients forever, each served by `serve_one` in its own task, at most
-/// `max_connections` at a time: a client beyond that is closed at once (and the refusal
-/// logged). A failed accept (out of file descriptors, say) passes: it is logged under
-/// `channel`'s name and accepting goes on after a short pause.
+/// Accepts clients forever, each served by `serve_one` in its own task with its [`Slot`], at
+/// most `max_connections` at a time. When all are open, the oldest connection not being served
+/// (its slot not marked busy) is closed to make room, and only when every connection is busy
+/// is the newcomer closed at once (and the refusal logged). A failed accept (out of file
+/// descriptors, say) passes: it is logged under `channel`'s name and accepting goes on after a
+/// short pause.
 pub async fn accept_forever<F, Fut>(channel: &str, listener: TcpListener, max_connections: usize, mut serve_one: F)
 where
-    F: FnMut(TcpStream) -> Fut,
+    F: FnMut(TcpStream, &Slot) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let slots = Arc::new(Semaphore::new(max_connections.max(1)));
+    let slots = Slots::new(max_connections);
     loop {
         match listener.accept().await {
-            Ok((stream, peer)) => match slots.clone().try_acquire_owned() {
-                Ok(slot) => {
-                    let serving = serve_one(stream);
+            Ok((stream, peer)) => match slots.admit() {
+                Some(mut slot) => {
+                    let serving = serve_one(stream, &slot);
                     tokio::spawn(async move {
-                        serving.await;
+                        // An evicted connection's future is dropped, which closes its socket.
+                        tokio::select! {
+                            () = serving => {}
+                            _ = &mut slot.evicted => {}
+                        }
                         drop(slot);
                     });
                 }
-                Err(_) => {
-                    eprintln!("{channel}: refusing {peer}: {max_connections} connections are open already");
+                None => {
+                    eprintln!("{channel}: refusing {peer}: {max_connections} connections are being served already");
                     drop(stream);
                 }
             },

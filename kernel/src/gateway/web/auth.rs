@@ -1,125 +1,152 @@
 //! Who may use the web UI, and protection against other sites.
 //!
-//! The rule of the other local servers: on a loopback address no token is needed (but the
-//! `Host` header must name a loopback host too, so a DNS-rebound name cannot reach the API);
-//! off loopback `gateway.token` is required, and without one the UI is refused (`/health`
-//! still answers). The token is given once as `?token=`; the answer is a redirect to the same
-//! URL without it and a cookie (`HttpOnly`, `SameSite=Strict`) that carries it from then on.
-//! Scripts may send `Authorization: Bearer` instead. Every state-changing request must carry
-//! the `x-oxibot-request` header (which a cross-site form cannot send and a cross-site script
-//! cannot send without a preflight nobody answers), and any `Origin` or `Sec-Fetch-Site` it
-//! carries must say it comes from this page; the WebSocket upgrade is checked the same way.
+//! The UI asks for its secret whatever the address, loopback included: any local process (a
+//! command the assistant runs, say) can reach a loopback port, and no endpoint may hand a
+//! transcript to a process that only knows the port. The secret is `gateway.token`, else the
+//! one the gateway keeps in `<data dir>/local-secrets.json` ([`crate::gateway::local_secrets`]).
+//! A person signs in with a one-time login link (`?code=`, see [`super::login`]) that
+//! `oxibot gateway` and `oxibot ui` print, or once with `?token=<secret>`; the answer is a
+//! redirect to the same URL without it and a cookie (`HttpOnly`, `SameSite=Strict`, named
+//! after the port) that carries the secret from then on. Scripts send `Authorization: Bearer`.
+//!
+//! Before any secret is read, the `Host` must be the configured host, a loopback name or an
+//! address literal (a DNS-rebound name is refused), and any `Origin` must be this page's own.
+//! Every state-changing request must carry the `x-oxibot-request` header (which a cross-site
+//! form cannot send and a cross-site script cannot send without a preflight nobody answers),
+//! send its body as JSON, and any `Sec-Fetch-Site` it carries must say it comes from this page;
+//! the WebSocket upgrade is checked the same way.
 
 use std::net::IpAddr;
 
 use super::http::{Request, Response};
+use super::login::LoginCodes;
 
-/// The cookie that holds the token.
-pub const COOKIE: &str = "oxibot_ui";
 /// The header every state-changing request must carry.
 pub const REQUEST_HEADER: &str = "x-oxibot-request";
 
-/// The UI's access rule, from `gateway.host` and `gateway.token`.
+/// The UI's access rule.
 #[derive(Debug, Clone)]
 pub struct Guard {
-    /// The token, when configured.
-    token: Option<String>,
-    /// Whether the gateway listens beyond this machine.
-    exposed: bool,
+    /// The secret: `gateway.token` or the generated one.
+    secret: String,
+    /// `gateway.host`, a name the `Host` header may carry.
+    host: String,
+    /// The cookie's name (per port: cookies do not tell ports apart).
+    cookie: String,
+    /// The one-time login codes.
+    codes: LoginCodes,
 }
 
 impl Guard {
-    /// The rule for a gateway listening on `host`.
-    pub fn new(host: &str, token: Option<String>) -> Guard {
-        Guard { token, exposed: !is_loopback_host(host) }
+    /// The rule for a gateway listening on `host:port` with `secret`.
+    pub fn new(host: &str, port: u16, secret: String, codes: LoginCodes) -> Guard {
+        Guard { secret, host: host.to_owned(), cookie: format!("oxibot_ui_{port}"), codes }
     }
 
     /// `Ok` when `request` may be served; else the response to send instead (a refusal, or
-    /// the redirect that trades a token in the URL for the cookie).
+    /// the redirect that trades a code or token in the URL for the cookie).
     pub fn admit(&self, request: &Request) -> Result<(), Response> {
-        match &self.token {
-            None if self.exposed => Err(Response::error(
-                403,
-                "the web UI is off: gateway.host is not a loopback address and gateway.token is not set",
-            )),
-            None if !request.header("host").is_some_and(names_loopback) => {
-                Err(Response::error(403, "this gateway answers only to a loopback host name"))
-            }
-            None => self.same_site(request),
-            Some(token) => {
-                if let Some(given) = request.query_param("token") {
-                    return Err(self.trade_for_cookie(request, &given, token));
-                }
-                let by_cookie = request.cookie(COOKIE).and_then(hex_decode);
-                let by_header = request.header("authorization").and_then(bearer).map(|t| t.as_bytes().to_vec());
-                let presented = by_cookie.or(by_header).is_some_and(|given| same_secret(&given, token.as_bytes()));
-                if !presented {
-                    return Err(Response::error(
-                        401,
-                        "open the URL oxibot gateway printed, with ?token=<gateway.token>",
-                    ));
-                }
-                self.same_site(request)
-            }
-        }
-    }
-
-    /// The redirect that drops `?token=` from the URL and sets the cookie, or a refusal.
-    fn trade_for_cookie(&self, request: &Request, given: &str, token: &str) -> Response {
-        if !same_secret(given.as_bytes(), token.as_bytes()) {
-            return Response::error(401, "wrong token");
-        }
-        // A path like `//host` would be read as another site by the browser.
-        let path = if request.path.starts_with("//") { "/" } else { request.path.as_str() };
-        let rest = request.query_without("token");
-        let location = if rest.is_empty() { path.to_owned() } else { format!("{path}?{rest}") };
-        let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", hex_encode(token.as_bytes()));
-        Response::redirect(location).with_header("set-cookie", cookie)
-    }
-
-    /// Refuses state-changing requests (and WebSocket upgrades) from other sites.
-    fn same_site(&self, request: &Request) -> Result<(), Response> {
-        let upgrade = request.header("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
-        let changes_state = !matches!(request.method.as_str(), "GET" | "HEAD");
-        if !changes_state && !upgrade {
-            return Ok(());
-        }
-        if changes_state && request.header(REQUEST_HEADER).is_none() {
-            return Err(Response::error(403, format!("missing the {REQUEST_HEADER} header")));
-        }
-        if let Some(site) = request.header("sec-fetch-site") {
-            if site != "same-origin" && site != "none" {
-                return Err(Response::error(403, "cross-site request refused"));
-            }
+        if !host_allowed(request.header("host"), &self.host) {
+            return Err(Response::error(403, "this gateway answers only to its own address or a loopback name"));
         }
         if let Some(origin) = request.header("origin") {
-            let host = request.header("host").unwrap_or("");
-            let expected = [format!("http://{host}"), format!("https://{host}")];
-            if !expected.iter().any(|e| e == origin) {
+            if !is_own_origin(origin, request) {
                 return Err(Response::error(403, "cross-origin request refused"));
             }
         }
-        Ok(())
+        if let Some(code) = request.query_param("code") {
+            if !self.codes.redeem(&code) {
+                return Err(Response::error(
+                    401,
+                    "this login link was used already or has expired: run `oxibot ui` for a new one",
+                ));
+            }
+            return Err(self.signed_in(request, "code"));
+        }
+        if let Some(given) = request.query_param("token") {
+            if self.secret.is_empty() || !same_secret(given.as_bytes(), self.secret.as_bytes()) {
+                return Err(Response::error(401, "wrong token"));
+            }
+            return Err(self.signed_in(request, "token"));
+        }
+        let by_cookie = request.cookie(&self.cookie).and_then(hex_decode);
+        let by_header = request.header("authorization").and_then(bearer).map(|t| t.as_bytes().to_vec());
+        let presented = !self.secret.is_empty()
+            && by_cookie.or(by_header).is_some_and(|given| same_secret(&given, self.secret.as_bytes()));
+        if !presented {
+            return Err(Response::error(
+                401,
+                "sign in with the login link `oxibot gateway` or `oxibot ui` prints (the web UI asks for it on loopback too)",
+            ));
+        }
+        same_site(request)
+    }
+
+    /// The redirect that drops `param` from the URL and sets the cookie.
+    fn signed_in(&self, request: &Request, param: &str) -> Response {
+        // A path like `//host` would be read as another site by the browser.
+        let path = if request.path.starts_with("//") { "/" } else { request.path.as_str() };
+        let rest = request.query_without(param);
+        let location = if rest.is_empty() { path.to_owned() } else { format!("{path}?{rest}") };
+        let cookie =
+            format!("{}={}; HttpOnly; SameSite=Strict; Path=/", self.cookie, hex_encode(self.secret.as_bytes()));
+        Response::redirect(location).with_header("set-cookie", cookie)
     }
 }
 
-/// Whether a `Host` header (`name[:port]`) names this machine.
-fn names_loopback(host: &str) -> bool {
-    let name = match host.rsplit_once(':') {
-        // `[::1]:8080` or `127.0.0.1:8080`; a bare IPv6 address has more colons than a port.
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.ends_with(':') => name,
-        _ => host,
+/// Refuses state-changing requests (and WebSocket upgrades) from other sites, and bodies
+/// that are not JSON.
+fn same_site(request: &Request) -> Result<(), Response> {
+    let upgrade = request.header("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    let changes_state = !matches!(request.method.as_str(), "GET" | "HEAD");
+    if !changes_state && !upgrade {
+        return Ok(());
+    }
+    if changes_state && request.header(REQUEST_HEADER).is_none() {
+        return Err(Response::error(403, format!("missing the {REQUEST_HEADER} header")));
+    }
+    if let Some(site) = request.header("sec-fetch-site") {
+        if site != "same-origin" && site != "none" {
+            return Err(Response::error(403, "cross-site request refused"));
+        }
+    }
+    if !request.body.is_empty() && !is_json(request.header("content-type")) {
+        return Err(Response::error(415, "the request body must be JSON: send content-type: application/json"));
+    }
+    Ok(())
+}
+
+/// Whether `origin` is this page's (`http://` or `https://` and the request's `Host`).
+fn is_own_origin(origin: &str, request: &Request) -> bool {
+    let host = request.header("host").unwrap_or("");
+    [format!("http://{host}"), format!("https://{host}")].iter().any(|own| own.eq_ignore_ascii_case(origin.trim()))
+}
+
+/// Whether a `content-type` says JSON, whatever its parameters.
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Whether a `Host` header (`name[:port]`) names this gateway: its configured host,
+/// `localhost`, or an address literal (which no DNS rebinding produces). The channels apply
+/// the same rule (`oxibot_plugin::serving::site`).
+fn host_allowed(header: Option<&str>, configured: &str) -> bool {
+    let Some(header) = header.map(str::trim) else { return false };
+    let name = match header.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(header, |(inside, _)| inside),
+        None => match header.rsplit_once(':') {
+            // `127.0.0.1:8080`; a bare IPv6 address has more colons than a port.
+            Some((name, port)) if !name.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => header,
+        },
     };
-    is_loopback_host(name)
-}
-
-/// Whether `host` (an address or name, maybe in brackets) is this machine only.
-fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    match bare.parse::<IpAddr>() {
-        Ok(address) => address.is_loopback(),
-        Err(_) => bare.eq_ignore_ascii_case("localhost"),
-    }
+    let configured = configured.trim_start_matches('[').trim_end_matches(']');
+    !name.is_empty()
+        && (name.parse::<IpAddr>().is_ok()
+            || name.eq_ignore_ascii_case("localhost")
+            || name.eq_ignore_ascii_case(configured))
 }
 
 /// Compares secrets without stopping at the first difference.
@@ -148,6 +175,8 @@ fn hex_decode(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use std::path::PathBuf;
+
     use super::*;
 
     fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
@@ -161,61 +190,110 @@ mod tests {
         }
     }
 
+    fn scratch(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("oxibot-guard-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn guard(host: &str, secret: &str, label: &str) -> Guard {
+        Guard::new(host, 18790, secret.into(), LoginCodes::new(&scratch(label)))
+    }
+
+    const HOST: (&str, &str) = ("host", "127.0.0.1:18790");
+    const BEARER: (&str, &str) = ("authorization", "Bearer s3 cret");
+
+    fn cookie_of(answer: &Response) -> String {
+        let header = answer.headers.iter().find(|(n, _)| n == "set-cookie").unwrap().1.clone();
+        assert!(header.contains("HttpOnly") && header.contains("SameSite=Strict"), "{header}");
+        header.split(';').next().unwrap().to_owned()
+    }
+
     #[test]
-    fn on_loopback_without_a_token_the_page_is_served_to_loopback_host_names_only() {
-        let guard = Guard::new("127.0.0.1", None);
-        assert!(guard.admit(&request("GET", "/", &[("host", "127.0.0.1:18790")])).is_ok());
-        assert!(guard.admit(&request("GET", "/", &[("host", "localhost:1")])).is_ok());
-        assert!(guard.admit(&request("GET", "/", &[("host", "[::1]:1")])).is_ok());
-        let rebound = guard.admit(&request("GET", "/", &[("host", "evil.example:18790")])).unwrap_err();
+    fn on_loopback_too_nothing_is_served_without_the_secret() {
+        let guard = guard("127.0.0.1", "s3 cret", "loopback");
+        for path in ["/", "/api/session", "/api/status", "/ws"] {
+            assert_eq!(guard.admit(&request("GET", path, &[HOST])).unwrap_err().status, 401, "{path}");
+        }
+        assert!(guard.admit(&request("GET", "/api/session", &[HOST, BEARER])).is_ok());
+        let wrong = [HOST, ("authorization", "Bearer s3 cre")];
+        assert_eq!(guard.admit(&request("GET", "/", &wrong)).unwrap_err().status, 401);
+    }
+
+    #[test]
+    fn a_rebound_host_name_or_a_foreign_origin_is_refused_even_with_the_secret() {
+        let guard = guard("127.0.0.1", "s3 cret", "hosts");
+        for host in ["127.0.0.1:18790", "localhost:1", "[::1]:1", "192.168.1.4:18790"] {
+            assert!(guard.admit(&request("GET", "/", &[("host", host), BEARER])).is_ok(), "{host}");
+        }
+        let rebound = guard.admit(&request("GET", "/", &[("host", "evil.example:18790"), BEARER])).unwrap_err();
         assert_eq!(rebound.status, 403);
+        assert_eq!(guard.admit(&request("GET", "/", &[BEARER])).unwrap_err().status, 403);
+        let foreign = [HOST, BEARER, ("origin", "http://evil.example")];
+        assert_eq!(guard.admit(&request("GET", "/api/session", &foreign)).unwrap_err().status, 403);
     }
 
     #[test]
-    fn off_loopback_without_a_token_the_ui_is_refused() {
-        let guard = Guard::new("0.0.0.0", None);
-        let refused = guard.admit(&request("GET", "/", &[("host", "127.0.0.1")])).unwrap_err();
-        assert_eq!(refused.status, 403);
-        assert!(String::from_utf8(refused.body).unwrap().contains("gateway.token"));
-    }
-
-    #[test]
-    fn a_token_in_the_url_becomes_a_strict_http_only_cookie_and_leaves_the_url() {
-        let guard = Guard::new("0.0.0.0", Some("s3 cret".into()));
-        let answer = guard.admit(&request("GET", "/?view=chat&token=s3%20cret", &[])).unwrap_err();
+    fn a_one_time_code_becomes_a_strict_http_only_cookie_and_works_once() {
+        let dir = scratch("code");
+        let codes = LoginCodes::new(&dir);
+        let guard = Guard::new("127.0.0.1", 18790, "s3 cret".into(), codes.clone());
+        let code = codes.mint().unwrap();
+        let answer = guard.admit(&request("GET", &format!("/?view=chat&code={code}"), &[HOST])).unwrap_err();
         assert_eq!(answer.status, 303);
-        let header = |name: &str| answer.headers.iter().find(|(n, _)| n == name).unwrap().1.clone();
-        assert_eq!(header("location"), "/?view=chat");
-        let cookie = header("set-cookie");
-        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
-        let value = cookie.split(';').next().unwrap().split_once('=').unwrap().1.to_owned();
-        let with_cookie = format!("{COOKIE}={value}");
-        assert!(guard.admit(&request("GET", "/api/sessions", &[("cookie", &with_cookie)])).is_ok());
-        assert_eq!(guard.admit(&request("GET", "/", &[])).unwrap_err().status, 401);
-        assert_eq!(guard.admit(&request("GET", "/?token=wrong", &[])).unwrap_err().status, 401);
-        assert_eq!(guard.admit(&request("GET", "/", &[("cookie", "oxibot_ui=00")])).unwrap_err().status, 401);
-        assert!(guard.admit(&request("GET", "/", &[("authorization", "Bearer s3 cret")])).is_ok());
+        assert_eq!(answer.headers.iter().find(|(n, _)| n == "location").unwrap().1, "/?view=chat");
+        let cookie = cookie_of(&answer);
+        assert!(cookie.starts_with("oxibot_ui_18790="), "{cookie}");
+        assert!(guard.admit(&request("GET", "/api/sessions", &[HOST, ("cookie", &cookie)])).is_ok());
+        let again = guard.admit(&request("GET", &format!("/?code={code}"), &[HOST])).unwrap_err();
+        assert_eq!(again.status, 401);
+        assert_eq!(
+            guard.admit(&request("GET", "/", &[HOST, ("cookie", "oxibot_ui_18790=00")])).unwrap_err().status,
+            401
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
-    fn a_token_redirect_never_leads_to_another_site() {
-        let guard = Guard::new("0.0.0.0", Some("t".into()));
-        let answer = guard.admit(&request("GET", "//evil.example?token=t", &[])).unwrap_err();
+    fn the_secret_in_the_url_is_traded_for_the_cookie_and_leaves_the_url() {
+        let guard = guard("0.0.0.0", "s3 cret", "token");
+        let answer = guard.admit(&request("GET", "/?view=chat&token=s3%20cret", &[HOST])).unwrap_err();
+        assert_eq!(answer.status, 303);
+        assert_eq!(answer.headers.iter().find(|(n, _)| n == "location").unwrap().1, "/?view=chat");
+        let cookie = cookie_of(&answer);
+        assert!(guard.admit(&request("GET", "/api/sessions", &[HOST, ("cookie", &cookie)])).is_ok());
+        assert_eq!(guard.admit(&request("GET", "/?token=wrong", &[HOST])).unwrap_err().status, 401);
+    }
+
+    #[test]
+    fn a_sign_in_redirect_never_leads_to_another_site() {
+        let guard = guard("0.0.0.0", "t", "redirect");
+        let answer = guard.admit(&request("GET", "//evil.example?token=t", &[HOST])).unwrap_err();
         assert_eq!(answer.headers.iter().find(|(n, _)| n == "location").unwrap().1, "/");
     }
 
     #[test]
-    fn state_changing_requests_need_the_header_and_the_same_origin() {
-        let guard = Guard::new("127.0.0.1", None);
-        let host = ("host", "127.0.0.1:1");
-        assert_eq!(guard.admit(&request("PUT", "/api/memory/USER.md", &[host])).unwrap_err().status, 403);
-        let ours = [host, (REQUEST_HEADER, "1"), ("origin", "http://127.0.0.1:1"), ("sec-fetch-site", "same-origin")];
-        assert!(guard.admit(&request("PUT", "/api/memory/USER.md", &ours)).is_ok());
-        let foreign = [host, (REQUEST_HEADER, "1"), ("origin", "http://evil.example")];
-        assert_eq!(guard.admit(&request("POST", "/api/x", &foreign)).unwrap_err().status, 403);
-        let cross_site = [host, (REQUEST_HEADER, "1"), ("sec-fetch-site", "cross-site")];
+    fn state_changing_requests_need_the_header_the_same_origin_and_a_json_body() {
+        let guard = guard("127.0.0.1", "s3 cret", "changes");
+        assert_eq!(guard.admit(&request("PUT", "/api/memory", &[HOST, BEARER])).unwrap_err().status, 403);
+        let ours = [
+            HOST,
+            BEARER,
+            (REQUEST_HEADER, "1"),
+            ("origin", "http://127.0.0.1:18790"),
+            ("sec-fetch-site", "same-origin"),
+            ("content-type", "application/json"),
+        ];
+        let mut save = request("PUT", "/api/memory", &ours);
+        save.body = b"{}".to_vec();
+        assert!(guard.admit(&save).is_ok());
+        let mut text = request("PUT", "/api/memory", &ours[..5]);
+        text.headers.push(("content-type".into(), "text/plain".into()));
+        text.body = b"{}".to_vec();
+        assert_eq!(guard.admit(&text).unwrap_err().status, 415);
+        let cross_site = [HOST, BEARER, (REQUEST_HEADER, "1"), ("sec-fetch-site", "cross-site")];
         assert_eq!(guard.admit(&request("DELETE", "/api/x", &cross_site)).unwrap_err().status, 403);
-        let foreign_socket = [host, ("upgrade", "websocket"), ("origin", "http://evil.example")];
+        let foreign_socket = [HOST, BEARER, ("upgrade", "websocket"), ("origin", "http://evil.example")];
         assert_eq!(guard.admit(&request("GET", "/ws", &foreign_socket)).unwrap_err().status, 403);
     }
 }

@@ -1,7 +1,8 @@
 //! The gateway's HTTP server on `gateway.host:gateway.port`: `GET /health` for monitors, and
 //! the web UI under `/` — the page and its assets ([`assets`], embedded in the binary), the
 //! JSON API ([`api`]) and the chat socket `/ws` ([`proxy`], passed through to the `websocket`
-//! channel). [`auth::Guard`] decides who may use the UI; [`http`] is the small HTTP/1.1 both
+//! channel). [`auth::Guard`] decides who may use the UI (a secret on loopback too, signed in
+//! with [`login`] codes); [`http`] is the small HTTP/1.1 both
 //! speak (one request per connection). Everything runs on the gateway's actix thread; file and
 //! git work goes to blocking threads.
 
@@ -9,6 +10,7 @@ pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod http;
+pub mod login;
 pub mod proxy;
 
 use std::rc::Rc;

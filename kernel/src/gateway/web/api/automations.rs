@@ -23,10 +23,22 @@ pub enum JobAction {
     Remove,
 }
 
-/// The jobs and whether this gateway runs them.
+/// The jobs (each with `replies_to`, the session its reply goes to) and whether this gateway
+/// runs them.
 pub async fn list(handle: &CronHandle, scheduler: Option<&Addr<CronActor>>) -> Result<Value, CronError> {
-    let jobs = handle.list().await?;
-    let jobs = serde_json::to_value(&jobs).unwrap_or(Value::Array(Vec::new()));
+    let jobs: Vec<Value> = handle
+        .list()
+        .await?
+        .iter()
+        .map(|job| {
+            let mut value = serde_json::to_value(job).unwrap_or(Value::Null);
+            if let Some(fields) = value.as_object_mut() {
+                let target = job.payload.target().map(|target| target.session_key);
+                fields.insert("replies_to".to_owned(), target.map_or(Value::Null, Value::String));
+            }
+            value
+        })
+        .collect();
     Ok(json!({"jobs": jobs, "scheduled_here": scheduler.is_some(), "timezone": handle.timezone().name()}))
 }
 

@@ -1,8 +1,23 @@
 //! Keeping secrets out of provider errors: a provider, or a proxy in front of it, may echo the
 //! request's `Authorization` header or key in its error body, and that text would otherwise
 //! reach the log, the session file, the next request to the model and the user's chat.
+//!
+//! It may echo it encoded, too, so a secret is covered in every form `forms` computes when the
+//! secrets are known (its hex, its base64 at each of the three byte alignments, standard and
+//! URL-safe) and every form `find` looks for in each text (the secret in any ASCII case with
+//! any byte URL-, `\x`- or JSON-escaped; a start or end of eight characters or more shown next
+//! to a mask). What a finder matched is widened to the whole encoded token, and `replace` puts
+//! [`REDACTED`] once for each run of overlapping matches.
+
+mod find;
+mod forms;
+mod replace;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
+
+use forms::{Forms, Windows};
 
 use super::error::ProviderError;
 use super::registry::Resolution;
@@ -16,10 +31,26 @@ pub const REDACTED: &str = "[redacted]";
 const MIN_SECRET_LEN: usize = 6;
 
 /// The secret values a provider's errors must never show.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Secrets {
-    /// Longest first, so a key that contains another is replaced whole.
-    values: Arc<[String]>,
+    /// The forms, computed once and shared by every clone.
+    prepared: Arc<Prepared>,
+}
+
+/// Each secret's forms and their index.
+#[derive(Default)]
+struct Prepared {
+    /// Each secret with its encoded forms.
+    secrets: Vec<Forms>,
+    /// Every eight characters of every form.
+    windows: Windows,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The values are what must never be printed.
+        f.debug_struct("Secrets").field("count", &self.prepared.secrets.len()).finish_non_exhaustive()
+    }
 }
 
 impl Secrets {
@@ -38,17 +69,19 @@ impl Secrets {
         let mut values: Vec<String> = values.into_iter().filter(|v| v.trim().len() >= MIN_SECRET_LEN).collect();
         values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         values.dedup();
-        Secrets { values: values.into() }
+        let secrets: Vec<Forms> = values.iter().map(|value| Forms::of(value)).collect();
+        let windows = Windows::of(&secrets);
+        Secrets { prepared: Arc::new(Prepared { secrets, windows }) }
     }
 
-    /// `text` with every secret replaced by [`REDACTED`].
+    /// `text` with every secret, in every form, replaced by [`REDACTED`].
     pub fn scrub(&self, text: &str) -> String {
-        self.values.iter().fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), REDACTED))
+        replace::scrub(text, &self.prepared.secrets, &self.prepared.windows)
     }
 
     /// `error` with every secret in its text replaced.
     pub fn scrub_error(&self, error: ProviderError) -> ProviderError {
-        if self.values.is_empty() {
+        if self.prepared.secrets.is_empty() {
             return error;
         }
         let scrub = |text: String| self.scrub(&text);
@@ -67,35 +100,5 @@ impl Secrets {
             ProviderError::NotConfigured(message) => ProviderError::NotConfigured(scrub(message)),
             ProviderError::Timeout => ProviderError::Timeout,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_secret_is_replaced_and_short_placeholders_are_left_alone() {
-        let secrets = Secrets::new(["sk-live-0123456789".to_owned(), "k".to_owned(), "team-secret".to_owned()]);
-        let text = "401: got header Authorization: Bearer sk-live-0123456789 and x-team: team-secret (key k)";
-        assert_eq!(
-            secrets.scrub(text),
-            "401: got header Authorization: Bearer [redacted] and x-team: [redacted] (key k)"
-        );
-    }
-
-    #[test]
-    fn a_key_containing_another_is_replaced_whole() {
-        let secrets = Secrets::new(["abcdef".to_owned(), "abcdef-ghijkl".to_owned()]);
-        assert_eq!(secrets.scrub("abcdef-ghijkl / abcdef"), "[redacted] / [redacted]");
-    }
-
-    #[test]
-    fn every_error_variant_with_text_is_scrubbed() {
-        let secrets = Secrets::new(["sk-secret-key".to_owned()]);
-        let error = secrets.scrub_error(ProviderError::Rejected { status: 400, message: "bad sk-secret-key".into() });
-        assert_eq!(error.to_string(), "provider rejected the request (400): bad [redacted]");
-        let error = secrets.scrub_error(ProviderError::Network("proxy said sk-secret-key".into()));
-        assert!(!error.to_string().contains("sk-secret-key"));
     }
 }
