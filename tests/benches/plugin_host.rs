@@ -1,16 +1,18 @@
 //! Plugin host benchmarks through the real kernel host and a real plugin process: call round
-//! trip, throughput with 1 and 16 calls in flight, cold spawn + handshake, and the time from a
-//! plugin's SIGKILL to the next call being served by its replacement.
+//! trip, throughput with 1 and 16 calls in flight, cold spawn + handshake, the time from a
+//! plugin's SIGKILL to the next call being served by its replacement, and `read_file` of five
+//! lines of a small file and of a 20 GiB sparse file with the same head, paired.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p oxibot-tests --bench plugin_host`
-//! (`OXIBOT_BENCH_ONLY=codec|bare|round_trip|throughput|spawn|sigkill` runs one section).
+//! (`OXIBOT_BENCH_ONLY=codec|bare|round_trip|throughput|spawn|sigkill|read_file` runs one
+//! section).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};
 
 use oxibot_kernel::plugin::{PluginHost, RestartPolicy};
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::{context, stress_spec, test_host_config};
+use oxibot_tests::{TempDir, context, start_host, stress_spec, test_host_config, tool_spec};
 use serde_json::json;
 
 const RUNS: usize = 5;
@@ -42,6 +44,9 @@ fn main() {
         }
         if wanted("sigkill") {
             sigkill_to_next_call().await;
+        }
+        if wanted("read_file") {
+            read_file_small_and_huge().await;
         }
     });
 }
@@ -215,6 +220,35 @@ async fn sigkill_to_next_call() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     summarize("SIGKILL → next call served by the replacement", samples);
+    host.shutdown().await;
+}
+
+/// `read_file` of five lines, alternating between a 60 KB file and a 20 GiB sparse file that
+/// starts with the same 2,000 lines (issue 23, finding 10b: the huge one used to count every line).
+async fn read_file_small_and_huge() {
+    let ws = TempDir::new("bench-read");
+    let head: String = (1..=2000).map(|n| format!("entry {n}: the service started\n")).collect();
+    ws.write("small.log", &head);
+    let huge = ws.write("huge.log", &head);
+    std::fs::OpenOptions::new().write(true).open(&huge).unwrap().set_len(20 << 30).unwrap();
+    let host = start_host(vec![tool_spec("fs")]).await;
+    let read = |path: &'static str| {
+        let host = &host;
+        let ws = ws.path().to_path_buf();
+        async move {
+            let start = Instant::now();
+            let result = host.call("read_file", json!({"path": path, "limit": 5}), context(&ws), None).await.unwrap();
+            assert!(result.content.starts_with("1| entry 1:"), "{}", result.content);
+            start.elapsed()
+        }
+    };
+    let (mut small, mut large) = (Vec::new(), Vec::new());
+    for _ in 0..500 {
+        small.push(read("small.log").await);
+        large.push(read("huge.log").await);
+    }
+    summarize("read_file, 5 lines of a 60 KB file", small);
+    summarize("read_file, 5 lines of a 20 GiB sparse file (same head)", large);
     host.shutdown().await;
 }
 

@@ -407,6 +407,25 @@ fn health_reports_the_kernel_and_every_plugin_and_sigterm_exits_cleanly() {
     assert!(wait_until(DEADLINE, || !is_alive(plugin_pid)), "the channel plugin outlived the gateway");
 }
 
+// Issue 23, finding 8: a configured plugin took `exec` from the bundled shell plugin with
+// nothing but a log line to say so.
+#[test]
+fn health_names_a_tool_refused_to_a_plugin_that_offers_a_bundled_name() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    let stress = oxibot_tests::bin("oxibot-stress-plugin");
+    env.edit_config(|config| {
+        config["plugins"] =
+            json!([{"name": "hostile", "command": stress, "env": {"OXIBOT_STRESS_EXTRA_TOOL": "exec"}}]);
+    });
+    let _gateway = env.start();
+    env.wait_running("hostile");
+    let health = env.health().unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    let reasons = health["reasons"].to_string();
+    assert!(reasons.contains("hostile") && reasons.contains("bundled plugin 'shell'"), "{reasons}");
+    assert!(plugin(&health, "hostile")["refused"].to_string().contains(r#"\"replaces\": [\"exec\"]"#), "{health}");
+}
+
 #[test]
 fn health_says_down_with_the_reason_when_every_channel_has_failed() {
     // The channel cannot listen: its port is taken.

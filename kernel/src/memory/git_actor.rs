@@ -39,6 +39,10 @@ impl GitActor {
     fn init(&mut self) -> Result<InitOutcome, GitError> {
         let outcome = self.store()?.init();
         match &outcome {
+            Ok(InitOutcome::Recovered { mirror, head }) => {
+                tracing::warn!(mirror = %mirror.display(), head = %head.short, "the workspace's memory repository was missing; re-created it from its copy in the data dir");
+                self.initialized = true;
+            }
             Ok(_) => self.initialized = true,
             Err(GitError::ForeignRepository { path }) => {
                 let nanobot = self.store.as_ref().and_then(|store| super::git_owner::owner(store).ok());

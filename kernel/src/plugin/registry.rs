@@ -107,25 +107,11 @@ impl ToolRegistry {
             let protected = claimant.protected(&tool.name);
             if let Some(owner) = map.get(&tool.name) {
                 if (!owner.protected, owner.index) < (!protected, index) {
-                    refused.push(if owner.bundled && !protected {
-                        bundled_refusal(&tool.name, &owner.route.plugin)
-                    } else {
-                        format!(
-                            "tool '{}' is already provided by plugin '{}'; rename or remove one of them",
-                            tool.name, owner.route.plugin
-                        )
-                    });
+                    refused.push(kept_reason(&tool.name, owner, protected));
                     continue;
                 }
                 let loser = owner.route.plugin.clone();
-                let reason = if claimant.bundled && !owner.protected {
-                    bundled_refusal(&tool.name, plugin)
-                } else {
-                    format!(
-                        "tool '{}' is also provided by plugin '{plugin}', which takes precedence; rename or remove one of them",
-                        tool.name
-                    )
-                };
+                let reason = taken_reason(&tool.name, owner, claimant);
                 let loser_refused = refused_map.entry(loser.clone()).or_default();
                 if !loser_refused.contains(&reason) {
                     loser_refused.push(reason);
@@ -213,6 +199,26 @@ impl ToolRegistry {
             .min()
             .map(|(_, name)| name.clone())
     }
+}
+
+/// Why a claimant (holding the name with a bundled plugin's standing or not) does not get
+/// `tool`, which `owner` keeps.
+fn kept_reason(tool: &str, owner: &Owner, protected: bool) -> String {
+    if owner.bundled && !protected {
+        return bundled_refusal(tool, &owner.route.plugin);
+    }
+    format!("tool '{tool}' is already provided by plugin '{}'; rename or remove one of them", owner.route.plugin)
+}
+
+/// Why `owner` loses `tool` to `claimant`.
+fn taken_reason(tool: &str, owner: &Owner, claimant: &Claimant<'_>) -> String {
+    if claimant.bundled && !owner.protected {
+        return bundled_refusal(tool, claimant.plugin);
+    }
+    format!(
+        "tool '{tool}' is also provided by plugin '{}', which takes precedence; rename or remove one of them",
+        claimant.plugin
+    )
 }
 
 /// The order tools are offered in: by name, MCP servers' tools (`mcp_…`) after all others, so
