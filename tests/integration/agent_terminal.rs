@@ -104,6 +104,38 @@ fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
     assert_eq!(lines[3]["content"], "next question", "the cleared line was never sent");
 }
 
+// Issue 24, item 5: `/stop` typed during a reply did nothing until the reply ended, and a
+// stop left only "(Stopped before finishing.)" in the session.
+#[test]
+fn on_a_terminal_typing_stop_ends_the_reply_and_the_session_keeps_what_was_shown() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::StallAfter {
+        text: "The first part is here.\n\nThe rest comes much later.".into(),
+        after_chunks: 5,
+        delay_ms: 20_000,
+    });
+    let mut terminal = Terminal::start(&env, &["agent"]);
+    terminal.wait_for("the first prompt", |out| out.contains("you ›"));
+    terminal.send("tell me a long story\r");
+    terminal.wait_for("the first part of the reply", |out| out.contains("The first part is here."));
+    terminal.send("/stop\r");
+    terminal.wait_for("the stopped turn, then a new prompt", |out| {
+        out.split_once("(stopped)").is_some_and(|(_, after)| after.contains("you ›"))
+    });
+    terminal.send(":q\r");
+    let status = terminal.finish();
+    let out = terminal.output();
+    assert!(status.success(), "{status}: {out:?}");
+    assert!(!out.contains("much later"), "the rest of the reply never came: {out:?}");
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant"], "`/stop` and `:q` are not messages");
+    let kept = lines[2]["content"].as_str().unwrap();
+    assert!(
+        kept.starts_with("The first part is here.") && kept.ends_with("(Stopped before finishing.)"),
+        "the partial reply stays, marked as stopped: {kept:?}"
+    );
+}
+
 #[test]
 fn a_one_shot_reply_on_a_terminal_is_markdown_unless_no_markdown_is_given() {
     let env = AgentEnv::new();

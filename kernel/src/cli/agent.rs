@@ -102,7 +102,7 @@ async fn one_shot(
     } else {
         None
     };
-    match send(manager, &options.session, message, style, interrupts.as_mut()).await {
+    match send(manager, &options.session, message, style, interrupts.as_mut(), None).await {
         Ok(TurnReply::Stopped) if interrupts.is_some() => Ok(ExitCode::from(130)),
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(error) => {

@@ -22,6 +22,7 @@ mod status;
 mod stream;
 mod tools;
 mod turn;
+mod typeahead;
 mod usage;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
