@@ -149,6 +149,47 @@ fn a_one_shot_reply_on_a_terminal_is_markdown_unless_no_markdown_is_given() {
     assert!(plain.output().contains("a **bold** move"), "{:?}", plain.output());
 }
 
+// Issue 24, item 6: on a terminal tables showed raw pipes, code fences stayed visible and
+// long lines broke mid-word at the terminal's edge.
+#[test]
+fn on_a_terminal_tables_are_drawn_fences_hidden_and_lines_wrapped_between_words() {
+    let env = AgentEnv::new();
+    let paragraph = "Wrapping matters because a terminal cuts a long line wherever its last column falls, \
+        which splits words like extraordinarily and unquestionably into two pieces.";
+    env.llm.push(Reply::Text(format!(
+        "| fruit | count |\n|---|--:|\n| apple | 3 |\n| kiwi | 12 |\n\n```sh\nls -l\n```\n\n{paragraph}"
+    )));
+    let mut terminal = Terminal::start(&env, &["agent", "-m", "hi"]);
+    assert!(terminal.finish().success(), "{}", terminal.output());
+    let shown = without_escapes(&terminal.output());
+    assert!(shown.contains("│ apple │     3 │") && shown.contains("│ kiwi  │    12 │"), "an aligned table: {shown:?}");
+    assert!(!shown.contains("| apple") && !shown.contains("|---"), "no raw pipes: {shown:?}");
+    assert!(shown.contains("  ls -l") && !shown.contains("```"), "code without its fences: {shown:?}");
+    let words: Vec<&str> = shown.split_whitespace().collect();
+    for word in paragraph.split_whitespace() {
+        assert!(words.contains(&word), "{word:?} was broken: {shown:?}");
+    }
+    assert!(shown.lines().all(|line| line.trim_end().chars().count() <= 80), "lines fit 80 columns: {shown:?}");
+}
+
+/// What the terminal shows once escape sequences are taken out.
+fn without_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else if c != '\r' {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `oxibot` on a pseudo-terminal made by `script`; stdout and stderr both go to it.
 struct Terminal {
     child: Child,
