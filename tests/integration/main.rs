@@ -40,6 +40,8 @@
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `config_checks`: config typos warned about with the closest key; `status` checks ports,
+//!   `enabled` types and the time zone;
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
@@ -86,6 +88,7 @@ mod channel_wecom;
 mod channels;
 mod cli_service;
 mod cli_tools;
+mod config_checks;
 mod cron;
 mod fs_containment;
 mod gateway;

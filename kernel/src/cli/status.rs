@@ -9,11 +9,15 @@ use oxibot_kernel::provider::Provider;
 use oxibot_proto::PeerKind;
 
 use super::CommonArgs;
-use super::kernel::{Setup, WorkspaceDefault};
+use super::kernel::{QUIET_CONFIG_WARNINGS, Setup, WorkspaceDefault};
+
+mod checks;
 
 /// Prints the status report.
 pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
+    // The config's problems are listed below, not as warnings on stderr.
+    QUIET_CONFIG_WARNINGS.store(true, std::sync::atomic::Ordering::Relaxed);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
     let defaults = &setup.config.agents.defaults;
     let exists = |p: &std::path::Path| if p.exists() { "" } else { " (missing; run `oxibot onboard`)" };
@@ -49,7 +53,17 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     }
     warn_of_missing_bundled_plugins();
     print_gateway(common, &setup);
+    print_config_problems(&setup);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Unknown keys and what the gateway would refuse, one `warning:` line each.
+fn print_config_problems(setup: &Setup) {
+    let gateway_running = super::gateway::settings_of(setup)
+        .is_some_and(|settings| fetch_health(&format!("{}:{}", settings.host, settings.port)).is_some());
+    for problem in checks::config_problems(setup, gateway_running) {
+        println!("warning:   {problem}");
+    }
 }
 
 /// Says so when the bundled tool plugins are not next to this executable (it was installed
