@@ -54,7 +54,7 @@ impl std::fmt::Display for UnknownKey {
     }
 }
 
-/// The unknown keys of a whole config document, in document order.
+/// The unknown keys of a whole config document, in key order.
 pub fn unknown_keys(document: &Value) -> Vec<UnknownKey> {
     let mut found = Vec::new();
     check(document, "", "", &mut found);
@@ -188,8 +188,8 @@ mod tests {
                 "tools": {"exec": {"timeout": 60}}
             })),
             [
-                "unknown key providers.openai.apiKye (did you mean apiKey?)",
-                "unknown key plugins.0.enabeld (did you mean enabled?)"
+                "unknown key plugins.0.enabeld (did you mean enabled?)",
+                "unknown key providers.openai.apiKye (did you mean apiKey?)"
             ]
         );
     }
