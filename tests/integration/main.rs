@@ -45,6 +45,7 @@
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
+//! - `local_model`: a local model server found and offered without a key, used on `onboard --local`;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
@@ -97,6 +98,7 @@ mod host_calls;
 mod host_failures;
 mod layering;
 mod lazy_plugins;
+mod local_model;
 mod mcp;
 mod memory;
 mod nanobot_compat;

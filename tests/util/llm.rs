@@ -2,7 +2,8 @@
 //! Completions (`POST …/chat/completions`) and Anthropic Messages (`POST …/messages`) with
 //! the replies a test queued, whole or as SSE streams, and records every request body. It
 //! also answers OpenAI embeddings (`POST …/embeddings`) with deterministic vectors: a hashed
-//! bag of words ([`embed`]), so texts sharing words are similar.
+//! bag of words ([`embed`]), so texts sharing words are similar, and lists one model at
+//! `GET …/v1/models`, as a local model server does.
 //!
 //! It runs on its own thread with its own tokio runtime, so in-process tests and tests that
 //! spawn the `oxibot` binary use it alike. It stops when dropped.
@@ -269,6 +270,11 @@ enum Format {
 
 /// Answers one request; returns whether the connection stays usable.
 async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>) -> std::io::Result<bool> {
+    if request.path.ends_with("/v1/models") {
+        let models = json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]});
+        write_response(socket, 200, &[], models.to_string().as_bytes()).await?;
+        return Ok(true);
+    }
     if request.path.ends_with("/embeddings") {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let inputs: Vec<String> = match &body["input"] {

@@ -11,6 +11,7 @@ mod cron;
 mod gateway;
 mod import;
 mod kernel;
+mod local_server;
 mod man;
 mod markdown;
 mod memory;
@@ -68,6 +69,10 @@ enum Command {
     Pairing(PairingCommand),
     /// Write a default config and a workspace (existing files are never overwritten).
     Onboard {
+        /// Use the local OpenAI-compatible server found on this machine (Ollama, llama.cpp's
+        /// server, LM Studio, vLLM): write it into the config as the model's provider.
+        #[arg(long)]
+        local: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -257,7 +262,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gateway { port, common } => gateway::run(&common, port),
         Command::Pairing(PairingCommand::Approve { code }) => gateway::approve(&code),
         Command::Pairing(PairingCommand::List) => gateway::list(),
-        Command::Onboard { common } => onboard::run(&common),
+        Command::Onboard { common, local } => onboard::run(&common, local),
         Command::Status { common } => status::run(&common),
         Command::Tools(ToolsCommand::List { common, json }) => tools::list(&common, json),
         Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => {
