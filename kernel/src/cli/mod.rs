@@ -16,6 +16,7 @@ mod man;
 mod markdown;
 mod memory;
 mod onboard;
+mod plugin_hints;
 mod repl;
 mod service;
 mod spinner;

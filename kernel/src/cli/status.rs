@@ -44,7 +44,11 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
-        let detail = status.reason.map(|r| format!(" — {r}")).unwrap_or_default();
+        let confined = setup.config.tools.restrict_to_workspace;
+        let detail = status
+            .reason
+            .map(|r| format!(" — {}", super::plugin_hints::explain_failure(&r, confined)))
+            .unwrap_or_default();
         let offers = match status.kind {
             PeerKind::Channel => "channel".to_owned(),
             _ => format!("{} tool{}", status.tools.len(), if status.tools.len() == 1 { "" } else { "s" }),
@@ -57,11 +61,13 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Unknown keys and what the gateway would refuse, one `warning:` line each.
+/// Unknown keys, what the gateway would refuse and plugin files that are not executable,
+/// one `warning:` line each.
 fn print_config_problems(setup: &Setup) {
     let gateway_running = super::gateway::settings_of(setup)
         .is_some_and(|settings| fetch_health(&format!("{}:{}", settings.host, settings.port)).is_some());
-    for problem in checks::config_problems(setup, gateway_running) {
+    let plugin_files = super::plugin_hints::not_executable_warnings();
+    for problem in checks::config_problems(setup, gateway_running).into_iter().chain(plugin_files) {
         println!("warning:   {problem}");
     }
 }
