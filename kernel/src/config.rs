@@ -14,6 +14,10 @@ use crate::plugin::mcp::McpServerConfig;
 use crate::plugin::spec::Confinement;
 use crate::plugin::{Origin, PluginSpec};
 
+mod unknown_keys;
+
+pub use unknown_keys::UnknownKey;
+
 /// A config file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -52,6 +56,9 @@ pub struct Config {
     /// Keys this version does not use, kept as they were.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// Keys no version knows (likely typos), found when the file was parsed.
+    #[serde(skip)]
+    pub unknown_keys: Vec<UnknownKey>,
 }
 
 /// `agents`.
@@ -245,7 +252,11 @@ impl Config {
                 .map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?
         };
         expand_env(&mut raw, &mut String::new()).map_err(|(key, message)| invalid(key, message))?;
-        serde_path_to_error::deserialize(raw).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))
+        let unknown = unknown_keys::unknown_keys(&raw);
+        let mut config: Config =
+            serde_path_to_error::deserialize(raw).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
+        config.unknown_keys = unknown;
+        Ok(config)
     }
 
     /// The workspace directory with `~` expanded.

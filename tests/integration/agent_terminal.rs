@@ -104,6 +104,38 @@ fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
     assert_eq!(lines[3]["content"], "next question", "the cleared line was never sent");
 }
 
+// Issue 24, item 5: `/stop` typed during a reply did nothing until the reply ended, and a
+// stop left only "(Stopped before finishing.)" in the session.
+#[test]
+fn on_a_terminal_typing_stop_ends_the_reply_and_the_session_keeps_what_was_shown() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::StallAfter {
+        text: "The first part is here.\n\nThe rest comes much later.".into(),
+        after_chunks: 5,
+        delay_ms: 20_000,
+    });
+    let mut terminal = Terminal::start(&env, &["agent"]);
+    terminal.wait_for("the first prompt", |out| out.contains("you ›"));
+    terminal.send("tell me a long story\r");
+    terminal.wait_for("the first part of the reply", |out| out.contains("The first part is here."));
+    terminal.send("/stop\r");
+    terminal.wait_for("the stopped turn, then a new prompt", |out| {
+        out.split_once("(stopped)").is_some_and(|(_, after)| after.contains("you ›"))
+    });
+    terminal.send(":q\r");
+    let status = terminal.finish();
+    let out = terminal.output();
+    assert!(status.success(), "{status}: {out:?}");
+    assert!(!out.contains("much later"), "the rest of the reply never came: {out:?}");
+    let lines = env.session_lines();
+    assert_eq!(roles(&lines), ["user", "assistant"], "`/stop` and `:q` are not messages");
+    let kept = lines[2]["content"].as_str().unwrap();
+    assert!(
+        kept.starts_with("The first part is here.") && kept.ends_with("(Stopped before finishing.)"),
+        "the partial reply stays, marked as stopped: {kept:?}"
+    );
+}
+
 #[test]
 fn a_one_shot_reply_on_a_terminal_is_markdown_unless_no_markdown_is_given() {
     let env = AgentEnv::new();
@@ -115,6 +147,47 @@ fn a_one_shot_reply_on_a_terminal_is_markdown_unless_no_markdown_is_given() {
     let mut plain = Terminal::start(&env, &["agent", "-m", "hi", "--no-markdown"]);
     assert!(plain.finish().success(), "{}", plain.output());
     assert!(plain.output().contains("a **bold** move"), "{:?}", plain.output());
+}
+
+// Issue 24, item 6: on a terminal tables showed raw pipes, code fences stayed visible and
+// long lines broke mid-word at the terminal's edge.
+#[test]
+fn on_a_terminal_tables_are_drawn_fences_hidden_and_lines_wrapped_between_words() {
+    let env = AgentEnv::new();
+    let paragraph = "Wrapping matters because a terminal cuts a long line wherever its last column falls, \
+        which splits words like extraordinarily and unquestionably into two pieces.";
+    env.llm.push(Reply::Text(format!(
+        "| fruit | count |\n|---|--:|\n| apple | 3 |\n| kiwi | 12 |\n\n```sh\nls -l\n```\n\n{paragraph}"
+    )));
+    let mut terminal = Terminal::start(&env, &["agent", "-m", "hi"]);
+    assert!(terminal.finish().success(), "{}", terminal.output());
+    let shown = without_escapes(&terminal.output());
+    assert!(shown.contains("│ apple │     3 │") && shown.contains("│ kiwi  │    12 │"), "an aligned table: {shown:?}");
+    assert!(!shown.contains("| apple") && !shown.contains("|---"), "no raw pipes: {shown:?}");
+    assert!(shown.contains("  ls -l") && !shown.contains("```"), "code without its fences: {shown:?}");
+    let words: Vec<&str> = shown.split_whitespace().collect();
+    for word in paragraph.split_whitespace() {
+        assert!(words.contains(&word), "{word:?} was broken: {shown:?}");
+    }
+    assert!(shown.lines().all(|line| line.trim_end().chars().count() <= 80), "lines fit 80 columns: {shown:?}");
+}
+
+/// What the terminal shows once escape sequences are taken out.
+fn without_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else if c != '\r' {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `oxibot` on a pseudo-terminal made by `script`; stdout and stderr both go to it.

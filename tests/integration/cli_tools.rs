@@ -157,3 +157,20 @@ fn logs_written_to_a_pipe_or_file_carry_no_colour_codes() {
     assert!(log.contains("DEBUG") || log.contains("INFO"), "no log lines to check: {log}");
     assert!(!log.contains('\u{1b}'), "escape sequences in a piped log: {log:?}");
 }
+
+// Issue 24, item 10: a plugin file without the executable bit was skipped silently.
+#[test]
+fn a_plugin_file_that_is_not_executable_is_named_with_the_chmod_line() {
+    let home = TempDir::new("cli-home");
+    let plugins = home.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let file = plugins.join("my-tool");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    let chmod = format!("chmod +x {}", file.display());
+    let list = oxibot(home.path(), home.path(), &["tools", "list"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    assert!(stderr(&list).contains(&chmod), "{}", stderr(&list));
+    let status = oxibot(home.path(), home.path(), &["status"]);
+    let report = stdout(&status);
+    assert!(report.lines().any(|line| line.starts_with("warning:") && line.contains(&chmod)), "{report}");
+}

@@ -106,6 +106,8 @@ fn a_bad_schedule_is_refused_with_the_reason_and_nothing_is_stored() {
     let env = AgentEnv::new();
     for (args, reason) in [
         (vec!["--cron", "0 9 * *"], "invalid cron expression"),
+        // Issue 24, item 15: not the crate's "Minutes must be less than 59".
+        (vec!["--cron", "60 9 * * *"], "minute 60 is out of range (0–59)"),
         (vec!["--cron", "0 9 * * *", "--tz", "Mars/Base"], "unknown timezone"),
         (vec!["--at", "2001-01-01T09:00"], "in the past"),
     ] {

@@ -42,10 +42,13 @@
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `tool_claims`: a plugin cannot take a bundled or built-in tool's name without `replaces`,
 //!   and a tool with an oversized description is refused alone;
+//! - `config_checks`: config typos warned about with the closest key; `status` checks ports,
+//!   `enabled` types and the time zone;
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
 //! - `fs_large_files`: `read_file` of a 20 GiB sparse file reads only the page it returns;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
+//! - `local_model`: a local model server found and offered without a key, used on `onboard --local`;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
@@ -91,6 +94,7 @@ mod channel_wecom;
 mod channels;
 mod cli_service;
 mod cli_tools;
+mod config_checks;
 mod cron;
 mod fs_containment;
 mod fs_large_files;
@@ -100,6 +104,7 @@ mod host_calls;
 mod host_failures;
 mod layering;
 mod lazy_plugins;
+mod local_model;
 mod local_surfaces;
 mod mcp;
 mod memory;

@@ -2,7 +2,8 @@
 //! Completions (`POST …/chat/completions`) and Anthropic Messages (`POST …/messages`) with
 //! the replies a test queued, whole or as SSE streams, and records every request body. It
 //! also answers OpenAI embeddings (`POST …/embeddings`) with deterministic vectors: a hashed
-//! bag of words ([`embed`]), so texts sharing words are similar.
+//! bag of words ([`embed`]), so texts sharing words are similar, and lists one model at
+//! `GET …/v1/models`, as a local model server does.
 //!
 //! It runs on its own thread with its own tokio runtime, so in-process tests and tests that
 //! spawn the `oxibot` binary use it alike. It stops when dropped.
@@ -47,6 +48,9 @@ pub enum Reply {
     Malformed,
     /// Waits `delay_ms` before the first byte of the answer.
     SlowFirstToken { delay_ms: u64, text: String },
+    /// Streams `after_chunks` text deltas of `text`, waits `delay_ms`, then streams the rest
+    /// (a non-streaming request waits, then gets the whole answer).
+    StallAfter { text: String, after_chunks: usize, delay_ms: u64 },
     /// Reasoning (OpenAI `reasoning_content`, Anthropic thinking with a signature), then text.
     Reasoning { reasoning: String, text: String },
 }
@@ -266,6 +270,11 @@ enum Format {
 
 /// Answers one request; returns whether the connection stays usable.
 async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>) -> std::io::Result<bool> {
+    if request.path.ends_with("/v1/models") {
+        let models = json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]});
+        write_response(socket, 200, &[], models.to_string().as_bytes()).await?;
+        return Ok(true);
+    }
     if request.path.ends_with("/embeddings") {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let inputs: Vec<String> = match &body["input"] {
@@ -320,6 +329,19 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
         }
         Reply::Malformed => send_malformed(socket, format, stream).await,
         Reply::CutStream { after_chunks, .. } => send_cut(socket, format, stream, &answer, &model, after_chunks).await,
+        Reply::StallAfter { after_chunks, delay_ms, .. } => {
+            if !stream {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                return send_whole(socket, format, &answer, &model).await;
+            }
+            write_stream_head(socket).await?;
+            let all = events(format, &answer, &model);
+            let (first, rest) = all.split_at(split_after_texts(&all, after_chunks));
+            send_events(socket, first, usize::MAX).await?;
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            send_events(socket, rest, usize::MAX).await?;
+            finish_stream(socket).await
+        }
         Reply::SlowFirstToken { delay_ms, .. } => {
             if stream {
                 write_stream_head(socket).await?;
@@ -362,9 +384,10 @@ impl Answer {
             ..Answer::default()
         };
         match reply {
-            Reply::Text(text) | Reply::CutStream { text, .. } | Reply::SlowFirstToken { text, .. } => {
-                with_calls(text, &[])
-            }
+            Reply::Text(text)
+            | Reply::CutStream { text, .. }
+            | Reply::SlowFirstToken { text, .. }
+            | Reply::StallAfter { text, .. } => with_calls(text, &[]),
             Reply::ToolCalls(calls) => with_calls("", calls),
             Reply::TextAndTools(text, calls) => with_calls(text, calls),
             Reply::Reasoning { reasoning, text } => {
@@ -581,6 +604,18 @@ async fn send_events(socket: &mut TcpStream, events: &[Event], text_limit: usize
         texts += usize::from(event.is_text);
     }
     Ok(())
+}
+
+/// The index just after the `texts`-th text event (all events when there are fewer).
+fn split_after_texts(events: &[Event], texts: usize) -> usize {
+    let mut seen = 0;
+    for (index, event) in events.iter().enumerate() {
+        if seen == texts {
+            return index;
+        }
+        seen += usize::from(event.is_text);
+    }
+    events.len()
 }
 
 fn reason(code: u16) -> &'static str {

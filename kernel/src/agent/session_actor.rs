@@ -24,7 +24,7 @@ use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
 use crate::turn::budget;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
-use crate::turn::hooks::{CompositeHook, StripThinking, UsageHook, UsageTotals};
+use crate::turn::hooks::{CompositeHook, PartialReply, StripThinking, UsageHook, UsageTotals, strip_think_blocks};
 use crate::turn::runner::{CheckpointError, Replay, RunError, TurnEvent, TurnOutcome};
 use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
 use crate::usage::UsageEntry;
@@ -35,6 +35,9 @@ const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
 const MAX_REPLAYED_MESSAGES: usize = 500;
 /// Recent messages auto-recall checks so it does not repeat what the conversation says.
 const RECALL_DEDUP_MESSAGES: usize = 20;
+
+/// How a stopped turn's answer ends.
+const STOPPED_NOTE: &str = "(Stopped before finishing.)";
 
 /// One session's actor.
 pub struct SessionActor {
@@ -57,6 +60,7 @@ impl SessionActor {
             services,
             session: Arc::default(),
             usage: Arc::default(),
+            partial: Arc::default(),
             ledger: Arc::default(),
             memory,
             control,
@@ -194,6 +198,8 @@ struct TurnJob {
     session: Arc<Mutex<Option<Session>>>,
     /// Token usage of this session.
     usage: Arc<Mutex<UsageTotals>>,
+    /// The running turn's reply as streamed so far, kept when the turn is stopped.
+    partial: Arc<Mutex<String>>,
     /// Cached token counts of the session's messages, for the consolidator.
     ledger: Arc<Mutex<TokenLedger>>,
     /// Consolidator, Dream and git.
@@ -278,7 +284,7 @@ impl TurnJob {
                 Ok(TurnReply::Answer(outcome.content, outcome.usage))
             }
             Err(TurnFailure::Stopped) => {
-                self.close_turn(Some("(Stopped before finishing.)"))?;
+                self.close_turn(Some(&self.stopped_note()))?;
                 Ok(TurnReply::Stopped)
             }
             Err(failure) if is_overflow(&failure) => {
@@ -370,7 +376,11 @@ impl TurnJob {
             workspace: self.services.workspace().display().to_string(),
             restrict_to_workspace: self.services.config().tools.restrict_to_workspace,
         };
-        let hooks = CompositeHook::new(vec![Box::new(UsageHook::new(self.usage.clone())), Box::new(StripThinking)]);
+        let hooks = CompositeHook::new(vec![
+            Box::new(UsageHook::new(self.usage.clone())),
+            Box::new(PartialReply::new(self.partial.clone())),
+            Box::new(StripThinking),
+        ]);
         let store = Arc::clone(self.services.sessions());
         let session = self.session.clone();
         let checkpoint = Box::new(move |messages: Vec<ChatMessage>| {
@@ -582,6 +592,13 @@ impl TurnJob {
         let mut guard = lock(&self.session);
         let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
         self.services.sessions().append(session, messages).map_err(AgentError::Session)
+    }
+
+    /// The answer a stopped turn leaves: what the person already saw of the reply, marked as
+    /// stopped.
+    fn stopped_note(&self) -> String {
+        let partial = strip_think_blocks(&std::mem::take(&mut *lock(&self.partial)));
+        if partial.is_empty() { STOPPED_NOTE.to_owned() } else { format!("{partial}\n\n{STOPPED_NOTE}") }
     }
 
     /// After a stop or failure: answer dangling tool calls, then add `note` as the answer.

@@ -38,8 +38,10 @@ pub struct AgentOptions {
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
     let style = Style::detect(options.no_markdown);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let provider =
-        with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
+    let provider = match Provider::from_config(&setup.config) {
+        Ok(provider) => with_retry_override(provider)?,
+        Err(error) => return Err(without_provider(error)),
+    };
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
@@ -75,6 +77,18 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
     })
 }
 
+/// The error when no provider is usable, with a local model server offered when one answers.
+fn without_provider(error: impl std::error::Error + Send + Sync + 'static) -> anyhow::Error {
+    let error = anyhow::Error::new(error).context("cannot use the configured model");
+    match super::local_server::find().first() {
+        Some(server) => error.context(format!(
+            "no usable provider, but found {}: run `oxibot onboard --local` to use it",
+            server.describe()
+        )),
+        None => error,
+    }
+}
+
 /// Environment variable overriding the provider's retry delays (milliseconds, comma
 /// separated), for tests and for impatient setups.
 pub const RETRY_DELAYS_VAR: &str = "OXIBOT_PROVIDER_RETRY_DELAYS_MS";
@@ -102,7 +116,7 @@ async fn one_shot(
     } else {
         None
     };
-    match send(manager, &options.session, message, style, interrupts.as_mut()).await {
+    match send(manager, &options.session, message, style, interrupts.as_mut(), None).await {
         Ok(TurnReply::Stopped) if interrupts.is_some() => Ok(ExitCode::from(130)),
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(error) => {

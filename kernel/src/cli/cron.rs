@@ -356,7 +356,7 @@ fn run_now(common: &CommonArgs, id: &str, no_markdown: bool) -> anyhow::Result<E
                 .with_nanobot_sessions(setup.nanobot_sessions())
                 .with_background_consolidation(false);
         let manager = SessionManager::new(Arc::new(services));
-        let reply = send(&manager, &session, &job.payload.message, style, None).await;
+        let reply = send(&manager, &session, &job.payload.message, style, None, None).await;
         manager.services().host().shutdown().await;
         anyhow::Ok(reply.map(|_| ()).map_err(|error| format!("{error:#}")))
     })?;

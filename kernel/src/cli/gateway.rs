@@ -31,6 +31,11 @@ pub fn settings(common: &CommonArgs, setup: &Setup) -> anyhow::Result<GatewaySet
     GatewaySettings::from_config(&setup.config).map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))
 }
 
+/// The gateway settings of `setup`'s config, when they are valid.
+pub fn settings_of(setup: &Setup) -> Option<GatewaySettings> {
+    GatewaySettings::from_config(&setup.config).ok()
+}
+
 /// Runs the gateway until SIGTERM or SIGINT.
 pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let mut setup = Setup::load_with(common, WorkspaceDefault::Configured)?;

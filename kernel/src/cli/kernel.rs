@@ -1,6 +1,7 @@
 //! Shared set-up for commands that need the kernel: config, workspace, plugin host.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -15,6 +16,18 @@ use oxibot_kernel::plugin::{
 use oxibot_kernel::session::location;
 
 use super::CommonArgs;
+
+/// Set by a command that reports the config's problems itself (`oxibot status`), so they
+/// are not said twice.
+pub static QUIET_CONFIG_WARNINGS: AtomicBool = AtomicBool::new(false);
+
+/// One line on stderr per unknown key of the config (likely a typo; the key is kept).
+fn warn_of_unknown_keys(config: &Config, path: &std::path::Path) {
+    let file = path.file_name().map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned());
+    for unknown in &config.unknown_keys {
+        eprintln!("warning: {file}: {unknown}");
+    }
+}
 
 /// What a kernel command runs with.
 pub struct Setup {
@@ -65,6 +78,9 @@ impl Setup {
             anyhow::bail!("config file {} does not exist", config_path.display());
         }
         let config = Config::load(&config_path)?;
+        if !QUIET_CONFIG_WARNINGS.load(Ordering::Relaxed) {
+            warn_of_unknown_keys(&config, &config_path);
+        }
         DreamSettings::from_config(&config.agents.defaults.dream)
             .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
         RecallSettings::from_section(config.extra.get("memory"))

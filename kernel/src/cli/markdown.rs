@@ -1,10 +1,18 @@
 //! A small streaming Markdown renderer for the terminal: fed the reply as it streams, it
-//! turns each complete line into ANSI-styled text.
+//! turns each complete line into ANSI-styled text, wrapped at word boundaries.
 //!
 //! It is line based on purpose: a line is styled once its newline has arrived, so output
-//! never has to be redrawn, and however the stream is chunked the result is the same.
-//! It knows headings, emphasis, inline code, fenced code blocks, lists, block quotes,
-//! horizontal rules and links; anything else passes through as it is.
+//! never has to be redrawn, and however the stream is chunked the result is the same. A
+//! table is the exception: its rows are held until it ends, so its columns can be aligned.
+//! It knows headings, emphasis, inline code, fenced code blocks (shown indented, without
+//! their fences), lists, block quotes, tables, horizontal rules and links; anything else
+//! passes through as it is.
+
+mod table;
+mod wrap;
+
+use table::Table;
+use wrap::wrap;
 
 /// Resets every style.
 const RESET: &str = "\x1b[0m";
@@ -31,18 +39,28 @@ struct Fence {
     indent: usize,
 }
 
+/// Lines held back because they may be, or are, a table.
+#[derive(Debug, Clone)]
+enum Held {
+    /// A line with a pipe: a table's header if the next line is a delimiter row.
+    Header(String),
+    /// A table whose rows are still coming.
+    Table(Table),
+}
+
 /// Renders a stream of Markdown into terminal text, one complete line at a time.
 #[derive(Debug, Clone)]
 pub struct MarkdownRenderer {
     width: usize,
     pending: String,
     fence: Option<Fence>,
+    held: Option<Held>,
 }
 
 impl MarkdownRenderer {
-    /// A renderer for a terminal `width` columns wide (used for horizontal rules).
+    /// A renderer for a terminal `width` columns wide (lines are wrapped to it).
     pub fn new(width: usize) -> MarkdownRenderer {
-        MarkdownRenderer { width: width.max(3), pending: String::new(), fence: None }
+        MarkdownRenderer { width: width.max(3), pending: String::new(), fence: None, held: None }
     }
 
     /// Takes the next piece of the stream; returns the styled text of every line it
@@ -54,17 +72,23 @@ impl MarkdownRenderer {
         let complete = std::mem::replace(&mut self.pending, rest);
         let mut out = String::new();
         for line in complete.split_terminator('\n') {
-            out.push_str(&self.render_line(line.strip_suffix('\r').unwrap_or(line)));
-            out.push('\n');
+            self.render_line(line.strip_suffix('\r').unwrap_or(line), &mut out);
         }
         out
     }
 
     /// Ends the stream: returns the styled last line if it had no newline (without adding
-    /// one), and gets ready for a new stream.
+    /// one) after any table still held, and gets ready for a new stream.
     pub fn finish(&mut self) -> String {
         let line = std::mem::take(&mut self.pending);
-        let out = if line.is_empty() { String::new() } else { self.render_line(&line) };
+        let mut out = String::new();
+        if !line.is_empty() {
+            self.render_line(&line, &mut out);
+        }
+        self.release_held(&mut out);
+        if !line.is_empty() && out.ends_with('\n') {
+            out.pop();
+        }
         self.reset();
         out
     }
@@ -73,43 +97,86 @@ impl MarkdownRenderer {
     pub fn reset(&mut self) {
         self.pending.clear();
         self.fence = None;
+        self.held = None;
     }
 
-    /// Whether a started line is waiting for its newline.
+    /// Whether a started line is waiting for its newline, or a table for its end.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || self.held.is_some()
     }
 
-    fn render_line(&mut self, line: &str) -> String {
+    /// Renders one complete line into `out` (nothing, one line or several, each ending
+    /// with a newline).
+    fn render_line(&mut self, line: &str, out: &mut String) {
         if let Some(fence) = &self.fence {
             if closes_fence(line, fence) {
                 self.fence = None;
-                return format!("{DIM}{}{RESET}", line.trim_end());
+                return;
             }
             let body = strip_indent(line, fence.indent);
-            return if body.is_empty() { String::new() } else { format!("  {CODE_BLOCK}{body}{RESET}") };
+            if !body.is_empty() {
+                out.push_str(&format!("  {CODE_BLOCK}{body}{RESET}"));
+            }
+            out.push('\n');
+            return;
+        }
+        match self.held.take() {
+            Some(Held::Header(header)) => match Table::start(&header, line) {
+                Some(table) => {
+                    self.held = Some(Held::Table(table));
+                    return;
+                }
+                None => self.emit_block(&header, out),
+            },
+            Some(Held::Table(mut table)) if is_table_row(line) => {
+                table.push_row(line);
+                self.held = Some(Held::Table(table));
+                return;
+            }
+            Some(Held::Table(table)) => emit_table(&table, self.width, out),
+            None => {}
         }
         if let Some(fence) = opens_fence(line) {
             self.fence = Some(fence);
-            return format!("{DIM}{}{RESET}", line.trim_end());
+        } else if is_table_row(line) {
+            self.held = Some(Held::Header(line.to_owned()));
+        } else {
+            self.emit_block(line, out);
         }
-        self.render_block(line)
     }
 
-    /// A line outside code blocks.
-    fn render_block(&self, line: &str) -> String {
+    /// Writes out a held line or table: the stream or the table ended.
+    fn release_held(&mut self, out: &mut String) {
+        match self.held.take() {
+            Some(Held::Header(line)) => self.emit_block(&line, out),
+            Some(Held::Table(table)) => emit_table(&table, self.width, out),
+            None => {}
+        }
+    }
+
+    fn emit_block(&self, line: &str, out: &mut String) {
+        out.push_str(&self.render_block(line, self.width));
+        out.push('\n');
+    }
+
+    /// A line outside code blocks, wrapped to `width`.
+    fn render_block(&self, line: &str, width: usize) -> String {
         let indent_len = line.len() - line.trim_start().len();
         let (indent, body) = line.split_at(indent_len);
         if body.is_empty() {
             return String::new();
         }
         if is_rule(body) {
-            return format!("{indent}{DIM}{}{RESET}", "─".repeat(self.width.saturating_sub(indent.chars().count())));
+            return format!("{indent}{DIM}{}{RESET}", "─".repeat(width.saturating_sub(indent.chars().count())));
         }
         if let Some(quoted) = quote_body(body) {
-            let inner = self.render_block(quoted);
+            let inner = self.render_block(quoted, width.saturating_sub(indent.chars().count() + 2));
             // Each style span inside resets everything, so the dim is re-applied after it.
-            return format!("{indent}{DIM}│ {}{RESET}", inner.replace(RESET, &format!("{RESET}{DIM}")));
+            let lines: Vec<String> = inner
+                .split('\n')
+                .map(|inner| format!("{indent}{DIM}│ {}{RESET}", inner.replace(RESET, &format!("{RESET}{DIM}"))))
+                .collect();
+            return lines.join("\n");
         }
         if let Some((level, text)) = heading(body) {
             let style = match level {
@@ -118,7 +185,7 @@ impl MarkdownRenderer {
                 3 => HEADING_3,
                 _ => BOLD,
             };
-            return format!("{indent}{style}{}{RESET}", inline(text, style));
+            return wrap(&format!("{indent}{style}{}{RESET}", inline(text, style)), width, indent);
         }
         if let Some(item) = bullet_item(body) {
             let (mark, item) = match task_box(item) {
@@ -126,13 +193,29 @@ impl MarkdownRenderer {
                 Some((false, rest)) => ("☐", rest),
                 None => ("•", item),
             };
-            return format!("{indent}{BULLET}{mark}{RESET} {}", inline(item, ""));
+            let hanging = format!("{indent}  ");
+            return wrap(&format!("{indent}{BULLET}{mark}{RESET} {}", inline(item, "")), width, &hanging);
         }
         if let Some((number, item)) = numbered_item(body) {
-            return format!("{indent}{BULLET}{number}{RESET} {}", inline(item, ""));
+            let hanging = format!("{indent}{}", " ".repeat(number.len() + 1));
+            return wrap(&format!("{indent}{BULLET}{number}{RESET} {}", inline(item, "")), width, &hanging);
         }
-        format!("{indent}{}", inline(body, ""))
+        wrap(&format!("{indent}{}", inline(body, "")), width, indent)
     }
+}
+
+/// Writes a finished table, each of its lines ending with a newline.
+fn emit_table(table: &Table, width: usize, out: &mut String) {
+    for line in table.render(width) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
+
+/// A line that may belong to a table: it has a pipe outside any code span.
+fn is_table_row(line: &str) -> bool {
+    let line = line.trim();
+    !line.is_empty() && (line.starts_with('|') || table::cells(line).len() > 1)
 }
 
 fn strip_indent(line: &str, indent: usize) -> &str {
@@ -396,8 +479,13 @@ fn autolink(rest: &str, base: &str) -> Option<(String, usize)> {
 mod tests {
     use super::*;
 
+    /// Rendered wide enough that no line wraps.
     fn render(text: &str) -> String {
-        let mut renderer = MarkdownRenderer::new(20);
+        render_at(200, text)
+    }
+
+    fn render_at(width: usize, text: &str) -> String {
+        let mut renderer = MarkdownRenderer::new(width);
         let mut out = renderer.push(text);
         out.push_str(&renderer.finish());
         out
@@ -423,7 +511,7 @@ mod tests {
 
     const SAMPLE: &str = "# Title ✨\n\nSome **bold** and *italic* and _also_ and `code` here, snake_case_name stays.\n\n\
         - first item with [a link](https://example.com)\n  - nested — ünïcödé\n1. one\n2) two\n\n> quoted **words**\n\n---\n\n\
-        ```rust\nlet x = *y * 2; // **not bold**\n    indented\n```\n\nAfter the code: ~~gone~~ and <https://x.org> and 2 * 3 * 4.\n\
+        ```rust\nlet x = *y * 2; // **not bold**\n    indented\n```\n\n| a | b |\n|---|--:|\n| x | 22 |\n\nAfter the code: ~~gone~~ and <https://x.org> and 2 * 3 * 4.\n\
         Last line without newline 日本語";
 
     #[test]
@@ -466,24 +554,86 @@ mod tests {
     }
 
     #[test]
-    fn fenced_code_blocks_are_dimmed_fences_and_an_unstyled_indented_body() {
+    fn fenced_code_blocks_lose_their_fences_and_keep_an_unstyled_indented_body() {
         let out = render("```python\nx = **y** * `z`\n\n    deeper\n```\nafter **b**\n");
-        let expected = format!(
-            "{DIM}```python{RESET}\n  {CODE_BLOCK}x = **y** * `z`{RESET}\n\n  {CODE_BLOCK}    deeper{RESET}\n{DIM}```{RESET}\nafter {BOLD}b{RESET}\n"
-        );
+        let expected =
+            format!("  {CODE_BLOCK}x = **y** * `z`{RESET}\n\n  {CODE_BLOCK}    deeper{RESET}\nafter {BOLD}b{RESET}\n");
         assert_eq!(out, expected);
     }
 
     #[test]
     fn a_code_block_closes_only_on_a_fence_as_long_as_the_opening_one() {
         let out = render("````\n```\n# not a heading\n````\n# heading\n");
-        assert_eq!(plain(&out), "````\n  ```\n  # not a heading\n````\nheading\n");
+        assert_eq!(plain(&out), "  ```\n  # not a heading\nheading\n");
     }
 
     #[test]
     fn an_indented_fence_inside_a_list_keeps_its_body_aligned() {
         let out = render("- item\n  ```\n  code\n  ```\n");
-        assert_eq!(plain(&out), "• item\n  ```\n  code\n  ```\n");
+        assert_eq!(plain(&out), "• item\n  code\n");
+    }
+
+    #[test]
+    fn code_lines_are_never_wrapped() {
+        let code = "let a_long_name = another_long_name + yet_another_long_name;";
+        assert_eq!(plain(&render_at(20, &format!("```\n{code}\n```\n"))), format!("  {code}\n"));
+    }
+
+    #[test]
+    fn paragraphs_wrap_between_words_at_the_width() {
+        let out = render_at(20, "The quick brown fox jumps over the **lazy dog** today.\n");
+        assert_eq!(plain(&out), "The quick brown fox\njumps over the lazy\ndog today.\n");
+        assert!(out.contains(&format!("{BOLD}lazy{RESET}\n{BOLD}dog{RESET}")), "bold carried over the break: {out:?}");
+    }
+
+    #[test]
+    fn list_items_wrap_under_their_text_at_every_level() {
+        let out = render_at(24, "- one two three four five six\n  1. seven eight nine ten eleven\n");
+        assert_eq!(plain(&out), "• one two three four\n  five six\n  1. seven eight nine\n     ten eleven\n");
+    }
+
+    #[test]
+    fn block_quotes_wrap_with_the_bar_on_every_line() {
+        assert_eq!(plain(&render_at(12, "> one two three four\n")), "│ one two\n│ three four\n");
+    }
+
+    #[test]
+    fn a_table_is_drawn_in_a_box_with_aligned_columns() {
+        let out = render("| Name | Qty | Note |\n|:--|--:|:-:|\n| apple | 3 | **red** |\n| kiwi | 12 |\n\nafter\n");
+        assert_eq!(
+            plain(&out),
+            "┌───────┬─────┬──────┐\n\
+             │ Name  │ Qty │ Note │\n\
+             ├───────┼─────┼──────┤\n\
+             │ apple │   3 │ red  │\n\
+             │ kiwi  │  12 │      │\n\
+             └───────┴─────┴──────┘\n\nafter\n"
+        );
+        assert!(out.contains(&format!("{BOLD}red{RESET}")), "cells are styled: {out:?}");
+        assert!(!out.contains("|"), "no raw pipes: {out:?}");
+    }
+
+    #[test]
+    fn a_table_too_wide_for_the_terminal_wraps_its_widest_column() {
+        let out = render_at(30, "| k | text |\n|---|---|\n| a | one two three four five six seven |\n");
+        let plain = plain(&out);
+        assert!(plain.lines().all(|line| line.chars().count() <= 30), "{plain}");
+        let rows: Vec<&str> = plain.lines().skip(3).take(2).map(str::trim_end).collect();
+        assert_eq!(rows, ["│ a │ one two three four     │", "│   │ five six seven         │"], "{plain}");
+    }
+
+    #[test]
+    fn a_table_at_the_end_of_the_stream_is_drawn_by_finish() {
+        let mut renderer = MarkdownRenderer::new(80);
+        assert_eq!(renderer.push("| a | b |\n|---|---|\n| 1 | 2 |\n"), "");
+        assert!(renderer.has_pending(), "the table waits for its end");
+        assert_eq!(plain(&renderer.finish()).lines().nth(3), Some("│ 1 │ 2 │"));
+    }
+
+    #[test]
+    fn a_line_with_a_pipe_that_starts_no_table_stays_as_written() {
+        assert_eq!(plain(&render("run a | b here\nthen more\n")), "run a | b here\nthen more\n");
+        assert_eq!(plain(&render("a | b")), "a | b");
     }
 
     #[test]
@@ -512,8 +662,8 @@ mod tests {
 
     #[test]
     fn horizontal_rules_span_the_width() {
-        assert_eq!(render("---\n"), format!("{DIM}{}{RESET}\n", "─".repeat(20)));
-        assert_eq!(plain(&render("* * *")), "─".repeat(20));
+        assert_eq!(render_at(20, "---\n"), format!("{DIM}{}{RESET}\n", "─".repeat(20)));
+        assert_eq!(plain(&render_at(20, "* * *")), "─".repeat(20));
         assert_eq!(plain(&render("--")), "--");
     }
 
@@ -552,7 +702,10 @@ mod tests {
             out.contains("• first item with a link (https://example.com)\n  • nested — ünïcödé\n1. one\n2) two\n"),
             "{out}"
         );
-        assert!(out.contains("  let x = *y * 2; // **not bold**\n      indented\n"), "{out}");
+        assert!(
+            out.contains("─\n\n  let x = *y * 2; // **not bold**\n      indented\n\n┌───┬────┐\n│ a │  b │\n"),
+            "{out}"
+        );
         assert!(
             out.ends_with("After the code: gone and https://x.org and 2 * 3 * 4.\nLast line without newline 日本語"),
             "{out}"
@@ -563,7 +716,7 @@ mod tests {
     fn any_chunking_gives_the_same_output_as_one_chunk() {
         let whole = render(SAMPLE);
         for split in (0..=SAMPLE.len()).filter(|i| SAMPLE.is_char_boundary(*i)) {
-            let mut renderer = MarkdownRenderer::new(20);
+            let mut renderer = MarkdownRenderer::new(200);
             let mut out = renderer.push(&SAMPLE[..split]);
             out.push_str(&renderer.push(&SAMPLE[split..]));
             out.push_str(&renderer.finish());
@@ -573,7 +726,7 @@ mod tests {
 
     #[test]
     fn char_by_char_streaming_gives_the_same_output_as_one_chunk() {
-        let mut renderer = MarkdownRenderer::new(20);
+        let mut renderer = MarkdownRenderer::new(200);
         let mut out = String::new();
         for c in SAMPLE.chars() {
             out.push_str(&renderer.push(c.encode_utf8(&mut [0; 4])));

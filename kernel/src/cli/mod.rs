@@ -11,10 +11,12 @@ mod cron;
 mod gateway;
 mod import;
 mod kernel;
+mod local_server;
 mod man;
 mod markdown;
 mod memory;
 mod onboard;
+mod plugin_hints;
 mod repl;
 mod service;
 mod spinner;
@@ -22,6 +24,7 @@ mod status;
 mod stream;
 mod tools;
 mod turn;
+mod typeahead;
 mod usage;
 
 /// oxibot — a personal AI assistant whose tools run as plugin processes.
@@ -78,6 +81,10 @@ enum Command {
     Pairing(PairingCommand),
     /// Write a default config and a workspace (existing files are never overwritten).
     Onboard {
+        /// Use the local OpenAI-compatible server found on this machine (Ollama, llama.cpp's
+        /// server, LM Studio, vLLM): write it into the config as the model's provider.
+        #[arg(long)]
+        local: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -270,7 +277,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ui { port, common } => gateway::ui(&common, port),
         Command::Pairing(PairingCommand::Approve { code }) => gateway::approve(&code),
         Command::Pairing(PairingCommand::List) => gateway::list(),
-        Command::Onboard { common } => onboard::run(&common),
+        Command::Onboard { common, local } => onboard::run(&common, local),
         Command::Status { common } => status::run(&common),
         Command::Tools(ToolsCommand::List { common, json }) => tools::list(&common, json),
         Command::Tools(ToolsCommand::Call { tool, args, timeout, common }) => {

@@ -1,5 +1,5 @@
 //! The interactive `oxibot agent`: a line editor with history on a terminal, plain line
-//! reading otherwise; Ctrl-C stops a reply, `exit`, `quit` or Ctrl-D leave.
+//! reading otherwise; Ctrl-C or `/stop` stops a reply, `exit`, `quit`, `:q` or Ctrl-D leave.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::stream::Style;
 use super::turn::send;
+use super::typeahead::TypeAhead;
 
 /// The prompt as the line editor measures it, and as it is shown.
 const PROMPT: (&str, &str) = ("you › ", "\x1b[1;32myou ›\x1b[0m ");
@@ -25,24 +26,38 @@ pub async fn run(manager: &SessionManager, session: &str, style: Style) -> anyho
     let stdin_tty = std::io::stdin().is_terminal();
     let mut input = if stdin_tty && style.stdout_tty { Input::editor(history_path()) } else { Input::plain(stdin_tty) };
     if stdin_tty {
-        eprintln!("oxibot — /help for commands · Ctrl-C stops a reply · exit, quit or Ctrl-D to leave");
+        eprintln!("oxibot — /help for commands · Ctrl-C or /stop stops a reply · exit, :q or Ctrl-D to leave");
     }
+    let mut typed = TypeAhead::on_terminal();
     // Listening for SIGINT from here on keeps Ctrl-C from ending the program.
     let mut interrupts = tokio::signal::unix::signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
     loop {
-        let Some(line) = input.next_line(&mut interrupts).await? else { break };
+        let queued = typed.as_mut().and_then(TypeAhead::next_queued);
+        let line = match queued {
+            // Typed while the previous reply was shown (the terminal echoed it then).
+            Some(line) => line,
+            None => match input.next_line(&mut interrupts).await? {
+                Some(line) => line,
+                None => break,
+            },
+        };
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        if matches!(line, "exit" | "quit" | "/exit" | "/quit") {
+        if is_leave(line) {
             break;
         }
-        if let Err(error) = send(manager, session, line, style, Some(&mut interrupts)).await {
+        if let Err(error) = send(manager, session, line, style, Some(&mut interrupts), typed.as_mut()).await {
             eprintln!("error: {error}");
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a line means leaving: `exit`, `quit` (with or without a slash) or vi's `:q`.
+fn is_leave(line: &str) -> bool {
+    matches!(line, "exit" | "quit" | "/exit" | "/quit" | ":q" | ":q!" | ":wq")
 }
 
 /// `<data dir>/history/cli_history`.

@@ -10,11 +10,15 @@ use oxibot_kernel::provider::Provider;
 use oxibot_proto::PeerKind;
 
 use super::CommonArgs;
-use super::kernel::{Setup, WorkspaceDefault};
+use super::kernel::{QUIET_CONFIG_WARNINGS, Setup, WorkspaceDefault};
+
+mod checks;
 
 /// Prints the status report.
 pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
+    // The config's problems are listed below, not as warnings on stderr.
+    QUIET_CONFIG_WARNINGS.store(true, std::sync::atomic::Ordering::Relaxed);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
     let defaults = &setup.config.agents.defaults;
     let exists = |p: &std::path::Path| if p.exists() { "" } else { " (missing; run `oxibot onboard`)" };
@@ -48,7 +52,11 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
-        let detail = status.reason.map(|r| format!(" — {r}")).unwrap_or_default();
+        let confined = setup.config.tools.restrict_to_workspace;
+        let detail = status
+            .reason
+            .map(|r| format!(" — {}", super::plugin_hints::explain_failure(&r, confined)))
+            .unwrap_or_default();
         let offers = match status.kind {
             PeerKind::Channel => "channel".to_owned(),
             _ => format!("{} tool{}", status.tools.len(), if status.tools.len() == 1 { "" } else { "s" }),
@@ -57,7 +65,19 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     }
     warn_of_missing_bundled_plugins();
     print_gateway(common, &setup);
+    print_config_problems(&setup);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Unknown keys, what the gateway would refuse and plugin files that are not executable,
+/// one `warning:` line each.
+fn print_config_problems(setup: &Setup) {
+    let gateway_running = super::gateway::settings_of(setup)
+        .is_some_and(|settings| fetch_health(&format!("{}:{}", settings.host, settings.port)).is_some());
+    let plugin_files = super::plugin_hints::not_executable_warnings();
+    for problem in checks::config_problems(setup, gateway_running).into_iter().chain(plugin_files) {
+        println!("warning:   {problem}");
+    }
 }
 
 /// Says so when the bundled tool plugins are not next to this executable (it was installed

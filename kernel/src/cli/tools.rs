@@ -15,6 +15,9 @@ use super::kernel::Setup;
 /// Starts every plugin, waits for them to settle, prints their status.
 pub fn list(common: &CommonArgs, as_json: bool) -> anyhow::Result<ExitCode> {
     let setup = Setup::load(common)?;
+    for warning in super::plugin_hints::not_executable_warnings() {
+        eprintln!("warning: {warning}");
+    }
     let statuses = setup.plugin_statuses()?;
     let mut out = std::io::stdout().lock();
     if as_json {

@@ -52,6 +52,13 @@ impl CronExpr {
             n => return Err(bad(format!("{n} fields"))),
         };
         let (minute, hour, day, month, weekday) = (rest[0], rest[1], rest[2], rest[3], rest[4]);
+        // Said here in the 5-field terms the person wrote; the crate's own words are off by
+        // one ("Minutes must be less than 59") and count a seconds field they never wrote.
+        check_range("minute", minute, 0, 59)
+            .and(check_range("hour", hour, 0, 23))
+            .and(check_range("day of month", day, 1, 31))
+            .and(check_range("month", month, 1, 12))
+            .map_err(bad)?;
         let weekdays = weekday_set(weekday).map_err(bad)?;
         let weekday = crate_weekdays(&weekdays);
         let day_restricted = !matches!(day, "*" | "?");
@@ -76,6 +83,19 @@ impl CronExpr {
         let local = after.with_timezone(&timezone);
         self.schedules.iter().filter_map(|s| s.after(&local).next()).map(|t| t.with_timezone(&Utc)).min()
     }
+}
+
+/// Every number in `field` (lists, ranges and steps' starts) is within `low..=high`.
+fn check_range(name: &str, field: &str, low: u32, high: u32) -> Result<(), String> {
+    for part in field.split(',') {
+        let range = part.split_once('/').map_or(part, |(range, _)| range);
+        for number in range.split('-').filter_map(|atom| atom.parse::<u32>().ok()) {
+            if !(low..=high).contains(&number) {
+                return Err(format!("{name} {number} is out of range ({low}–{high})"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The days (0 = Sunday … 6 = Saturday) a standard day-of-week field selects.
@@ -208,5 +228,19 @@ mod tests {
         let error = CronExpr::parse("0 0 * * 9").unwrap_err().to_string();
         assert!(error.contains("day of week 9"), "{error}");
         assert!(CronExpr::parse("61 * * * *").is_err());
+    }
+
+    // Issue 24, item 15: the crate said "Minutes must be less than 59" for minute 60.
+    #[test]
+    fn an_out_of_range_field_is_named_with_its_range_in_five_field_terms() {
+        let error = CronExpr::parse("60 9 * * *").unwrap_err().to_string();
+        assert!(error.starts_with("minute 60 is out of range (0–59)"), "{error}");
+        let error = CronExpr::parse("0 8-24 * * *").unwrap_err().to_string();
+        assert!(error.starts_with("hour 24 is out of range (0–23)"), "{error}");
+        let error = CronExpr::parse("0 0 0 * *").unwrap_err().to_string();
+        assert!(error.starts_with("day of month 0 is out of range (1–31)"), "{error}");
+        let error = CronExpr::parse("0 0 1 13 *").unwrap_err().to_string();
+        assert!(error.starts_with("month 13 is out of range (1–12)"), "{error}");
+        assert!(CronExpr::parse("59 23 31 12 *").is_ok() && CronExpr::parse("*/15 0-23 1-31 jan-dec *").is_ok());
     }
 }

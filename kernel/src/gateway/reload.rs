@@ -72,7 +72,12 @@ pub async fn watch_config(reload: ConfigReload, router: Rc<Router>, services: Ar
 /// The edited config, or `None` (logged) when it does not load.
 fn load(path: &Path) -> Option<Config> {
     match Config::load(path) {
-        Ok(config) => Some(config),
+        Ok(config) => {
+            for unknown in &config.unknown_keys {
+                tracing::warn!(file = %path.display(), "{unknown}");
+            }
+            Some(config)
+        }
         Err(error) => {
             tracing::error!(%error, "the edited config does not load; the running settings stay");
             None

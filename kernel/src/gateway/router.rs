@@ -122,7 +122,11 @@ impl Router {
                 }
                 PluginEvent::Ready { .. } => {}
                 PluginEvent::Down { plugin, reason } => {
-                    tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted");
+                    if self.accepting.get() {
+                        tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted");
+                    } else {
+                        tracing::info!(plugin = %plugin, %reason, "plugin stopped; the gateway is shutting down");
+                    }
                     *self.downs.borrow_mut().entry(plugin).or_default() += 1;
                 }
             }

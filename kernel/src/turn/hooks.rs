@@ -50,6 +50,10 @@ pub trait Hook: Send {
     fn on_stream_end(&mut self) -> HookResult {
         Ok(())
     }
+    /// When the provider retried after partial output: the deltas so far are void.
+    fn on_stream_restart(&mut self) -> HookResult {
+        Ok(())
+    }
     /// Before a batch of tool calls runs.
     fn before_execute_tools(&mut self, _calls: &[ToolCall]) -> HookResult {
         Ok(())
@@ -89,6 +93,11 @@ impl CompositeHook {
     /// Calls `on_stream_end` on every hook.
     pub fn on_stream_end(&mut self) {
         self.each("on_stream_end", |h| h.on_stream_end());
+    }
+
+    /// Calls `on_stream_restart` on every hook.
+    pub fn on_stream_restart(&mut self) {
+        self.each("on_stream_restart", |h| h.on_stream_restart());
     }
 
     /// Calls `before_execute_tools` on every hook.
@@ -165,6 +174,50 @@ impl Hook for UsageHook {
         totals.cached_tokens += step.usage.cached_tokens;
         totals.calls += 1;
         totals.last_prompt_tokens = step.usage.prompt_tokens;
+        Ok(())
+    }
+}
+
+/// Keeps the text the model is streaming and has not finished yet, so a stopped turn can
+/// keep what the person already saw. Emptied when a stream is complete: the runner stores
+/// a finished step's text itself.
+pub struct PartialReply {
+    text: Arc<Mutex<String>>,
+}
+
+impl PartialReply {
+    /// A hook writing into `text`, which the caller reads after a stop.
+    pub fn new(text: Arc<Mutex<String>>) -> PartialReply {
+        PartialReply { text }
+    }
+
+    fn text(&self) -> std::sync::MutexGuard<'_, String> {
+        self.text.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Hook for PartialReply {
+    fn name(&self) -> &str {
+        "partial-reply"
+    }
+
+    fn before_iteration(&mut self, _info: &IterationInfo) -> HookResult {
+        self.text().clear();
+        Ok(())
+    }
+
+    fn on_stream(&mut self, delta: &str) -> HookResult {
+        self.text().push_str(delta);
+        Ok(())
+    }
+
+    fn on_stream_end(&mut self) -> HookResult {
+        self.text().clear();
+        Ok(())
+    }
+
+    fn on_stream_restart(&mut self) -> HookResult {
+        self.text().clear();
         Ok(())
     }
 }

@@ -262,6 +262,7 @@ impl Turn<'_> {
                 let _ = events.send(TurnEvent::Delta(delta));
             }
             StreamEvent::Restart => {
+                hooks.on_stream_restart();
                 let _ = events.send(TurnEvent::Restart);
             }
             StreamEvent::Reasoning(_) => {}
