@@ -194,6 +194,13 @@ impl PluginSpec {
         names.iter().find_map(|name| config.get(name).cloned())
     }
 
+    /// Whether this is the bundled shell plugin, which runs each command in a container of its
+    /// own making. Landlock forbids mounting, so where containers can be built the launcher
+    /// does not confine the plugin itself (its commands are confined, container and Landlock).
+    pub fn contains_its_commands(&self) -> bool {
+        self.origin == Origin::Bundled && self.name == "shell"
+    }
+
     /// The kind the executable's name suggests (`oxibot-channel-*` is a channel, anything
     /// else a tool), shown until the plugin announces its kind in `hello`.
     pub fn expected_kind(&self) -> PeerKind {

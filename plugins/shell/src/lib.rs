@@ -17,10 +17,12 @@
 //! ([`output`]).
 
 pub mod confine;
+pub mod contain;
 pub mod exec;
 pub mod group;
 pub mod guard;
 pub mod output;
+pub mod plan;
 pub mod policy;
 pub mod process;
 pub mod sandbox;

@@ -100,7 +100,7 @@ fn guardian_command(guardian: &Path, command: &str, cwd: &Path, confinement: Opt
     let mut cmd = Command::new(guardian);
     cmd.arg(GUARD_ARG);
     if let Some(confinement) = confinement {
-        cmd.args(confinement.policy().to_args()).envs(confinement.env());
+        cmd.args(confinement.plan().to_args()).envs(confinement.env());
     }
     cmd.args(["--", "sh", "-c", command])
         .current_dir(cwd)
