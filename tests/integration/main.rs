@@ -40,6 +40,9 @@
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `container`: the container around `exec`: TCP Fast Open, MPTCP and UDP with the network
+//!   off, the key ring, SysV shared memory, `chmod`/`utime`/`setxattr` outside, `/proc`, unix
+//!   sockets outside, background children, the assistant's state under `rm -rf`, status layers;
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
@@ -86,6 +89,7 @@ mod channel_wecom;
 mod channels;
 mod cli_service;
 mod cli_tools;
+mod container;
 mod cron;
 mod fs_containment;
 mod gateway;

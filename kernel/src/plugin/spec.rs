@@ -194,11 +194,12 @@ impl PluginSpec {
         names.iter().find_map(|name| config.get(name).cloned())
     }
 
-    /// Whether this is the bundled shell plugin, which runs each command in a container of its
-    /// own making. Landlock forbids mounting, so where containers can be built the launcher
-    /// does not confine the plugin itself (its commands are confined, container and Landlock).
+    /// Whether this is the shell plugin (`oxibot-tool-shell`, bundled or named in a `plugins`
+    /// entry to set its environment), which runs each command in a container of its own
+    /// making. Landlock forbids mounting, so where containers can be built the launcher does
+    /// not confine the plugin itself; its commands are confined (container and Landlock).
     pub fn contains_its_commands(&self) -> bool {
-        self.origin == Origin::Bundled && self.name == "shell"
+        self.command.file_name().is_some_and(|name| name == "oxibot-tool-shell")
     }
 
     /// The kind the executable's name suggests (`oxibot-channel-*` is a channel, anything
