@@ -379,3 +379,23 @@ fn status_names_every_layer_that_confines_exec_and_the_fallback_without_namespac
     let output = scene.exec_with("echo ran", off);
     assert_eq!(output.trim(), "ran");
 }
+
+// A command run as root keeps no more than the user's file permissions: no capabilities, so a
+// file whose mode denies its owner stays unreadable (as root with capabilities reads it).
+#[test]
+fn a_command_holds_no_capabilities_in_its_container() {
+    require_namespaces();
+    let is_root = rustix::process::getuid().is_root();
+    for restrict in [false, true] {
+        let scene = Scene::new(restrict);
+        let file = scene.ws.write("locked.txt", "locked content");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let output = scene.exec("cat locked.txt; grep CapEff \"$(printf '\\057proc\\057self\\057status')\"");
+        if restrict {
+            assert!(!output.contains("locked content"), "{output}");
+            assert!(output.contains("CapEff:\t0000000000000000"), "{output}");
+        } else if is_root {
+            assert!(output.contains("locked content"), "root with capabilities must read it: {output}");
+        }
+    }
+}
