@@ -120,9 +120,12 @@ fn run(guardian: &Path, ws: &Path, plan: Option<&Plan>) -> Duration {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The open stdin is the guardian's lifeline; it is dropped after the wait.
+    // The open stdin is the guardian's lifeline (`wait` would close it first): held until the
+    // command is done.
+    let lifeline = child.stdin.take();
     let status = child.wait().unwrap();
     let took = started.elapsed();
+    drop(lifeline);
     assert!(status.success(), "the command failed: {status}");
     took
 }
