@@ -127,6 +127,13 @@ fn policy(workspace: &Path, tmp: &Path, network: bool) -> Policy {
         policy.allow_public_search_path(&search_path);
     }
     policy.allow_read_write(workspace).allow_read_write(tmp);
+    // A workspace reached through a symbolic link: a container recreates the link, so the
+    // directory it leads to must be there too.
+    if let Ok(real) = std::fs::canonicalize(workspace)
+        && real != workspace
+    {
+        policy.allow_read_write(real);
+    }
     if let Some(extra) = std::env::var_os(ALLOW_PATHS_VAR) {
         for path in std::env::split_paths(&extra).filter(|path| path.is_absolute()) {
             policy.allow_read_write(path);
@@ -148,10 +155,12 @@ pub fn container_support() -> Result<(), String> {
 
 /// The container of a command in `workspace`, its scratch space in `scratch`.
 fn container(workspace: &Path, scratch: &Path) -> std::io::Result<Container> {
+    // Bound where they really are: a bind through a symbolic link would land outside the root.
+    let real = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let container = Container {
         scratch: scratch.to_path_buf(),
         ids: Ids::current(),
-        protected: PROTECTED.iter().map(|entry| workspace.join(entry)).collect(),
+        protected: PROTECTED.iter().map(|entry| real.join(entry)).collect(),
     };
     for dir in [container.mount_point(), container.tmp()] {
         DirBuilder::new().mode(0o700).create(dir)?;
