@@ -248,6 +248,16 @@ mod tests {
     }
 
     #[test]
+    fn only_the_shell_plugin_contains_its_commands_whatever_its_entry_is_called() {
+        let bundled = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-shell"), Origin::Bundled);
+        let mut configured = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-shell"), Origin::Config);
+        configured.name = "shell".to_owned();
+        let other = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled);
+        assert!(bundled.contains_its_commands() && configured.contains_its_commands());
+        assert!(!other.contains_its_commands());
+    }
+
+    #[test]
     fn an_unconfined_spec_has_no_policy() {
         let spec = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled);
         assert!(!spec.is_confined());

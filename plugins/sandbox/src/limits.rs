@@ -2,8 +2,8 @@
 //! a file it may write, and how much address space each of its processes may take.
 //!
 //! In a container the process count is counted per user namespace, so the limit holds the
-//! command's own processes, not the user's others. A limit of `0` leaves that resource as it
-//! was.
+//! command's own processes, not the user's others; outside one it counts all of the user's, so
+//! the shell plugin leaves it unset there. A limit of `0` leaves that resource as it was.
 
 use std::ffi::OsString;
 

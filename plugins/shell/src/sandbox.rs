@@ -89,7 +89,13 @@ impl Confinement {
         if let Some(search_path) = std::env::var_os("PATH") {
             env.push((OsString::from("PATH"), reachable_search_path(&search_path, &policy)));
         }
-        let plan = Plan { container, limits: Some(limits()), policy: Some(policy) };
+        let mut limits = limits();
+        if container.is_none() {
+            // Outside a user namespace the process limit counts every process of the user
+            // (a desktop's browser threads too): it would stop commands, not fork bombs.
+            limits.processes = 0;
+        }
+        let plan = Plan { container, limits: Some(limits), policy: Some(policy) };
         Ok(Some(Confinement { plan, env, tmp }))
     }
 
