@@ -44,6 +44,9 @@
 //!   and a tool with an oversized description is refused alone;
 //! - `config_checks`: config typos warned about with the closest key; `status` checks ports,
 //!   `enabled` types and the time zone;
+//! - `container`: the container around `exec`: TCP Fast Open, MPTCP and UDP with the network
+//!   off, the key ring, SysV shared memory, `chmod`/`utime`/`setxattr` outside, `/proc`, unix
+//!   sockets outside, background children, the assistant's state under `rm -rf`, status layers;
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
 //! - `fs_large_files`: `read_file` of a 20 GiB sparse file reads only the page it returns;
@@ -95,6 +98,7 @@ mod channels;
 mod cli_service;
 mod cli_tools;
 mod config_checks;
+mod container;
 mod cron;
 mod fs_containment;
 mod fs_large_files;

@@ -1,5 +1,6 @@
-//! No plugin process — nor a command a plugin started — outlives the kernel, even when the
-//! kernel is killed with SIGKILL and runs no cleanup.
+//! No plugin process — nor a command a plugin started, nor a child a plugin put in a session of
+//! its own — outlives the kernel, even when the kernel is killed with SIGKILL and runs no
+//! cleanup.
 
 use std::process::{Child, Command, Stdio};
 
@@ -60,4 +61,33 @@ fn commands_started_by_exec_die_with_a_kernel_killed_by_sigkill() {
     sigkill(kernel.id());
     kernel.wait().unwrap();
     assert!(wait_until(DEADLINE, || pids_with_cmdline(&needle).is_empty()), "exec's command outlived the kernel");
+}
+
+// Issue 23, finding 6: 200 of 200 `setsid` children of a plugin outlived the kernel.
+#[test]
+fn a_plugins_setsid_child_dies_with_a_kernel_killed_by_sigkill() {
+    for restrict in [false, true] {
+        let home = TempDir::new("orphan-home");
+        let ws = TempDir::new("orphan-ws");
+        // A distinctive sleep duration identifies this test's child among all processes.
+        let seconds = 5000 + (std::process::id() % 4000);
+        let needle = format!("sleep {seconds}.{} ", u8::from(restrict) + 1);
+        let script = format!("setsid {}& exec sleep 1000", needle);
+        let config = serde_json::json!({
+            "agents": {"defaults": {"workspace": ws.path()}},
+            "tools": {"restrictToWorkspace": restrict},
+            "plugins": [{"name": "spawner", "command": "/bin/sh", "args": ["-c", script]}],
+        });
+        home.write("config.json", &config.to_string());
+        let mut kernel = spawn_kernel(&home, &ws, &["tools", "list"]);
+        assert!(wait_until(DEADLINE, || !pids_with_cmdline(&needle).is_empty()), "the plugin never started its child");
+        sigkill(kernel.id());
+        kernel.wait().unwrap();
+        let gone = wait_until(DEADLINE, || pids_with_cmdline(&needle).is_empty());
+        let survivors = pids_with_cmdline(&needle);
+        for pid in &survivors {
+            sigkill(*pid);
+        }
+        assert!(gone, "restrict={restrict}: the plugin's setsid child outlived the kernel: {survivors:?}");
+    }
 }

@@ -160,10 +160,10 @@ fn parse_line(line: &str) -> Option<(&str, &str, &str)> {
     (!sender.is_empty() && !chat.is_empty()).then_some((sender, chat, text))
 }
 
-/// A fresh inbound id, unique across restarts of this channel.
+/// A fresh inbound id, unique across restarts of this channel (a process id alone is not: each
+/// run is the same pid of its own PID namespace).
 fn next_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(1);
-    format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    serving::fresh_id("loopback")
 }
 
 #[cfg(test)]

@@ -138,10 +138,14 @@ pub fn sandbox_off_warning(config_path: &std::path::Path) -> String {
 }
 
 /// Which sandbox confines `exec` and the plugins, in one line.
+/// Which sandbox confines `exec` and the plugins, in one line, then which layers are active.
 fn sandbox_line(restricted: bool, workspace: &std::path::Path) -> String {
     let support = oxibot_sandbox::detect();
+    let layers = layers_line(restricted, support.is_available());
     if !restricted {
-        return format!("{support}; not used: tools.restrictToWorkspace is false, exec and plugins run unconfined");
+        return format!(
+            "{support}; not used: tools.restrictToWorkspace is false, exec and plugins run unconfined\n{layers}"
+        );
     }
     if !support.is_available() {
         return format!(
@@ -157,7 +161,32 @@ fn sandbox_line(restricted: bool, workspace: &std::path::Path) -> String {
             data.display()
         ));
     }
-    line
+    format!("{line}\n{layers}")
+}
+
+/// The `layers:` line: what confines an `exec` command (namespaces, seccomp, landlock,
+/// rlimits) and whether plugins get their own PID namespaces.
+fn layers_line(restricted: bool, landlock: bool) -> String {
+    let namespaces = std::env::current_exe()
+        .map_err(|error| format!("cannot locate the oxibot binary: {error}"))
+        .and_then(|exe| oxibot_kernel::launcher::namespace_support(&exe));
+    let plugins = match &namespaces {
+        Ok(()) => "plugins: own PID namespace each (nothing they start outlives them)".to_owned(),
+        Err(reason) => {
+            format!("plugins: no PID namespaces ({reason}), what they start in a new session may outlive them")
+        }
+    };
+    if !restricted {
+        return format!("layers:    exec: none (unrestricted); {plugins}");
+    }
+    if !landlock {
+        return format!("layers:    exec: none (refuses); {plugins}");
+    }
+    let exec = match &namespaces {
+        Ok(()) => "namespaces (user, mount, pid, ipc, uts, net when off), seccomp, landlock, rlimits".to_owned(),
+        Err(reason) => format!("namespaces off ({reason}), falling back to landlock only: seccomp, landlock, rlimits"),
+    };
+    format!("layers:    exec: {exec}; {plugins}")
 }
 
 /// The running gateway's channels, asked of its health endpoint.

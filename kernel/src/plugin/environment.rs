@@ -34,6 +34,8 @@ const PASSED: &[&str] = &[
     "OXIBOT_HOME",
     // Can only switch the sandbox off, which makes `exec` refuse: never a widening.
     "OXIBOT_SANDBOX_DISABLE",
+    // Can only take the container away (exec falls back to Landlock alone, and says so).
+    "OXIBOT_CONTAINER_DISABLE",
 ];
 
 /// Variables passed through by prefix (the locale categories).

@@ -211,12 +211,15 @@ fn sandboxing(spec: &PluginSpec, launch: &Launch<'_>) -> std::io::Result<Option<
         std::fs::create_dir_all(media)?;
     }
     let Some(policy) = spec.sandbox_policy(&tmp.0) else { return Ok(None) };
+    let contained = spec.contains_its_commands()
+        && launch.launcher.is_some_and(|launcher| crate::launcher::namespace_support(launcher).is_ok());
+    let launcher_args = if contained { Vec::new() } else { policy.to_args() };
     let mut env = vec![("TMPDIR", tmp.0.clone().into_os_string())];
     let extra = spec.extra_paths();
     if !extra.is_empty() {
         env.push((ALLOW_PATHS_VAR, std::env::join_paths(extra).unwrap_or_default()));
     }
-    Ok(Some(Sandboxing { launcher_args: policy.to_args(), env, tmp }))
+    Ok(Some(Sandboxing { launcher_args, env, tmp }))
 }
 
 /// `exit code 3`, `signal 9 (SIGKILL)`, …

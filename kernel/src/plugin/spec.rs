@@ -198,6 +198,14 @@ impl PluginSpec {
         names.iter().find_map(|name| config.get(name).cloned())
     }
 
+    /// Whether this is the shell plugin (`oxibot-tool-shell`, bundled or named in a `plugins`
+    /// entry to set its environment), which runs each command in a container of its own
+    /// making. Landlock forbids mounting, so where containers can be built the launcher does
+    /// not confine the plugin itself; its commands are confined (container and Landlock).
+    pub fn contains_its_commands(&self) -> bool {
+        self.command.file_name().is_some_and(|name| name == "oxibot-tool-shell")
+    }
+
     /// The kind the executable's name suggests (`oxibot-channel-*` is a channel, anything
     /// else a tool), shown until the plugin announces its kind in `hello`.
     pub fn expected_kind(&self) -> PeerKind {
@@ -241,6 +249,16 @@ mod tests {
             PluginSpec::for_executable(PathBuf::from(format!("/opt/oxibot/oxibot-channel-{name}")), Origin::Bundled);
         spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
         spec
+    }
+
+    #[test]
+    fn only_the_shell_plugin_contains_its_commands_whatever_its_entry_is_called() {
+        let bundled = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-shell"), Origin::Bundled);
+        let mut configured = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-shell"), Origin::Config);
+        configured.name = "shell".to_owned();
+        let other = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled);
+        assert!(bundled.contains_its_commands() && configured.contains_its_commands());
+        assert!(!other.contains_its_commands());
     }
 
     #[test]

@@ -15,6 +15,15 @@ pub enum SandboxError {
     /// A policy given on the command line is malformed.
     #[error("bad sandbox arguments: {0}")]
     BadArguments(String),
+    /// A namespace could not be entered, or the container's root could not be built.
+    #[error("cannot build the container: {0}")]
+    Namespaces(String),
+    /// The seccomp filter could not be compiled or applied.
+    #[error("cannot apply the seccomp filter: {0}")]
+    Seccomp(String),
+    /// A resource limit could not be set.
+    #[error("cannot set a resource limit: {0}")]
+    Limits(String),
     /// Capabilities could not be dropped.
     #[error("cannot drop capabilities: {0}")]
     Capabilities(std::io::Error),

@@ -17,10 +17,41 @@
 //! to read and execute, `/etc`, `/proc` and `/sys` to read, and a few harmless devices. It never
 //! includes the user's home directory or oxibot's data directory; see [`system`].
 //!
+//! Landlock alone (up to ABI 7, what this crate targets) does not mediate UDP, TCP Fast Open or
+//! MPTCP, `connect()` to *pathname* unix sockets, the key ring, System V IPC, `chmod`, `utime`
+//! or `setxattr`, nor reading other processes' `/proc` entries. So `exec` commands also run in
+//! a **container** built from the pieces here, each applied by the process it confines:
+//! - [`namespaces`]: new user, mount, PID, IPC, UTS and (with the network off) network
+//!   namespaces; the command runs as the user again in a nested user namespace;
+//! - [`mounts`]: a root made only of the policy's paths (read-only, except what it may
+//!   write, and the assistant's own state read-only inside the workspace), a private `/tmp`,
+//!   a new `/proc`; no home directory, no data directory, no `/run`;
+//! - [`seccomp`]: a filter refusing what reaches outside (key ring, SysV IPC, `ptrace`, `bpf`,
+//!   mounts, new namespaces, socket families the policy does not allow);
+//! - [`limits`]: `RLIMIT_NPROC`, `RLIMIT_FSIZE`, `RLIMIT_AS`.
+//!
+//! Landlock stays on top. The plugin launcher uses [`namespaces::enter_plugin`]: a plugin is PID 1
+//! of its own PID namespace, so everything it starts dies with it.
+//!
+//! ## Why these crates
+//! The workspace forbids `unsafe` code, so the system calls come from crates with safe
+//! wrappers: `nix` (MIT, already in the lock through `rustyline`) for `unshare`, `mount`,
+//! `pivot_root` and `sethostname` (rustix 1.x marks `unshare` unsafe), and `seccompiler`
+//! (rust-vmm's, Apache-2.0 or BSD-3-Clause, pure Rust, only `libc`) to compile and apply the
+//! seccomp filter. Rejected: `hakoniwa` (a complete container runtime, but LGPL-3.0 with a
+//! linking exception, not a permissive licence, and its seccomp needs the C libseccomp),
+//! `birdcage` (GPL-3.0), `extrasafe` (its `Isolate` runs a Rust closure registered at `main` in
+//! a re-executed child of its own making, which would sit beside, not inside, the shell
+//! plugin's guardian → confine chain; its seccomp layer is `seccompiler` with more on top), and
+//! Debian's `bubblewrap` (an outside program most machines lack, and one more process per
+//! command). The steps are small and each runs where it must: the namespaces in a process
+//! that has just been executed (the kernel refuses a new user namespace to a threaded one),
+//! the root and `/proc` in the new PID namespace's first process, and the seccomp filter,
+//! Landlock and the limits in the last step before `sh`.
+//!
 //! What this crate is **not**:
-//! - not a container: no namespaces, no seccomp filter, no resource limits. Landlock (up to ABI
-//!   7, what this crate targets) does not mediate `connect()` to *pathname* unix sockets, UDP, or
-//!   reading a file through a descriptor opened before confinement;
+//! - not a process manager: it confines the calling process; the shell plugin's guardian and
+//!   the kernel's launcher decide which process runs what;
 //! - not a fallback: when Landlock is missing [`apply`] fails with
 //!   [`SandboxError::Unavailable`] and confines nothing. Callers decide whether to refuse (the
 //!   shell plugin does) or to go on unconfined (the plugin launcher does, and says so);
@@ -32,9 +63,14 @@
 
 mod error;
 mod landlock;
+pub mod lifetime;
+pub mod limits;
+pub mod mounts;
+pub mod namespaces;
 mod policy;
 mod privileges;
 pub mod program;
+pub mod seccomp;
 pub mod system;
 
 pub use error::SandboxError;

@@ -1,4 +1,4 @@
-//! Guardian mode: `oxibot-tool-shell __guard [POLICY] -- PROGRAM [ARGS…]`.
+//! Guardian mode: `oxibot-tool-shell __guard [PLAN] -- PROGRAM [ARGS…]`.
 //!
 //! The plugin starts its own binary this way as the leader of a new process group, with stdin
 //! a pipe whose only writer is the plugin. The guardian makes itself a child subreaper, so
@@ -10,10 +10,11 @@
 //! the kernel closes the pipe when the plugin dies for any reason, SIGKILL included, no command
 //! outlives the plugin that started it.
 //!
-//! With a sandbox policy (see [`oxibot_sandbox::Policy::to_args`]) before `--`, PROGRAM is not
-//! started directly but through [`crate::confine`]: this binary again, which confines itself
-//! and then becomes PROGRAM. The guardian itself stays outside that sandbox, so with Landlock
-//! scoping the command cannot signal it and escape the clean-up.
+//! With a plan (see [`crate::plan::Plan`]) before `--`, PROGRAM is not started directly but
+//! through this binary again: [`crate::contain`] when the plan holds a container (PROGRAM then
+//! runs as a child of the container's PID 1, and everything it starts dies with that PID 1),
+//! else [`crate::confine`], which confines itself and then becomes PROGRAM. The guardian itself
+//! stays outside the sandbox, so the command cannot signal it and escape the clean-up.
 //!
 //! When PROGRAM exits by itself, the guardian exits with its status (a signal `n` becomes
 //! `128 + n`, as shells report it) and leaves the rest of the group alone.
@@ -25,12 +26,13 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::{Mutex, PoisonError};
 
-use oxibot_sandbox::Policy;
 use rustix::process::{Pid, Signal, getpgrp, getpid, kill_process, set_child_subreaper};
 
 use crate::confine::{CONFINE_ARG, split_command};
+use crate::contain::{CONTAIN_ARG, PARENT_VAR};
 use crate::group::kill_group;
-use crate::tree::kill_descendants;
+use crate::plan::Plan;
+use crate::tree::kill_own_descendants;
 
 /// The first argument that switches the binary into guardian mode.
 pub const GUARD_ARG: &str = "__guard";
@@ -57,7 +59,7 @@ pub fn guard_args(args: &[OsString]) -> Option<&[OsString]> {
 
 /// Runs the guardian with the arguments after `__guard` and returns PROGRAM's exit status.
 pub fn run(args: &[OsString]) -> ExitCode {
-    let (policy, rest) = match Policy::from_args(args) {
+    let (plan, rest) = match Plan::from_args(args) {
         Ok(parsed) => parsed,
         Err(error) => return usage(&error.to_string()),
     };
@@ -68,13 +70,21 @@ pub fn run(args: &[OsString]) -> ExitCode {
     // Orphans of the command are re-parented to the guardian, so the clean-up still finds them.
     // Without it (not Linux) the clean-up still reaches everything that kept its parent.
     let _ = set_child_subreaper(Some(getpid()));
-    let mut command = match policy {
-        Some(_) => {
+    let mut command = match (&plan.container, &plan.policy) {
+        (Some(_), Some(_)) => {
+            let mut command = Command::new(own_executable());
+            command.arg(CONTAIN_ARG).args(args);
+            if let Some(pid) = oxibot_sandbox::lifetime::proc_view_pid() {
+                command.env(PARENT_VAR, pid.to_string());
+            }
+            command
+        }
+        (None, Some(_)) => {
             let mut command = Command::new(own_executable());
             command.arg(CONFINE_ARG).args(args);
             command
         }
-        None => {
+        (_, None) => {
             let mut command = Command::new(program);
             command.args(program_args);
             command
@@ -105,7 +115,7 @@ pub fn run(args: &[OsString]) -> ExitCode {
 
 /// Reports a usage error.
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("oxibot-tool-shell: {problem}; usage: oxibot-tool-shell {GUARD_ARG} [POLICY] -- PROGRAM [ARGS...]");
+    eprintln!("oxibot-tool-shell: {problem}; usage: oxibot-tool-shell {GUARD_ARG} [PLAN] -- PROGRAM [ARGS...]");
     ExitCode::from(USAGE_EXIT)
 }
 
@@ -137,7 +147,7 @@ fn wait_for_end_of_input() {
 fn kill_everything(leads_group: bool, child: Pid) -> ! {
     let _ending = ENDING.lock().unwrap_or_else(PoisonError::into_inner);
     let _ = kill_process(child, Signal::KILL);
-    kill_descendants(getpid());
+    kill_own_descendants();
     if leads_group {
         kill_group(getpid());
     }

@@ -7,20 +7,26 @@
 //! command started, even those that left the group or lost their parent ([`tree`]), so nothing
 //! a command started outlives it.
 //!
-//! While the workspace is restricted the command runs in an OS sandbox ([`sandbox`], applied by
-//! [`confine`] between the guardian and `sh`): it can reach the workspace, a private temporary
-//! directory and the system's programs, and nothing of the user's home or oxibot's data
-//! directory. Without a sandbox, restricted calls are refused. Before running, a command is also
+//! While the workspace is restricted the command runs in an OS sandbox ([`sandbox`] plans it,
+//! [`plan`] carries it as arguments): where user namespaces work, a container built by
+//! [`contain`] (guardian → `__contain` → the container's PID 1 `__init` → `__confine` → `sh`),
+//! else Landlock alone; in both [`confine`] applies the limits, Landlock, and the seccomp filter
+//! right before `sh`. The command can reach the workspace (the assistant's own state in it
+//! read-only in a container), a private temporary directory and the system's programs, and
+//! nothing of the user's home or oxibot's data directory. Without Landlock, restricted calls are
+//! refused. Before running, a command is also
 //! checked against a deny list of destructive commands and, when restricted, against literal
 //! paths leading outside the workspace ([`policy`]): a friendly first answer, not the boundary.
 //! Output is collected in bounded memory and shortened in the middle for the model
 //! ([`output`]).
 
 pub mod confine;
+pub mod contain;
 pub mod exec;
 pub mod group;
 pub mod guard;
 pub mod output;
+pub mod plan;
 pub mod policy;
 pub mod process;
 pub mod sandbox;

@@ -7,8 +7,11 @@
 //! [`CLEAN_UP_GRACE`], its group is killed from here. If the plugin dies, the pipe closes just
 //! the same.
 //!
-//! A command that finishes by itself leaves the group alone, so processes it deliberately put
-//! in the background with their output redirected keep running, as they would in a terminal.
+//! A command that finishes by itself leaves the group alone, so without a container processes
+//! it deliberately put in the background with their output redirected keep running, as they
+//! would in a terminal; one that still holds the output when the time runs out is killed with
+//! the group. In a container (see [`crate::contain`]) everything the command started ends with
+//! it.
 
 use std::io;
 use std::path::Path;
@@ -84,8 +87,12 @@ pub async fn run(
         }
         Err(_elapsed) => {
             lifeline.cut();
-            if tokio::time::timeout(CLEAN_UP_GRACE, child.wait()).await.is_err() {
-                lifeline.kill_group_now();
+            let guardian_ended = tokio::time::timeout(CLEAN_UP_GRACE, child.wait()).await.is_ok();
+            // A guardian that ended before the timeout (the command returned, a background
+            // child kept the output open) killed nothing: what is left of its group goes now,
+            // as the timeout message promises. A stuck guardian goes with it.
+            lifeline.kill_group_now();
+            if !guardian_ended {
                 reap(&mut child).await;
             }
             lifeline.disarm();
@@ -100,7 +107,7 @@ fn guardian_command(guardian: &Path, command: &str, cwd: &Path, confinement: Opt
     let mut cmd = Command::new(guardian);
     cmd.arg(GUARD_ARG);
     if let Some(confinement) = confinement {
-        cmd.args(confinement.policy().to_args()).envs(confinement.env());
+        cmd.args(confinement.plan().to_args()).envs(confinement.env());
     }
     cmd.args(["--", "sh", "-c", command])
         .current_dir(cwd)

@@ -1,5 +1,6 @@
-//! How `exec` confines a command while the workspace is restricted: the sandbox policy, a
-//! private temporary directory, and the environment the command gets.
+//! How `exec` confines a command while the workspace is restricted: the [`Plan`] (container,
+//! limits, sandbox policy), a private temporary directory, and the environment the command
+//! gets.
 //!
 //! The command may read and write the workspace and its own temporary directory (`TMPDIR`),
 //! read and execute the system's programs, and read `/etc`, `/proc` and `/sys`; the user's home
@@ -8,28 +9,53 @@
 //! granted again. The network stays allowed unless the plugin's environment sets
 //! [`NETWORK_VAR`] to `off`.
 //!
-//! Without a sandbox the restriction cannot be kept, so [`Confinement::prepare`] refuses: the
+//! Where the system allows user namespaces (probed once per plugin process, see
+//! [`container_support`]) the command runs in a container ([`crate::contain`]): only those
+//! paths exist for it, the workspace's `.git`, `memory/`, `cron/`, `SOUL.md`, `USER.md` and
+//! `AGENTS.md` ([`PROTECTED`]) are read-only, its `/tmp` is the private directory, its `/proc`
+//! shows only its own processes, and with the network off it has an empty network namespace.
+//! Elsewhere it runs under Landlock, the seccomp filter and the limits alone. Either way the
+//! limits ([`limits`]) can be raised in the plugin's environment: [`MAX_PROCESSES_VAR`],
+//! [`MAX_FILE_MB_VAR`], [`MAX_MEMORY_MB_VAR`].
+//!
+//! Without Landlock the restriction cannot be kept, so [`Confinement::prepare`] refuses: the
 //! command is never run unconfined while the workspace is restricted.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use oxibot_plugin::{CallContext, ToolError, workspace};
+use oxibot_sandbox::limits::Limits;
+use oxibot_sandbox::mounts::CONTAINER_TMP;
+use oxibot_sandbox::namespaces::{Ids, PROBE_ARG, probe};
 use oxibot_sandbox::system::reachable_search_path;
 use oxibot_sandbox::{ALLOW_PATHS_VAR, Policy, Support, detect};
 
-/// Environment variable of the plugin that takes TCP away from commands: `off`, `false`, `no`
-/// or `0`.
+use crate::plan::{Container, Plan};
+
+/// Environment variable of the plugin that takes the network away from commands: `off`,
+/// `false`, `no` or `0`.
 pub const NETWORK_VAR: &str = "OXIBOT_EXEC_NETWORK";
+/// Environment variable of the plugin: how many processes a command may run at once.
+pub const MAX_PROCESSES_VAR: &str = "OXIBOT_EXEC_MAX_PROCESSES";
+/// Environment variable of the plugin: the largest file a command may write, in MiB.
+pub const MAX_FILE_MB_VAR: &str = "OXIBOT_EXEC_MAX_FILE_MB";
+/// Environment variable of the plugin: the address space of each of a command's processes, in
+/// MiB.
+pub const MAX_MEMORY_MB_VAR: &str = "OXIBOT_EXEC_MAX_MEMORY_MB";
+/// The workspace entries that hold the assistant's own state, read-only for commands in a
+/// container (the kernel's own tools keep editing them).
+pub const PROTECTED: &[&str] = &[".git", "memory", "cron", "SOUL.md", "USER.md", "AGENTS.md"];
 
 /// Everything that confines one command; dropping it removes the private temporary directory.
 #[derive(Debug)]
 pub struct Confinement {
-    /// What the command may reach.
-    policy: Policy,
+    /// How the command is confined.
+    plan: Plan,
     /// Variables set for the command: `TMPDIR`, and `PATH` without directories it may not use.
     env: Vec<(OsString, OsString)>,
     /// The command's own temporary directory, removed with the confinement.
@@ -49,17 +75,33 @@ impl Confinement {
         let tmp = PrivateTmp::create().map_err(|error| {
             ToolError::new(format!("cannot create a private temporary directory for the command: {error}"))
         })?;
-        let policy = policy(&workspace::root(ctx), tmp.path(), network_allowed());
-        let mut env = vec![(OsString::from("TMPDIR"), tmp.path().as_os_str().to_owned())];
+        let root = workspace::root(ctx);
+        let container = match container_support() {
+            Ok(()) => Some(
+                container(&root, tmp.path())
+                    .map_err(|error| ToolError::new(format!("cannot prepare the command's container: {error}")))?,
+            ),
+            Err(_) => None,
+        };
+        let command_tmp = if container.is_some() { PathBuf::from(CONTAINER_TMP) } else { tmp.path().to_path_buf() };
+        let policy = policy(&root, &command_tmp, network_allowed());
+        let mut env = vec![(OsString::from("TMPDIR"), command_tmp.into_os_string())];
         if let Some(search_path) = std::env::var_os("PATH") {
             env.push((OsString::from("PATH"), reachable_search_path(&search_path, &policy)));
         }
-        Ok(Some(Confinement { policy, env, tmp }))
+        let mut limits = limits();
+        if container.is_none() {
+            // Outside a user namespace the process limit counts every process of the user
+            // (a desktop's browser threads too): it would stop commands, not fork bombs.
+            limits.processes = 0;
+        }
+        let plan = Plan { container, limits: Some(limits), policy: Some(policy) };
+        Ok(Some(Confinement { plan, env, tmp }))
     }
 
-    /// What the command may reach.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    /// How the command is confined.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     /// The variables to set for the command.
@@ -91,6 +133,13 @@ fn policy(workspace: &Path, tmp: &Path, network: bool) -> Policy {
         policy.allow_public_search_path(&search_path);
     }
     policy.allow_read_write(workspace).allow_read_write(tmp);
+    // A workspace reached through a symbolic link: a container recreates the link, so the
+    // directory it leads to must be there too.
+    if let Ok(real) = std::fs::canonicalize(workspace)
+        && real != workspace
+    {
+        policy.allow_read_write(real);
+    }
     if let Some(extra) = std::env::var_os(ALLOW_PATHS_VAR) {
         for path in std::env::split_paths(&extra).filter(|path| path.is_absolute()) {
             policy.allow_read_write(path);
@@ -100,6 +149,41 @@ fn policy(workspace: &Path, tmp: &Path, network: bool) -> Policy {
         policy.deny_network();
     }
     policy
+}
+
+/// Whether this system lets commands run in a container: `Err` with the reason when not.
+/// Probed once per plugin process, by starting this binary in its probe mode (a threaded
+/// process cannot enter a user namespace itself).
+pub fn container_support() -> Result<(), String> {
+    static SUPPORT: OnceLock<Result<(), String>> = OnceLock::new();
+    SUPPORT.get_or_init(|| probe(Path::new("/proc/self/exe"), &[PROBE_ARG])).clone()
+}
+
+/// The container of a command in `workspace`, its scratch space in `scratch`.
+fn container(workspace: &Path, scratch: &Path) -> std::io::Result<Container> {
+    // Bound where they really are: a bind through a symbolic link would land outside the root.
+    let real = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let container = Container {
+        scratch: scratch.to_path_buf(),
+        ids: Ids::current(),
+        protected: PROTECTED.iter().map(|entry| real.join(entry)).collect(),
+    };
+    for dir in [container.mount_point(), container.tmp()] {
+        DirBuilder::new().mode(0o700).create(dir)?;
+    }
+    Ok(container)
+}
+
+/// The limits of commands: [`Limits::DEFAULT`], each replaced by its variable when set to a
+/// number.
+fn limits() -> Limits {
+    let number = |name: &str| std::env::var(name).ok().and_then(|value| value.trim().parse::<u64>().ok());
+    let mib = 1024 * 1024;
+    Limits {
+        processes: number(MAX_PROCESSES_VAR).unwrap_or(Limits::DEFAULT.processes),
+        file_size: number(MAX_FILE_MB_VAR).map_or(Limits::DEFAULT.file_size, |mb| mb.saturating_mul(mib)),
+        address_space: number(MAX_MEMORY_MB_VAR).map_or(Limits::DEFAULT.address_space, |mb| mb.saturating_mul(mib)),
+    }
 }
 
 /// Whether [`NETWORK_VAR`] leaves commands their network.

@@ -4,9 +4,13 @@
 //! neither a group kill nor a walk from the shell reaches everything it started. The guardian
 //! is a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphans in its tree are re-parented to it
 //! instead of to init, so every process the command started stays its descendant, and
-//! [`kill_descendants`] finds them all by following parent links in `/proc/<pid>/stat`.
+//! [`kill_own_descendants`] finds them all by following parent links in `/proc/<pid>/stat`.
 //! (`/proc/<pid>/task/<tid>/children` would be shorter but needs `CONFIG_PROC_CHILDREN`, which
 //! many kernels lack.)
+//!
+//! The plugin runs in a PID namespace of its own while `/proc` is the system's, which numbers
+//! processes differently: the walk follows `/proc`'s numbers, and each process found is
+//! signalled by its number in this process's namespace (the `NSpid` line of its status).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -29,17 +33,20 @@ struct Entry {
     zombie: bool,
 }
 
-/// The live descendants of `root` (children, their children, …), zombies left out.
-pub fn live_descendants(root: Pid) -> Vec<Pid> {
-    descendants_in(&process_table(), root.as_raw_nonzero().get()).into_iter().filter_map(Pid::from_raw).collect()
+/// The live descendants of the calling process (children, their children, …), zombies left
+/// out, as this process numbers them.
+pub fn live_own_descendants() -> Vec<Pid> {
+    let Some((root, level)) = own_numbers() else { return Vec::new() };
+    descendants_in(&process_table(), root).into_iter().filter_map(|pid| own_number(pid, level)).collect()
 }
 
-/// Sends SIGKILL to every descendant of `root`, round after round, until none is left alive
-/// (or [`GIVE_UP_AFTER`] passes). Processes started between two rounds are caught by the next.
-pub fn kill_descendants(root: Pid) {
+/// Sends SIGKILL to every descendant of the calling process, round after round, until none is
+/// left alive (or [`GIVE_UP_AFTER`] passes). Processes started between two rounds are caught
+/// by the next.
+pub fn kill_own_descendants() {
     let started = Instant::now();
     loop {
-        let alive = live_descendants(root);
+        let alive = live_own_descendants();
         if alive.is_empty() || started.elapsed() > GIVE_UP_AFTER {
             return;
         }
@@ -48,6 +55,30 @@ pub fn kill_descendants(root: Pid) {
         }
         std::thread::sleep(ROUND_PAUSE);
     }
+}
+
+/// This process's number in `/proc`, and how deep its own PID namespace lies below the one
+/// `/proc` numbers for (0: the same).
+fn own_numbers() -> Option<(i32, usize)> {
+    let numbers = namespace_pids(&std::fs::read_to_string("/proc/self/status").ok()?)?;
+    Some((*numbers.first()?, numbers.len() - 1))
+}
+
+/// The number, in the namespace `level` deep, of the process `/proc` numbers `pid`.
+fn own_number(pid: i32, level: usize) -> Option<Pid> {
+    if level == 0 {
+        return Pid::from_raw(pid);
+    }
+    let numbers = namespace_pids(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)?;
+    Pid::from_raw(*numbers.get(level)?)
+}
+
+/// The `NSpid` line of a status file: a process's pid in each namespace from `/proc`'s down to
+/// its own.
+fn namespace_pids(status: &str) -> Option<Vec<i32>> {
+    let line = status.lines().find_map(|line| line.strip_prefix("NSpid:"))?;
+    let numbers: Vec<i32> = line.split_whitespace().filter_map(|n| n.parse().ok()).collect();
+    (!numbers.is_empty()).then_some(numbers)
 }
 
 /// Every process in `/proc` that could be read.
@@ -124,10 +155,16 @@ mod tests {
     }
 
     #[test]
+    fn namespace_pids_are_read_from_the_status_line() {
+        assert_eq!(namespace_pids("Name:\tx\nNSpid:\t4021\t7\t1\n"), Some(vec![4021, 7, 1]));
+        assert_eq!(namespace_pids("Name:\tx\n"), None);
+    }
+
+    #[test]
     fn this_test_process_has_a_live_child_while_one_runs() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
-        assert!(live_descendants(rustix::process::getpid()).contains(&pid));
+        assert!(live_own_descendants().contains(&pid));
         child.kill().unwrap();
         child.wait().unwrap();
     }
