@@ -14,6 +14,7 @@ use crate::plugin::mcp::McpServerConfig;
 use crate::plugin::spec::Confinement;
 use crate::plugin::{Origin, PluginSpec};
 
+pub mod fresh;
 mod unknown_keys;
 
 pub use unknown_keys::UnknownKey;

@@ -18,12 +18,14 @@ use serde_json::{Value, json};
 
 use super::sandbox::{Scene, base64};
 
-/// A `plugins` entry for the shell plugin with the network off.
+/// A `plugins` entry for the shell plugin with the network off (it replaces the bundled
+/// `exec` on purpose, so it says so).
 fn network_off() -> Value {
     json!({"plugins": [{
         "name": "shell",
         "command": bin("oxibot-tool-shell"),
         "env": {"OXIBOT_EXEC_NETWORK": "off"},
+        "replaces": ["exec"],
     }]})
 }
 

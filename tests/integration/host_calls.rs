@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use oxibot_kernel::plugin::PluginError;
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::wait::within_deadline;
+use oxibot_tests::wait::{eventually, within_deadline};
 use oxibot_tests::{TempDir, context, start_host, stress_spec, tool_spec};
 use serde_json::json;
 
@@ -127,6 +127,9 @@ async fn the_fs_plugin_killed_with_sigkill_is_replaced_and_the_next_call_succeed
     assert!(read().await.unwrap().content.contains("second line"));
     let pid = host.statuses()[0].pid.unwrap();
     sigkill(pid);
+    // The plugin runs in its own PID namespace under the killed launcher: it and the
+    // namespace end a moment later, and the host then starts a replacement.
+    eventually("a replacement plugin", || host.statuses()[0].pid.is_some_and(|now| now != pid)).await;
     let result = read().await.expect("the replacement plugin must serve the call");
     assert!(result.content.contains("second line"), "{}", result.content);
     assert_ne!(host.statuses()[0].pid.unwrap(), pid);

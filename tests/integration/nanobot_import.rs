@@ -302,3 +302,51 @@ fn an_older_nanobots_layout_is_imported_from_the_workspace_and_the_data_dirs_cro
     let listed = Command::new(bin("oxibot")).args(["cron", "list"]).env("OXIBOT_HOME", &home).output().unwrap();
     assert!(stdout(&listed).contains("feed Miso"), "{}", stdout(&listed));
 }
+
+#[test]
+fn importing_after_onboard_takes_nanobots_config_in_place_of_the_untouched_fresh_one() {
+    let llm = ScriptedLlm::start();
+    let nanobot = Nanobot::materialise(&llm);
+    let onboard = nanobot.oxibot(&["onboard"]);
+    assert!(onboard.status.success(), "{}", stderr(&onboard));
+    let config = nanobot.oxibot_home().join("config.json");
+    let fresh = std::fs::read_to_string(&config).unwrap();
+
+    let imported = nanobot.import();
+    assert!(imported.contains("it was still as `oxibot onboard` wrote it"), "{imported}");
+    let backup = nanobot.oxibot_home().join("config.json.before-import");
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), fresh, "the replaced config is kept beside");
+    let taken: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(taken["agents"]["defaults"]["model"], "mock-model", "{taken}");
+
+    llm.push(Reply::Text("Water them in the evening.".into()));
+    let out = nanobot.oxibot(&["agent", "-m", "What should I do about the wilting?"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let said = texts(&llm.requests()[0]);
+    assert!(
+        said.iter().any(|t| t == "My tomato plants are wilting on the balcony."),
+        "nanobot's conversation goes on: {said:#?}"
+    );
+}
+
+#[test]
+fn an_edited_oxibot_config_is_kept_unless_the_import_is_told_to_take_nanobots() {
+    let llm = ScriptedLlm::start();
+    let nanobot = Nanobot::materialise(&llm);
+    std::fs::create_dir_all(nanobot.oxibot_home()).unwrap();
+    let config = nanobot.oxibot_home().join("config.json");
+    let mine = r#"{"agents": {"defaults": {"model": "my-own-model"}}}"#;
+    std::fs::write(&config, mine).unwrap();
+
+    let kept = nanobot.import();
+    assert!(kept.contains("it exists and was edited or used") && kept.contains("--take-config"), "{kept}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), mine);
+
+    let from = nanobot.data_dir().display().to_string();
+    let out = nanobot.oxibot(&["import", "nanobot", "--from", &from, "--take-config"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("as --take-config asks"), "{}", stdout(&out));
+    assert_eq!(std::fs::read_to_string(nanobot.oxibot_home().join("config.json.before-import")).unwrap(), mine);
+    let taken: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(taken["agents"]["defaults"]["model"], "mock-model");
+}

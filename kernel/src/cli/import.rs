@@ -25,6 +25,11 @@ pub enum ImportCommand {
         /// Only show what would be done.
         #[arg(long)]
         dry_run: bool,
+        /// Use nanobot's config even though oxibot has one (it is kept as
+        /// config.json.before-import). Without it, nanobot's config replaces only one that is
+        /// still as `oxibot onboard` wrote it.
+        #[arg(long)]
+        take_config: bool,
         /// oxibot's config file [default: $OXIBOT_HOME/config.json, else ~/.oxibot/config.json].
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
@@ -33,12 +38,13 @@ pub enum ImportCommand {
 
 /// Runs an `import` subcommand.
 pub fn run(command: ImportCommand) -> anyhow::Result<ExitCode> {
-    let ImportCommand::Nanobot { from, dry_run, config } = command;
+    let ImportCommand::Nanobot { from, dry_run, take_config, config } = command;
     let options = ImportOptions {
         from: paths::expand_tilde(&from),
         data_dir: paths::data_dir(),
         config_path: config.map_or_else(paths::default_config_path, |path| paths::expand_tilde(&path)),
         dry_run,
+        take_config,
     };
     let report = import::run(&options)?;
     let from = options.from.display();

@@ -104,27 +104,7 @@ fn use_local_server(path: &Path, server: &LocalServer) -> anyhow::Result<()> {
 }
 
 fn write_default_config(path: &Path) -> anyhow::Result<()> {
-    let defaults = oxibot_kernel::config::AgentDefaults::default();
-    let config = json!({
-        "agents": {"defaults": {
-            "workspace": defaults.workspace,
-            "model": "anthropic/claude-opus-4-5",
-            "provider": "auto",
-            "maxTokens": 8192,
-            "contextWindowTokens": 65536,
-            "temperature": 0.1,
-            "maxToolIterations": 40
-        }},
-        "providers": {
-            "anthropic": {"apiKey": ""},
-            "openai": {"apiKey": ""},
-            "openrouter": {"apiKey": ""},
-            "custom": {"apiKey": "", "apiBase": ""}
-        },
-        "tools": {"restrictToWorkspace": true, "exec": {"timeout": 60}},
-        "channels": {},
-        "gateway": {"host": "127.0.0.1", "port": 18790}
-    });
+    let config = oxibot_kernel::config::fresh::onboard_config();
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }

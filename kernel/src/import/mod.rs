@@ -45,6 +45,8 @@ pub struct ImportOptions {
     pub config_path: PathBuf,
     /// Only report what would be done.
     pub dry_run: bool,
+    /// Put nanobot's config in place of an existing oxibot config (which is kept beside).
+    pub take_config: bool,
 }
 
 /// Why an import could not start.

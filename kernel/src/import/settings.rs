@@ -1,6 +1,8 @@
 //! Bringing nanobot's `config.json` over: copied as it is to oxibot's config path when
-//! nothing is there (oxibot reads nanobot's keys and keeps those it does not use); an
-//! existing oxibot config is left alone.
+//! nothing is there (oxibot reads nanobot's keys and keeps those it does not use), or when the
+//! config there is still the one `oxibot onboard` wrote and no conversation has used it (what
+//! a person who followed the README has), or with `--take-config`; a replaced config is kept
+//! beside it. A config a person made is otherwise left alone.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
@@ -10,7 +12,9 @@ use serde_json::Value;
 
 use super::{Action, Area, ImportOptions, Report, Source};
 use crate::config::Config;
+use crate::config::fresh::is_untouched_onboard_config;
 use crate::fsutil::write_atomic;
+use crate::session::location::private_dir;
 
 /// Copies the config, or says why not.
 pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
@@ -36,9 +40,14 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
             );
         }
     };
-    if dest.exists() {
-        return keep_existing(source, dest, &text, report);
-    }
+    let replaced = match fs::read(dest) {
+        Ok(ours) if ours == text => {
+            return report.push(Area::Config, Action::Skip, format!("{}: already copied, unchanged", dest.display()));
+        }
+        Ok(ours) if options.take_config || untouched_since_onboard(&ours, dest, options) => true,
+        Ok(_) => return keep_existing(source, dest, report),
+        Err(_) => false,
+    };
     let (bytes, detail) = if source.workspace_named {
         (text, format!("{} to {}", source.config_path.display(), dest.display()))
     } else {
@@ -61,23 +70,61 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
             }
         }
     };
+    let backup = replaced_copy(dest);
     if !options.dry_run {
+        if replaced {
+            if let Err(error) = fs::copy(dest, &backup) {
+                return report.push(Area::Config, Action::Fail, format!("cannot keep {}: {error}", backup.display()));
+            }
+        }
         if let Err(error) = write_private(dest, &bytes) {
             return report.push(Area::Config, Action::Fail, format!("cannot write {}: {error}", dest.display()));
         }
     }
+    if replaced {
+        let why =
+            if options.take_config { "as --take-config asks" } else { "it was still as `oxibot onboard` wrote it" };
+        let detail =
+            format!("{detail}, in place of oxibot's config ({why}; the old one is kept as {})", backup.display());
+        return report.push(Area::Config, Action::Copy, detail);
+    }
     report.push(Area::Config, Action::Copy, detail);
 }
 
-/// Reports on an oxibot config that is already there.
-fn keep_existing(source: &Source, dest: &Path, nanobot_text: &[u8], report: &mut Report) {
-    if fs::read(dest).is_ok_and(|ours| ours == nanobot_text) {
-        return report.push(Area::Config, Action::Skip, format!("{}: already copied, unchanged", dest.display()));
+/// Where a config replaced by nanobot's is kept.
+fn replaced_copy(dest: &Path) -> std::path::PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(".before-import");
+    dest.with_file_name(name)
+}
+
+/// Whether oxibot's config `text` (at `dest`) is the one `oxibot onboard` wrote, unedited, and
+/// no conversation has happened in the workspace it names: nothing of the person's is lost
+/// when nanobot's takes its place.
+fn untouched_since_onboard(text: &[u8], dest: &Path, options: &ImportOptions) -> bool {
+    if !is_untouched_onboard_config(text) {
+        return false;
     }
+    let Ok(workspace) = Config::load(dest).map(|config| config.workspace()) else { return false };
+    let sessions = private_dir(&options.data_dir, &workspace);
+    let talked = fs::read_dir(&sessions)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| entry.path().extension().is_some_and(|e| e == "jsonl"));
+    !talked
+}
+
+/// Reports on an oxibot config that is already there and stays.
+fn keep_existing(source: &Source, dest: &Path, report: &mut Report) {
     report.push(
         Area::Config,
         Action::Keep,
-        format!("oxibot's config {}: it exists, so it is left as it is", dest.display()),
+        format!(
+            "oxibot's config {}: it exists and was edited or used, so it is left as it is \
+             (`--take-config` puts nanobot's in its place and keeps it beside)",
+            dest.display()
+        ),
     );
     let Ok(workspace) = Config::load(dest).map(|config| config.workspace()) else { return };
     if !same_dir(&workspace, &source.workspace) {
