@@ -89,25 +89,52 @@ fn a_message_sent_in_the_page_streams_its_reply_and_a_script_in_a_reply_shows_as
     browser.screenshot(&screenshot_path(scratch.path(), "chat-phone"));
 }
 
+/// Issue 24, item 5: Stop erased the partial reply (two bubbles, "(stopped)" and "Stopping.").
+/// What was streamed stays in one bubble marked as stopped, and a reload shows the same.
 #[test]
-fn the_stop_button_stops_a_slow_reply_and_new_chat_starts_another_session() {
+fn the_stop_button_keeps_the_streamed_part_in_one_stopped_bubble_and_new_chat_starts_another_session() {
     let env = web_env();
-    env.llm.push(Reply::SlowFirstToken { delay_ms: 8_000, text: "too late".into() });
+    // Five pieces are "The first part is here. "; the rest would come after 20 s.
+    env.llm.push(Reply::StallAfter {
+        text: "The first part is here. The rest comes much later.".into(),
+        after_chunks: 5,
+        delay_ms: 20_000,
+    });
     let _gateway = start(&env);
     let browser = signed_in(&env, 1200, 800);
     open_chat(&browser, &env);
     let first_chat = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
     browser.type_into("#chat-input", "Take your time");
     browser.click("#chat-send");
-    browser.wait_for("the stop button", "return !document.querySelector('#chat-stop').hidden;");
-    // Stop once the turn is waiting for the model (a /stop before the turn starts finds nothing to stop).
-    assert!(wait_until(Duration::from_secs(30), || !env.llm.requests().is_empty()), "the model was never called");
-    browser.click("#chat-stop");
-    let replies = browser.wait_for(
-        "the stopped turn",
-        "const t = [...document.querySelectorAll('.msg.assistant.done')].map(m => m.innerText); return t.includes('(stopped)') && t.includes('Stopping.') && t;",
+    browser.wait_for(
+        "the first part of the reply",
+        "return document.querySelector('.msg.assistant.streaming')?.innerText.includes('The first part is here.');",
     );
-    assert!(!replies.to_string().contains("too late"), "{replies}");
+    browser.click("#chat-stop");
+    let bubbles = "return [...document.querySelectorAll('#chat-log .msg.assistant')].map(m => [m.classList.contains('stopped'), m.querySelector('.body').innerText, m.querySelector('.stopped-note')?.innerText]);";
+    browser.wait_for("the stopped turn", "return document.querySelector('.msg.assistant.done.stopped');");
+    browser.wait_for("the stop's answer", "return document.querySelector('#chat-status').innerText === 'Stopping.';");
+    let live = browser.run(bubbles, json!([]));
+    assert_eq!(live.as_array().unwrap().len(), 1, "one bubble for the stopped reply: {live}");
+    assert_eq!(live[0][0], true, "{live}");
+    assert_eq!(live[0][1], "The first part is here.", "{live}");
+    assert!(live[0][2].as_str().is_some_and(|note| note.contains("stopped before finishing")), "{live}");
+    let scratch = TempDir::new("webui-shots");
+    browser.screenshot(&screenshot_path(scratch.path(), "chat-stopped"));
+
+    browser.reload();
+    browser.wait_for("the chat to connect again", "return document.querySelector('#chat-status')?.dataset.chat;");
+    let reloaded = browser.wait_for("the transcript", &format!("{bubbles} "));
+    assert_eq!(reloaded, live, "the reloaded chat shows what the live one did");
+    let key = format!("websocket:{}", first_chat.as_str().unwrap());
+    browser.open(&page_url(&env, &format!("#sessions/{key}")));
+    browser.wait_for("the session's transcript", "return document.querySelector('#transcript .msg.assistant');");
+    let transcript = browser.run(
+        "return [...document.querySelectorAll('#transcript .msg.assistant.stopped .body')].map(b => b.innerText);",
+        json!([]),
+    );
+    assert_eq!(transcript, json!(["The first part is here."]));
+    open_chat(&browser, &env);
 
     browser.click("#new-chat");
     let second_chat = browser.wait_for(
