@@ -75,7 +75,7 @@ export async function chatView(main) {
   const scroll = () => { log.scrollTop = log.scrollHeight; };
   const bubble = (role, text) => {
     const body = el('div', { class: 'body' });
-    if (role === 'assistant') body.append(renderMarkdown(text)); else body.textContent = text;
+    if (role.startsWith('assistant')) body.append(renderMarkdown(text)); else body.textContent = text;
     const node = el('div', { class: `msg ${role}` }, body);
     log.append(node);
     scroll();

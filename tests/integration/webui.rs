@@ -83,10 +83,6 @@ fn a_message_sent_in_the_page_streams_its_reply_and_a_script_in_a_reply_shows_as
     let chat_id = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
     let session = env.session_file(&format!("websocket:{}", chat_id.as_str().unwrap()));
     assert!(session.contains("Say hello") && session.contains("Hello from **oxibot**"), "{session}");
-    let scratch = TempDir::new("webui-shots");
-    browser.screenshot(&screenshot_path(scratch.path(), "chat"));
-    browser.resize(390, 844);
-    browser.screenshot(&screenshot_path(scratch.path(), "chat-phone"));
 }
 
 /// Issue 24, item 5: Stop erased the partial reply (two bubbles, "(stopped)" and "Stopping.").
@@ -119,8 +115,8 @@ fn the_stop_button_keeps_the_streamed_part_in_one_stopped_bubble_and_new_chat_st
     assert_eq!(live[0][0], true, "{live}");
     assert_eq!(live[0][1], "The first part is here.", "{live}");
     assert!(live[0][2].as_str().is_some_and(|note| note.contains("stopped before finishing")), "{live}");
-    let scratch = TempDir::new("webui-shots");
-    browser.screenshot(&screenshot_path(scratch.path(), "chat-stopped"));
+    let scratch = scratch_dir();
+    browser.screenshot(&scratch.path().join("chat-stopped.png"));
 
     browser.reload();
     browser.wait_for("the chat to connect again", "return document.querySelector('#chat-status')?.dataset.chat;");
@@ -145,6 +141,99 @@ fn the_stop_button_keeps_the_streamed_part_in_one_stopped_bubble_and_new_chat_st
     );
     assert_ne!(second_chat, first_chat);
     assert_eq!(browser.run("return document.querySelectorAll('#chat-log .msg').length;", json!([])), 0);
+}
+
+/// A reply with a GFM table and lists nested both ways.
+const TABLE_AND_LISTS: &str = "Here is a plan for your day:
+
+| Time | Task | Minutes |
+|:-----|:----:|--------:|
+| 09:00 | **Answer mail** | 30 |
+| 10:00 | Write the report | 90 |
+
+1. Morning
+   - coffee
+   - a walk
+2. Evening
+   - dinner
+     1. soup
+     2. bread
+
+- Tea before bed
+  1. green
+  2. chamomile";
+
+/// Each list in the last reply as [tag, [[item text, nested lists…]…]].
+const LIST_OUTLINE: &str = "const isList = n => n.tagName === 'UL' || n.tagName === 'OL';
+const outline = list => [list.tagName.toLowerCase(), [...list.children].map(li =>
+  [[...li.childNodes].filter(n => !isList(n)).map(n => n.textContent).join('').trim(), ...[...li.children].filter(isList).map(outline)])];
+const body = [...document.querySelectorAll('.msg.assistant.done .body')].pop();
+return [...body.children].filter(isList).map(outline);";
+
+/// The cells of the last reply's table, row by row.
+const TABLE_CELLS: &str = "const t = [...document.querySelectorAll('.msg.assistant.done')].pop().querySelector('table'); return t && [...t.rows].map(r => [...r.cells].map(c => c.innerText));";
+
+/// Issue 24, item 6: tables were shown as raw pipes and nested bullets became items of the
+/// numbered list around them; item 7: after a reload the chat showed a reply as plain text,
+/// its line breaks collapsed. Takes the README's chat screenshots.
+#[test]
+fn a_reply_with_a_table_and_nested_lists_is_rendered_as_them_also_after_a_reload() {
+    let env = web_env();
+    env.llm.push(Reply::Text(TABLE_AND_LISTS.into()));
+    env.llm.push(Reply::Text(
+        "| Cell |\n|---|\n| <script>window.pwned = 3</script><img src=x onerror=\"window.pwned = 4\"> |".into(),
+    ));
+    let _gateway = start(&env);
+    let browser = signed_in(&env, 1200, 900);
+    open_chat(&browser, &env);
+    browser.set_value("#chat-input", "Plan my day, please.\nI start at nine.");
+    browser.click("#chat-send");
+    browser.wait_for("the reply", "return document.querySelector('.msg.assistant.done');");
+
+    let table =
+        json!([["Time", "Task", "Minutes"], ["09:00", "Answer mail", "30"], ["10:00", "Write the report", "90"]]);
+    assert_eq!(browser.run(TABLE_CELLS, json!([])), table);
+    let styled = browser.run(
+        "const t = document.querySelector('.msg.assistant.done table'); return [t.rows[1].cells[1].querySelector('strong')?.innerText, t.rows[1].cells[2].className, t.rows[0].cells[1].className];",
+        json!([]),
+    );
+    assert_eq!(styled, json!(["Answer mail", "align-right", "align-center"]));
+    let lists = json!([
+        [
+            "ol",
+            [
+                ["Morning", ["ul", [["coffee"], ["a walk"]]]],
+                ["Evening", ["ul", [["dinner", ["ol", [["soup"], ["bread"]]]]]]]
+            ]
+        ],
+        ["ul", [["Tea before bed", ["ol", [["green"], ["chamomile"]]]]]]
+    ]);
+    assert_eq!(browser.run(LIST_OUTLINE, json!([])), lists);
+    let scratch = scratch_dir();
+    browser.screenshot(&screenshot_path(scratch.path(), "chat"));
+    browser.resize(390, 844);
+    browser.screenshot(&screenshot_path(scratch.path(), "chat-phone"));
+    browser.resize(1200, 900);
+
+    browser.reload();
+    open_chat(&browser, &env);
+    assert_eq!(browser.run(LIST_OUTLINE, json!([])), lists, "the same after a reload: {}", browser.text("#chat-log"));
+    assert_eq!(browser.run(TABLE_CELLS, json!([])), table);
+    assert_eq!(browser.text(".msg.user"), "Plan my day, please.\nI start at nine.", "the line break stays");
+
+    send_and_wait(&browser, "And a script?", 2);
+    let cells = browser.run(TABLE_CELLS, json!([]));
+    assert_eq!(cells[1][0], "<script>window.pwned = 3</script><img src=x onerror=\"window.pwned = 4\">");
+    let injected = browser.run(
+        "return [window.pwned ?? null, document.querySelectorAll('#chat-log script, #chat-log img').length];",
+        json!([]),
+    );
+    assert_eq!(injected, json!([null, 0]), "the cell's markup reached the DOM");
+}
+
+/// A scratch directory for screenshots the README does not show.
+fn scratch_dir() -> TempDir {
+    TempDir::new("webui-shots")
 }
 
 #[test]
