@@ -400,6 +400,47 @@ fn a_killed_plugin_shows_running_then_restarting_then_running_again_in_the_healt
     assert_eq!(again[1], "1");
 }
 
+/// Issue 24, item 7: on a phone the Health page's "Last error" column ran off screen (errors
+/// became vertical strips), session names broke mid-word, and a plugin that died before its
+/// handshake five times showed 0 restarts.
+#[test]
+fn on_a_phone_the_health_page_fits_the_screen_and_counts_a_plugin_failing_at_start() {
+    let env = web_env();
+    env.edit_config(|config| config["plugins"] = json!([{"name": "flaky", "command": "/bin/false"}]));
+    env.llm.push(Reply::Text("Noted.".into()));
+    let _gateway = start(&env);
+    env.chat_once("a-rather-long-chat-name", "remember the milk");
+    let browser = signed_in(&env, 1200, 900);
+    // Headless Chromium starts no narrower than 500 px; a resize goes below.
+    browser.resize(390, 844);
+    browser.open(&page_url(&env, "#health"));
+    let failed = browser.wait_for(
+        "flaky failed",
+        "const r = document.querySelector('tr[data-plugin=\"flaky\"]'); return r && r.querySelector('.state').innerText === 'failed' && r.querySelector('.restarts').innerText;",
+    );
+    assert_eq!(failed, "5", "every restart is counted");
+    let layout = browser.run(
+        "const r = document.querySelector('tr[data-plugin=\"flaky\"]'); const reason = r.querySelector('.reason').getBoundingClientRect();
+         const off = [...document.querySelectorAll('#view td')].filter(td => td.getBoundingClientRect().right > window.innerWidth + 1).length;
+         return [off, Math.round(reason.width) >= 250, document.documentElement.scrollWidth <= window.innerWidth];",
+        json!([]),
+    );
+    assert_eq!(layout, json!([0, true, true]), "cells off screen, a narrow error column, a page wider than the phone");
+    let scratch = scratch_dir();
+    browser.screenshot(&screenshot_path(scratch.path(), "health-phone"));
+
+    browser.open(&page_url(&env, "#sessions"));
+    browser.wait_for("the session list", "return document.querySelector('#session-list .key');");
+    let lines = browser.run(
+        "const key = [...document.querySelectorAll('#session-list .key')].find(k => k.innerText.includes('a-rather-long-chat-name'));
+         if (!key) return null; const range = document.createRange(); range.selectNodeContents(key);
+         return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;",
+        json!([]),
+    );
+    assert_eq!(lines, 1, "the session's name is broken over lines");
+    browser.screenshot(&scratch.path().join("sessions-phone.png"));
+}
+
 #[test]
 fn an_off_loopback_gateway_refuses_the_page_without_its_token_and_keeps_it_in_a_cookie() {
     let env = web_env();
