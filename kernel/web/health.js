@@ -1,5 +1,6 @@
 // Plugins and channels (state, pid, restarts, last error), refreshed every second, and
-// token usage per day. Each cell carries its column's name (`data-label`), so on a phone the
+// token usage per day, as a bar chart (inline SVG, prompt and completion tokens stacked) over
+// the table. Each cell carries its column's name (`data-label`), so on a phone the
 // tables stack into one block per row instead of running off screen.
 import { el, errorBox, getJson } from './api.js';
 
@@ -38,5 +39,41 @@ function render(main, status) {
   main.replaceChildren(
     el('h2', {}, 'Channels'), channels.length ? el('div', { class: 'scroll' }, table(channels)) : el('p', { class: 'muted' }, 'No channel is enabled.'),
     el('h2', {}, 'Plugins'), el('div', { class: 'scroll', id: 'plugins' }, table(tools)),
-    el('h2', {}, 'Token usage'), status.usage.length ? el('div', { class: 'scroll' }, usage) : el('p', { class: 'muted' }, 'No turns in the last two weeks.'));
+    el('h2', {}, 'Token usage'),
+    ...(status.usage.length ? [usageChart(status.usage), el('div', { class: 'scroll' }, usage)] : [el('p', { class: 'muted' }, 'No turns in the last two weeks.')]));
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+// An SVG element; every value is an attribute, every child a node or text.
+function svg(tag, attributes = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  for (const child of children.flat()) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return node;
+}
+
+// Tokens per day, oldest on the left: prompt tokens below, completion tokens stacked on top;
+// each bar's title gives the numbers (and the cost when known).
+function usageChart(days) {
+  const width = 600, height = 160, top = 16, bottom = 20;
+  const ordered = [...days].sort((a, b) => a.day.localeCompare(b.day));
+  const most = Math.max(1, ...ordered.map(d => d.prompt + d.completion));
+  const slot = width / Math.max(ordered.length, 7);
+  const scale = value => (value / most) * (height - top - bottom);
+  const bars = ordered.map((d, n) => {
+    const x = n * slot + slot * 0.15, w = slot * 0.7;
+    const prompt = scale(d.prompt), completion = scale(d.completion);
+    const base = height - bottom;
+    const cost = d.cost === null || d.cost === undefined ? '' : `, cost ${d.cost.toFixed(4)}`;
+    return svg('g', { class: 'bar' },
+      svg('title', {}, `${d.day}: ${d.turns} turns, ${d.prompt} prompt + ${d.completion} completion tokens${cost}`),
+      svg('rect', { class: 'prompt', x, y: base - prompt, width: w, height: prompt }),
+      svg('rect', { class: 'completion', x, y: base - prompt - completion, width: w, height: completion }),
+      svg('text', { x: x + w / 2, y: height - 5, 'text-anchor': 'middle' }, d.day.slice(5)));
+  });
+  return el('figure', { class: 'chart' },
+    svg('svg', { id: 'usage-chart', viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'Tokens per day' },
+      svg('text', { x: 0, y: 11 }, `${most} tokens`), bars),
+    el('figcaption', { class: 'muted' }, el('span', { class: 'key prompt' }), ' prompt ', el('span', { class: 'key completion' }), ' completion tokens per day (UTC)'));
 }

@@ -271,6 +271,14 @@ fn the_session_list_opens_a_transcript_with_its_tool_calls_folded() {
     // The turn's tokens are counted in the health view.
     browser.open(&page_url(&env, "#health"));
     browser.wait_for("today's usage", "return document.querySelector('#usage tbody tr');");
+    // Issue 24, item 8: the usage is drawn as a bar per day, its title giving the numbers.
+    let bar = browser.run(
+        "const bars = document.querySelectorAll('#usage-chart .bar'); return [bars.length, document.querySelectorAll('#usage tbody tr').length, bars[0]?.querySelector('title').textContent, bars[0]?.querySelector('rect.prompt').getBBox().height > 0];",
+        json!([]),
+    );
+    assert_eq!(bar[0], bar[1], "one bar a day: {bar}");
+    assert!(bar[2].as_str().is_some_and(|t| t.contains("1 turns") && t.contains("prompt")), "{bar}");
+    assert_eq!(bar[3], true, "{bar}");
     browser.screenshot(&screenshot_path(scratch.path(), "health"));
 }
 
