@@ -1,11 +1,32 @@
 // The chat: the websocket channel's protocol through the gateway's /ws (the gateway adds the
 // channel's token; the page never sees it). Replies stream in as `delta` frames and end with
-// a `message` frame; tool hints show while tools run; Stop sends /stop; New chat starts a
-// fresh chat id (a new session).
+// a `message` frame; tool hints show while tools run; Stop sends /stop (the reply streamed so
+// far stays in its bubble, marked as stopped, as the session keeps it; the kernel's
+// "Stopping." answer shows in the status line); New chat starts a fresh chat id (a new
+// session).
 import { el, getJson } from './api.js';
 import { renderMarkdown } from './markdown.js';
 
 const STORAGE_KEY = 'oxibot.chat';
+// The final text the router sends for a stopped turn's stream.
+const STOPPED_REPLY = '(stopped)';
+// How the session ends a stopped turn's kept answer (the kernel's STOPPED_NOTE).
+const STOPPED_NOTE = '(Stopped before finishing.)';
+// The kernel's answers to `/stop` itself.
+const STOP_ACK = /^(Stopping|Nothing is running)/;
+
+// A stored assistant text split into what was written and whether the turn was stopped.
+export function splitStopped(text) {
+  const trimmed = String(text).trimEnd();
+  if (!trimmed.endsWith(STOPPED_NOTE)) return { text, stopped: false };
+  return { text: trimmed.slice(0, -STOPPED_NOTE.length).trimEnd(), stopped: true };
+}
+
+// Marks an assistant bubble as a stopped turn (the same in the live chat and after a reload).
+export function markStopped(node) {
+  node.classList.add('stopped');
+  if (!node.querySelector('.stopped-note')) node.append(el('div', { class: 'stopped-note muted' }, '■ stopped before finishing'));
+}
 
 function freshChatId() {
   const bytes = crypto.getRandomValues(new Uint8Array(6));
@@ -27,7 +48,7 @@ export async function chatView(main) {
     main.replaceChildren(el('section', { class: 'card' },
       el('h2', {}, 'Chat is off'),
       el('p', {}, 'The chat goes through the websocket channel. Set ', el('code', {}, 'channels.websocket.enabled'),
-        ' to ', el('code', {}, 'true'), ' in the config and restart ', el('code', {}, 'oxibot gateway'), '.')));
+        ' to ', el('code', {}, 'true'), ' in the config: the running gateway starts the channel without a restart; then reload this page.')));
     return null;
   }
   const log = el('div', { id: 'chat-log', class: 'chat-log', 'aria-live': 'polite' });
@@ -43,6 +64,7 @@ export async function chatView(main) {
   let socket = null;
   let closed = false;
   let waiting = 0;
+  let stopsSent = 0;
   const streams = new Map();
   let retry = null;
 
@@ -53,7 +75,7 @@ export async function chatView(main) {
   const scroll = () => { log.scrollTop = log.scrollHeight; };
   const bubble = (role, text) => {
     const body = el('div', { class: 'body' });
-    if (role === 'assistant') body.append(renderMarkdown(text)); else body.textContent = text;
+    if (role.startsWith('assistant')) body.append(renderMarkdown(text)); else body.textContent = text;
     const node = el('div', { class: `msg ${role}` }, body);
     log.append(node);
     scroll();
@@ -67,8 +89,11 @@ export async function chatView(main) {
   async function loadHistory(chatId) {
     const transcript = await getJson('/api/session?key=' + encodeURIComponent('websocket:' + chatId)).catch(() => null);
     for (const message of transcript?.messages || []) {
-      if ((message.role === 'user' || message.role === 'assistant') && message.text) {
-        bubble(message.role === 'user' ? 'user' : 'assistant done', message.text);
+      if (message.role === 'user' && message.text) bubble('user', message.text);
+      if (message.role === 'assistant' && message.text) {
+        const { text, stopped } = splitStopped(message.text);
+        const node = bubble('assistant done', text);
+        if (stopped) markStopped(node);
       }
     }
   }
@@ -115,8 +140,14 @@ export async function chatView(main) {
       }
       case 'message': {
         const stream = frame.stream_id !== undefined ? streams.get(frame.stream_id) : null;
+        if (!stream && stopsSent > 0 && STOP_ACK.test(frame.text)) {
+          stopsSent--;
+          status.textContent = frame.text;
+          break;
+        }
         const node = stream ? stream.node : bubble('assistant', '');
-        node.querySelector('.body').replaceChildren(renderMarkdown(frame.text));
+        if (frame.text === STOPPED_REPLY) markStopped(node);
+        else node.querySelector('.body').replaceChildren(renderMarkdown(frame.text));
         node.classList.remove('streaming');
         node.classList.add('done');
         if (stream) streams.delete(frame.stream_id);
@@ -156,12 +187,15 @@ export async function chatView(main) {
       form.requestSubmit();
     }
   });
-  stopButton.addEventListener('click', () => send('/stop'));
+  stopButton.addEventListener('click', () => {
+    if (send('/stop')) stopsSent++;
+  });
   newButton.addEventListener('click', () => {
     localStorage.setItem(STORAGE_KEY, freshChatId());
     log.replaceChildren();
     streams.clear();
     setWaiting(0);
+    stopsSent = 0;
     const old = socket;
     socket = null;
     if (old) old.close();

@@ -1,7 +1,8 @@
 // A small Markdown renderer that builds DOM nodes and never parses HTML: every piece of text
 // becomes a text node, so a model's `<script>` shows as the characters it is. Covers what
-// chat replies use: paragraphs, headings, fenced code, lists, quotes, rules, and inline
-// code, bold, italics and links (http, https and mailto only).
+// chat replies use: paragraphs, headings, fenced code, lists nested by indentation (ordered
+// inside unordered and the other way round), GFM tables, quotes, rules, and inline code,
+// bold, italics and links (http, https and mailto only).
 import { el } from './api.js';
 
 export function renderMarkdown(text) {
@@ -33,20 +34,20 @@ export function renderMarkdown(text) {
       fragment.append(el('blockquote', {}, renderMarkdown(quoted.join('\n'))));
       continue;
     }
-    const item = /^\s*([-*+]|\d+[.)])\s+/;
-    if (item.test(line)) {
-      const ordered = /^\s*\d/.test(line);
-      const list = el(ordered ? 'ol' : 'ul');
-      while (i < lines.length && item.test(lines[i])) {
-        let content = lines[i++].replace(item, '');
-        while (i < lines.length && /^\s{2,}\S/.test(lines[i]) && !item.test(lines[i])) content += ' ' + lines[i++].trim();
-        list.append(el('li', {}, inline(content)));
-      }
+    if (ITEM.test(line)) {
+      const [list, next] = parseList(lines, i);
       fragment.append(list);
+      i = next;
+      continue;
+    }
+    if (isTableStart(lines, i)) {
+      const [table, next] = parseTable(lines, i);
+      fragment.append(table);
+      i = next;
       continue;
     }
     const paragraph = [];
-    while (i < lines.length && lines[i].trim() && !/^(#{1,6}\s|\s*```|\s*~~~|\s*>)/.test(lines[i]) && !item.test(lines[i])) {
+    while (i < lines.length && lines[i].trim() && !/^(#{1,6}\s|\s*```|\s*~~~|\s*>)/.test(lines[i]) && !ITEM.test(lines[i]) && !isTableStart(lines, i)) {
       paragraph.push(lines[i++]);
     }
     const p = el('p');
@@ -57,6 +58,81 @@ export function renderMarkdown(text) {
     fragment.append(p);
   }
   return fragment;
+}
+
+// A list item: its indentation, its marker and its text.
+const ITEM = /^(\s*)([-*+]|\d+[.)])\s+(.*)$/;
+// How much deeper than its parent's marker a nested list's marker is indented, at least.
+const NESTING = 2;
+
+const indentOf = line => line.match(/^\s*/)[0].replace(/\t/g, '    ').length;
+
+// The list starting at lines[start]; a deeper-indented item opens a list inside the item
+// above it, a shallower one or one of the other kind (bullets, numbers) ends this list.
+// Returns the list and the index of the first line after it.
+function parseList(lines, start) {
+  const first = lines[start].match(ITEM);
+  const base = indentOf(lines[start]);
+  const ordered = /\d/.test(first[2]);
+  const list = el(ordered ? 'ol' : 'ul', ordered && parseInt(first[2], 10) !== 1 ? { start: parseInt(first[2], 10) } : {});
+  let item = null;
+  let i = start;
+  while (i < lines.length) {
+    const line = lines[i];
+    if (!line.trim()) {
+      let next = i + 1;
+      while (next < lines.length && !lines[next].trim()) next++;
+      if (next < lines.length && (ITEM.test(lines[next]) ? indentOf(lines[next]) >= base : indentOf(lines[next]) > base)) { i = next; continue; }
+      break;
+    }
+    const indent = indentOf(line);
+    const match = line.match(ITEM);
+    if (match && indent >= base + NESTING && item) {
+      const [nested, next] = parseList(lines, i);
+      item.append(nested);
+      i = next;
+      continue;
+    }
+    if (match && indent >= base - 1) {
+      if (/\d/.test(match[2]) !== ordered) break;
+      item = el('li', {}, inline(match[3]));
+      list.append(item);
+      i++;
+      continue;
+    }
+    if (!match && indent > base && item) {
+      item.append(' ', inline(line.trim()));
+      i++;
+      continue;
+    }
+    break;
+  }
+  return [list, i];
+}
+
+// The cells of one table row: outer pipes dropped, split on pipes not escaped as `\|`.
+function cells(line) {
+  const row = line.trim().replace(/^\|/, '').replace(/(^|[^\\])\|$/, '$1');
+  return row.split(/(?<!\\)\|/).map(cell => cell.trim().replace(/\\\|/g, '|'));
+}
+
+const DELIMITER = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+// A GFM table: a row with a pipe, then a delimiter row (`---|:--:`) with as many cells.
+function isTableStart(lines, i) {
+  return i + 1 < lines.length && lines[i].includes('|') && DELIMITER.test(lines[i + 1])
+    && cells(lines[i]).length === cells(lines[i + 1]).length;
+}
+
+function parseTable(lines, start) {
+  const aligns = cells(lines[start + 1]).map(d => (d.startsWith(':') && d.endsWith(':') ? 'center' : d.endsWith(':') ? 'right' : d.startsWith(':') ? 'left' : null));
+  const cell = (tag, text, n) => el(tag, aligns[n] ? { class: `align-${aligns[n]}` } : {}, inline(text));
+  const row = (tag, line) => el('tr', {}, aligns.map((_, n) => cell(tag, cells(line)[n] ?? '', n)));
+  const body = [];
+  let i = start + 2;
+  while (i < lines.length && lines[i].trim() && lines[i].includes('|')) body.push(row('td', lines[i++]));
+  const table = el('table', { class: 'md-table' }, el('thead', {}, row('th', lines[start])), body.length ? el('tbody', {}, body) : null);
+  return [el('div', { class: 'scroll' }, table), i];
 }
 
 // Inline spans: `code`, **bold**, *italic* / _italic_, [text](url).

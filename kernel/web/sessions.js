@@ -2,6 +2,7 @@
 // tool calls and tool results folded away in <details>.
 import { el, errorBox, getJson } from './api.js';
 import { renderMarkdown } from './markdown.js';
+import { markStopped, splitStopped } from './chat.js';
 
 export async function sessionsView(main, key) {
   try {
@@ -36,11 +37,13 @@ async function showTranscript(main, key) {
       continue;
     }
     const node = el('div', { class: `msg ${message.role}` });
-    if (message.text) {
+    const { text, stopped } = message.role === 'assistant' ? splitStopped(message.text || '') : { text: message.text, stopped: false };
+    if (text) {
       const body = el('div', { class: 'body' });
-      if (message.role === 'assistant') body.append(renderMarkdown(message.text)); else body.textContent = message.text;
+      if (message.role === 'assistant') body.append(renderMarkdown(text)); else body.textContent = text;
       node.append(body);
     }
+    if (stopped) markStopped(node);
     for (const call of message.tool_calls) {
       node.append(el('details', { class: 'tool-call' },
         el('summary', {}, `called ${call.name}`), el('pre', {}, call.arguments || '')));

@@ -61,9 +61,6 @@ pub struct Router {
     /// Sessions whose running turn already sent a message to their own chat with the
     /// `message` tool: the turn's final reply is not sent as well.
     sent_by_tool: RefCell<HashSet<SessionKey>>,
-    /// How many instances of each plugin went down (each is restarted or given up on), for
-    /// the web UI's health view.
-    downs: RefCell<HashMap<String, u32>>,
 }
 
 impl Router {
@@ -89,7 +86,6 @@ impl Router {
             retry_delays: retry_delays.unwrap_or_else(|| DELIVERY_RETRY_DELAYS.to_vec()),
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
-            downs: RefCell::default(),
         })
     }
 
@@ -127,15 +123,9 @@ impl Router {
                     } else {
                         tracing::info!(plugin = %plugin, %reason, "plugin stopped; the gateway is shutting down");
                     }
-                    *self.downs.borrow_mut().entry(plugin).or_default() += 1;
                 }
             }
         }
-    }
-
-    /// How many instances of each plugin went down since the gateway started.
-    pub fn restarts(&self) -> HashMap<String, u32> {
-        self.downs.borrow().clone()
     }
 
     /// Stops taking new messages (shutdown).

@@ -17,6 +17,7 @@
 //! is published as ready and [`PluginEvent::Down`] once its process is gone and its reader has
 //! stopped, so no event of an instance follows its `Down`.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -71,6 +72,9 @@ pub struct PluginActor {
     kind: Arc<Mutex<PeerKind>>,
     /// Restart history, kept across actor restarts.
     tracker: RestartTracker,
+    /// Restarts after a death since the host started (also of instances that died before
+    /// their handshake), shared with the host's status.
+    restarts: Arc<AtomicU32>,
     /// Delay before the next instance starts.
     next_delay: Duration,
     /// Stops the running instance (sends it `goodbye`); `None` when none runs.
@@ -90,6 +94,7 @@ impl PluginActor {
         shared: Arc<HostShared>,
         state: Arc<watch::Sender<SlotState>>,
         kind: Arc<Mutex<PeerKind>>,
+        restarts: Arc<AtomicU32>,
     ) -> PluginActor {
         PluginActor {
             spec: Arc::new(spec),
@@ -98,6 +103,7 @@ impl PluginActor {
             state,
             kind,
             tracker: RestartTracker::default(),
+            restarts,
             next_delay: Duration::ZERO,
             stop_instance: None,
             finished: false,
@@ -170,6 +176,7 @@ impl PluginActor {
             Verdict::RestartAfter(delay) => {
                 tracing::warn!(plugin = %self.spec.name, %reason, delay_ms = delay.as_millis() as u64, "plugin died; restarting");
                 self.next_delay = delay;
+                self.restarts.fetch_add(1, Ordering::Relaxed);
                 self.state.send_replace(SlotState::Restarting { reason });
                 // A dead instance is unrecoverable actor state: stop, and let the Supervisor
                 // rebuild us through `restarting` and `started`.

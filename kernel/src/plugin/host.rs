@@ -1,7 +1,7 @@
 //! `PluginHost`: starts every plugin under a `PluginActor`, routes tool calls, and connects
 //! channel plugins to their one subscriber (events in, [`PluginHost::send`] out).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,8 @@ struct Slot {
     state: watch::Receiver<SlotState>,
     /// The kind it last announced (guessed from the executable's name before that).
     kind: Arc<Mutex<PeerKind>>,
+    /// How often it was restarted after dying (counted by its actor).
+    restarts: Arc<AtomicU32>,
 }
 
 /// A plugin's status for `oxibot tools list` and `oxibot status`.
@@ -49,6 +51,9 @@ pub struct PluginStatus {
     pub state: &'static str,
     /// Why it is restarting or failed.
     pub reason: Option<String>,
+    /// How often it was restarted after dying since the host started, including instances
+    /// that died before their handshake.
+    pub restarts: u32,
     /// Its process id while running.
     pub pid: Option<u32>,
     /// Names of its registered tools (while it runs).
@@ -282,9 +287,10 @@ fn start_slot(spec: PluginSpec, index: usize, shared: &Arc<HostShared>) -> Slot 
     let (state_tx, state) = watch::channel(SlotState::Starting);
     let state_tx = Arc::new(state_tx);
     let kind = Arc::new(Mutex::new(spec.expected_kind()));
-    let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx, kind.clone());
+    let restarts = Arc::new(AtomicU32::new(0));
+    let actor = PluginActor::new(spec.clone(), index, shared.clone(), state_tx, kind.clone(), restarts.clone());
     let addr = Supervisor::start(move |_| actor);
-    Slot { name: spec.name.clone(), spec, addr, state, kind }
+    Slot { name: spec.name.clone(), spec, addr, state, kind, restarts }
 }
 
 /// Waits for a ready instance whose connection is not already going down.
@@ -357,6 +363,7 @@ fn status_of(slot: &Slot, registry: &ToolRegistry) -> PluginStatus {
         kind: slot.kind.lock().unwrap_or_else(PoisonError::into_inner).clone(),
         state: state.label(),
         reason,
+        restarts: slot.restarts.load(Ordering::Relaxed),
         pid,
         tools,
         refused: registry.refused(&slot.name),

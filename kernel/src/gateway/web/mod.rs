@@ -36,7 +36,7 @@ const REQUEST_TIME_LIMIT: Duration = Duration::from_secs(30);
 pub struct WebUi {
     /// Sessions, workspace, plugin host, usage.
     pub services: Arc<Services>,
-    /// The router, for each plugin's restart count.
+    /// The router, for the websocket channel the chat goes through.
     pub router: Rc<Router>,
     /// Who may use the UI.
     pub guard: Guard,

@@ -2,8 +2,6 @@
 //! them, and token usage per UTC day over the last two weeks. Nothing secret: no config, no
 //! command lines with their environment.
 
-use std::collections::HashMap;
-
 use chrono::Utc;
 use serde_json::{Value, json};
 
@@ -13,14 +11,14 @@ use crate::usage::{UsageLog, prices, summarise};
 /// How many days of usage are shown.
 const USAGE_DAYS: u64 = 14;
 
-/// The status report; `restarts` counts each plugin's instances that went down.
-pub fn report(host: &PluginHost, restarts: &HashMap<String, u32>, usage: &UsageLog, pricing: Option<&Value>) -> Value {
+/// The status report; `restarts` counts each plugin's restarts after dying, as its host does.
+pub fn report(host: &PluginHost, usage: &UsageLog, pricing: Option<&Value>) -> Value {
     let plugins: Vec<Value> = host
         .statuses()
         .iter()
         .map(|s| {
             json!({"name": s.name, "kind": String::from(s.kind.clone()), "state": s.state, "pid": s.pid,
-                "restarts": restarts.get(&s.name).copied().unwrap_or(0), "last_error": s.reason,
+                "restarts": s.restarts, "last_error": s.reason,
                 "tools": s.tools.len(), "refused": s.refused})
         })
         .collect();
