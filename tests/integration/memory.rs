@@ -192,9 +192,8 @@ fn dream_edits_the_memory_files_commits_and_restore_undoes_it() {
     assert_eq!(git(&env, &["status", "--porcelain"]), "", "the restore is committed and nothing else shows");
 }
 
-#[test]
-fn the_memory_command_shows_and_restores_dream_changes() {
-    let env = dream_env();
+/// Runs `/dream` with a scripted Dream that adds "Answer in French." to SOUL.md.
+fn dream_that_soul_answers_in_french(env: &AgentEnv) {
     env.llm.route(DREAM_PHASE1, Reply::Text("[SOUL] answer in French".into()));
     env.llm.route(
         DREAM_PHASE2,
@@ -202,6 +201,12 @@ fn the_memory_command_shows_and_restores_dream_changes() {
     );
     env.llm.route(DREAM_PHASE2, Reply::Text("done".into()));
     assert!(env.agent("/dream").status.success());
+}
+
+#[test]
+fn the_memory_command_shows_and_restores_dream_changes() {
+    let env = dream_env();
+    dream_that_soul_answers_in_french(&env);
     let log = env.command(&["memory", "log"]).output().unwrap();
     assert!(log.status.success(), "{}", stderr(&log));
     let first = stdout(&log).lines().next().unwrap_or_default().to_owned();
@@ -221,13 +226,7 @@ fn the_memory_command_shows_and_restores_dream_changes() {
 #[test]
 fn the_memory_files_and_their_history_come_back_after_the_whole_workspace_is_deleted() {
     let env = dream_env();
-    env.llm.route(DREAM_PHASE1, Reply::Text("[SOUL] answer in French".into()));
-    env.llm.route(
-        DREAM_PHASE2,
-        Reply::ToolCalls(vec![edit_call("SOUL.md", "Be brief.\n", "Be brief.\nAnswer in French.\n")]),
-    );
-    env.llm.route(DREAM_PHASE2, Reply::Text("done".into()));
-    assert!(env.agent("/dream").status.success());
+    dream_that_soul_answers_in_french(&env);
     let history = git(&env, &["log", "--format=%H %s"]);
     assert!(history.lines().next().unwrap().contains(" dream: "), "{history}");
     let tracked = ["SOUL.md", "USER.md", "memory/MEMORY.md"];

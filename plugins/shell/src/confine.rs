@@ -100,7 +100,7 @@ fn user_from_args(args: &[OsString]) -> (Option<Ids>, &[OsString]) {
 }
 
 /// Explains why the command was not run, and exits with [`SANDBOX_FAILED_EXIT`].
-fn refuse(reason: &str) -> ExitCode {
+pub(crate) fn refuse(reason: &str) -> ExitCode {
     eprintln!("{SANDBOX_FAILED_PREFIX} {reason}");
     ExitCode::from(SANDBOX_FAILED_EXIT)
 }

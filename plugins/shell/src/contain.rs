@@ -29,7 +29,7 @@ use oxibot_sandbox::mounts::{Root, build_root};
 use oxibot_sandbox::namespaces::{enter_container, probe_here};
 use rustix::process::Pid;
 
-use crate::confine::{CONFINE_ARG, SANDBOX_FAILED_EXIT, SANDBOX_FAILED_PREFIX, USER_FLAG, split_command};
+use crate::confine::{CONFINE_ARG, USER_FLAG, refuse, split_command};
 use crate::guard::exit_status_byte;
 use crate::plan::Plan;
 
@@ -133,12 +133,6 @@ fn expected_parent() -> Option<i32> {
 /// after an upgrade replaced the file on disk.
 fn own_executable() -> &'static Path {
     Path::new("/proc/self/exe")
-}
-
-/// Explains why the command was not run, and exits with [`SANDBOX_FAILED_EXIT`].
-fn refuse(reason: &str) -> ExitCode {
-    eprintln!("{SANDBOX_FAILED_PREFIX} {reason}");
-    ExitCode::from(SANDBOX_FAILED_EXIT)
 }
 
 #[cfg(test)]
