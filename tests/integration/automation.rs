@@ -1,6 +1,7 @@
 //! The assistant acting on its own, through the real `oxibot gateway`, its channel plugins
 //! and the scripted LLM: the `message` tool sending to another channel's chat.
 
+use oxibot_tests::wait::block_on;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 
@@ -50,10 +51,6 @@ impl Loopback {
             }
         }
     }
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
 }
 
 /// The next `message` frame a WebSocket client receives.

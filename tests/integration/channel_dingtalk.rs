@@ -13,6 +13,7 @@ use oxibot_tests::fakes_dingtalk::{
 };
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::sigkill;
+use oxibot_tests::wait::block_on;
 use oxibot_tests::{TempDir, bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -337,8 +338,4 @@ fn only_senders_in_allow_from_reach_the_model_and_the_others_are_acknowledged_wi
     });
     assert_eq!(dingtalk.calls(BATCH_SEND).len(), 1, "the stranger got an answer");
     assert_eq!(env.llm.requests().len(), 1, "the stranger reached the model");
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
 }

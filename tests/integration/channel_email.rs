@@ -10,6 +10,7 @@ use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, o
 use oxibot_tests::fakes_email::{BOT_ADDRESS, FakeMail, mail, verified_mail};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::sigkill;
+use oxibot_tests::wait::block_on;
 use oxibot_tests::{bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -224,8 +225,4 @@ fn only_senders_in_allow_from_reach_the_model() {
     });
     assert_eq!(fake.sent().len(), 1, "the stranger got an answer");
     assert_eq!(env.llm.requests().len(), 1, "the stranger reached the model");
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
 }

@@ -9,6 +9,7 @@ use oxibot_proto::DeliveryAck;
 use oxibot_tests::channels::{accept, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_qq::{FakeQq, TOKEN_PATH, c2c_message, group_message, group_messages, user_messages};
 use oxibot_tests::llm::Reply;
+use oxibot_tests::wait::block_on;
 use oxibot_tests::{TempDir, bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -254,8 +255,4 @@ fn only_senders_in_allow_from_reach_the_model() {
     });
     assert!(qq.calls(&group_messages("G_TEAM")).is_empty(), "the stranger got an answer");
     assert_eq!(env.llm.requests().len(), 1, "the stranger reached the model");
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
 }

@@ -9,6 +9,7 @@ use oxibot_proto::{DeliveryAck, Delta, Message, Outbound};
 use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_wecom::{FakeWeCom, INVALID_REQ_ID, direct_text, group_text};
 use oxibot_tests::llm::Reply;
+use oxibot_tests::wait::block_on;
 use oxibot_tests::{bin_dir, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -237,8 +238,4 @@ fn only_senders_in_allow_from_reach_the_model() {
         "the stranger got an answer"
     );
     assert_eq!(env.llm.requests().len(), 1, "the stranger reached the model");
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
 }

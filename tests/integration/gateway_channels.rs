@@ -2,6 +2,7 @@
 //! service and the scripted LLM: a user's message produces the model's reply in that channel,
 //! also after the channel's plugin was killed.
 
+use oxibot_tests::wait::block_on;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -24,10 +25,6 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::gateway::GatewayEnv;
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
-}
 
 #[test]
 fn a_slack_direct_message_gets_the_models_reply_in_slack() {

@@ -63,28 +63,85 @@ fn collect_rs(dir: &Path, found: &mut dyn FnMut(PathBuf)) {
     }
 }
 
-/// The top-level modules `source` names through `crate::…`, including grouped imports
-/// (`use crate::{a::X, b::Y}`). Comments are skipped.
+/// The top-level modules `source` names through `crate::…`: in `use` trees however they are
+/// wrapped or nested, in paths inside code, and in the tokens of macro calls. Comments and
+/// strings are not code, so they name nothing.
 fn imported_modules(source: &str) -> Vec<String> {
-    let mut modules = Vec::new();
-    for line in source.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
-        let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                let inner = group.split('}').next().unwrap_or("");
-                modules.extend(inner.split(',').filter_map(|part| leading_ident(part.trim())));
-            } else if let Some(module) = leading_ident(rest) {
-                modules.push(module);
+    let mut file = syn::parse_file(source).unwrap_or_else(|error| panic!("kernel source does not parse: {error}"));
+    let mut finder = CrateImports::default();
+    syn::visit_mut::VisitMut::visit_file_mut(&mut finder, &mut file);
+    finder.modules
+}
+
+/// Collects the first segment after `crate::` wherever the syntax tree names one.
+#[derive(Default)]
+struct CrateImports {
+    modules: Vec<String>,
+}
+
+impl CrateImports {
+    /// Walks a `use` tree that starts after `crate::`.
+    fn below_crate(&mut self, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(path) => self.modules.push(path.ident.to_string()),
+            syn::UseTree::Name(name) => self.modules.push(name.ident.to_string()),
+            syn::UseTree::Rename(rename) => self.modules.push(rename.ident.to_string()),
+            syn::UseTree::Group(group) => group.items.iter().for_each(|item| self.below_crate(item)),
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+
+    /// Finds `crate :: module` and `crate :: { module… }` in a macro call's raw tokens.
+    fn in_tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        let trees: Vec<proc_macro2::TokenTree> = tokens.into_iter().collect();
+        for (at, tree) in trees.iter().enumerate() {
+            match tree {
+                proc_macro2::TokenTree::Group(group) => self.in_tokens(group.stream()),
+                proc_macro2::TokenTree::Ident(ident) if ident == "crate" => {
+                    let is_colon =
+                        |i: usize| matches!(trees.get(i), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':');
+                    if !(is_colon(at + 1) && is_colon(at + 2)) {
+                        continue;
+                    }
+                    match trees.get(at + 3) {
+                        Some(proc_macro2::TokenTree::Ident(module)) => self.modules.push(module.to_string()),
+                        Some(proc_macro2::TokenTree::Group(group)) => {
+                            let braced = proc_macro2::TokenTree::Group(group.clone());
+                            if let Ok(tree) = syn::parse2::<syn::UseTree>(braced.into()) {
+                                self.below_crate(&tree);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
             }
         }
     }
-    modules
 }
 
-fn leading_ident(text: &str) -> Option<String> {
-    let ident: String = text.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-    (!ident.is_empty()).then_some(ident)
+impl syn::visit_mut::VisitMut for CrateImports {
+    fn visit_item_use_mut(&mut self, item: &mut syn::ItemUse) {
+        match &item.tree {
+            syn::UseTree::Path(path) if path.ident == "crate" => self.below_crate(&path.tree),
+            _ => {}
+        }
+    }
+
+    fn visit_path_mut(&mut self, path: &mut syn::Path) {
+        let mut segments = path.segments.iter();
+        if let (Some(first), Some(second)) = (segments.next(), segments.next())
+            && first.ident == "crate"
+        {
+            self.modules.push(second.ident.to_string());
+        }
+        syn::visit_mut::visit_path_mut(self, path);
+    }
+
+    fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
+        self.in_tokens(mac.tokens.clone());
+        syn::visit_mut::visit_macro_mut(self, mac);
+    }
 }
 
 /// `file imports module` lines that break the ladder.
@@ -94,22 +151,30 @@ fn violations() -> Vec<String> {
         if UNRANKED.contains(&own.as_str()) {
             continue;
         }
-        let own_rung = rung_of(&own).unwrap_or_else(|| panic!("module {own} is missing from the ladder in RUNGS"));
         let source = std::fs::read_to_string(&path).unwrap();
-        for imported in imported_modules(&source) {
-            if imported == own || UNRANKED.contains(&imported.as_str()) {
-                continue;
-            }
-            let rel = path.strip_prefix(kernel_src()).unwrap_or(&path).display().to_string();
-            match rung_of(&imported) {
-                Some(rung) if rung < own_rung => {}
-                Some(_) => broken.push(format!("{rel} ({own}) imports {imported}")),
-                None => broken.push(format!("{rel} ({own}) imports {imported}, which is not on the ladder")),
-            }
-        }
+        let rel = path.strip_prefix(kernel_src()).unwrap_or(&path).display().to_string();
+        broken.extend(ladder_breaks(&own, &source).into_iter().map(|why| format!("{rel} ({own}) {why}")));
     }
     broken.sort();
     broken.dedup();
+    broken
+}
+
+/// What a file of module `own` imports against the ladder: a module on its own or a higher
+/// rung, or one not on the ladder at all.
+fn ladder_breaks(own: &str, source: &str) -> Vec<String> {
+    let own_rung = rung_of(own).unwrap_or_else(|| panic!("module {own} is missing from the ladder in RUNGS"));
+    let mut broken = Vec::new();
+    for imported in imported_modules(source) {
+        if imported == own || UNRANKED.contains(&imported.as_str()) {
+            continue;
+        }
+        match rung_of(&imported) {
+            Some(rung) if rung < own_rung => {}
+            Some(_) => broken.push(format!("imports {imported}")),
+            None => broken.push(format!("imports {imported}, which is not on the ladder")),
+        }
+    }
     broken
 }
 
@@ -134,8 +199,26 @@ fn memory_never_imports_the_agent() {
 
 #[test]
 fn the_import_scanner_sees_plain_grouped_and_nested_imports() {
-    let source = "use crate::agent::X;\nuse crate::{memory::Y, turn};\n// crate::gateway in a comment\nlet a = crate::services::f();";
+    let source = "use crate::agent::X;\nuse crate::{memory::Y, turn};\n// crate::gateway in a comment\nfn f() { let a = crate::services::f(); }";
     assert_eq!(imported_modules(source), ["agent", "memory", "turn", "services"]);
+}
+
+#[test]
+fn the_import_scanner_sees_a_group_that_rustfmt_wrapped_over_lines() {
+    let source = "use crate::{\n    agent::X,\n    memory::{\n        Y,\n        Z,\n    },\n    turn as t,\n};\n";
+    assert_eq!(imported_modules(source), ["agent", "memory", "turn"]);
+}
+
+#[test]
+fn the_import_scanner_sees_paths_inside_macro_calls_and_skips_strings() {
+    let source = "fn f() {\n    tokio::select! {\n        _ = crate::gateway::wait() => {}\n    }\n    println!(\"crate::agent is text\");\n}\n";
+    assert_eq!(imported_modules(source), ["gateway"]);
+}
+
+#[test]
+fn a_wrapped_import_that_breaks_the_ladder_is_reported() {
+    let source = "use crate::{\n    agent::SessionManager,\n    paths,\n};\n";
+    assert_eq!(ladder_breaks("memory", source), ["imports agent"]);
 }
 
 #[test]

@@ -33,3 +33,9 @@ pub async fn within_deadline<T>(what: &str, work: impl Future<Output = T>) -> T 
 pub async fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *future).poll(cx))).await
 }
+
+/// Runs `future` to completion on a fresh single-threaded runtime with timers and I/O, for
+/// synchronous tests that drive async helpers.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
+}
