@@ -233,3 +233,38 @@ fn every_module_of_the_kernel_library_is_on_the_ladder() {
     let missing: Vec<&&str> = declared.iter().filter(|m| rung_of(m).is_none() && !UNRANKED.contains(m)).collect();
     assert!(missing.is_empty(), "modules not placed on the ladder: {missing:?}");
 }
+
+/// Source folders of every crate in the workspace.
+fn workspace_source_dirs() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut dirs =
+        vec![root.join("kernel/src"), root.join("proto/src"), root.join("tests/util"), root.join("tests/integration")];
+    for group in ["plugins", "channels"] {
+        for entry in std::fs::read_dir(root.join(group)).unwrap().flatten() {
+            let src = entry.path().join("src");
+            if src.is_dir() {
+                dirs.push(src);
+            }
+        }
+    }
+    dirs
+}
+
+/// `name.rs` files that sit next to a `name/` folder, anywhere under `dir`.
+fn files_beside_their_folder(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    collect_rs(dir, &mut |file| {
+        if file.with_extension("").is_dir() {
+            found.push(file);
+        }
+    });
+    found
+}
+
+#[test]
+fn a_module_with_children_is_a_folder_with_mod_rs_everywhere_in_the_workspace() {
+    let dirs = workspace_source_dirs();
+    assert!(dirs.len() > 15, "found too few crates: {dirs:?}");
+    let mixed: Vec<PathBuf> = dirs.iter().flat_map(|dir| files_beside_their_folder(dir)).collect();
+    assert!(mixed.is_empty(), "move each of these to <name>/mod.rs (ARCHITECTURE.md, Module files): {mixed:?}");
+}
