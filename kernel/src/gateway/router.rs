@@ -173,6 +173,7 @@ impl Router {
             needs_restart.push("gateway.heartbeat".to_owned());
         }
         settings.channels = new.channels;
+        settings.delivery_retry = new.delivery_retry;
         (changes, needs_restart)
     }
 
