@@ -61,3 +61,15 @@ fn status_says_the_gateway_would_refuse_an_enabled_flag_that_is_not_true_or_fals
         "{report}"
     );
 }
+
+#[test]
+fn status_says_the_gateway_would_refuse_a_delivery_retry_window_that_is_not_a_number_of_hours() {
+    let home = home_with(&json!({"channels": {"deliveryRetryHours": "two"}}));
+    let report = stdout(&oxibot(home.path(), home.path(), &["status"]));
+    assert!(
+        report.lines().any(|line| line.starts_with("warning:")
+            && line.contains("channels.deliveryRetryHours: expected a number of hours above 0 and at most 168")
+            && line.contains("refuses to start")),
+        "{report}"
+    );
+}

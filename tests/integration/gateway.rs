@@ -83,9 +83,14 @@ impl GatewayEnv {
 
     /// Starts the gateway and waits until `channel` runs.
     pub(crate) fn start_with(&self, channel: &str) -> Gateway {
+        self.start_with_env(channel, &[])
+    }
+
+    /// Starts the gateway with extra environment variables and waits until `channel` runs.
+    pub(crate) fn start_with_env(&self, channel: &str, vars: &[(&str, &str)]) -> Gateway {
         let log = std::fs::File::create(self.home.path().join("gateway.log")).unwrap();
         let out = std::fs::File::create(self.home.path().join("gateway.out")).unwrap();
-        let child = self.command(&["gateway"]).stdout(out).stderr(log).spawn().unwrap();
+        let child = self.command(&["gateway"]).envs(vars.iter().copied()).stdout(out).stderr(log).spawn().unwrap();
         let gateway = Gateway { child };
         self.wait_running(channel);
         gateway
@@ -185,6 +190,11 @@ impl GatewayEnv {
     /// `Authorization: Bearer` with the api channel's key.
     pub(crate) fn api_authorization(&self) -> String {
         format!("Bearer {}", self.secret("api"))
+    }
+
+    /// The gateway's log so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("gateway.log")).unwrap_or_default()
     }
 
     /// The file of session `key` (`channel:chat`), empty when missing.
@@ -468,6 +478,8 @@ fn status_shows_the_running_gateways_channels() {
 #[test]
 fn a_reply_that_cannot_be_delivered_is_retried_then_recorded_in_the_session() {
     let env = GatewayEnv::new(Some(json!("*")));
+    // Retried for 1.8 s instead of hours.
+    env.edit_config(|config| config["channels"]["deliveryRetryHours"] = json!(0.0005));
     let child = env
         .command(&["gateway"])
         .env("OXIBOT_DELIVERY_RETRY_DELAYS_MS", "50,50,50")

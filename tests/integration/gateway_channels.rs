@@ -183,6 +183,31 @@ fn a_sigkilled_matrix_plugin_comes_back_and_later_messages_get_their_reply() {
     assert_eq!(matrix.syncs().iter().filter(|since| since.is_none()).count(), 1, "the new instance lost its position");
 }
 
+// Issue 27, finding 1: a 502 on part 2 of a 3-part reply posted part 1 twice, because the
+// retry had a new outbound id and so new transaction ids.
+#[test]
+fn a_matrix_reply_retried_after_a_failed_part_posts_each_part_once() {
+    let matrix = FakeMatrix::start();
+    let env = GatewayEnv::with_channels(json!({"matrix": matrix.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    let _gateway = env.start_with_env("matrix", &[("OXIBOT_DELIVERY_RETRY_DELAYS_MS", "50")]);
+    block_on(matrix.wait_sync_from("s0"));
+    let part = |n: usize| format!("part {n} {}", "x".repeat(9_000));
+    env.llm.push(Reply::Text(format!("{}\n\n{}\n\n{}", part(1), part(2), part(3))));
+    matrix.fail_send_number(2, 502);
+    block_on(async {
+        matrix.push(DM_ROOM, vec![matrix_text("$long", "@ada:fake.test", "write a lot")]);
+        matrix.wait_sent(3).await;
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let bodies: Vec<String> =
+        matrix.sent().iter().map(|sent| sent.content["body"].as_str().unwrap_or_default().to_owned()).collect();
+    assert_eq!(bodies.len(), 3, "each part posted once: {:?}", bodies.iter().map(|b| &b[..8]).collect::<Vec<_>>());
+    for (n, body) in bodies.iter().enumerate() {
+        assert!(body.starts_with(&format!("part {}", n + 1)), "part {} is {:?}", n + 1, &body[..8]);
+    }
+    assert!(env.log().contains("delivered after retrying"), "the failed part was retried: {}", env.log());
+}
+
 #[test]
 fn a_mattermost_direct_message_gets_the_models_reply_streamed_into_one_post() {
     let mattermost = FakeMattermost::start();

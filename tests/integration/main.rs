@@ -49,6 +49,9 @@
 //!   sockets outside, background children, the assistant's state under `rm -rf`, status layers;
 //! - `cron`: `oxibot cron` add/list/disable/remove, a corrupt jobs file kept aside, a job run by
 //!   hand against the scripted LLM, a nanobot jobs file used as it is;
+//! - `delivery`: replies through `oxibot gateway` when their channel fails: one outbound id for
+//!   every attempt, retries through a long outage and a plugin restart, a `message` to the
+//!   turn's own chat that cannot be delivered (issue 26), the model told of a reply given up;
 //! - `fs_large_files`: `read_file` of a 20 GiB sparse file reads only the page it returns;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
 //! - `local_model`: a local model server found and offered without a key, used on `onboard --local`;
@@ -100,6 +103,7 @@ mod cli_tools;
 mod config_checks;
 mod container;
 mod cron;
+mod delivery;
 mod fs_containment;
 mod fs_large_files;
 mod gateway;

@@ -83,6 +83,10 @@ struct State {
     sent: Vec<Sent>,
     /// Transaction id → event id.
     transactions: HashMap<String, String>,
+    /// `send` requests answered so far.
+    sends: usize,
+    /// `send` requests (by number, from 1) to answer with this status instead.
+    send_failures: HashMap<usize, u16>,
     members: HashMap<String, usize>,
 }
 
@@ -152,6 +156,12 @@ impl FakeMatrix {
             json!({"type": "m.room.member", "state_key": BOT, "sender": inviter, "content": {"membership": "invite"}});
         self.push_rooms(json!({"invite": {room: {"invite_state": {"events": [state_event]}}}}));
         self.state.lock().unwrap().pending_invites.push((room.to_owned(), inviter.to_owned()));
+    }
+
+    /// Makes `send` request number `nth` (from 1, counting every `send`) fail with `status`,
+    /// storing nothing.
+    pub fn fail_send_number(&self, nth: usize, status: u16) {
+        self.state.lock().unwrap().send_failures.insert(nth, status);
     }
 
     /// Makes the next `/sync` fail this way.
@@ -329,6 +339,11 @@ async fn answer(request: &Request, state: &Mutex<State>) -> Option<(u16, Value)>
         ("PUT", ["rooms", _, "typing", user]) if *user == BOT => Some((200, json!({}))),
         ("PUT", ["rooms", room, "send", "m.room.message", txn]) => {
             let mut state = state.lock().unwrap();
+            state.sends += 1;
+            let nth = state.sends;
+            if let Some(status) = state.send_failures.remove(&nth) {
+                return error(status, "M_UNKNOWN", "scripted failure");
+            }
             let known = state.transactions.get(*txn).cloned();
             let event_id = known.unwrap_or_else(|| {
                 let event_id = format!("$sent{}", state.sent.len() + 1);

@@ -12,17 +12,23 @@
 //! | ← `OUT <chat_id> <content>` | an `outbound` (newlines in `content` written as `\n`); sent to every client, acked ok when at least one got it |
 //! | ← `DELTA <chat_id> <text>` | a `delta` (the channel announces streaming); sent to every client |
 //!
+//! Tests can ask for delivery faults in the config section (`failFirst`, `announce`,
+//! `holdWithoutClient`; see `faults.rs`).
+//!
 //! A client's lines are submitted one at a time, each after the previous one was accepted: the
 //! discipline a real channel follows. Inbound ids are `<pid>-<n>`; nothing is redelivered after
 //! a restart (there is no service to fetch from again).
+
+mod faults;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use faults::{FaultState, Faults};
 use oxibot_plugin::chat::{ChannelConfig, SectionError};
 use oxibot_plugin::serving::{self, Listening, StartError};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
+use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin, Outbound};
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -34,6 +40,9 @@ use tokio::sync::mpsc;
 struct Config {
     /// The local TCP port to listen on.
     port: u16,
+    /// Delivery faults a test asked for.
+    #[serde(flatten)]
+    faults: Faults,
 }
 
 impl ChannelConfig for Config {
@@ -85,9 +94,10 @@ fn main() -> ExitCode {
 }
 
 async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
-    let (_, listener) = serving::start::<Config>(&channel).await?;
+    let (config, listener) = serving::start::<Config>(&channel).await?;
+    let faults = Arc::new(FaultState::new(config.faults));
     let clients = Clients::default();
-    let (kernel, shared) = (channel.clone(), clients.clone());
+    let (kernel, shared, held) = (channel.clone(), clients.clone(), faults.clone());
     tokio::spawn(serving::accept_forever(
         "loopback",
         listener,
@@ -95,7 +105,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
         move |stream, slot| {
             // A test client keeps its connection as long as it likes: it is never evicted.
             let busy = slot.busy();
-            let serving = serve_client(stream, kernel.clone(), shared.clone());
+            let serving = serve_client(stream, kernel.clone(), shared.clone(), held.clone());
             async move {
                 let _busy = busy;
                 serving.await;
@@ -103,19 +113,28 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
         },
     ));
     while let Some(event) = channel.next_event().await {
-        deliver(&channel, &clients, event);
+        deliver(&channel, &clients, &faults, event);
     }
     Ok(())
 }
 
-/// Writes one kernel event to the clients; acks an outbound message.
-fn deliver(channel: &ChannelHandle, clients: &Clients, event: ChannelEvent) {
+/// Writes one kernel event to the clients; acks an outbound message (unless a fault asked
+/// for holding it).
+fn deliver(channel: &ChannelHandle, clients: &Clients, faults: &FaultState, event: ChannelEvent) {
     match event {
         ChannelEvent::Outbound(outbound) => {
-            let reached =
-                clients.broadcast(&format!("OUT {} {}\n", outbound.chat_id, outbound.content.replace('\n', "\\n")));
-            let outcome = if reached > 0 { Ok(()) } else { Err("no client is connected".to_owned()) };
-            let _ = channel.ack(outbound.id, outcome);
+            if let Some(line) = faults.announcement(&outbound) {
+                clients.broadcast(&line);
+            }
+            if let Some(error) = faults.refusal() {
+                let _ = channel.ack(outbound.id, Err(error));
+                return;
+            }
+            if clients.broadcast(&out_line(&outbound)) > 0 {
+                let _ = channel.ack(outbound.id, Ok(()));
+            } else if let Some(outbound) = faults.hold(outbound) {
+                let _ = channel.ack(outbound.id, Err("no client is connected".to_owned()));
+            }
         }
         ChannelEvent::Delta(delta) => {
             clients.broadcast(&format!("DELTA {} {}\n", delta.chat_id, delta.text.replace('\n', "\\n")));
@@ -123,12 +142,22 @@ fn deliver(channel: &ChannelHandle, clients: &Clients, event: ChannelEvent) {
     }
 }
 
-/// Submits a client's lines one by one, answering each with `ACCEPTED` or `ERR`.
-async fn serve_client(stream: TcpStream, channel: ChannelHandle, clients: Clients) {
+/// The line an outbound message is written as.
+fn out_line(outbound: &Outbound) -> String {
+    format!("OUT {} {}\n", outbound.chat_id, outbound.content.replace('\n', "\\n"))
+}
+
+/// Submits a client's lines one by one, answering each with `ACCEPTED` or `ERR`; a new client
+/// first gets the replies held for one.
+async fn serve_client(stream: TcpStream, channel: ChannelHandle, clients: Clients, faults: Arc<FaultState>) {
     let (read, write) = stream.into_split();
     let (lines_tx, lines_rx) = mpsc::unbounded_channel();
     tokio::spawn(write_lines(write, lines_rx));
     let number = clients.add(lines_tx.clone());
+    for outbound in faults.take_held() {
+        let _ = lines_tx.send(out_line(&outbound));
+        let _ = channel.ack(outbound.id, Ok(()));
+    }
     let mut lines = BufReader::new(read).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let Some((sender, chat, text)) = parse_line(&line) else {

@@ -36,7 +36,7 @@ mod sync;
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages, Typing};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
@@ -73,8 +73,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
         members: HashMap::new(),
         typing: typing.clone(),
     };
-    let started = SystemTime::now().duration_since(UNIX_EPOCH).map(|since| since.as_millis()).unwrap_or_default();
-    let replies = Replies { api, run: started.to_string(), typing, user_id };
+    let replies = Replies { api, typing, user_id };
     tokio::select! {
         ended = syncer.run() => ended,
         () = replies.serve(&channel) => Ok(()),

@@ -17,9 +17,6 @@ pub const RULES: SplitRules = SplitRules { limit: 10_000, measure: Measure::Byte
 pub struct Replies {
     /// The homeserver.
     pub api: ClientApi,
-    /// Unique to this run of the channel (its start time), so transaction ids of two runs
-    /// never collide while those of one reply's retries always match.
-    pub run: String,
     /// The "typing…" notices, ended once the reply is out.
     pub typing: Typing,
     /// The bot's user id, whose typing notice ends.
@@ -41,7 +38,9 @@ impl Replies {
     }
 
     /// Sends every part of `outbound`. A part sent before is sent with the same transaction
-    /// id, which the homeserver answers without posting it again.
+    /// id, which the homeserver answers without posting it again: the id is made of the
+    /// outbound id, which the kernel keeps for every attempt of a reply (across restarts of
+    /// this channel too) and never gives twice (its ids start from the clock).
     async fn deliver(&self, outbound: &Outbound) -> Result<(), String> {
         let parts = split(&outbound.content, RULES);
         if !outbound.media.is_empty() {
@@ -56,7 +55,7 @@ impl Replies {
         }
         let thread = thread_relation(&outbound.metadata);
         for (index, part) in parts.iter().enumerate() {
-            let txn = format!("oxibot-{}-{}-{index}", self.run, outbound.id);
+            let txn = format!("oxibot-{}-{index}", outbound.id);
             let content = message_content(part, thread.as_ref());
             self.api.send_message(&outbound.chat_id, &txn, &content).await.map_err(|error| error.to_string())?;
         }

@@ -9,6 +9,7 @@
 pub mod commands;
 pub mod oversize;
 pub mod session_actor;
+pub mod undelivered;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -265,11 +266,11 @@ impl SessionManager {
         })
     }
 
-    /// Records in session `key` that a reply could not be delivered.
-    pub async fn record_undelivered(&self, key: impl Into<SessionKey>, content: &str, error: &str) {
+    /// Records in session `key` that a reply could not be delivered, after the session's
+    /// current turn and without waiting for it: the turn may be the one that sent the reply.
+    pub fn record_undelivered(&self, key: impl Into<SessionKey>, content: &str, error: &str) {
         let (addr, _) = self.session(key);
-        let _ =
-            addr.send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() }).await;
+        addr.do_send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() });
     }
 
     /// Answers the last message of `key` if a crash left it unanswered

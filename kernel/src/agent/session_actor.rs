@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::commands::{self, Command};
 use super::oversize;
+use super::undelivered;
 use super::{AgentError, TurnControl, TurnReply};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
@@ -106,7 +107,8 @@ pub struct UserTurn {
 /// `heartbeat`, `system`); the user's own messages have none.
 pub const SOURCE_KEY: &str = "source";
 
-/// Note in the session's metadata (`undelivered`) that a reply never reached its chat.
+/// Note in the session's metadata (`undelivered`) that a reply never reached its chat; the
+/// session's next turn tells the model.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct RecordUndelivered {
@@ -120,12 +122,9 @@ impl Handler<RecordUndelivered> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, note: RecordUndelivered, _: &mut Context<Self>) {
-        let entry = serde_json::json!({"at": crate::session::now_timestamp(), "error": note.error, "content": note.content.chars().take(500).collect::<String>()});
+        let at = crate::session::now_timestamp();
         let saved = self.parts.with_session(|session, store| {
-            match session.metadata.entry("undelivered").or_insert_with(|| serde_json::Value::Array(Vec::new())) {
-                serde_json::Value::Array(list) => list.push(entry),
-                other => *other = serde_json::Value::Array(vec![entry]),
-            }
+            undelivered::note(&mut session.metadata, &at, &note.content, &note.error);
             store.save_metadata(session).map_err(AgentError::Session)
         });
         if let Err(error) = saved {
@@ -271,6 +270,7 @@ impl TurnJob {
             system = self.services.system_prompt(channel);
         }
         let recalled = self.recalled(&system, turn.source).await;
+        let recalled = undelivered::with_notes(&self.take_undelivered_notes(), recalled);
         let (messages, history) = self.request_messages(system, recalled.as_deref());
         let outcome = self.run_guarded(messages, history, turn.events, turn.source, &fixed, recalled.as_deref()).await;
         match outcome {
@@ -341,6 +341,19 @@ impl TurnJob {
         let outcome = runner.send(self.run_turn(messages, history, events, source, compact_first)).await;
         self.control.set_runner(None);
         outcome.unwrap_or(Err(TurnFailure::Lost))
+    }
+
+    /// The replies given up since the last turn, to tell the model (marked told on disk).
+    fn take_undelivered_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let saved = self.with_session(|session, store| {
+            notes = undelivered::take_unreported(&mut session.metadata);
+            if notes.is_empty() { Ok(()) } else { store.save_metadata(session).map_err(AgentError::Session) }
+        });
+        if let Err(error) = saved {
+            tracing::warn!(session = %self.key, %error, "cannot mark undelivered replies as told");
+        }
+        notes
     }
 
     /// Auto-recall: memory relevant to the user's last message and not already in the

@@ -145,8 +145,8 @@ pub fn ui(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Environment variable replacing the 1-2-4 s waits between delivery attempts
-/// (milliseconds, comma separated), for tests.
+/// Environment variable replacing the 1-2-4 s waits after the first failed delivery attempts
+/// (milliseconds, comma separated; the last one then repeats), for tests.
 pub const DELIVERY_DELAYS_VAR: &str = "OXIBOT_DELIVERY_RETRY_DELAYS_MS";
 
 fn delivery_delays() -> anyhow::Result<Option<Vec<std::time::Duration>>> {

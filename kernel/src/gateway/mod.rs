@@ -65,13 +65,13 @@ pub enum GatewayError {
 }
 
 /// Runs the gateway over `services` (whose plugin host already runs the enabled channels) until
-/// SIGTERM or SIGINT. Must run inside an actix system. `retry_delays` replaces the 1-2-4 s
-/// waits between delivery attempts.
+/// SIGTERM or SIGINT. Must run inside an actix system. `retry_waits` replaces the 1-2-4 s
+/// waits after the first failed delivery attempts (the last of them then repeats).
 pub async fn run(
     services: Arc<Services>,
     settings: GatewaySettings,
     access: Access,
-    retry_delays: Option<Vec<Duration>>,
+    retry_waits: Option<Vec<Duration>>,
     reload: Option<reload::ConfigReload>,
 ) -> Result<(), GatewayError> {
     let started = Instant::now();
@@ -105,7 +105,7 @@ pub async fn run(
         (None, true) => local_secrets::LocalSecrets::new(services.data_dir()).get_or_create(Surface::WebUi)?.0,
         (None, false) => String::new(),
     };
-    let router = Router::new(manager.clone(), services.clone(), settings, access, retry_delays);
+    let router = Router::new(manager.clone(), services.clone(), settings, access, retry_waits);
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
     if let Some(reload) = reload {
@@ -143,6 +143,10 @@ pub async fn run(
     }
     if router.in_flight() > 0 {
         tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
+    }
+    if router.undelivered() > 0 {
+        // The outbox lives in memory until it is made durable (issue 26).
+        tracing::warn!(replies = router.undelivered(), "replies not yet delivered are dropped at shutdown");
     }
     services.host().shutdown().await;
     drop(scheduler);

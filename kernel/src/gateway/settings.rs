@@ -1,5 +1,8 @@
 //! The gateway's part of `config.json`: `gateway` (`host`, `port`, `token`, `webUi`, `heartbeat`) and `channels.<name>`
-//! (`enabled`, `allowFrom`, and whatever else the channel plugin reads).
+//! (`enabled`, `allowFrom`, and whatever else the channel plugin reads), and
+//! `channels.deliveryRetryHours`.
+
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -8,6 +11,10 @@ use crate::config::Config;
 
 /// Where the health endpoint listens by default (nanobot's gateway port).
 pub const DEFAULT_PORT: u16 = 18790;
+/// How long a reply is retried by default before it is given up (`channels.deliveryRetryHours`).
+pub const DEFAULT_DELIVERY_RETRY_HOURS: f64 = 12.0;
+/// The longest `channels.deliveryRetryHours` taken: a week.
+const MAX_DELIVERY_RETRY_HOURS: f64 = 168.0;
 
 /// A bad `gateway` or `channels` setting.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +63,8 @@ pub struct GatewaySettings {
     pub token: Option<String>,
     /// `gateway.webUi`: whether the web UI is served under `/` (default true).
     pub web_ui: bool,
+    /// `channels.deliveryRetryHours`: how long a reply its channel did not take is retried.
+    pub delivery_retry: Duration,
 }
 
 impl GatewaySettings {
@@ -77,8 +86,12 @@ impl GatewaySettings {
                 .ok_or_else(|| error("gateway.port", format!("expected a port number, got {value}")))?,
         };
         let mut channels = Vec::new();
+        let mut delivery_retry = Duration::from_secs_f64(DEFAULT_DELIVERY_RETRY_HOURS * 3600.0);
         if let Some(section) = config.extra.get("channels") {
             let map = section.as_object().ok_or_else(|| error("channels", "expected an object of channel sections"))?;
+            if let Some(hours) = map.get("deliveryRetryHours").or_else(|| map.get("delivery_retry_hours")) {
+                delivery_retry = retry_window(hours)?;
+            }
             for (name, raw) in map {
                 if let Some(channel) = channel(name, raw)? {
                     channels.push(channel);
@@ -98,7 +111,7 @@ impl GatewaySettings {
             Some(Value::Bool(on)) => *on,
             Some(other) => return Err(error("gateway.webUi", format!("expected true or false, got {other}"))),
         };
-        Ok(GatewaySettings { host, port, channels, heartbeat, token, web_ui })
+        Ok(GatewaySettings { host, port, channels, heartbeat, token, web_ui, delivery_retry })
     }
 
     /// The settings of channel `name`, if enabled.
@@ -191,6 +204,17 @@ fn allow_from(name: &str, section: &Map<String, Value>) -> Result<AllowFrom, Set
     }
 }
 
+/// `channels.deliveryRetryHours`: hours (fractions taken), more than none, at most a week.
+fn retry_window(hours: &Value) -> Result<Duration, SettingsError> {
+    match hours.as_f64() {
+        Some(hours) if hours > 0.0 && hours <= MAX_DELIVERY_RETRY_HOURS => Ok(Duration::from_secs_f64(hours * 3600.0)),
+        _ => Err(error(
+            "channels.deliveryRetryHours",
+            format!("expected a number of hours above 0 and at most {MAX_DELIVERY_RETRY_HOURS}, got {hours}"),
+        )),
+    }
+}
+
 fn error(key: &str, problem: impl Into<String>) -> SettingsError {
     SettingsError { key: key.to_owned(), problem: problem.into() }
 }
@@ -263,6 +287,19 @@ mod tests {
         assert_eq!(names(&changes.restarted), ["moved"], "a new port needs a new plugin process");
         assert_eq!(names(&changes.allow_from), ["gated"], "allowFrom alone keeps the plugin running");
         assert!(running.channel_changes(&running).is_empty());
+    }
+
+    #[test]
+    fn replies_are_retried_for_twelve_hours_unless_delivery_retry_hours_says_otherwise() {
+        let default = settings(json!({"channels": {}})).unwrap().delivery_retry;
+        assert_eq!(default, Duration::from_secs(12 * 3600));
+        let set = settings(json!({"channels": {"deliveryRetryHours": 0.5}})).unwrap();
+        assert_eq!(set.delivery_retry, Duration::from_secs(1800));
+        assert!(set.channels.is_empty(), "the key is not a channel");
+        for bad in [json!(0), json!(-1), json!("2"), json!(1000)] {
+            let error = settings(json!({"channels": {"deliveryRetryHours": bad}})).unwrap_err().to_string();
+            assert!(error.starts_with("channels.deliveryRetryHours:"), "{error}");
+        }
     }
 
     #[test]

@@ -1,19 +1,24 @@
 //! Routing between channel plugins and sessions: each inbound message goes, after access
 //! control, to the `SessionActor` of `channel:chat_id`; it is acknowledged to its channel
 //! once persisted; the reply streams back (to channels that stream) and is delivered with
-//! retries.
+//! retries ([`delivery`], through the [`outbox`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound, PeerKind};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+mod delivery;
+pub mod outbox;
 mod requests;
+
+use delivery::Reply;
+use outbox::{Outbox, RetryPolicy};
 
 use super::access::{Access, Decision};
 use super::settings::{AllowFrom, ChannelChanges, GatewaySettings};
@@ -26,11 +31,6 @@ use crate::turn::runner::TurnEvent;
 
 /// Inbound metadata key a channel sets to `true` when it authenticated the client itself.
 pub const AUTHENTICATED_KEY: &str = "authenticated";
-
-/// Waits between delivery attempts: 1 s, 2 s, 4 s.
-const DELIVERY_RETRY_DELAYS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
-/// How long a channel has to acknowledge one delivery attempt.
-const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The gateway's routing state. Lives on the actix system's thread (hence `Rc`/`Cell`).
 pub struct Router {
@@ -45,16 +45,16 @@ pub struct Router {
     streaming: RefCell<HashMap<String, bool>>,
     /// Channels that announced tool hints.
     tool_hints: RefCell<HashSet<String>>,
-    /// Deliveries waiting for their `DeliveryAck`, by outbound id.
-    pending: RefCell<HashMap<u64, oneshot::Sender<Result<(), String>>>>,
-    /// The next outbound / stream id.
-    next_id: Cell<u64>,
+    /// Replies on their way to a channel.
+    outbox: Outbox,
+    /// The last outbound / stream id given out.
+    last_id: Cell<u64>,
     /// Cleared at shutdown: new messages are left for the channel to redeliver.
     accepting: Cell<bool>,
     /// Turns and deliveries in progress.
     in_flight: Cell<usize>,
-    /// Waits between delivery attempts.
-    retry_delays: Vec<Duration>,
+    /// Waits between delivery attempts replacing the default ones (tests).
+    retry_waits: Option<Vec<Duration>>,
     /// The chat a person wrote from most recently: channel, chat id and the channel's details
     /// (where the heartbeat reports).
     last_active: RefCell<Option<(String, String, Value)>>,
@@ -70,7 +70,7 @@ impl Router {
         services: Arc<Services>,
         settings: GatewaySettings,
         access: Access,
-        retry_delays: Option<Vec<Duration>>,
+        retry_waits: Option<Vec<Duration>>,
     ) -> Rc<Router> {
         Rc::new(Router {
             manager,
@@ -79,11 +79,11 @@ impl Router {
             access,
             streaming: RefCell::default(),
             tool_hints: RefCell::default(),
-            pending: RefCell::default(),
-            next_id: Cell::new(1),
+            outbox: Outbox::default(),
+            last_id: Cell::new(0),
             accepting: Cell::new(true),
             in_flight: Cell::new(0),
-            retry_delays: retry_delays.unwrap_or_else(|| DELIVERY_RETRY_DELAYS.to_vec()),
+            retry_waits,
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
         })
@@ -98,13 +98,9 @@ impl Router {
                     actix::spawn(async move { router.on_inbound(plugin, inbound).await });
                 }
                 PluginEvent::Delivery { ack, .. } => {
-                    if let Some(waiter) = self.pending.borrow_mut().remove(&ack.id) {
-                        let _ = waiter.send(if ack.ok {
-                            Ok(())
-                        } else {
-                            Err(ack.error.unwrap_or_else(|| "delivery failed".into()))
-                        });
-                    }
+                    let outcome =
+                        if ack.ok { Ok(()) } else { Err(ack.error.unwrap_or_else(|| "delivery failed".into())) };
+                    self.outbox.acknowledged(ack.id, outcome);
                 }
                 PluginEvent::Ready { plugin, kind: PeerKind::Channel, features } => {
                     tracing::info!(channel = %plugin, "channel ready");
@@ -114,10 +110,13 @@ impl Router {
                     } else {
                         hints.remove(&plugin);
                     }
-                    self.streaming.borrow_mut().insert(plugin, features.contains(&Feature::Streaming));
+                    self.streaming.borrow_mut().insert(plugin.clone(), features.contains(&Feature::Streaming));
+                    drop(hints);
+                    self.outbox.channel_ready(&plugin);
                 }
                 PluginEvent::Ready { .. } => {}
                 PluginEvent::Down { plugin, reason } => {
+                    self.outbox.channel_down(&plugin, &reason);
                     if self.accepting.get() {
                         tracing::warn!(plugin = %plugin, %reason, "plugin down; it will be restarted");
                     } else {
@@ -174,6 +173,7 @@ impl Router {
             needs_restart.push("gateway.heartbeat".to_owned());
         }
         settings.channels = new.channels;
+        settings.delivery_retry = new.delivery_retry;
         (changes, needs_restart)
     }
 
@@ -183,9 +183,23 @@ impl Router {
         self.streaming.borrow_mut().remove(name);
     }
 
-    /// Turns and deliveries still running.
+    /// Turns, and first attempts of their replies, still running.
     pub fn in_flight(&self) -> usize {
         self.in_flight.get()
+    }
+
+    /// Replies not yet delivered (a restart loses them until the outbox is durable).
+    pub fn undelivered(&self) -> usize {
+        self.outbox.pending()
+    }
+
+    /// How long and how often replies are retried, under the settings in force.
+    fn retry_policy(&self) -> RetryPolicy {
+        let policy = RetryPolicy::new(self.settings.borrow().delivery_retry);
+        match &self.retry_waits {
+            Some(waits) => policy.with_waits(waits.clone()),
+            None => policy,
+        }
     }
 
     async fn on_inbound(self: Rc<Self>, channel: String, inbound: Inbound) {
@@ -220,7 +234,8 @@ impl Router {
                 let text = format!(
                     "Hi! I don't know you yet. Ask my owner to approve you with:\n\n    oxibot pairing approve {code}"
                 );
-                let _ = self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
+                let _ =
+                    self.deliver(Reply::new(&channel, &inbound.chat_id, text, None, inbound.metadata.clone())).await;
                 return;
             }
         }
@@ -231,7 +246,7 @@ impl Router {
                 Ok(p) => format!("Approved {} on {}.", p.sender_id, p.channel),
                 Err(error) => format!("Cannot approve: {error}"),
             };
-            let _ = self.deliver(&channel, &inbound.chat_id, text, None, inbound.metadata.clone()).await;
+            let _ = self.deliver(Reply::new(&channel, &inbound.chat_id, text, None, inbound.metadata.clone())).await;
             return;
         }
         self.in_flight.set(self.in_flight.get() + 1);
@@ -301,8 +316,10 @@ impl Router {
         (events, Some(stream_id))
     }
 
+    /// Delivers a turn's reply (waiting for its first attempt only), unless the turn already
+    /// sent its message with the `message` tool.
     async fn deliver_reply(
-        &self,
+        self: &Rc<Self>,
         channel: &str,
         chat_id: &str,
         reply: Result<TurnReply, crate::agent::AgentError>,
@@ -327,67 +344,7 @@ impl Router {
         if text.trim().is_empty() {
             return;
         }
-        let _ = self.deliver(channel, chat_id, text, stream_id, metadata).await;
-    }
-
-    /// Sends one reply, retrying (1 s, 2 s, 4 s) until the channel acknowledges it; a
-    /// delivery that finally fails is logged, recorded in the session, and returned.
-    async fn deliver(
-        &self,
-        channel: &str,
-        chat_id: &str,
-        content: String,
-        stream_id: Option<u64>,
-        metadata: Value,
-    ) -> Result<(), String> {
-        self.deliver_with_media(channel, chat_id, content, Vec::new(), stream_id, metadata).await
-    }
-
-    /// [`Router::deliver`] with attachments.
-    async fn deliver_with_media(
-        &self,
-        channel: &str,
-        chat_id: &str,
-        content: String,
-        media: Vec<String>,
-        stream_id: Option<u64>,
-        metadata: Value,
-    ) -> Result<(), String> {
-        let mut last_error = String::new();
-        let delays = std::iter::once(Duration::ZERO).chain(self.retry_delays.iter().copied());
-        for delay in delays {
-            tokio::time::sleep(delay).await;
-            let id = self.fresh_id();
-            let (ack, ack_rx) = oneshot::channel();
-            self.pending.borrow_mut().insert(id, ack);
-            let outbound = Outbound {
-                id,
-                chat_id: chat_id.to_owned(),
-                content: content.clone(),
-                media: media.clone(),
-                stream_id,
-                metadata: metadata.clone(),
-            };
-            if let Err(error) = self.host().send(channel, Message::Outbound(outbound)) {
-                self.pending.borrow_mut().remove(&id);
-                last_error = error.to_string();
-                continue;
-            }
-            match tokio::time::timeout(ACK_TIMEOUT, ack_rx).await {
-                Ok(Ok(Ok(()))) => return Ok(()),
-                Ok(Ok(Err(error))) => last_error = error,
-                Ok(Err(_)) => last_error = "the channel went away".to_owned(),
-                Err(_) => {
-                    self.pending.borrow_mut().remove(&id);
-                    last_error = "no acknowledgement in time".to_owned();
-                }
-            }
-            tracing::warn!(%channel, %chat_id, error = %last_error, "delivery failed; retrying");
-        }
-        tracing::error!(%channel, %chat_id, error = %last_error, "delivery failed for good");
-        let key = SessionKey::new(channel, chat_id);
-        self.manager.record_undelivered(&key, &content, &last_error).await;
-        Err(last_error)
+        let _ = self.deliver(Reply::new(channel, chat_id, text, stream_id, metadata)).await;
     }
 
     /// Sends a tool hint once, without waiting for its acknowledgement (a lost hint is no loss).
@@ -414,9 +371,13 @@ impl Router {
         self.services.host()
     }
 
+    /// A new outbound or stream id: the clock in microseconds, or one more than the last id
+    /// when that is later. Ids of different kernel runs so never meet, and a channel may build
+    /// its service's idempotency key from an id alone.
     fn fresh_id(&self) -> u64 {
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |t| u64::try_from(t.as_micros()).unwrap_or(0));
+        let id = now.max(self.last_id.get() + 1);
+        self.last_id.set(id);
         id
     }
 }

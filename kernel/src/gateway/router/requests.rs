@@ -1,7 +1,8 @@
 //! The kernel's own requests, served by the router: turns the kernel starts itself (a cron
 //! job, a helper's result, the heartbeat) and messages the `message` tool sends. Both go
 //! through the same delivery as any reply (retried until acknowledged, a final failure
-//! recorded in the session).
+//! recorded in the session). A `message` send waits only for its first attempt: its turn is
+//! told at once when the channel did not take it, while the retries go on.
 
 use std::rc::Rc;
 
@@ -9,6 +10,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Router;
+use super::delivery::Reply;
 use crate::agent::TurnReply;
 use crate::automation::dispatch::{Request, RunRequest, SendRequest, Target};
 use crate::session::SessionKey;
@@ -70,7 +72,7 @@ impl Router {
         let _ = request.done.send(result);
     }
 
-    async fn send_message(&self, request: &SendRequest) -> Result<(), String> {
+    async fn send_message(self: &Rc<Self>, request: &SendRequest) -> Result<(), String> {
         let (channel, chat_id, metadata) = match &request.target {
             Target::Chat { channel, chat_id } => {
                 (channel.clone(), chat_id.clone(), self.chat_metadata(channel, chat_id))
@@ -87,11 +89,18 @@ impl Router {
         }
         let key = SessionKey::new(&channel, &chat_id);
         self.in_flight.set(self.in_flight.get() + 1);
-        let sent = self
-            .deliver_with_media(&channel, &chat_id, request.content.clone(), request.media.clone(), None, metadata)
-            .await;
+        let mut reply = Reply::new(&channel, &chat_id, request.content.clone(), None, metadata);
+        reply.media = request.media.clone();
+        reply.record_late_in = Some(key.clone());
+        let sent = self.deliver(reply).await;
         self.in_flight.set(self.in_flight.get() - 1);
-        sent?;
+        if let Err(error) = sent {
+            let hours = self.retry_policy().window.as_secs_f64() / 3600.0;
+            return Err(format!(
+                "the channel did not take it ({error}); the gateway retries it for up to {hours:.1} h, and says so on a later \
+                 turn if it fails for good"
+            ));
+        }
         if request.from.as_ref() == Some(&key) {
             // Already in that session, as the tool call; its turn's reply is not sent twice.
             self.sent_by_tool.borrow_mut().insert(key);

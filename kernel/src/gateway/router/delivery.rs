@@ -1,0 +1,175 @@
+//! Sending one reply until its channel acknowledges it: attempts under one outbound id, waits
+//! from the [`RetryPolicy`] cut short when the channel becomes ready again, and a final
+//! failure logged and handed to the session without waiting for it (the session may be busy
+//! with the very turn that sent the reply: nothing waits on a session from inside its turn).
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use oxibot_proto::{Message, Outbound};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::Router;
+use super::outbox::{PendingDelivery, RetryPolicy};
+use crate::session::SessionKey;
+
+/// How long a channel has to acknowledge one delivery attempt.
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What to send where.
+pub(super) struct Reply {
+    /// The channel plugin.
+    pub channel: String,
+    /// The chat.
+    pub chat_id: String,
+    /// The text.
+    pub content: String,
+    /// Local paths of attachments.
+    pub media: Vec<String>,
+    /// The stream the reply ends, for channels that stream.
+    pub stream_id: Option<u64>,
+    /// The channel's details.
+    pub metadata: Value,
+    /// The session to record the text in when it is delivered only after a failed attempt.
+    pub record_late_in: Option<SessionKey>,
+}
+
+impl Reply {
+    /// A reply of `content` to `chat_id` of `channel`.
+    pub fn new(channel: &str, chat_id: &str, content: String, stream_id: Option<u64>, metadata: Value) -> Reply {
+        Reply {
+            channel: channel.to_owned(),
+            chat_id: chat_id.to_owned(),
+            content,
+            media: Vec::new(),
+            stream_id,
+            metadata,
+            record_late_in: None,
+        }
+    }
+}
+
+impl Router {
+    /// Starts delivering `reply` in the background; the receiver tells how its first attempt
+    /// went. A failed first attempt is retried (see [`RetryPolicy`]) until it is delivered or
+    /// given up.
+    pub(super) fn start_delivery(self: &Rc<Self>, reply: Reply) -> oneshot::Receiver<Result<(), String>> {
+        let (first, first_rx) = oneshot::channel();
+        let id = self.fresh_id();
+        self.outbox.add(PendingDelivery {
+            id,
+            channel: reply.channel,
+            chat_id: reply.chat_id,
+            content: reply.content,
+            media: reply.media,
+            stream_id: reply.stream_id,
+            metadata: reply.metadata,
+            record_late_in: reply.record_late_in,
+            since: Instant::now(),
+            failures: 0,
+            last_error: String::new(),
+        });
+        let router = self.clone();
+        actix::spawn(async move { router.deliver_pending(id, first).await });
+        first_rx
+    }
+
+    /// Delivers `reply` and waits for its first attempt: the caller is told at once whether the
+    /// channel took it; retries go on in the background.
+    pub(super) async fn deliver(self: &Rc<Self>, reply: Reply) -> Result<(), String> {
+        self.start_delivery(reply).await.unwrap_or_else(|_| Err("the delivery was dropped".to_owned()))
+    }
+
+    /// Attempts pending delivery `id` until it is delivered or given up.
+    async fn deliver_pending(&self, id: u64, first: oneshot::Sender<Result<(), String>>) {
+        let mut first = Some(first);
+        loop {
+            let Some(delivery) = self.outbox.get(id) else { return };
+            let mut ready = self.outbox.watch_ready(&delivery.channel);
+            ready.mark_unchanged();
+            let outcome = self.attempt(&delivery).await;
+            if let Some(first) = first.take() {
+                let _ = first.send(outcome.clone());
+            }
+            let error = match outcome {
+                Ok(()) => return self.delivered(id),
+                Err(error) => error,
+            };
+            let failures = self.outbox.failed(id, &error);
+            let policy = self.retry_policy();
+            if let Some(reason) = self.give_up_reason(&delivery, &policy) {
+                return self.given_up(id, &reason);
+            }
+            let wait = policy.wait_after(failures);
+            tracing::warn!(channel = %delivery.channel, chat_id = %delivery.chat_id, %error, retry_in = ?wait, "delivery failed; retrying");
+            // A channel that comes back is tried at once.
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = ready.changed() => tracing::info!(channel = %delivery.channel, "channel ready again; retrying its delivery"),
+            }
+        }
+    }
+
+    /// Sends one attempt and waits for its acknowledgement.
+    async fn attempt(&self, delivery: &PendingDelivery) -> Result<(), String> {
+        let outbound = Outbound {
+            id: delivery.id,
+            chat_id: delivery.chat_id.clone(),
+            content: delivery.content.clone(),
+            media: delivery.media.clone(),
+            stream_id: delivery.stream_id,
+            metadata: delivery.metadata.clone(),
+        };
+        let acked = self.outbox.expect_ack(delivery.id, &delivery.channel);
+        if let Err(error) = self.host().send(&delivery.channel, Message::Outbound(outbound)) {
+            self.outbox.forget_ack(delivery.id);
+            return Err(error.to_string());
+        }
+        match tokio::time::timeout(ACK_TIMEOUT, acked).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err("the channel went away".to_owned()),
+            Err(_) => {
+                self.outbox.forget_ack(delivery.id);
+                Err("no acknowledgement in time".to_owned())
+            }
+        }
+    }
+
+    /// Why a failed delivery is not tried again, if it is not.
+    fn give_up_reason(&self, delivery: &PendingDelivery, policy: &RetryPolicy) -> Option<String> {
+        if !self.accepting.get() {
+            return Some(format!("{}; the gateway is shutting down", delivery.last_error_or_unknown()));
+        }
+        if !self.serves(&delivery.channel) {
+            return Some(format!("the channel '{}' no longer runs", delivery.channel));
+        }
+        (delivery.since.elapsed() >= policy.window).then(|| delivery.last_error_or_unknown())
+    }
+
+    fn delivered(&self, id: u64) {
+        let Some(delivery) = self.outbox.remove(id) else { return };
+        if delivery.failures > 0 {
+            tracing::info!(channel = %delivery.channel, chat_id = %delivery.chat_id, attempts = delivery.failures + 1, "delivered after retrying");
+            if let Some(key) = &delivery.record_late_in {
+                self.manager.record_sent(key, &delivery.content);
+            }
+        }
+    }
+
+    /// A delivery that failed for good: logged, and noted in its session (which tells the
+    /// model on its next turn) without waiting for the session.
+    fn given_up(&self, id: u64, reason: &str) {
+        let Some(delivery) = self.outbox.remove(id) else { return };
+        let (channel, chat_id) = (&delivery.channel, &delivery.chat_id);
+        let attempts = delivery.failures;
+        tracing::error!(%channel, %chat_id, error = %reason, attempts, "delivery failed for good");
+        self.manager.record_undelivered(SessionKey::new(channel, chat_id), &delivery.content, reason);
+    }
+}
+
+impl PendingDelivery {
+    fn last_error_or_unknown(&self) -> String {
+        if self.last_error.is_empty() { "delivery failed".to_owned() } else { self.last_error.clone() }
+    }
+}

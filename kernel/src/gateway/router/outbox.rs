@@ -1,0 +1,219 @@
+//! The outbox: every reply on its way to a channel, in one place. A reply keeps one outbound
+//! id for all its attempts (a channel whose service takes an idempotency key — Matrix's
+//! transaction id — builds it from that id, so a retry never posts twice); the waits between
+//! attempts grow to a cap for the configured window; a channel that comes back (`Ready`) wakes
+//! its pending replies at once instead of after their wait.
+//!
+//! Only memory holds the outbox for now: a kernel restart loses the replies still pending.
+//! [`Outbox::pending`] is the one record to write to disk when the durable outbox comes
+//! (issue 26).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::{oneshot, watch};
+
+use crate::session::SessionKey;
+
+/// Waits between the first delivery attempts: 1 s, 2 s, 4 s; later waits double up to
+/// [`DEFAULT_RETRY_CAP`].
+pub const DEFAULT_RETRY_WAITS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
+/// The longest wait between two attempts.
+pub const DEFAULT_RETRY_CAP: Duration = Duration::from_secs(5 * 60);
+
+/// How long and how often a reply is retried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// The waits after the first failed attempts, in order.
+    pub waits: Vec<Duration>,
+    /// Later waits double the previous one, up to this.
+    pub cap: Duration,
+    /// How long after its first attempt a reply is given up.
+    pub window: Duration,
+}
+
+impl RetryPolicy {
+    /// The default waits, retried for `window`.
+    pub fn new(window: Duration) -> RetryPolicy {
+        RetryPolicy { waits: DEFAULT_RETRY_WAITS.to_vec(), cap: DEFAULT_RETRY_CAP, window }
+    }
+
+    /// `waits` instead of the default ones (a test's short schedule): the last of them is also
+    /// the cap, so the schedule stays as short as it was written.
+    pub fn with_waits(self, waits: Vec<Duration>) -> RetryPolicy {
+        let cap = waits.last().copied().unwrap_or(self.cap);
+        RetryPolicy { waits, cap, ..self }
+    }
+
+    /// The wait after failed attempt number `failures` (1 for the first failure).
+    pub fn wait_after(&self, failures: u32) -> Duration {
+        let index = usize::try_from(failures.saturating_sub(1)).unwrap_or(usize::MAX);
+        if let Some(wait) = self.waits.get(index) {
+            return *wait;
+        }
+        let last = self.waits.last().copied().unwrap_or(Duration::from_secs(1));
+        let doublings = u32::try_from(index + 1 - self.waits.len()).unwrap_or(u32::MAX).min(20);
+        last.saturating_mul(1 << doublings).min(self.cap)
+    }
+}
+
+/// One reply waiting to reach its chat: what to send, and how its attempts went.
+#[derive(Debug, Clone)]
+pub struct PendingDelivery {
+    /// Its outbound id, the same for every attempt.
+    pub id: u64,
+    /// The channel plugin that delivers it.
+    pub channel: String,
+    /// The chat it goes to.
+    pub chat_id: String,
+    /// The text.
+    pub content: String,
+    /// Local paths of attachments.
+    pub media: Vec<String>,
+    /// The stream the reply ends, for channels that stream.
+    pub stream_id: Option<u64>,
+    /// The channel's details (thread, message replied to, usage).
+    pub metadata: Value,
+    /// The session to record the text in if it is delivered only after a failed attempt (a
+    /// `message` tool send, whose turn was told it was not delivered yet).
+    pub record_late_in: Option<SessionKey>,
+    /// When the first attempt was made.
+    pub since: Instant,
+    /// Attempts that failed so far.
+    pub failures: u32,
+    /// Why the last attempt failed.
+    pub last_error: String,
+}
+
+/// An attempt waiting for its acknowledgement: the channel it went to, and who to tell.
+type AckWaiter = (String, oneshot::Sender<Result<(), String>>);
+
+/// Every reply not yet acknowledged, the attempts waiting for an acknowledgement, and the
+/// channels' restarts. Lives on the actix system's thread, with the router.
+#[derive(Default)]
+pub struct Outbox {
+    /// The replies not yet delivered, by outbound id.
+    pending: RefCell<HashMap<u64, PendingDelivery>>,
+    /// Attempts sent and waiting for their `DeliveryAck`: the channel, and who to tell.
+    acks: RefCell<HashMap<u64, AckWaiter>>,
+    /// A counter per channel, raised each time the channel is ready (after a restart too).
+    ready: RefCell<HashMap<String, watch::Sender<u64>>>,
+}
+
+impl Outbox {
+    /// Keeps `delivery` until [`Outbox::remove`].
+    pub fn add(&self, delivery: PendingDelivery) {
+        self.pending.borrow_mut().insert(delivery.id, delivery);
+    }
+
+    /// A copy of pending delivery `id`.
+    pub fn get(&self, id: u64) -> Option<PendingDelivery> {
+        self.pending.borrow().get(&id).cloned()
+    }
+
+    /// Notes a failed attempt of `id`; returns how many failed so far.
+    pub fn failed(&self, id: u64, error: &str) -> u32 {
+        let mut pending = self.pending.borrow_mut();
+        let Some(delivery) = pending.get_mut(&id) else { return 0 };
+        delivery.failures += 1;
+        delivery.last_error = error.to_owned();
+        delivery.failures
+    }
+
+    /// Forgets delivery `id` (delivered, or given up).
+    pub fn remove(&self, id: u64) -> Option<PendingDelivery> {
+        self.pending.borrow_mut().remove(&id)
+    }
+
+    /// How many replies wait to be delivered.
+    pub fn pending(&self) -> usize {
+        self.pending.borrow().len()
+    }
+
+    /// Waits for the acknowledgement of attempt `id` sent to `channel`.
+    pub fn expect_ack(&self, id: u64, channel: &str) -> oneshot::Receiver<Result<(), String>> {
+        let (tell, told) = oneshot::channel();
+        self.acks.borrow_mut().insert(id, (channel.to_owned(), tell));
+        told
+    }
+
+    /// Stops waiting for the acknowledgement of `id`.
+    pub fn forget_ack(&self, id: u64) {
+        self.acks.borrow_mut().remove(&id);
+    }
+
+    /// A channel's `DeliveryAck` for `id`.
+    pub fn acknowledged(&self, id: u64, outcome: Result<(), String>) {
+        if let Some((_, tell)) = self.acks.borrow_mut().remove(&id) {
+            let _ = tell.send(outcome);
+        }
+    }
+
+    /// `channel`'s plugin is gone: its attempts waiting for an acknowledgement fail now (they
+    /// are retried once it is ready again) instead of at the acknowledgement timeout.
+    pub fn channel_down(&self, channel: &str, reason: &str) {
+        let gone: Vec<u64> = self.acks.borrow().iter().filter(|(_, (c, _))| c == channel).map(|(id, _)| *id).collect();
+        for id in gone {
+            self.acknowledged(id, Err(format!("the channel went away ({reason})")));
+        }
+    }
+
+    /// `channel` is ready (started or restarted): wakes its pending deliveries.
+    pub fn channel_ready(&self, channel: &str) {
+        self.ready_sender(channel).send_modify(|count| *count += 1);
+    }
+
+    /// Tells when `channel` is next ready.
+    pub fn watch_ready(&self, channel: &str) -> watch::Receiver<u64> {
+        self.ready_sender(channel).subscribe()
+    }
+
+    fn ready_sender(&self, channel: &str) -> watch::Sender<u64> {
+        self.ready.borrow_mut().entry(channel.to_owned()).or_insert_with(|| watch::channel(0).0).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seconds(list: &[u64]) -> Vec<Duration> {
+        list.iter().copied().map(Duration::from_secs).collect()
+    }
+
+    #[test]
+    fn the_default_waits_double_after_the_first_three_up_to_five_minutes() {
+        let policy = RetryPolicy::new(Duration::from_secs(3600));
+        let waits: Vec<Duration> = (1..=12).map(|n| policy.wait_after(n)).collect();
+        assert_eq!(waits, seconds(&[1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]));
+        assert_eq!(policy.wait_after(u32::MAX), DEFAULT_RETRY_CAP);
+    }
+
+    #[test]
+    fn a_short_schedule_repeats_its_last_wait() {
+        let policy = RetryPolicy::new(Duration::from_secs(60)).with_waits(seconds(&[1, 3]));
+        let waits: Vec<Duration> = (1..=4).map(|n| policy.wait_after(n)).collect();
+        assert_eq!(waits, seconds(&[1, 3, 3, 3]));
+    }
+
+    #[test]
+    fn a_channel_going_down_fails_only_its_own_attempts() {
+        let outbox = Outbox::default();
+        let mut matrix = outbox.expect_ack(1, "matrix");
+        let mut email = outbox.expect_ack(2, "email");
+        outbox.channel_down("matrix", "killed");
+        assert!(matches!(matrix.try_recv(), Ok(Err(error)) if error.contains("killed")));
+        assert!(email.try_recv().is_err(), "the other channel's attempt still waits");
+    }
+
+    #[test]
+    fn a_ready_channel_wakes_whoever_watches_it() {
+        let outbox = Outbox::default();
+        let mut watcher = outbox.watch_ready("matrix");
+        watcher.mark_unchanged();
+        outbox.channel_ready("matrix");
+        assert!(watcher.has_changed().unwrap_or(false));
+    }
+}
