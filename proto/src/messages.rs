@@ -350,4 +350,9 @@ pub struct DeliveryAck {
     /// Why it failed, when `ok` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// True when a failure is final: no later attempt can deliver this message (an HTTP
+    /// reply nobody waits for any more), so the kernel does not retry it. Added in a
+    /// compatible way: older peers leave it out, and it reads as false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub permanent: bool,
 }

@@ -71,7 +71,15 @@ pub(crate) fn samples() -> Vec<(&'static str, Message)> {
             }),
         ),
         ("delta", Message::Delta(Delta { stream_id: 9, chat_id: "12345".into(), text: "hel".into() })),
-        ("delivery_ack", Message::DeliveryAck(DeliveryAck { id: 3, ok: false, error: Some("chat not found".into()) })),
+        (
+            "delivery_ack",
+            Message::DeliveryAck(DeliveryAck {
+                id: 3,
+                ok: false,
+                error: Some("chat not found".into()),
+                permanent: false,
+            }),
+        ),
     ]
 }
 

@@ -119,7 +119,7 @@ async fn a_completion_becomes_an_inbound_for_its_session_and_the_reply_comes_bac
         json!({"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"})
     );
     assert_eq!(completion["usage"]["total_tokens"], 0);
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None, permanent: false });
     host.shutdown().await;
 }
 
@@ -179,7 +179,7 @@ async fn a_streamed_completion_turns_deltas_into_chunks_adds_the_missing_end_and
     assert_eq!(stop["choices"][0]["finish_reason"], "stop");
     assert_eq!(response.next_event().await.as_deref(), Some("[DONE]"));
     assert_eq!(response.next_event().await, None);
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 21, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 21, ok: true, error: None, permanent: false });
     host.shutdown().await;
 }
 
@@ -264,7 +264,7 @@ async fn the_responses_endpoint_answers_with_a_response_object_and_streams_its_e
     assert_eq!(document["usage"]["input_tokens"], 120);
     assert_eq!(document["usage"]["output_tokens"], 7);
     assert_eq!(document["usage"]["input_tokens_details"]["cached_tokens"], 64);
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 1, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 1, ok: true, error: None, permanent: false });
 
     let body = json!({"input": "and streamed?", "stream": true, "session_id": "conv-7"});
     let request = tokio::spawn(async move { post_json(port, "/v1/responses", &[AUTH], &body).await });
@@ -312,7 +312,7 @@ async fn the_responses_endpoint_answers_with_a_response_object_and_streams_its_e
     let completed = &received[9]["response"];
     assert_eq!(completed["output"][0]["content"][0]["text"], "Streamed");
     assert_eq!(completed["usage"]["total_tokens"], 5);
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 2, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 2, ok: true, error: None, permanent: false });
     host.shutdown().await;
 }
 

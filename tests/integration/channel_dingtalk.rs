@@ -45,7 +45,7 @@ async fn a_one_to_one_message_arrives_from_its_sender_and_the_reply_goes_to_that
 
     host.send("dingtalk", outbound(7, &inbound.chat_id, "**Hi** Ada, how can I help?", inbound.metadata.clone()))
         .unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None, permanent: false });
     let sends = dingtalk.calls(BATCH_SEND);
     assert_eq!(sends.len(), 1);
     assert_eq!(sends[0].body["userIds"], json!(["staff42"]));
@@ -231,7 +231,7 @@ async fn a_revoked_access_token_is_replaced_once_and_the_reply_still_goes_out() 
     assert!(next_delivery(&mut events).await.ok);
     dingtalk.revoke_tokens();
     host.send("dingtalk", outbound(16, "staff42", "second", json!({}))).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 16, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 16, ok: true, error: None, permanent: false });
     assert_eq!(dingtalk.calls(ACCESS_TOKEN).len(), 2);
     let tokens: Vec<String> = dingtalk.calls(BATCH_SEND).into_iter().map(|send| send.token).collect();
     assert_eq!(tokens, ["token-1", "token-1", "token-2"]);
@@ -250,7 +250,7 @@ async fn a_send_dingtalk_refuses_is_acked_as_a_failed_delivery_and_a_rate_limit_
 
     dingtalk.push_send_reply(SendReply::RateLimited(0));
     host.send("dingtalk", outbound(18, "staff42", "patience", json!({}))).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 18, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 18, ok: true, error: None, permanent: false });
     assert_eq!(dingtalk.calls(BATCH_SEND).len(), 3);
     host.shutdown().await;
 }

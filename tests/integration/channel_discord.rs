@@ -191,7 +191,7 @@ async fn a_reply_of_4500_characters_becomes_three_posts_with_balanced_fences_the
         content.push_str(" More.");
     }
     host.send("discord", outbound(31, "dm-7", &content, json!({"message_id": "111", "is_group": false}))).unwrap();
-    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 31, ok: true, error: None });
+    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 31, ok: true, error: None, permanent: false });
     let posts = fake.posts();
     assert_eq!(posts.len(), 3, "{:#?}", posts.iter().map(|p| &p.json["content"]).collect::<Vec<_>>());
     for post in &posts {
@@ -220,7 +220,7 @@ async fn a_rate_limited_post_is_retried_after_the_wait_discord_asked_for() {
     let (host, mut events) = discord_host(&fake, json!({})).await;
     fake.fail_posts(429, r#"{"message": "You are being rate limited.", "retry_after": 0.4, "global": false}"#, 1);
     host.send("discord", outbound(32, "dm-7", "hi again", json!({}))).unwrap();
-    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 32, ok: true, error: None });
+    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 32, ok: true, error: None, permanent: false });
     let attempts: Vec<_> = fake.requests().into_iter().filter(|r| r.path.ends_with("/messages")).collect();
     assert_eq!(attempts.iter().map(|r| r.status).collect::<Vec<_>>(), [429, 200]);
     let waited = attempts[1].at - attempts[0].at;
@@ -274,7 +274,7 @@ async fn a_reply_with_a_file_is_uploaded_as_multipart_with_its_text() {
         metadata: json!({}),
     };
     host.send("discord", Message::Outbound(outbound)).unwrap();
-    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 34, ok: true, error: None });
+    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 34, ok: true, error: None, permanent: false });
     let post = &fake.posts()[0];
     assert!(post.header("content-type").unwrap().starts_with("multipart/form-data; boundary="));
     assert!(

@@ -41,7 +41,7 @@ async fn a_verified_mail_arrives_from_its_sender_and_the_reply_goes_back_in_its_
     fake.wait_seen(uid).await;
 
     host.send("email", outbound(7, &inbound.chat_id, "Friday, **after lunch**.", inbound.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None, permanent: false });
     let sent = &fake.sent()[0];
     assert_eq!((sent.from.as_str(), sent.to.as_slice()), (BOT_ADDRESS, ["ada@sender.test".to_owned()].as_slice()));
     assert_eq!(sent.header("Subject").as_deref(), Some("Re: Plans"));
@@ -167,7 +167,7 @@ async fn with_auto_reply_off_no_reply_is_mailed_but_the_delivery_is_acknowledged
     let inbound = next_inbound(&mut events, "email").await;
     accept(&host, "email", &inbound);
     host.send("email", outbound(9, &inbound.chat_id, "unsent", inbound.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 9, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 9, ok: true, error: None, permanent: false });
     host.send("email", outbound(10, "ada@sender.test", "a message of its own", json!({}))).unwrap();
     assert!(next_delivery(&mut events).await.ok);
     let sent = fake.sent();

@@ -41,7 +41,7 @@ async fn a_direct_message_arrives_from_its_sender_and_the_reply_is_a_card_sent_t
     assert!(answer.frame.header("biz_rt").is_some(), "{:?}", answer.frame.headers);
 
     host.send("feishu", outbound(3, &inbound.chat_id, "**Hi** Ada", inbound.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 3, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 3, ok: true, error: None, permanent: false });
     let created = feishu.calls(MESSAGES);
     assert_eq!(created.len(), 1);
     assert_eq!(created[0].query, "receive_id_type=open_id");
@@ -193,7 +193,7 @@ async fn a_streamed_reply_is_one_card_updated_to_the_final_text() {
     };
     feishu.wait_calls(MESSAGES, 1).await;
     host.send("feishu", Message::Outbound(final_reply)).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 6, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 6, ok: true, error: None, permanent: false });
     let created = feishu.calls(MESSAGES);
     assert_eq!(created.len(), 1, "one card for the whole reply");
     assert!(created[0].card_markdown().starts_with("Hel"), "{}", created[0].card_markdown());
@@ -272,7 +272,7 @@ async fn the_tenant_token_is_fetched_once_reused_and_replaced_when_refused() {
     assert_eq!(feishu.calls(TENANT_TOKEN)[0].body, json!({"app_id": APP_ID, "app_secret": "fake-app-secret"}));
     feishu.revoke_tokens();
     host.send("feishu", outbound(14, "ou_ada", "again", json!({}))).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 14, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 14, ok: true, error: None, permanent: false });
     assert_eq!(feishu.calls(TENANT_TOKEN).len(), 2);
     assert_eq!(feishu.calls(MESSAGES).last().unwrap().authorization, "Bearer t-fake-2");
     host.shutdown().await;

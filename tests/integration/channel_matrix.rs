@@ -160,7 +160,7 @@ async fn an_outbound_reaches_the_room_as_text_with_html_in_the_thread_and_is_ack
     let (host, mut events) = matrix_host(&matrix, json!({})).await;
     let metadata = json!({"event_id": "$e2", "is_group": true, "thread_root_event_id": "$root", "thread_reply_to_event_id": "$e2"});
     host.send("matrix", outbound(11, GROUP_ROOM, "## Result\n**Done** & *relax*", metadata)).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None, permanent: false });
     let sent = matrix.sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].room, GROUP_ROOM);

@@ -134,7 +134,7 @@ async fn an_outbound_is_posted_as_markdown_in_the_thread_its_chat_id_names_and_a
     let mattermost = FakeMattermost::start();
     let (host, mut events) = mattermost_host(&mattermost, json!({})).await;
     host.send("mattermost", outbound(11, "town:p2", "**Done** & `ok`", json!({}))).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None, permanent: false });
     host.send("mattermost", outbound(12, "dmchan", "hi", json!({}))).unwrap();
     assert!(next_delivery(&mut events).await.ok);
     let posts = mattermost.requests("POST", "/api/v4/posts");

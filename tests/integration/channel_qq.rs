@@ -48,7 +48,7 @@ async fn a_c2c_message_arrives_from_its_sender_and_the_reply_is_a_passive_reply_
     accept(&host, "qq", &inbound);
 
     host.send("qq", outbound(7, "U_ADA", "**Hi** Ada", inbound.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None, permanent: false });
     let sends = qq.calls(&user_messages("U_ADA"));
     assert_eq!(sends.len(), 1);
     assert_eq!((sends[0].body["msg_type"].as_u64(), sends[0].text()), (Some(0), "**Hi** Ada"));
@@ -183,7 +183,7 @@ async fn a_long_reply_is_sent_in_parts_that_fit_each_with_its_own_msg_seq() {
     let lines: Vec<String> = (0..200).map(|n| format!("line {n:03} {}", "字".repeat(40))).collect();
     let content = format!("intro\n```\n{}\n```\noutro", lines.join("\n"));
     host.send("qq", outbound(10, "U_ADA", &content, inbound.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 10, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 10, ok: true, error: None, permanent: false });
     let sends = qq.calls(&user_messages("U_ADA"));
     assert!(sends.len() >= 3, "{} parts", sends.len());
     for send in &sends {

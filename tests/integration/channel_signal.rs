@@ -101,7 +101,7 @@ async fn replies_go_to_the_person_or_the_group_through_json_rpc_send_with_markdo
     let signal = FakeSignal::start();
     let (host, mut events) = signal_host(&signal, json!({})).await;
     host.send("signal", outbound(11, ADA, "**hi** Ada", json!({"is_group": false}))).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None, permanent: false });
     host.send("signal", outbound(12, GROUP, "hi all", json!({"is_group": true, "group_id": GROUP}))).unwrap();
     assert!(next_delivery(&mut events).await.ok);
     let sends = signal.calls("send");

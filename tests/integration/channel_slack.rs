@@ -131,7 +131,7 @@ async fn an_outbound_reaches_chat_post_message_as_mrkdwn_in_the_thread_and_is_ac
         outbound(11, "C7", "## Result\n**Done**: see [the log](https://x.io/log?a=1&b=2) & *relax*", metadata),
     )
     .unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None, permanent: false });
     let posts = slack.calls("chat.postMessage");
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0].authorization, format!("Bearer {BOT_TOKEN}"));
@@ -195,7 +195,7 @@ async fn a_rate_limited_post_is_tried_again_after_the_wait_slack_asked_for() {
     slack.push_post_reply(PostReply::RateLimited(1));
     let started = std::time::Instant::now();
     host.send("slack", outbound(15, "C7", "patience", json!({}))).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 15, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 15, ok: true, error: None, permanent: false });
     assert!(started.elapsed() >= Duration::from_secs(1), "retried after {:?}", started.elapsed());
     assert_eq!(slack.calls("chat.postMessage").len(), 2);
     host.shutdown().await;

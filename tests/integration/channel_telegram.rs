@@ -84,7 +84,7 @@ fn ada() -> Value {
 }
 
 fn ok(id: u64) -> DeliveryAck {
-    DeliveryAck { id, ok: true, error: None }
+    DeliveryAck { id, ok: true, error: None, permanent: false }
 }
 
 #[actix_rt::test]

@@ -43,7 +43,7 @@ async fn a_direct_message_arrives_from_its_sender_and_the_reply_finishes_a_strea
     accept(&host, "wecom", &inbound);
 
     host.send("wecom", outbound(7, &inbound.chat_id, "**Hi** Ada", inbound.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 7, ok: true, error: None, permanent: false });
     let replies = wecom.wait_finished_reply("req-1").await;
     assert_eq!(replies.len(), 1);
     assert_eq!(replies[0].body["msgtype"], "stream");
@@ -104,7 +104,7 @@ async fn a_streamed_reply_is_shown_while_written_and_finished_with_the_final_tex
         metadata: inbound.metadata.clone(),
     };
     host.send("wecom", Message::Outbound(final_reply)).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 6, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 6, ok: true, error: None, permanent: false });
     let replies = wecom.wait_finished_reply("req-s").await;
     let last = replies.last().unwrap();
     assert_eq!((last.stream_content(), last.finished()), ("Hello there, **Ada**", true));
@@ -153,7 +153,7 @@ async fn a_dropped_connection_is_subscribed_again_and_a_reply_to_a_callback_it_l
     wecom.wait_subscriptions(2).await;
 
     host.send("wecom", outbound(11, "ada", "late answer", before.metadata.clone())).unwrap();
-    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None });
+    assert_eq!(next_delivery(&mut events).await, DeliveryAck { id: 11, ok: true, error: None, permanent: false });
     let refused = wecom.frames("aibot_respond_msg");
     assert_eq!(
         (refused.len(), refused[0].errcode),

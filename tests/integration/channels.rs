@@ -73,7 +73,10 @@ async fn an_accepted_inbound_and_an_outbound_come_back_as_lines_and_the_delivery
     let delivery = event_where(&mut events, |e| matches!(e, PluginEvent::Delivery { .. })).await;
     assert_eq!(
         delivery,
-        PluginEvent::Delivery { plugin: "loopback".into(), ack: DeliveryAck { id: 42, ok: true, error: None } }
+        PluginEvent::Delivery {
+            plugin: "loopback".into(),
+            ack: DeliveryAck { id: 42, ok: true, error: None, permanent: false }
+        }
     );
     host.shutdown().await;
 }

@@ -10,6 +10,7 @@ use oxibot_tests::channels::free_port;
 use oxibot_tests::http;
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::{sigkill, wait_until};
+use oxibot_tests::wait::block_on;
 use serde_json::{Value, json};
 
 use super::automation::Loopback;
@@ -153,4 +154,40 @@ fn a_message_to_its_own_api_chat_that_nobody_waits_for_leaves_the_session_answer
         asked.contains("Not delivered") && asked.contains("Your report is ready."),
         "the next turn tells the model what never arrived: {asked}"
     );
+}
+
+#[test]
+fn an_api_reply_nobody_waits_for_is_given_up_at_once_and_never_answers_a_later_request() {
+    let port = free_port();
+    // The default retry window (hours): only the channel's refusal can end the retries.
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    let due = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 - 60_000;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "0ddba11", "name": "report", "enabled": true,
+        "schedule": {"kind": "at", "atMs": due},
+        "payload": {"kind": "agent_turn", "message": "Send the daily report", "sessionKey": "api:s2"},
+        "state": {"nextRunAtMs": due}, "createdAtMs": due - 1000, "updatedAtMs": due - 1000, "deleteAfterRun": true
+    }]});
+    std::fs::create_dir_all(env.workspace().join("cron")).unwrap();
+    std::fs::write(env.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    env.llm.push(Reply::Text("The daily report, for nobody.".into()));
+    env.llm.push(Reply::Text("Your own answer.".into()));
+    let _gateway = env.start_with_env("api", &[(WAITS, "50")]);
+
+    let given_up =
+        || env.session_file("api:s2").lines().next().unwrap_or_default().contains("The daily report, for nobody.");
+    assert!(
+        wait_until(Duration::from_secs(20), given_up),
+        "the reply nobody waits for is still being retried: {}",
+        env.log()
+    );
+    let key = env.api_authorization();
+    let body = json!({"model": "oxibot", "messages": [{"role": "user", "content": "hello?"}], "session_id": "s2"});
+    let reply = block_on(async {
+        let headers = [("Authorization", key.as_str())];
+        let asked = http::post_json(port, "/v1/chat/completions", &headers, &body);
+        tokio::time::timeout(Duration::from_secs(20), async { asked.await.json().await }).await
+    });
+    let reply = reply.unwrap_or_else(|_| panic!("no answer: {}", env.log()));
+    assert_eq!(reply["choices"][0]["message"]["content"], "Your own answer.");
 }

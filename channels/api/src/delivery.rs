@@ -12,32 +12,47 @@ const GONE: &str = "the HTTP client went away before the reply was written";
 /// Reports an outcome to the kernel.
 type Acker = Box<dyn FnOnce(Result<(), String>) + Send>;
 
+/// Reports a failure no retry can mend (the kernel then gives the message up at once).
+type Refuser = Box<dyn FnOnce(String) + Send>;
+
 /// Acks one outbound message exactly once.
 pub struct DeliveryGuard {
     acker: Option<Acker>,
+    refuser: Option<Refuser>,
 }
 
 impl DeliveryGuard {
     /// A guard that acks outbound message `id` through `channel`.
     pub fn for_outbound(channel: ChannelHandle, id: u64) -> DeliveryGuard {
-        DeliveryGuard::new(move |outcome| {
+        let refusing = channel.clone();
+        let mut guard = DeliveryGuard::new(move |outcome| {
             let _ = channel.ack(id, outcome);
-        })
+        });
+        guard.refuser = Some(Box::new(move |reason| {
+            let _ = refusing.refuse(id, reason);
+        }));
+        guard
     }
 
     /// A guard that reports to `acker`.
     pub fn new(acker: impl FnOnce(Result<(), String>) + Send + 'static) -> DeliveryGuard {
-        DeliveryGuard { acker: Some(Box::new(acker)) }
+        DeliveryGuard { acker: Some(Box::new(acker)), refuser: None }
+    }
+
+    /// The reply can never be delivered, for `reason`: nobody waits for it any more, and a
+    /// later request must not receive it in place of its own answer.
+    pub fn refused(mut self, reason: String) {
+        let refuser = self.refuser.take();
+        match (refuser, self.acker.take()) {
+            (Some(refuse), Some(_)) => refuse(reason),
+            (None, Some(ack)) => ack(Err(reason)),
+            (_, None) => {}
+        }
     }
 
     /// The reply reached the HTTP client.
     pub fn delivered(mut self) {
         self.settle(Ok(()));
-    }
-
-    /// The reply could not be delivered, for `reason`.
-    pub fn failed(mut self, reason: String) {
-        self.settle(Err(reason));
     }
 
     fn settle(&mut self, outcome: Result<(), String>) {
@@ -87,7 +102,7 @@ mod tests {
     fn a_guard_acks_once_with_the_outcome_it_was_settled_with() {
         let outcomes = Outcomes::default();
         recording(&outcomes).delivered();
-        recording(&outcomes).failed("no request".into());
+        recording(&outcomes).refused("no request".into());
         assert_eq!(*outcomes.lock().unwrap(), [Ok(()), Err("no request".into())]);
     }
 

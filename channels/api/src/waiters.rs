@@ -87,7 +87,7 @@ impl Waiters {
         slot.replies.send(Reply::Delta(delta.text)).is_ok()
     }
 
-    /// Hands a reply to the request it answers; acks it with an error when none is waiting.
+    /// Hands a reply to the request it answers; refuses it for good when none is waiting.
     pub fn deliver_final(&self, outbound: Outbound, guard: DeliveryGuard) {
         let request_id = outbound.metadata.get("request_id").and_then(Value::as_str);
         match self.claim(&outbound.chat_id, outbound.stream_id, request_id) {
@@ -96,7 +96,8 @@ impl Waiters {
                 let usage = TokenUsage::from_metadata(&outbound.metadata);
                 let _ = replies.send(Reply::Final(FinalReply { content: outbound.content, usage, guard }));
             }
-            None => guard.failed(format!("no request is waiting for a reply in session {}", outbound.chat_id)),
+            // Retrying would hand this reply to a later request in place of its own answer.
+            None => guard.refused(format!("no request is waiting for a reply in session {}", outbound.chat_id)),
         }
     }
 

@@ -69,6 +69,7 @@ impl Router {
             since: Instant::now(),
             failures: 0,
             last_error: String::new(),
+            refused: false,
         });
         let router = self.clone();
         actix::spawn(async move { router.deliver_pending(id, first).await });
@@ -98,6 +99,7 @@ impl Router {
             };
             let failures = self.outbox.failed(id, &error);
             let policy = self.retry_policy();
+            let delivery = self.outbox.get(id).unwrap_or(delivery);
             if let Some(reason) = self.give_up_reason(&delivery, &policy) {
                 return self.given_up(id, &reason);
             }
@@ -140,6 +142,9 @@ impl Router {
     fn give_up_reason(&self, delivery: &PendingDelivery, policy: &RetryPolicy) -> Option<String> {
         if !self.accepting.get() {
             return Some(format!("{}; the gateway is shutting down", delivery.last_error_or_unknown()));
+        }
+        if delivery.refused {
+            return Some(format!("{}; the channel says no retry can deliver it", delivery.last_error_or_unknown()));
         }
         if !self.serves(&delivery.channel) {
             return Some(format!("the channel '{}' no longer runs", delivery.channel));

@@ -98,6 +98,9 @@ impl Router {
                     actix::spawn(async move { router.on_inbound(plugin, inbound).await });
                 }
                 PluginEvent::Delivery { ack, .. } => {
+                    if ack.permanent {
+                        self.outbox.refused_for_good(ack.id);
+                    }
                     let outcome =
                         if ack.ok { Ok(()) } else { Err(ack.error.unwrap_or_else(|| "delivery failed".into())) };
                     self.outbox.acknowledged(ack.id, outcome);

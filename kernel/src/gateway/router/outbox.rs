@@ -85,6 +85,8 @@ pub struct PendingDelivery {
     pub failures: u32,
     /// Why the last attempt failed.
     pub last_error: String,
+    /// The channel said no attempt can ever deliver it (its `DeliveryAck` was `permanent`).
+    pub refused: bool,
 }
 
 /// An attempt waiting for its acknowledgement: the channel it went to, and who to tell.
@@ -137,6 +139,13 @@ impl Outbox {
         let (tell, told) = oneshot::channel();
         self.acks.borrow_mut().insert(id, (channel.to_owned(), tell));
         told
+    }
+
+    /// Marks delivery `id` as one its channel refused for good: it is not retried.
+    pub fn refused_for_good(&self, id: u64) {
+        if let Some(delivery) = self.pending.borrow_mut().get_mut(&id) {
+            delivery.refused = true;
+        }
     }
 
     /// Stops waiting for the acknowledgement of `id`.

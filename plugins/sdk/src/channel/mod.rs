@@ -248,7 +248,15 @@ impl ChannelHandle {
     /// Reports whether the outbound message `id` reached the chat service (`Err` says why
     /// not).
     pub fn ack(&self, id: u64, outcome: Result<(), String>) -> Result<(), ChannelError> {
-        let ack = DeliveryAck { id, ok: outcome.is_ok(), error: outcome.err() };
+        let ack = DeliveryAck { id, ok: outcome.is_ok(), error: outcome.err(), permanent: false };
+        self.send(&Message::DeliveryAck(ack))
+    }
+
+    /// Acknowledges outbound message `id` as undeliverable for good, for `reason`: the
+    /// kernel gives it up at once instead of retrying (use it when no later attempt could
+    /// succeed, such as an HTTP reply whose request is gone).
+    pub fn refuse(&self, id: u64, reason: String) -> Result<(), ChannelError> {
+        let ack = DeliveryAck { id, ok: false, error: Some(reason), permanent: true };
         self.send(&Message::DeliveryAck(ack))
     }
 

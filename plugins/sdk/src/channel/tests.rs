@@ -91,10 +91,10 @@ async fn ack_sends_a_delivery_ack_carrying_the_error_text() {
     let mut h = harness();
     h.handle.ack(4, Ok(())).unwrap();
     h.handle.ack(5, Err("chat not found".into())).unwrap();
-    assert_eq!(h.sent().await, Message::DeliveryAck(DeliveryAck { id: 4, ok: true, error: None }));
+    assert_eq!(h.sent().await, Message::DeliveryAck(DeliveryAck { id: 4, ok: true, error: None, permanent: false }));
     assert_eq!(
         h.sent().await,
-        Message::DeliveryAck(DeliveryAck { id: 5, ok: false, error: Some("chat not found".into()) })
+        Message::DeliveryAck(DeliveryAck { id: 5, ok: false, error: Some("chat not found".into()), permanent: false })
     );
 }
 
