@@ -10,7 +10,7 @@ const RUNGS: &[&[&str]] = &[
     &["paths", "fsutil", "watch", "message", "launcher"],
     &["plugin"],
     &["config"],
-    &["session", "history", "usage", "provider"],
+    &["session", "history", "usage", "provider", "plugin_specs"],
     &["context"],
     &["turn"],
     &["cron"],

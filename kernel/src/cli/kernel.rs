@@ -8,12 +8,12 @@ use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::schedule::DreamSettings;
-use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{
     HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, ReservedNames, configure_web,
     discover,
 };
 use oxibot_kernel::session::location;
+use oxibot_kernel::{paths, plugin_specs};
 
 use super::CommonArgs;
 
@@ -103,8 +103,8 @@ impl Setup {
         }
         let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
         let bundled_dir = exe.parent().map(PathBuf::from);
-        let mut configured = config.plugin_specs();
-        configured.extend(bundled_dir.iter().flat_map(|dir| config.mcp_specs(dir)));
+        let mut configured = plugin_specs::plugin_specs(&config);
+        configured.extend(bundled_dir.iter().flat_map(|dir| plugin_specs::mcp_specs(&config, dir)));
         let sources = PluginSources { bundled_dir, plugin_dir: Some(paths::plugins_dir()), configured };
         let mut plugins = discover(&sources);
         configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
