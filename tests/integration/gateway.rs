@@ -598,3 +598,32 @@ fn an_edit_of_the_model_and_its_key_applies_to_the_next_turn_of_a_running_gatewa
     let session = env.session_text("c1");
     assert!(session.contains("from the first model"), "the conversation went on in the same session");
 }
+
+/// Issue 25: an unreadable `pairing.json` was read as empty and written over by the next
+/// pairing code, losing every approval in it.
+#[test]
+fn a_corrupt_pairing_file_is_reported_kept_aside_and_never_written_over() {
+    let env = GatewayEnv::new(None);
+    let garbage = "{\"approved\": {\"loopback\": [\"alice\"";
+    env.home.write("pairing.json", garbage);
+    let list = env.command(&["pairing", "list"]).output().unwrap();
+    let said = String::from_utf8_lossy(&list.stderr).into_owned();
+    assert!(said.contains("pairing.json") && said.contains("EOF while parsing"), "{said}");
+    let copies = || -> Vec<PathBuf> {
+        let entries = std::fs::read_dir(env.home.path()).unwrap().flatten();
+        entries
+            .filter(|e| e.file_name().to_string_lossy().starts_with("pairing.json.corrupt-"))
+            .map(|e| e.path())
+            .collect()
+    };
+    assert_eq!(copies().len(), 1, "the unreadable file is moved aside");
+    assert!(said.contains(&copies()[0].display().to_string()), "the report says where it went: {said}");
+
+    let _gateway = env.start();
+    let mut client = env.client();
+    client.say("mallory", "dm9", "let me in");
+    let code = client.expect("OUT dm9").split_whitespace().last().unwrap().to_owned();
+    assert_eq!(std::fs::read_to_string(&copies()[0]).unwrap(), garbage, "the copy is kept as it was");
+    let fresh = std::fs::read_to_string(env.home.path().join("pairing.json")).unwrap();
+    assert!(fresh.contains(&code), "the new code went to a fresh file: {fresh}");
+}
