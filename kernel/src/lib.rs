@@ -10,7 +10,7 @@
 //! 3. `config`;
 //! 4. `session`, `history`, `usage`, `provider`, `plugin_specs` — stores, the LLM client, the
 //!    plugin specs the config asks for;
-//! 5. `context` — the system prompt;
+//! 5. `context` — the system prompt; `settings` — the config's typed sections, one snapshot;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
 //! 8. `services` — what every actor above shares;
@@ -38,6 +38,7 @@ pub mod plugin_specs;
 pub mod provider;
 pub mod services;
 pub mod session;
+pub mod settings;
 #[cfg(test)]
 mod testing;
 pub mod turn;

@@ -11,7 +11,7 @@ const RUNGS: &[&[&str]] = &[
     &["plugin"],
     &["config"],
     &["session", "history", "usage", "provider", "plugin_specs"],
-    &["context"],
+    &["context", "settings"],
     &["turn"],
     &["cron"],
     &["services"],

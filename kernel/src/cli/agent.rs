@@ -52,7 +52,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         let services = Arc::new(services);
         let interactive = options.message.is_none();
         let (dispatcher, requests) = Dispatcher::channel();
-        let timezone = scheduling::timezone(services.timezone());
+        let timezone = scheduling::timezone(services.timezone().as_deref());
         // An interactive agent runs the workspace's scheduled jobs unless a gateway does; a
         // one-shot run ends with its answer, so it schedules nothing (and a helper's report
         // could not come back later).

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::paths;
 
 pub mod fresh;
+pub mod memory;
 mod unknown_keys;
 
 pub use unknown_keys::UnknownKey;
