@@ -51,23 +51,25 @@ pub struct Services {
 }
 
 impl Services {
-    /// Assembles the services; sessions are kept under `data_dir` (see
-    /// [`SessionStore::for_workspace`]) and `stream` chooses streamed model replies.
+    /// Assembles the services with `settings` (or a config, read into them); sessions are
+    /// kept under `data_dir` (see [`SessionStore::for_workspace`]) and `stream` chooses
+    /// streamed model replies.
     pub fn new(
-        config: Config,
+        settings: impl Into<Settings>,
         workspace: PathBuf,
         data_dir: &Path,
         provider: Provider,
         host: PluginHost,
         stream: bool,
     ) -> Services {
-        let spec = run_spec(&config, stream);
+        let settings: Settings = settings.into();
+        let spec = run_spec(&settings.config, stream);
         Services {
             sessions: Arc::new(SessionStore::for_workspace(&workspace, data_dir)),
             history: Arc::new(HistoryStore::new(&workspace)),
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
             engine: Arc::new(Engine::new(provider, host, spec)),
-            settings: RwLock::new(Arc::new(Settings::new(config))),
+            settings: RwLock::new(Arc::new(settings)),
             workspace,
             data_dir: data_dir.to_path_buf(),
             started: Instant::now(),

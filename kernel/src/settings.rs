@@ -11,7 +11,7 @@ use crate::config::memory::{RecallSettings, SettingsError};
 use crate::usage::{Price, prices};
 
 /// One snapshot of the settings; replaced whole, never edited.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// The config file as loaded.
     pub config: Config,
@@ -20,6 +20,12 @@ pub struct Settings {
     pub memory: Result<RecallSettings, SettingsError>,
     /// `agents.defaults.pricing`: each model's price, or what is wrong with the section.
     pub pricing: Result<BTreeMap<String, Price>, String>,
+}
+
+impl From<Config> for Settings {
+    fn from(config: Config) -> Settings {
+        Settings::new(config)
+    }
 }
 
 impl Settings {
