@@ -11,8 +11,7 @@ use super::super::kernel::Setup;
 
 /// One line per problem found, each ready to print after `warning:`.
 pub fn config_problems(setup: &Setup, gateway_running: bool) -> Vec<String> {
-    let file =
-        setup.config_path.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    let file = setup.config_path.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned());
     let mut problems: Vec<String> =
         setup.settings.config.unknown_keys.iter().map(|key| format!("{file}: {key}")).collect();
     match GatewaySettings::from_config(&setup.settings.config) {
