@@ -8,8 +8,9 @@
 //! 1. `paths`, `fsutil`, `watch`, `message`, `launcher` — no kernel imports beyond each other;
 //! 2. `plugin` — the plugin host;
 //! 3. `config`;
-//! 4. `session`, `history`, `usage`, `provider` — stores and the LLM client;
-//! 5. `context` — the system prompt;
+//! 4. `session`, `history`, `usage`, `provider`, `plugin_specs` — stores, the LLM client, the
+//!    plugin specs the config asks for;
+//! 5. `context` — the system prompt; `settings` — the config's typed sections, one snapshot;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
 //! 8. `services` — what every actor above shares;
@@ -33,9 +34,11 @@ pub mod memory;
 pub mod message;
 pub mod paths;
 pub mod plugin;
+pub mod plugin_specs;
 pub mod provider;
 pub mod services;
 pub mod session;
+pub mod settings;
 #[cfg(test)]
 mod testing;
 pub mod turn;

@@ -1,11 +1,12 @@
-//! Kernel services: what every actor above the turn shares — the config, the workspace, the
-//! session and history stores, the system-prompt builder, and the [`Engine`] a turn runs with.
+//! Kernel services: what every actor above the turn shares — the current [`Settings`], the
+//! workspace, the session and history stores, the system-prompt builder, and the [`Engine`] a
+//! turn runs with.
 //!
 //! Actors get an `Arc<Services>` (or just the `Arc<Engine>` when a turn is all they run); the
 //! fields stay private so that what an actor may touch is what these methods hand out.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 
 use crate::config::Config;
@@ -14,6 +15,7 @@ use crate::history::HistoryStore;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::session::SessionStore;
+use crate::settings::Settings;
 use crate::turn::Engine;
 use crate::turn::builtin::BuiltinTools;
 use crate::turn::runner::RunSpec;
@@ -24,8 +26,8 @@ pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 
 /// The kernel's shared services.
 pub struct Services {
-    /// The loaded config.
-    config: Config,
+    /// The settings in force: the config as loaded at start, replaced whole by a reload.
+    settings: RwLock<Arc<Settings>>,
     /// The workspace directory.
     workspace: PathBuf,
     /// The data directory (sessions and the memory index of the workspace live under it).
@@ -49,23 +51,25 @@ pub struct Services {
 }
 
 impl Services {
-    /// Assembles the services; sessions are kept under `data_dir` (see
-    /// [`SessionStore::for_workspace`]) and `stream` chooses streamed model replies.
+    /// Assembles the services with `settings` (or a config, read into them); sessions are
+    /// kept under `data_dir` (see [`SessionStore::for_workspace`]) and `stream` chooses
+    /// streamed model replies.
     pub fn new(
-        config: Config,
+        settings: impl Into<Settings>,
         workspace: PathBuf,
         data_dir: &Path,
         provider: Provider,
         host: PluginHost,
         stream: bool,
     ) -> Services {
-        let spec = run_spec(&config, stream);
+        let settings: Settings = settings.into();
+        let spec = run_spec(&settings.config, stream);
         Services {
             sessions: Arc::new(SessionStore::for_workspace(&workspace, data_dir)),
             history: Arc::new(HistoryStore::new(&workspace)),
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
             engine: Arc::new(Engine::new(provider, host, spec)),
-            config,
+            settings: RwLock::new(Arc::new(settings)),
             workspace,
             data_dir: data_dir.to_path_buf(),
             started: Instant::now(),
@@ -87,9 +91,16 @@ impl Services {
         self
     }
 
-    /// The loaded config.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The settings in force. Read them once per use: a reload may replace them at any time,
+    /// and whoever holds this snapshot keeps seeing one consistent set.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Puts edited settings in force (a config reload); readers get them from their next
+    /// [`Services::settings`] on.
+    pub fn replace_settings(&self, settings: Settings) {
+        *self.settings.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(settings);
     }
 
     /// The workspace directory.
@@ -174,8 +185,8 @@ impl Services {
     }
 
     /// The configured IANA timezone name, if any.
-    pub fn timezone(&self) -> Option<&str> {
-        self.config.agents.defaults.timezone.as_deref()
+    pub fn timezone(&self) -> Option<String> {
+        self.settings().timezone().map(str::to_owned)
     }
 }
 

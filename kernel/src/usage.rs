@@ -123,22 +123,38 @@ impl UsageLog {
         OpenOptions::new().create(true).append(true).open(path)?.write_all(&line)
     }
 
-    /// Every entry of the `days` UTC days up to and including `today`, oldest first. Lines
-    /// that do not parse (a torn last line) are skipped.
+    /// Every entry of the `days` UTC days up to and including `today`, oldest first. A line
+    /// that does not parse (a torn last line) is skipped and reported; the files are only ever
+    /// appended to, so it stays as it is.
     pub fn entries(&self, today: NaiveDate, days: u64) -> Vec<(NaiveDate, UsageEntry)> {
         let first = today.checked_sub_days(Days::new(days.saturating_sub(1))).unwrap_or(today);
         let mut entries = Vec::new();
         let mut day = first;
         while day <= today {
             let path = self.dir.join(format!("{}.jsonl", day.format("%Y-%m-%d")));
-            if let Ok(text) = std::fs::read_to_string(path) {
-                entries.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()).map(|e| (day, e)));
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                entries.extend(parse_lines(&path, &text).into_iter().map(|e| (day, e)));
             }
             let Some(next) = day.succ_opt() else { break };
             day = next;
         }
         entries
     }
+}
+
+/// The entries of one day's file; lines that do not parse are reported and left out.
+fn parse_lines(path: &Path, text: &str) -> Vec<UsageEntry> {
+    let parsed = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty());
+    parsed
+        .filter_map(|(index, line)| {
+            serde_json::from_str(line)
+                .inspect_err(|error| {
+                    let line = index + 1;
+                    tracing::warn!(file = %path.display(), line, %error, "a usage line does not parse; it is skipped");
+                })
+                .ok()
+        })
+        .collect()
 }
 
 /// Sums `entries` per day and per session.

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use oxibot_kernel::memory::tokens::exact_tokens;
 use oxibot_tests::TempDir;
 use oxibot_tests::channels::free_port;
-use oxibot_tests::llm::{Reply, ScriptedLlm};
+use oxibot_tests::llm::{Reply, ScriptedLlm, system_prompt};
 use oxibot_tests::procs::{is_alive, sigkill, wait_until};
 use oxibot_tests::wait::DEADLINE;
 use serde_json::{Value, json};
@@ -609,4 +610,99 @@ fn an_edit_of_the_model_and_its_key_applies_to_the_next_turn_of_a_running_gatewa
     assert_eq!(authorization.as_deref(), Some("Bearer rotated-key"));
     let session = env.session_text("c1");
     assert!(session.contains("from the first model"), "the conversation went on in the same session");
+}
+
+/// Words of the summariser's system prompt (templates/agent/consolidate.md).
+const SUMMARISER: &str = "keep the archive";
+
+/// Exact tokens of a request's messages and tool definitions.
+fn prompt_tokens(request: &Value) -> u64 {
+    let messages: usize =
+        request["messages"].as_array().unwrap().iter().map(|m| exact_tokens(&m["content"].to_string()) + 4).sum();
+    (messages + exact_tokens(&request["tools"].to_string())) as u64
+}
+
+/// Issue 25: the Consolidator kept budgeting with the context window the gateway started
+/// with, so after a switch to a small model older turns were left out of the prompt instead
+/// of being archived.
+#[test]
+fn a_reload_to_a_smaller_context_window_has_the_next_turn_archive_older_turns_down_to_the_new_budget() {
+    let env = GatewayEnv::new(Some(json!("*")));
+    env.edit_config(|config| {
+        config["agents"]["defaults"]["contextWindowTokens"] = json!(200_000);
+        config["agents"]["defaults"]["maxTokens"] = json!(500);
+        // No silent memory turn before archiving: every request here is a turn or a summary.
+        config["memory"] = json!({"flush": false});
+    });
+    let _gateway = env.start();
+    let mut client = env.client();
+    let said = |turn: usize| {
+        format!("turn {turn}: {}", "We keep bees on the roof and sell the honey at the market. ".repeat(30))
+    };
+    for turn in 0..12 {
+        env.llm.push(Reply::Text(format!("noted {turn}")));
+        client.say("alice", "c1", &said(turn));
+        assert_eq!(client.expect("OUT c1"), format!("OUT c1 noted {turn}"));
+    }
+    assert!(env.llm.requests().iter().all(|r| !system_prompt(r).contains(SUMMARISER)), "nothing archived at 200k");
+    // A window that holds the first request and about four more of the turns above.
+    let first = prompt_tokens(&env.llm.requests()[0]);
+    let window = first + 4 * exact_tokens(&said(0)) as u64 + 500 + 1024;
+    let log = || std::fs::read_to_string(env.home.path().join("gateway.log")).unwrap_or_default();
+    env.edit_config(|config| {
+        config["agents"]["defaults"]["model"] = json!("small-local-model");
+        config["agents"]["defaults"]["contextWindowTokens"] = json!(window);
+    });
+    assert!(wait_until(DEADLINE, || log().contains("model settings applied")), "{}", log());
+    for n in 0..30 {
+        env.llm.route(SUMMARISER, Reply::Text(format!("- bee fact {n}")));
+    }
+    env.llm.push(Reply::Text("noted at last".into()));
+    client.say("alice", "c1", "and the hives?");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 noted at last");
+
+    let requests = env.llm.requests();
+    let last = requests.iter().rev().find(|r| !system_prompt(r).contains(SUMMARISER)).unwrap();
+    assert_eq!(last["model"], "small-local-model");
+    let sent = last["messages"].to_string();
+    let session: Vec<Value> = env.session_text("c1").lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let archived = session[0]["last_consolidated"].as_u64().unwrap() as usize;
+    assert!(archived > 0, "older turns were archived under the new window");
+    for turn in 0..12 {
+        let index = 1 + 2 * turn;
+        let words = format!("turn {turn}:");
+        assert!(
+            index <= archived || sent.contains(&words),
+            "turn {turn} was neither archived (through message {archived}) nor sent to the model"
+        );
+    }
+}
+
+/// Issue 25: an unreadable `pairing.json` was read as empty and written over by the next
+/// pairing code, losing every approval in it.
+#[test]
+fn a_corrupt_pairing_file_is_reported_kept_aside_and_never_written_over() {
+    let env = GatewayEnv::new(None);
+    let garbage = "{\"approved\": {\"loopback\": [\"alice\"";
+    env.home.write("pairing.json", garbage);
+    let list = env.command(&["pairing", "list"]).output().unwrap();
+    let said = String::from_utf8_lossy(&list.stderr).into_owned();
+    assert!(said.contains("pairing.json") && said.contains("EOF while parsing"), "{said}");
+    let copies = || -> Vec<PathBuf> {
+        let entries = std::fs::read_dir(env.home.path()).unwrap().flatten();
+        entries
+            .filter(|e| e.file_name().to_string_lossy().starts_with("pairing.json.corrupt-"))
+            .map(|e| e.path())
+            .collect()
+    };
+    assert_eq!(copies().len(), 1, "the unreadable file is moved aside");
+    assert!(said.contains(&copies()[0].display().to_string()), "the report says where it went: {said}");
+
+    let _gateway = env.start();
+    let mut client = env.client();
+    client.say("mallory", "dm9", "let me in");
+    let code = client.expect("OUT dm9").split_whitespace().last().unwrap().to_owned();
+    assert_eq!(std::fs::read_to_string(&copies()[0]).unwrap(), garbage, "the copy is kept as it was");
+    let fresh = std::fs::read_to_string(env.home.path().join("pairing.json")).unwrap();
+    assert!(fresh.contains(&code), "the new code went to a fresh file: {fresh}");
 }

@@ -130,7 +130,7 @@ pub fn run(
 
 /// `Today: …` with every session's use so far today (UTC), and its cost when priced.
 fn today_line(services: &Services) -> String {
-    let prices = crate::usage::prices(services.config().agents.defaults.extra.get("pricing")).unwrap_or_default();
+    let prices = services.settings().prices_or_none();
     let entries = services.usage().entries(chrono::Utc::now().date_naive(), 1);
     let (days, _) = crate::usage::summarise(&entries, &prices);
     let Some(totals) = days.values().next() else { return String::new() };
@@ -142,7 +142,8 @@ fn today_line(services: &Services) -> String {
 }
 
 fn status(session: &Session, services: &Services, usage: UsageTotals) -> String {
-    let defaults = &services.config().agents.defaults;
+    let settings = services.settings();
+    let defaults = &settings.config.agents.defaults;
     let pending = &session.messages[session.last_consolidated.min(session.messages.len())..];
     let estimate = estimate_tokens(pending);
     let budget = defaults.context_window_tokens.saturating_sub(defaults.max_tokens);

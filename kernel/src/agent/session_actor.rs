@@ -387,7 +387,7 @@ impl TurnJob {
             channel: Some(self.key.channel().to_owned()),
             chat_id: Some(self.key.chat_id().to_owned()),
             workspace: self.services.workspace().display().to_string(),
-            restrict_to_workspace: self.services.config().tools.restrict_to_workspace,
+            restrict_to_workspace: self.services.settings().config.tools.restrict_to_workspace,
         };
         let hooks = CompositeHook::new(vec![
             Box::new(UsageHook::new(self.usage.clone())),
@@ -458,7 +458,8 @@ impl TurnJob {
     /// `text`, or when it is too long for the model, its beginning and where the whole text
     /// was saved in the workspace (see [`oversize`]).
     fn fit_for_the_model(&self, text: &str) -> String {
-        let defaults = &self.services.config().agents.defaults;
+        let settings = self.services.settings();
+        let defaults = &settings.config.agents.defaults;
         let limit = oversize::limit_bytes(defaults.context_window_tokens, defaults.max_tokens);
         let name = format!("message-{}.md", chrono::Utc::now().format("%Y%m%d-%H%M%S-%3f"));
         match oversize::shorten(self.services.workspace(), &name, text, limit) {
@@ -491,7 +492,8 @@ impl TurnJob {
     /// Whether the session's prompt may have reached its budget: the ledger's cheap bound
     /// answers for almost every turn, so the consolidator is asked only when it could act.
     fn near_budget(&self, fixed: &str) -> bool {
-        let defaults = &self.services.config().agents.defaults;
+        let settings = self.services.settings();
+        let defaults = &settings.config.agents.defaults;
         let limit = Budget::new(defaults.context_window_tokens, defaults.max_tokens).limit;
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return false };
@@ -534,7 +536,7 @@ impl TurnJob {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
                 self.key.chat_id(),
-                self.services.timezone(),
+                self.services.timezone().as_deref(),
                 chrono::Utc::now(),
             );
             let runtime =
@@ -652,7 +654,12 @@ impl TurnJob {
             let Some(session) = guard.as_ref() else { return };
             session.messages[session.last_consolidated.min(session.messages.len())..].to_vec()
         };
-        match write_session_flush(self.services.workspace(), self.key.as_str(), &messages, self.services.timezone()) {
+        match write_session_flush(
+            self.services.workspace(),
+            self.key.as_str(),
+            &messages,
+            self.services.timezone().as_deref(),
+        ) {
             Ok(Some(path)) => {
                 tracing::info!(session = %self.key, %path, "saved the conversation to memory");
                 if let Some(recall) = &self.memory.recall {

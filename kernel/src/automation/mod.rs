@@ -61,9 +61,9 @@ pub fn builtin_tools(services: &Services, reach: Reach) -> BuiltinTools {
     let helpers = HelperSettings {
         engine: services.engine().clone(),
         tools: BuiltinTools::new(reach.extra.clone()).without(&spawn::NOT_FOR_HELPERS),
-        max_concurrent: services.config().agents.defaults.max_concurrent_subagents,
+        max_concurrent: services.settings().config.agents.defaults.max_concurrent_subagents,
         dispatcher: reach.dispatcher,
-        timezone: services.timezone().map(str::to_owned),
+        timezone: services.timezone(),
     };
     tools.push(Arc::new(SpawnTool::new(helpers)));
     tools.extend(reach.extra);

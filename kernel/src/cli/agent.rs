@@ -38,7 +38,7 @@ pub struct AgentOptions {
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
     let style = Style::detect(options.no_markdown);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let provider = match Provider::from_config(&setup.config) {
+    let provider = match Provider::from_config(&setup.settings.config) {
         Ok(provider) => with_retry_override(provider)?,
         Err(error) => return Err(without_provider(error)),
     };
@@ -46,13 +46,13 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
         let services =
-            Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+            Services::new(setup.settings.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
                 .with_nanobot_sessions(setup.nanobot_sessions())
                 .with_background_consolidation(options.message.is_none());
         let services = Arc::new(services);
         let interactive = options.message.is_none();
         let (dispatcher, requests) = Dispatcher::channel();
-        let timezone = scheduling::timezone(services.timezone());
+        let timezone = scheduling::timezone(services.timezone().as_deref());
         // An interactive agent runs the workspace's scheduled jobs unless a gateway does; a
         // one-shot run ends with its answer, so it schedules nothing (and a helper's report
         // could not come back later).

@@ -162,7 +162,7 @@ impl Jobs {
     }
 
     fn of(setup: &Setup) -> anyhow::Result<Jobs> {
-        let configured = setup.config.agents.defaults.timezone.as_deref().filter(|t| !t.trim().is_empty());
+        let configured = setup.settings.config.agents.defaults.timezone.as_deref().filter(|t| !t.trim().is_empty());
         let tz = match configured {
             Some(name) => zone(name).with_context(|| "agents.defaults.timezone".to_owned())?,
             None => chrono_tz::UTC,
@@ -345,14 +345,14 @@ fn run_now(common: &CommonArgs, id: &str, no_markdown: bool) -> anyhow::Result<E
     let session = job.payload.target().map_or_else(|| "cli:direct".to_owned(), |target| target.session_key);
     let style = Style::detect(no_markdown);
     let provider =
-        with_retry_override(Provider::from_config(&setup.config).context("cannot use the configured model")?)?;
+        with_retry_override(Provider::from_config(&setup.settings.config).context("cannot use the configured model")?)?;
     let started_ms = now_ms();
     let started = Instant::now();
     let outcome = actix::System::new().block_on(async {
         let host = setup.start_host()?;
         host.wait_settled(setup.startup_wait()).await;
         let services =
-            Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+            Services::new(setup.settings.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
                 .with_nanobot_sessions(setup.nanobot_sessions())
                 .with_background_consolidation(false);
         let manager = SessionManager::new(Arc::new(services));

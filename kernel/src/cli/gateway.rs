@@ -28,12 +28,13 @@ fn pairing_path() -> PathBuf {
 /// Loads the gateway settings, naming the config file on error.
 pub fn settings(common: &CommonArgs, setup: &Setup) -> anyhow::Result<GatewaySettings> {
     let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
-    GatewaySettings::from_config(&setup.config).map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))
+    GatewaySettings::from_config(&setup.settings.config)
+        .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))
 }
 
 /// The gateway settings of `setup`'s config, when they are valid.
 pub fn settings_of(setup: &Setup) -> Option<GatewaySettings> {
-    GatewaySettings::from_config(&setup.config).ok()
+    GatewaySettings::from_config(&setup.settings.config).ok()
 }
 
 /// Runs the gateway until SIGTERM or SIGINT.
@@ -69,12 +70,12 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     print_web_ui(&settings)?;
     print_api(&settings, &filled, &secrets);
     let provider = super::agent::with_retry_override(
-        Provider::from_config(&setup.config).context("cannot use the configured model")?,
+        Provider::from_config(&setup.settings.config).context("cannot use the configured model")?,
     )?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
         let services = Arc::new(
-            Services::new(setup.config.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
+            Services::new(setup.settings.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
                 .with_nanobot_sessions(setup.nanobot_sessions()),
         );
         let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use oxibot_kernel::config::Config;
-use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::schedule::DreamSettings;
-use oxibot_kernel::paths;
 use oxibot_kernel::plugin::{
     HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, ReservedNames, configure_web,
     discover,
 };
 use oxibot_kernel::session::location;
+use oxibot_kernel::settings::Settings;
+use oxibot_kernel::{paths, plugin_specs};
 
 use super::CommonArgs;
 
@@ -31,8 +31,8 @@ fn warn_of_unknown_keys(config: &Config, path: &std::path::Path) {
 
 /// What a kernel command runs with.
 pub struct Setup {
-    /// The loaded config (defaults when no file exists).
-    pub config: Config,
+    /// The loaded config (defaults when no file exists), read into its typed sections.
+    pub settings: Settings,
     /// The workspace tools work in (absolute).
     pub workspace: PathBuf,
     /// The plugins to start.
@@ -83,8 +83,11 @@ impl Setup {
         }
         DreamSettings::from_config(&config.agents.defaults.dream)
             .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
-        RecallSettings::from_section(config.extra.get("memory"))
-            .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
+        let settings = Settings::new(config);
+        if let Err(error) = &settings.memory {
+            anyhow::bail!("{}: {error}", config_path.display());
+        }
+        let config = &settings.config;
         let workspace = match &common.workspace {
             Some(dir) => paths::expand_tilde(dir),
             None if config_path.exists() || fallback == WorkspaceDefault::Configured => config.workspace(),
@@ -103,8 +106,8 @@ impl Setup {
         }
         let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
         let bundled_dir = exe.parent().map(PathBuf::from);
-        let mut configured = config.plugin_specs();
-        configured.extend(bundled_dir.iter().flat_map(|dir| config.mcp_specs(dir)));
+        let mut configured = plugin_specs::plugin_specs(config);
+        configured.extend(bundled_dir.iter().flat_map(|dir| plugin_specs::mcp_specs(config, dir)));
         let sources = PluginSources { bundled_dir, plugin_dir: Some(paths::plugins_dir()), configured };
         let mut plugins = discover(&sources);
         configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
@@ -113,13 +116,13 @@ impl Setup {
         let manifest_cache = Some(ManifestCache::new(paths::data_dir().join("cache").join("manifests")));
         let host =
             HostConfig { launcher: Some(exe), manifest_cache, reserved: reserved_names(), ..HostConfig::default() };
-        Ok(Setup { config, workspace, plugins, host, config_path })
+        Ok(Setup { settings, workspace, plugins, host, config_path })
     }
 
     /// Starts the plugin host (inside the running actix system), every plugin confined to the
     /// workspace by the launcher's sandbox while the restriction is on.
     pub fn start_host(&self) -> anyhow::Result<PluginHost> {
-        let workspace = self.config.tools.restrict_to_workspace.then_some(self.workspace.as_path());
+        let workspace = self.settings.config.tools.restrict_to_workspace.then_some(self.workspace.as_path());
         let plugins = self.plugins.iter().cloned().map(|spec| spec.confined_to(workspace)).collect();
         PluginHost::start(plugins, self.host.clone()).context("cannot start the plugin host")
     }

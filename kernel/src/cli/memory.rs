@@ -137,14 +137,14 @@ pub fn reindex(common: &CommonArgs) -> anyhow::Result<ExitCode> {
 /// The workspace and the `memory` settings (a bad setting is an error here, naming its key).
 fn recall_setup(common: &CommonArgs) -> anyhow::Result<(Setup, RecallSettings)> {
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let settings = RecallSettings::from_section(setup.config.extra.get("memory"))?;
+    let settings = setup.settings.memory.clone()?;
     Ok((setup, settings))
 }
 
 /// Opens the index the kernel uses for this workspace (inside an actix system), polling off.
 fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recall> {
     let embedder = match &settings.embedding {
-        Some(model) => Some(Embedder::from_config(&setup.config, model)?),
+        Some(model) => Some(Embedder::from_config(&setup.settings.config, model)?),
         None => None,
     };
     let recall = Recall::start(RecallSetup {
@@ -153,7 +153,7 @@ fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recal
         settings,
         embedder,
         history: Arc::new(HistoryStore::new(&setup.workspace)),
-        timezone: setup.config.agents.defaults.timezone.clone(),
+        timezone: setup.settings.config.agents.defaults.timezone.clone(),
         poll: None,
     })?;
     Ok(recall)

@@ -42,7 +42,7 @@ pub fn call(common: &CommonArgs, tool: &str, args: &str, timeout: Option<f64>) -
         channel: Some("cli".into()),
         chat_id: Some("tools".into()),
         workspace: setup.workspace.display().to_string(),
-        restrict_to_workspace: setup.config.tools.restrict_to_workspace,
+        restrict_to_workspace: setup.settings.config.tools.restrict_to_workspace,
     };
     let outcome = actix::System::new().block_on(async {
         let host = setup.start_host()?;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use oxibot_kernel::paths;
-use oxibot_kernel::usage::{Totals, UsageLog, prices, summarise};
+use oxibot_kernel::usage::{Totals, UsageLog, summarise};
 
 use super::CommonArgs;
 use super::kernel::Setup;
@@ -14,7 +14,7 @@ use super::kernel::Setup;
 /// Prints the table.
 pub fn run(common: &CommonArgs, days: u64, by_session: bool) -> anyhow::Result<ExitCode> {
     let setup = Setup::load(common)?;
-    let prices = prices(setup.config.agents.defaults.extra.get("pricing")).map_err(anyhow::Error::msg)?;
+    let prices = setup.settings.pricing.clone().map_err(anyhow::Error::msg)?;
     let today = chrono::Utc::now().date_naive();
     let entries = UsageLog::new(&paths::data_dir()).entries(today, days.max(1));
     let (per_day, per_session) = summarise(&entries, &prices);

@@ -10,11 +10,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::paths;
-use crate::plugin::mcp::McpServerConfig;
-use crate::plugin::spec::Confinement;
-use crate::plugin::{Origin, PluginSpec};
 
 pub mod fresh;
+pub mod memory;
 mod unknown_keys;
 
 pub use unknown_keys::UnknownKey;
@@ -167,9 +165,10 @@ pub struct ToolsConfig {
     /// Keep tools inside the workspace (on unless set to false).
     #[serde(alias = "restrict_to_workspace")]
     pub restrict_to_workspace: bool,
-    /// MCP servers by name, each served by its own bridge plugin.
+    /// MCP servers by name, each entry as written (each is served by its own bridge plugin,
+    /// which reads the entry).
     #[serde(alias = "mcp_servers")]
-    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    pub mcp_servers: BTreeMap<String, Value>,
     /// Keys this version does not use.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -213,25 +212,6 @@ fn enabled_by_default() -> bool {
     true
 }
 
-impl PluginEntry {
-    /// The spec the plugin host starts.
-    pub fn to_spec(&self) -> PluginSpec {
-        let command = paths::expand_tilde(Path::new(&self.command));
-        let name = self.name.clone().unwrap_or_else(|| crate::plugin::spec::name_from_command(&command));
-        let allow_paths = self.allow_paths.iter().map(|path| paths::expand_tilde(Path::new(path))).collect();
-        PluginSpec {
-            name,
-            command,
-            args: self.args.clone(),
-            env: self.env.clone(),
-            origin: Origin::Config,
-            confinement: Confinement { workspace: None, allow_paths, programs: Vec::new() },
-            replaces: self.replaces.clone(),
-            startup_timeout: None,
-        }
-    }
-}
-
 impl Config {
     /// Loads `path`; a missing file gives the defaults.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -263,16 +243,6 @@ impl Config {
     /// The workspace directory with `~` expanded.
     pub fn workspace(&self) -> PathBuf {
         paths::expand_tilde(Path::new(&self.agents.defaults.workspace))
-    }
-
-    /// Specs for the enabled `plugins` entries.
-    pub fn plugin_specs(&self) -> Vec<PluginSpec> {
-        self.plugins.iter().filter(|p| p.enabled).map(PluginEntry::to_spec).collect()
-    }
-
-    /// Specs for the `tools.mcpServers` entries: the bridge in `bundled_dir`, once per server.
-    pub fn mcp_specs(&self, bundled_dir: &Path) -> Vec<PluginSpec> {
-        crate::plugin::mcp::mcp_specs(bundled_dir, &self.tools.mcp_servers)
     }
 }
 
@@ -387,14 +357,5 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("/x/config.json"), "{text}");
         assert!(text.contains("plugins[0].command"), "{text}");
-    }
-
-    #[test]
-    fn plugin_entries_become_specs_named_after_their_command() {
-        let config = Config::parse(r#"{"plugins": [{"command": "/opt/oxibot-tool-weather", "env": {"K": "v"}}, {"command": "x", "enabled": false}]}"#, Path::new("c.json")).unwrap();
-        let specs = config.plugin_specs();
-        assert_eq!(specs.len(), 1);
-        assert_eq!(specs[0].name, "weather");
-        assert_eq!(specs[0].env["K"], "v");
     }
 }

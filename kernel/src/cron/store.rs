@@ -9,11 +9,11 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use chrono_tz::Tz;
-use rustix::fs::{CWD, FlockOperation, RenameFlags};
+use rustix::fs::FlockOperation;
 
 use super::change::{Applied, Change};
 use super::job::{CronJob, JobsFile};
-use crate::fsutil::write_atomic;
+use crate::fsutil::{self, CorruptFile, write_atomic};
 
 /// The file's name in the `cron/` directory.
 pub const FILE_NAME: &str = "jobs.json";
@@ -21,7 +21,8 @@ pub const FILE_NAME: &str = "jobs.json";
 pub const LOCK_NAME: &str = "jobs.json.lock";
 /// The lock file the workspace's one running scheduler holds.
 pub const SCHEDULER_LOCK_NAME: &str = "scheduler.lock";
-/// How a copy moved aside is named: `jobs.json.corrupt-<unix seconds>`.
+/// How a copy moved aside is named: `jobs.json.corrupt-<unix seconds>` (see
+/// [`fsutil::parse_state`]).
 pub const CORRUPT_PREFIX: &str = "jobs.json.corrupt-";
 
 /// Why the jobs file could not be used.
@@ -184,30 +185,11 @@ impl JobStore {
         let stamp = FileStamp::of(&file.metadata().map_err(self.io("inspect", &self.path))?);
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(self.io("read", &self.path))?;
-        match serde_json::from_slice::<JobsFile>(&bytes) {
-            Ok(jobs) => Ok(Some((jobs, stamp))),
-            Err(error) => Err(self.set_aside(error.to_string())),
-        }
-    }
-
-    fn set_aside(&self, reason: String) -> StoreError {
-        let seconds = chrono::Utc::now().timestamp();
-        for n in 0..100 {
-            let name =
-                if n == 0 { format!("{CORRUPT_PREFIX}{seconds}") } else { format!("{CORRUPT_PREFIX}{seconds}-{n}") };
-            let backup = self.dir.join(name);
-            match rename_no_replace(&self.path, &backup) {
-                Ok(()) => {
-                    let error = StoreError::Corrupt { path: self.path.clone(), backup, reason };
-                    tracing::error!(%error, "cron jobs file moved aside");
-                    return error;
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(source) => return StoreError::CorruptInPlace { path: self.path.clone(), reason, source },
-            }
-        }
-        let source = io::Error::new(io::ErrorKind::AlreadyExists, "too many copies already");
-        StoreError::CorruptInPlace { path: self.path.clone(), reason, source }
+        let jobs = fsutil::parse_state::<JobsFile>(&self.path, &bytes).map_err(|corrupt| match corrupt {
+            CorruptFile::MovedAside { path, backup, reason } => StoreError::Corrupt { path, backup, reason },
+            CorruptFile::LeftInPlace { path, reason, source } => StoreError::CorruptInPlace { path, reason, source },
+        })?;
+        Ok(Some((jobs, stamp)))
     }
 
     /// Replaces the file with `jobs` (atomically: readers see the old or the new file).
@@ -255,30 +237,7 @@ impl JobStore {
 
     /// Copies of unreadable files moved aside, oldest first.
     pub fn corrupt_copies(&self) -> Vec<PathBuf> {
-        let mut copies: Vec<PathBuf> = std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|entry| entry.file_name().to_string_lossy().starts_with(CORRUPT_PREFIX))
-            .map(|entry| entry.path())
-            .collect();
-        copies.sort();
-        copies
-    }
-}
-
-/// Renames `from` to `to` unless `to` exists (atomically where the file system can).
-fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
-    match rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
-            // A file system without RENAME_NOREPLACE: check, then rename, under our lock.
-            if to.exists() {
-                return Err(io::ErrorKind::AlreadyExists.into());
-            }
-            std::fs::rename(from, to)
-        }
-        Err(e) => Err(e.into()),
+        fsutil::corrupt_copies(&self.path)
     }
 }
 

@@ -1,16 +1,19 @@
 //! Who may talk to the assistant: each channel's `allowFrom`, and pairing — an unknown sender
 //! in a direct chat gets a one-time code, which the owner approves with
-//! `oxibot pairing approve <code>`. Approvals persist in `<data dir>/pairing.json`.
+//! `oxibot pairing approve <code>`. Approvals persist in `<data dir>/pairing.json`; a file
+//! that does not parse is moved aside and reported (see [`fsutil::parse_state`]), never
+//! written over.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use super::settings::AllowFrom;
-use crate::fsutil::write_atomic;
+use crate::fsutil::{self, CorruptFile, StateFileError, write_atomic};
 
 /// What to do with a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,15 +73,21 @@ pub struct Access {
     path: PathBuf,
     /// The file's content, read at start and written after each change.
     state: Mutex<PairingFile>,
+    /// Set when the file did not parse and could not be moved aside: it is then never
+    /// written, so what it holds is not lost.
+    left_in_place: AtomicBool,
 }
 
 impl Access {
     /// The store at `path` (usually `<data dir>/pairing.json`); a missing or unreadable
     /// file starts empty.
     pub fn open(path: &Path) -> Access {
-        let state =
-            std::fs::read_to_string(path).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default();
-        Access { path: path.to_path_buf(), state: Mutex::new(state) }
+        let access =
+            Access { path: path.to_path_buf(), state: Mutex::default(), left_in_place: AtomicBool::new(false) };
+        if let Some(state) = access.read() {
+            *access.lock() = state;
+        }
+        access
     }
 
     /// Whether a message from `sender_id` (or `username`) in a direct or group chat may pass.
@@ -129,11 +138,7 @@ impl Access {
         if !approved.contains(&pending.sender_id) {
             approved.push(pending.sender_id.clone());
         }
-        write_atomic(&self.path, json_bytes(&state).as_slice()).map_err(|source| PairingError::File {
-            action: "write",
-            path: self.path.clone(),
-            source,
-        })?;
+        self.write(&state).map_err(|source| PairingError::File { action: "write", path: self.path.clone(), source })?;
         Ok(pending)
     }
 
@@ -152,11 +157,7 @@ impl Access {
             return Ok(added);
         }
         approved.extend(added.iter().cloned());
-        write_atomic(&self.path, json_bytes(&state).as_slice()).map_err(|source| PairingError::File {
-            action: "write",
-            path: self.path.clone(),
-            source,
-        })?;
+        self.write(&state).map_err(|source| PairingError::File { action: "write", path: self.path.clone(), source })?;
         Ok(added)
     }
 
@@ -179,14 +180,39 @@ impl Access {
     /// changed it).
     fn reload(&self) -> MutexGuard<'_, PairingFile> {
         let mut state = self.lock();
-        if let Some(fresh) = std::fs::read_to_string(&self.path).ok().and_then(|t| serde_json::from_str(&t).ok()) {
+        if let Some(fresh) = self.read() {
             *state = fresh;
         }
         state
     }
 
+    /// The file as it is on disk; `None` when there is none or it cannot be used (reported).
+    fn read(&self) -> Option<PairingFile> {
+        match fsutil::read_state(&self.path) {
+            Ok(state) => state,
+            Err(StateFileError::Corrupt(CorruptFile::LeftInPlace { .. })) => {
+                self.left_in_place.store(true, Ordering::Relaxed);
+                None
+            }
+            Err(StateFileError::Corrupt(CorruptFile::MovedAside { .. })) => None,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the pairing state");
+                None
+            }
+        }
+    }
+
+    /// Replaces the file with `state`, unless it holds something unreadable that could not
+    /// be moved aside.
+    fn write(&self, state: &PairingFile) -> std::io::Result<()> {
+        if self.left_in_place.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("it does not parse and could not be moved aside; fix or remove it"));
+        }
+        write_atomic(&self.path, &json_bytes(state))
+    }
+
     fn save(&self, state: &PairingFile) {
-        if let Err(error) = write_atomic(&self.path, &json_bytes(state)) {
+        if let Err(error) = self.write(state) {
             tracing::warn!(path = %self.path.display(), %error, "cannot save pairing state");
         }
     }
@@ -282,5 +308,21 @@ mod tests {
             "approvals persist"
         );
         assert!(matches!(access.approve(&code), Err(PairingError::UnknownCode(_))));
+    }
+
+    #[test]
+    fn a_corrupt_pairing_file_is_moved_aside_and_a_new_code_goes_to_a_fresh_file() {
+        let dir = TempDir::new("access-corrupt");
+        let path = dir.path().join("pairing.json");
+        let garbage = "{\"approved\": {\"telegram\": [\"42\"";
+        std::fs::write(&path, garbage).unwrap();
+        let access = Access::open(&path);
+        let copies = fsutil::corrupt_copies(&path);
+        assert_eq!(copies.len(), 1, "the unreadable file is kept aside");
+        let Decision::SendCode(code) = access.decide("telegram", &AllowFrom::Pairing, "77", None, "77", false) else {
+            panic!("no code")
+        };
+        assert_eq!(std::fs::read_to_string(&copies[0]).unwrap(), garbage, "the copy is never written over");
+        assert!(std::fs::read_to_string(&path).unwrap().contains(&code), "the new code is in a fresh file");
     }
 }

@@ -8,6 +8,8 @@
 //! sandboxed command can read), so it stays the same across restarts. [`fill`] hands them to
 //! the settings: the web UI's guard, and the channel sections the plugins are started with.
 //! The web UI is entered through one-time login codes instead ([`super::web::login`]).
+//! A file that does not parse is moved aside and reported ([`fsutil::parse_state`]), and new
+//! secrets are made.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::settings::GatewaySettings;
+use crate::fsutil::{self, CorruptFile, StateFileError};
 
 /// The file name inside the data dir.
 pub const FILE_NAME: &str = "local-secrets.json";
@@ -62,7 +65,7 @@ pub enum SecretsError {
         /// What failed.
         source: std::io::Error,
     },
-    /// The file is not a JSON object of strings.
+    /// The file is not a JSON object and could not be moved aside.
     #[error("{path}: not a JSON object of secrets ({detail}); delete it to make new ones")]
     Shape {
         /// The file.
@@ -109,15 +112,15 @@ impl LocalSecrets {
     }
 
     fn read(&self) -> Result<Map<String, Value>, SecretsError> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
-            Err(source) => return Err(SecretsError::Io { path: self.path.display().to_string(), source }),
-        };
-        let shape = |detail: String| SecretsError::Shape { path: self.path.display().to_string(), detail };
-        match serde_json::from_str::<Value>(&text).map_err(|error| shape(error.to_string()))? {
-            Value::Object(values) => Ok(values),
-            other => Err(shape(format!("found {other}"))),
+        let path = || self.path.display().to_string();
+        match fsutil::read_state::<Map<String, Value>>(&self.path) {
+            Ok(values) => Ok(values.unwrap_or_default()),
+            // Moved aside and reported: new secrets are made in a fresh file.
+            Err(StateFileError::Corrupt(CorruptFile::MovedAside { .. })) => Ok(Map::new()),
+            Err(StateFileError::Corrupt(corrupt @ CorruptFile::LeftInPlace { .. })) => {
+                Err(SecretsError::Shape { path: path(), detail: corrupt.to_string() })
+            }
+            Err(StateFileError::Read { source, .. }) => Err(SecretsError::Io { path: path(), source }),
         }
     }
 

@@ -84,7 +84,7 @@ pub async fn run(
 
     let events = services.host().subscribe();
     let (dispatcher, requests) = Dispatcher::channel();
-    let timezone = scheduling::timezone(services.timezone());
+    let timezone = scheduling::timezone(services.timezone().as_deref());
     // Kept for the gateway's life: dropping it lets another process schedule the jobs.
     let scheduler = Scheduler::start(services.workspace(), timezone, dispatcher.clone());
     let manager = Rc::new(SessionManager::new(services.clone()));

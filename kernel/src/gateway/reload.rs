@@ -2,8 +2,10 @@
 //! can — channels enabled or disabled (their plugins start or stop), a channel's settings
 //! (its plugin restarts with the new section), each channel's `allowFrom` (the next message),
 //! and the model settings (`agents.defaults` and `providers`: model, provider, keys, limits),
-//! which the next turn uses. An edit that does not load is reported with the file and the key,
-//! and the settings in force stay; changes that need a restart are named.
+//! which the next turn uses. Each edit that loads becomes the services' new [`Settings`], so
+//! the session actors and the Consolidator budget with the new context window too. An edit
+//! that does not load is reported with the file and the key, and the settings in force stay;
+//! changes that need a restart are named.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -19,6 +21,7 @@ use crate::config::Config;
 use crate::plugin::{PluginHost, channel_spec};
 use crate::provider::Provider;
 use crate::services::{Services, run_spec};
+use crate::settings::Settings;
 use crate::watch::DirWatch;
 
 /// Makes the LLM client for an edited config (the CLI's choice of retry delays included).
@@ -62,8 +65,10 @@ pub async fn watch_config(reload: ConfigReload, router: Rc<Router>, services: Ar
         let Some(config) = load(path) else { continue };
         apply_gateway_settings(&reload, &config, &router, services.host()).await;
         let edited = model_section(path);
-        if edited != model {
-            apply_model(&reload, &config, &services);
+        let settings = Settings::new(config);
+        if edited == model {
+            services.replace_settings(settings);
+        } else if apply_model(&reload, settings, &services) {
             model = edited;
         }
     }
@@ -142,17 +147,23 @@ fn start_channel(bundled_dir: &Path, channel: &ChannelSettings, router: &Router,
     }
 }
 
-/// A new LLM client and turn settings from the edited config; turns under way keep theirs.
-fn apply_model(reload: &ConfigReload, config: &Config, services: &Services) {
-    match (reload.provider)(config) {
+/// A new LLM client and turn settings from the edited config, with the settings they come
+/// from; turns under way keep theirs. Model settings that cannot be used leave the settings
+/// in force as they are, so the turn settings and the budgets stay one set. Returns whether
+/// they were applied.
+fn apply_model(reload: &ConfigReload, settings: Settings, services: &Services) -> bool {
+    match (reload.provider)(&settings.config) {
         Ok(provider) => {
-            let spec = run_spec(config, services.spec().stream);
+            let spec = run_spec(&settings.config, services.spec().stream);
             let model = spec.model.clone();
+            services.replace_settings(settings);
             services.engine().replace_model(provider, spec);
             tracing::info!(%model, "model settings applied; the next turn uses them");
+            true
         }
         Err(error) => {
-            tracing::error!(file = %reload.path.display(), %error, "the edited model settings cannot be used; the running ones stay")
+            tracing::error!(file = %reload.path.display(), %error, "the edited model settings cannot be used; the running ones stay");
+            false
         }
     }
 }

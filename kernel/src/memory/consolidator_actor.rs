@@ -1,6 +1,7 @@
 //! `ConsolidatorActor`: runs consolidations for every session of the kernel — sessions in
 //! parallel, never two at once for the same session — with the configured model as the
-//! summariser and the session's token ledger as the estimator.
+//! summariser, the session's token ledger as the estimator and the budget of the settings in
+//! force.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -86,7 +87,9 @@ impl Handler<Consolidate> for ConsolidatorActor {
         };
         Box::pin(async move {
             let _running = lock.lock().await;
-            let defaults = &services.config().agents.defaults;
+            // The settings in force now: a reload since the start changes the budget.
+            let settings = services.settings();
+            let defaults = &settings.config.agents.defaults;
             let budget = Budget::new(defaults.context_window_tokens, defaults.max_tokens);
             let mut consolidation = Consolidation {
                 session: &request.session,

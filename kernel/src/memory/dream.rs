@@ -100,7 +100,7 @@ pub async fn run_dream(services: &Services, settings: &DreamSettings) -> Result<
         batch_timestamp: last.timestamp.clone(),
         ..DreamReport::default()
     };
-    let today = crate::history::timestamp_now(services.timezone());
+    let today = crate::history::timestamp_now(services.timezone().as_deref());
     let today = today.get(..10).unwrap_or(&today).to_owned();
     let model = settings.model.clone().unwrap_or_else(|| services.spec().model.clone());
 

@@ -30,7 +30,6 @@ use dream_actor::DreamActor;
 use git::GitStore;
 use git_actor::GitActor;
 use recall::index::MemoryIndex;
-use recall::settings::RecallSettings;
 use recall::{Recall, RecallSetup};
 use schedule::DreamSettings;
 
@@ -52,8 +51,8 @@ impl MemoryActors {
     /// Starts the actors for the services' workspace (inside a running actix system). The
     /// memory repository is created or opened on first use.
     pub fn start(services: Arc<Services>) -> MemoryActors {
-        let dream_settings =
-            DreamSettings::from_config(&services.config().agents.defaults.dream).unwrap_or_else(|error| {
+        let dream_settings = DreamSettings::from_config(&services.settings().config.agents.defaults.dream)
+            .unwrap_or_else(|error| {
                 tracing::warn!(%error, "using the default Dream settings");
                 DreamSettings::default()
             });
@@ -76,12 +75,13 @@ impl MemoryActors {
 /// Opens the workspace's memory index with the `memory` settings; a problem is logged and
 /// leaves memory without search rather than stopping the kernel.
 fn start_recall(services: &Services) -> Option<Recall> {
-    let settings = RecallSettings::from_section(services.config().extra.get("memory")).unwrap_or_else(|error| {
+    let snapshot = services.settings();
+    if let Err(error) = &snapshot.memory {
         tracing::warn!(%error, "using the default memory settings");
-        RecallSettings::default()
-    });
+    }
+    let settings = snapshot.memory_or_default();
     let embedder = settings.embedding.as_deref().and_then(|model| {
-        crate::provider::Embedder::from_config(services.config(), model)
+        crate::provider::Embedder::from_config(&snapshot.config, model)
             .inspect_err(|error| tracing::warn!(%error, "memory search runs on keywords alone"))
             .ok()
     });
@@ -91,7 +91,7 @@ fn start_recall(services: &Services) -> Option<Recall> {
         settings,
         embedder,
         history: services.history().clone(),
-        timezone: services.timezone().map(str::to_owned),
+        timezone: services.timezone(),
         poll: Some(recall::POLL_INTERVAL),
     };
     Recall::start(setup).inspect_err(|error| tracing::warn!(%error, "memory search is off")).ok()

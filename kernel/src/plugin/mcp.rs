@@ -41,6 +41,11 @@ pub struct McpServerConfig {
 }
 
 impl McpServerConfig {
+    /// The entry `entry`, as written in the config.
+    pub fn new(entry: Value) -> McpServerConfig {
+        McpServerConfig { entry }
+    }
+
     /// The entry as written.
     pub fn raw(&self) -> &Value {
         &self.entry

@@ -12,8 +12,9 @@ use super::super::kernel::Setup;
 /// One line per problem found, each ready to print after `warning:`.
 pub fn config_problems(setup: &Setup, gateway_running: bool) -> Vec<String> {
     let file = setup.config_path.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned());
-    let mut problems: Vec<String> = setup.config.unknown_keys.iter().map(|key| format!("{file}: {key}")).collect();
-    match GatewaySettings::from_config(&setup.config) {
+    let mut problems: Vec<String> =
+        setup.settings.config.unknown_keys.iter().map(|key| format!("{file}: {key}")).collect();
+    match GatewaySettings::from_config(&setup.settings.config) {
         Ok(settings) if !gateway_running => {
             if let Some(problem) = port_taken("gateway.port", &settings.host, settings.port) {
                 problems.push(problem);
@@ -23,7 +24,7 @@ pub fn config_problems(setup: &Setup, gateway_running: bool) -> Vec<String> {
         Err(error) => problems.push(format!("{file}: {error} — `oxibot gateway` refuses to start until it is fixed")),
     }
     problems.extend(channel_port_problems(setup, gateway_running));
-    problems.extend(timezone_problem(setup.config.agents.defaults.timezone.as_deref()));
+    problems.extend(timezone_problem(setup.settings.config.agents.defaults.timezone.as_deref()));
     problems
 }
 
@@ -36,7 +37,7 @@ fn port_taken(key: &str, host: &str, port: u16) -> Option<String> {
 /// `channels.<name>.port` of enabled channels: a number from 1 to 65535, and free while
 /// the gateway is not running.
 fn channel_port_problems(setup: &Setup, gateway_running: bool) -> Vec<String> {
-    let Some(Value::Object(channels)) = setup.config.extra.get("channels") else { return Vec::new() };
+    let Some(Value::Object(channels)) = setup.settings.config.extra.get("channels") else { return Vec::new() };
     let mut problems = Vec::new();
     for (name, section) in channels {
         if section.get("enabled") != Some(&Value::Bool(true)) {

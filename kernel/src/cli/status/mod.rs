@@ -4,7 +4,6 @@ use std::process::ExitCode;
 
 use oxibot_kernel::gateway::local_secrets::LocalSecrets;
 use oxibot_kernel::memory::recall::index::MemoryIndex;
-use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::paths;
 use oxibot_kernel::provider::Provider;
 use oxibot_proto::PeerKind;
@@ -20,17 +19,18 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     // The config's problems are listed below, not as warnings on stderr.
     QUIET_CONFIG_WARNINGS.store(true, std::sync::atomic::Ordering::Relaxed);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let defaults = &setup.config.agents.defaults;
+    let defaults = &setup.settings.config.agents.defaults;
     let exists = |p: &std::path::Path| if p.exists() { "" } else { " (missing; run `oxibot onboard`)" };
     println!("config:    {}{}", config_path.display(), exists(&config_path));
     println!("workspace: {}", setup.workspace.display());
     println!("data dir:  {}", paths::data_dir().display());
-    let provider = match Provider::from_config(&setup.config) {
+    let provider = match Provider::from_config(&setup.settings.config) {
         Ok(provider) => format!("via {} (sends model '{}')", provider.name(), provider.wire_model()),
         Err(error) => format!("— no usable provider: {error}"),
     };
     println!("model:     {} {provider}", defaults.model);
     let configured: Vec<&str> = setup
+        .settings
         .config
         .providers
         .iter()
@@ -40,8 +40,8 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         .map(|(name, _)| name.as_str())
         .collect();
     println!("providers: {}", if configured.is_empty() { "none configured".to_owned() } else { configured.join(", ") });
-    println!("sandbox:   {}", sandbox_line(setup.config.tools.restrict_to_workspace, &setup.workspace));
-    if !setup.config.tools.restrict_to_workspace {
+    println!("sandbox:   {}", sandbox_line(setup.settings.config.tools.restrict_to_workspace, &setup.workspace));
+    if !setup.settings.config.tools.restrict_to_workspace {
         println!("{}", sandbox_off_warning(&config_path));
     }
     println!("memory:    {}", memory_line(&setup));
@@ -52,7 +52,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let statuses = setup.plugin_statuses()?;
     println!("plugins:");
     for status in statuses {
-        let confined = setup.config.tools.restrict_to_workspace;
+        let confined = setup.settings.config.tools.restrict_to_workspace;
         let detail = status
             .reason
             .map(|r| format!(" — {}", super::plugin_hints::explain_failure(&r, confined)))
@@ -100,13 +100,13 @@ fn warn_of_missing_bundled_plugins() {
 
 /// How memory is searched, said plainly, and how big the index is.
 fn memory_line(setup: &Setup) -> String {
-    let settings = match RecallSettings::from_section(setup.config.extra.get("memory")) {
+    let settings = match setup.settings.memory.clone() {
         Ok(settings) => settings,
         Err(error) => return format!("not usable: {error}"),
     };
     let mut line = settings.describe();
     if let Some(model) = &settings.embedding {
-        if let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.config, model) {
+        if let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.settings.config, model) {
             line = format!("keyword search (BM25) only — embeddings from '{model}' unavailable: {error}");
         }
     }

@@ -14,7 +14,8 @@ pub mod auto;
 pub mod edit;
 pub mod index;
 pub mod rank;
-pub mod settings;
+/// The `memory` section, read with the rest of the config (see [`crate::config::memory`]).
+pub use crate::config::memory as settings;
 pub mod sources;
 #[cfg(test)]
 mod tests;

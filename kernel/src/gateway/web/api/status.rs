@@ -2,17 +2,19 @@
 //! them, and token usage per UTC day over the last two weeks. Nothing secret: no config, no
 //! command lines with their environment.
 
+use std::collections::BTreeMap;
+
 use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::plugin::PluginHost;
-use crate::usage::{UsageLog, prices, summarise};
+use crate::usage::{Price, UsageLog, summarise};
 
 /// How many days of usage are shown.
 const USAGE_DAYS: u64 = 14;
 
 /// The status report; `restarts` counts each plugin's restarts after dying, as its host does.
-pub fn report(host: &PluginHost, usage: &UsageLog, pricing: Option<&Value>) -> Value {
+pub fn report(host: &PluginHost, usage: &UsageLog, prices: &BTreeMap<String, Price>) -> Value {
     let plugins: Vec<Value> = host
         .statuses()
         .iter()
@@ -23,7 +25,7 @@ pub fn report(host: &PluginHost, usage: &UsageLog, pricing: Option<&Value>) -> V
         })
         .collect();
     let entries = usage.entries(Utc::now().date_naive(), USAGE_DAYS);
-    let (days, _) = summarise(&entries, &prices(pricing).unwrap_or_default());
+    let (days, _) = summarise(&entries, prices);
     let days: Vec<Value> = days
         .iter()
         .rev()

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 /// A bad `memory` setting.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("memory.{key}: {problem}")]
 pub struct SettingsError {
     /// The key under `memory`.
