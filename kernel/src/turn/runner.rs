@@ -1,4 +1,4 @@
-//! The LLM ↔ tools loop of one turn (the work `RunnerActor` does).
+//! The LLM ↔ tools loop of one turn (what `Engine::run` runs).
 //!
 //! Each iteration sends the conversation to the model; tool calls are run through the plugin
 //! host and their results fed back, until the model answers without tools or the iteration
@@ -89,6 +89,21 @@ pub enum RunError {
     /// The session file could not be written.
     #[error("cannot save the session: {0}")]
     Checkpoint(#[source] CheckpointError),
+    /// The estimate, before any request was sent, found that the request would only fit by
+    /// leaving older turns out (a turn with [`Turn::compact_on_overflow`] only).
+    #[error(
+        "the request is too long for the model's context window: the conversation no longer fits the model's \
+         context window (estimated)"
+    )]
+    EstimatedOverflow,
+}
+
+impl RunError {
+    /// Whether the request did not fit the model's context window, by the provider's word or
+    /// by the estimate.
+    pub fn is_overflow(&self) -> bool {
+        matches!(self, RunError::EstimatedOverflow | RunError::Provider(ProviderError::ContextOverflow { .. }))
+    }
 }
 
 /// Why new messages of a turn could not be stored.
@@ -180,8 +195,7 @@ impl Turn<'_> {
             if self.compact_on_overflow
                 && !budget::shrink_to_fit(messages, self.spec.context_window, self.spec.max_tokens)
             {
-                let message = budget::ESTIMATED_OVERFLOW.to_owned();
-                return Err(RunError::Provider(ProviderError::ContextOverflow { message }));
+                return Err(RunError::EstimatedOverflow);
             }
             budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
             let count = messages.len() + history.as_ref().map_or(0, |h| h.encoded.len());
