@@ -19,14 +19,12 @@ use crate::memory::flush::write_session_flush;
 use crate::memory::recall::auto::recall_for_message;
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
-use crate::provider::HistoryCache;
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
 use crate::turn::TurnInput;
-use crate::turn::budget;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, PartialReply, StripThinking, UsageHook, UsageTotals, strip_think_blocks};
-use crate::turn::runner::{CheckpointError, Replay, TurnEvent, TurnOutcome};
+use crate::turn::runner::{CheckpointError, TurnEvent, TurnOutcome};
 use crate::usage::UsageEntry;
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
@@ -64,7 +62,6 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
-            wire: Arc::default(),
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -220,8 +217,6 @@ struct TurnJob {
     memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
-    /// The replayed history in its wire form, so each request encodes only what is new.
-    wire: Arc<Mutex<HistoryCache>>,
 }
 
 impl TurnJob {
@@ -303,8 +298,8 @@ impl TurnJob {
             system = self.services.system_prompt(channel);
         }
         let recalled = self.recalled(&system, source).await;
-        let (messages, history) = self.request_messages(system, recalled.as_deref());
-        let outcome = self.run_guarded(messages, history, events, source, &fixed, recalled.as_deref()).await;
+        let messages = self.request_messages(system, recalled.as_deref());
+        let outcome = self.run_guarded(messages, events, source, &fixed, recalled.as_deref()).await;
         match outcome {
             Ok(outcome) => {
                 self.record_usage(&outcome);
@@ -338,13 +333,12 @@ impl TurnJob {
     async fn run_guarded(
         &self,
         messages: Vec<ChatMessage>,
-        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         fixed: &Arc<str>,
         recalled: Option<&str>,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let outcome = self.run_once(messages, history, events.clone(), source, true).await;
+        let outcome = self.run_once(messages, events.clone(), source, true).await;
         let estimated = match &outcome {
             Err(failure) if failure.is_overflow() => failure.is_estimated_overflow(),
             _ => return outcome,
@@ -356,19 +350,18 @@ impl TurnJob {
             return outcome;
         }
         let system = self.services.system_prompt(self.key.channel());
-        let (messages, history) = self.request_messages(system, recalled);
-        self.run_once(messages, history, events, source, false).await
+        let messages = self.request_messages(system, recalled);
+        self.run_once(messages, events, source, false).await
     }
 
     async fn run_once(
         &self,
         messages: Vec<ChatMessage>,
-        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_first: bool,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let turn = self.turn_input(messages, history, events, source, compact_first);
+        let turn = self.turn_input(messages, events, source, compact_first);
         self.control.run(self.services.engine().clone().run(turn)).await
     }
 
@@ -393,7 +386,6 @@ impl TurnJob {
     fn turn_input(
         &self,
         messages: Vec<ChatMessage>,
-        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_on_overflow: bool,
@@ -419,7 +411,8 @@ impl TurnJob {
         });
         let context = BuiltinContext { call: call_context, source };
         let builtins = self.services.builtins();
-        TurnInput { messages, history, context, builtins, hooks, events, checkpoint, compact_on_overflow }
+        let session = self.key.to_string();
+        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow }
     }
 
     /// Adds the turn's token counts to the usage log (a failure to write is logged only).
@@ -517,35 +510,14 @@ impl TurnJob {
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context (and
-    /// the memory auto-recall found, inside it). The history comes encoded for the wire
-    /// ([`Replay`]) when the provider takes it so, with only the messages added since the last
-    /// turn encoded now.
-    fn request_messages(&self, system: String, recalled: Option<&str>) -> (Vec<ChatMessage>, Option<Replay>) {
+    /// the memory auto-recall found, inside it).
+    fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<ChatMessage> {
         let guard = lock(&self.session);
-        let Some(session) = guard.as_ref() else { return (Vec::new(), None) };
+        let Some(session) = guard.as_ref() else { return Vec::new() };
         let history = replayable(session);
-        let encode = self.services.provider().takes_encoded_history();
-        let mut messages = Vec::with_capacity(if encode { 2 } else { history.len() + 1 });
+        let mut messages = Vec::with_capacity(history.len() + 1);
         messages.push(ChatMessage::text(Role::System, system));
-        let mut replay = None;
-        if encode {
-            let start = session.messages.len() - history.len();
-            let own = usize::from(history.last().is_some_and(|m| m.role == Role::User));
-            let range = start..session.messages.len() - own;
-            let encoded = lock(&self.wire).encode(&session.messages, range.clone(), budget::message_tokens);
-            let shared = self.session.clone();
-            let replayed = Box::new(move || {
-                lock(&shared)
-                    .as_ref()
-                    .and_then(|s| s.messages.get(range))
-                    .map(<[ChatMessage]>::to_vec)
-                    .unwrap_or_default()
-            });
-            replay = Some(Replay { encoded, messages: replayed });
-            messages.extend(history[history.len() - own..].iter().cloned());
-        } else {
-            messages.extend(history.iter().cloned());
-        }
+        messages.extend(history.iter().map(ChatMessage::for_request));
         if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
@@ -557,7 +529,7 @@ impl TurnJob {
                 recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
-        (messages, replay)
+        messages
     }
 
     /// Loads the session on first use, closing dangling tool calls a crash left behind. A

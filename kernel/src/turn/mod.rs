@@ -26,7 +26,7 @@ use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use builtin::{BuiltinContext, BuiltinTools};
 use hooks::CompositeHook;
-use runner::{Checkpoint, Replay, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
+use runner::{Checkpoint, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
 
 /// What a turn runs with: the LLM client, the plugin host its tools run in, and the
 /// configured turn settings. Shared (behind an `Arc`) by every turn of the kernel. The model
@@ -110,8 +110,9 @@ impl Engine {
             checkpoint: turn.checkpoint,
             gate: None,
             compact_on_overflow: turn.compact_on_overflow,
+            session: Some(&turn.session),
         };
-        run.run_with_history(turn.messages, turn.history).await
+        run.run(turn.messages).await
     }
 }
 
@@ -119,8 +120,8 @@ impl Engine {
 pub struct TurnInput {
     /// System prompt, history and the user's message.
     pub messages: Vec<ChatMessage>,
-    /// History encoded ahead, replayed between the system prompt and the rest of `messages`.
-    pub history: Option<Replay>,
+    /// The session's key (see [`Turn::session`]).
+    pub session: String,
     /// Passed to every tool call, with why the turn runs.
     pub context: BuiltinContext,
     /// Tools that run inside the kernel, offered next to the plugins' tools.
