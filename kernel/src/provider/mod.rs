@@ -26,21 +26,10 @@ pub use error::ProviderError;
 use redact::Secrets;
 pub use registry::{Resolution, Wire};
 pub use retry::RetryPolicy;
-pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT};
+pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT, install_crypto_provider};
 pub use types::{ChatRequest, ChatResponse, StreamEvent, Usage};
 
 use crate::config::Config;
-
-/// Makes rustls use the `ring` crypto provider. reqwest panics when it builds a client and
-/// no provider is installed, so every client constructor here calls this first; calling it
-/// again (or after someone else installed one) does nothing.
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // An error only means a provider is already installed, which is all we need.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
 
 /// A configured LLM: the registry's choice for a model, ready to call.
 #[derive(Debug, Clone)]
