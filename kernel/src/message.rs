@@ -111,6 +111,22 @@ impl ChatMessage {
         message
     }
 
+    /// A copy for a request to the model: without the timestamp and the unknown fields, which
+    /// no wire format sends (and which would only make the copy dearer).
+    pub fn for_request(&self) -> ChatMessage {
+        ChatMessage {
+            role: self.role,
+            content: self.content.clone(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            name: self.name.clone(),
+            reasoning_content: self.reasoning_content.clone(),
+            thinking_blocks: self.thinking_blocks.clone(),
+            timestamp: None,
+            extra: Map::new(),
+        }
+    }
+
     /// The content as text (parts joined), or an empty string.
     pub fn text_content(&self) -> String {
         match &self.content {

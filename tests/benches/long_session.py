@@ -35,6 +35,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The api channel takes only requests carrying its key.
+API_KEY = "bench-key"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
 TICK = os.sysconf("SC_CLK_TCK")
 
 MOCK = r'''
@@ -167,7 +170,7 @@ def status(pid):
 def chat(port, text):
     body = json.dumps({"model": "oxibot", "session_id": "long", "messages": [{"role": "user", "content": text}]})
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body.encode(),
-                                     {"Content-Type": "application/json"})
+                                     {"Content-Type": "application/json", **AUTH})
     reply = json.loads(urllib.request.urlopen(request, timeout=120).read())
     return reply["choices"][0]["message"]["content"]
 
@@ -188,7 +191,7 @@ def config_for(home, llm_port, api_port, health_port, context_window):
         "agents": {"defaults": {"workspace": os.path.join(home, "workspace"), "model": "mock-model",
                                 "provider": "custom", "contextWindowTokens": context_window, "maxTokens": 8192}},
         "providers": {"custom": {"apiKey": "mock", "apiBase": f"http://127.0.0.1:{llm_port}/v1"}},
-        "channels": {"api": {"enabled": True, "host": "127.0.0.1", "port": api_port, "allowFrom": "*",
+        "channels": {"api": {"enabled": True, "host": "127.0.0.1", "port": api_port, "allowFrom": "*", "apiKey": API_KEY,
                              "timeoutSecs": 120}},
         "gateway": {"host": "127.0.0.1", "port": health_port},
     }
@@ -219,7 +222,8 @@ def main():
         env = dict(os.environ, OXIBOT_HOME=home, RUST_LOG="warn")
         gateway = subprocess.Popen([str(oxibot), "gateway"], env=env, stdout=subprocess.DEVNULL,
                                    stderr=open(os.path.join(home, "gateway.log"), "w"))
-        wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{api_port}/v1/models", timeout=1), 30,
+        models = urllib.request.Request(f"http://127.0.0.1:{api_port}/v1/models", headers=AUTH)
+        wait_for(lambda: urllib.request.urlopen(models, timeout=1), 30,
                  "the api channel")
         pid = gateway.pid
         per_turn_ns, ticks_at, seen = [], {0: cpu_ticks(pid)}, {}

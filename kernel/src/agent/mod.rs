@@ -2,9 +2,9 @@
 //!
 //! Code map: [`SessionManager`] routes each message to the [`session_actor::SessionActor`] of
 //! its session (created on demand, evicted when idle); the session actor persists the user's
-//! message, builds the request with the [`crate::context::ContextBuilder`], and starts a
-//! [`crate::turn::runner_actor::RunnerActor`] for the turn. `/stop` goes straight to the
-//! running runner through [`TurnControl`].
+//! message, builds the request with the [`crate::context::ContextBuilder`], and runs the turn
+//! ([`crate::turn::Engine::run`]) as a task through [`TurnControl::run`]. `/stop` aborts that
+//! task through the session's [`TurnControl`], without waiting in the session's mailbox.
 
 pub mod commands;
 pub mod oversize;
@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use actix::prelude::*;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::ConsolidateError;
@@ -24,8 +25,7 @@ use crate::provider::Usage;
 use crate::services::Services;
 use crate::session::{SessionError, SessionKey};
 use crate::turn::builtin::TurnSource;
-use crate::turn::runner::TurnEvent;
-use crate::turn::runner_actor::{RunnerActor, StopTurn, TurnFailure};
+use crate::turn::runner::{RunError, TurnEvent, TurnOutcome};
 pub use session_actor::ChannelOrigin;
 use session_actor::{SessionActor, UserTurn};
 
@@ -81,30 +81,94 @@ pub enum AgentError {
     Gone,
 }
 
-/// Reaches the runner of a session's current turn, bypassing the session's message queue.
+/// Why a turn produced no outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnFailure {
+    /// The loop failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// `/stop` (or Ctrl-C) ended it.
+    #[error("the turn was stopped")]
+    Stopped,
+    /// The turn's task ended without an answer (it panicked).
+    #[error("the runner stopped unexpectedly")]
+    Lost,
+}
+
+impl TurnFailure {
+    /// Whether the turn's request did not fit the model's context window.
+    pub fn is_overflow(&self) -> bool {
+        matches!(self, TurnFailure::Run(error) if error.is_overflow())
+    }
+
+    /// Whether that was found by the estimate, before any request was sent.
+    pub fn is_estimated_overflow(&self) -> bool {
+        matches!(self, TurnFailure::Run(RunError::EstimatedOverflow))
+    }
+}
+
+/// Runs a session's turns as tasks and stops the running one, bypassing the session's
+/// message queue (`/stop`, Ctrl-C).
 #[derive(Default)]
 pub struct TurnControl {
-    runner: Mutex<Option<Addr<RunnerActor>>>,
+    /// The running turn's task, so `stop` can abort it; `None` between turns.
+    running: Mutex<Option<AbortHandle>>,
 }
 
 impl TurnControl {
-    fn set_runner(&self, runner: Option<Addr<RunnerActor>>) {
-        *self.runner.lock().unwrap_or_else(PoisonError::into_inner) = runner;
+    /// Runs `turn` as a task on this thread until it ends or [`TurnControl::stop`] aborts it.
+    pub async fn run(
+        &self,
+        turn: impl Future<Output = Result<TurnOutcome, RunError>> + 'static,
+    ) -> Result<TurnOutcome, TurnFailure> {
+        let task = actix::spawn(turn);
+        let _running = Running::new(self, task.abort_handle());
+        match task.await {
+            Ok(outcome) => outcome.map_err(TurnFailure::Run),
+            Err(error) if error.is_cancelled() => Err(TurnFailure::Stopped),
+            Err(_) => Err(TurnFailure::Lost),
+        }
     }
 
     /// Whether a turn is running.
     pub fn is_running(&self) -> bool {
-        self.runner.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+        self.lock().is_some()
     }
 
     /// Stops the running turn, if any; returns whether there was one.
     pub fn stop(&self) -> bool {
-        match self.runner.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            Some(runner) => {
-                runner.do_send(StopTurn);
+        match self.lock().as_ref() {
+            Some(task) => {
+                task.abort();
                 true
             }
             None => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<AbortHandle>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A turn's task registered with its [`TurnControl`]; unregisters it, and aborts it should
+/// the caller stop waiting (its session went away), when dropped.
+struct Running<'a> {
+    /// Where the task is registered.
+    control: &'a TurnControl,
+}
+
+impl<'a> Running<'a> {
+    fn new(control: &'a TurnControl, task: AbortHandle) -> Running<'a> {
+        *control.lock() = Some(task);
+        Running { control }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(task) = self.control.lock().take() {
+            task.abort();
         }
     }
 }
@@ -214,8 +278,7 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
     ) -> Result<TurnReply, AgentError> {
-        let turn = UserTurn { text: text.to_owned(), events, origin: None, persisted: None, resume: false, source };
-        addr.send(turn).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn::Message { text: text.to_owned(), source, events }).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Records in session `key` a message the assistant sent there on its own (the `message`
@@ -242,16 +305,9 @@ impl SessionManager {
             let _ = persisted.send(());
             return Ok(self.stop_everything(&key, &control));
         }
-        addr.send(UserTurn {
-            text: text.to_owned(),
-            events,
-            origin: Some(origin),
-            persisted: Some(persisted),
-            resume: false,
-            source: TurnSource::User,
-        })
-        .await
-        .map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn::FromChannel { text: text.to_owned(), origin, persisted, events })
+            .await
+            .map_err(|_| AgentError::Gone)?
     }
 
     /// `/stop`: the session's running turn and the helpers it started.
@@ -281,10 +337,7 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
-        let source = TurnSource::User;
-        addr.send(UserTurn { text: String::new(), events, origin: None, persisted: None, resume: true, source })
-            .await
-            .map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn::Resume { events }).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Stops the running turn of `key` (Ctrl-C in the CLI); returns whether one was running.

@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::commands::{self, Command};
 use super::oversize;
 use super::undelivered;
-use super::{AgentError, TurnControl, TurnReply};
+use super::{AgentError, TurnControl, TurnFailure, TurnReply};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::{Budget, catch_up};
@@ -20,14 +20,12 @@ use crate::memory::flush::write_session_flush;
 use crate::memory::recall::auto::recall_for_message;
 use crate::memory::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
-use crate::provider::{HistoryCache, ProviderError};
 use crate::services::Services;
 use crate::session::{Session, SessionKey, close_interrupted_turn};
-use crate::turn::budget;
+use crate::turn::TurnInput;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, PartialReply, StripThinking, UsageHook, UsageTotals, strip_think_blocks};
-use crate::turn::runner::{CheckpointError, Replay, RunError, TurnEvent, TurnOutcome};
-use crate::turn::runner_actor::{RunTurn, RunnerActor, TurnFailure};
+use crate::turn::runner::{CheckpointError, TurnEvent, TurnOutcome};
 use crate::usage::UsageEntry;
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
@@ -65,7 +63,6 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
-            wire: Arc::default(),
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -84,23 +81,37 @@ impl Actor for SessionActor {
     }
 }
 
-/// A message from the user (text or a slash command).
+/// What the session manager asks of a session: a message to store and answer, or an
+/// unanswered one to answer. Progress of the turn goes to `events`.
 #[derive(Message)]
 #[rtype(result = "Result<TurnReply, AgentError>")]
-pub struct UserTurn {
-    /// What the user wrote.
-    pub text: String,
-    /// Progress of the turn.
-    pub events: UnboundedSender<TurnEvent>,
-    /// Where the message came from, for messages from a chat channel.
-    pub origin: Option<ChannelOrigin>,
-    /// Told once the message is on disk (a channel acknowledges it to its service then).
-    pub persisted: Option<tokio::sync::oneshot::Sender<()>>,
+pub enum UserTurn {
+    /// A message typed at the kernel (CLI, API) or written by the kernel itself.
+    Message {
+        /// The text (or a slash command).
+        text: String,
+        /// Who wrote it: the user, or the kernel (a cron job, the heartbeat, a helper's
+        /// result). Only the user's messages are read as slash commands.
+        source: TurnSource,
+        /// Progress of the turn.
+        events: UnboundedSender<TurnEvent>,
+    },
+    /// A message from a chat channel, answered at most once however often it is redelivered.
+    FromChannel {
+        /// What the user wrote (or a slash command).
+        text: String,
+        /// The channel's id and details of the message.
+        origin: ChannelOrigin,
+        /// Told once the message is on disk (a channel acknowledges it to its service then).
+        persisted: tokio::sync::oneshot::Sender<()>,
+        /// Progress of the turn.
+        events: UnboundedSender<TurnEvent>,
+    },
     /// No new message: answer the session's last message if a crash left it unanswered.
-    pub resume: bool,
-    /// Who wrote the message: the user, or the kernel itself (a cron job, the heartbeat, a
-    /// helper's result). Only the user's messages are read as slash commands.
-    pub source: TurnSource,
+    Resume {
+        /// Progress of the turn.
+        events: UnboundedSender<TurnEvent>,
+    },
 }
 
 /// Key under which a message the kernel wrote into a session records why (`cron`,
@@ -205,8 +216,6 @@ struct TurnJob {
     memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
-    /// The replayed history in its wire form, so each request encodes only what is new.
-    wire: Arc<Mutex<HistoryCache>>,
 }
 
 impl TurnJob {
@@ -221,47 +230,65 @@ impl TurnJob {
         change(session, self.services.sessions())
     }
 
-    async fn run(self, mut turn: UserTurn) -> Result<TurnReply, AgentError> {
+    async fn run(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
-        let seen = turn.origin.as_ref().and_then(|o| self.find_inbound(&o.inbound_id));
-        match seen {
-            Some(Seen::Answered) => {
-                notify(&mut turn.persisted);
-                return Ok(TurnReply::AlreadyAnswered);
-            }
-            // Persisted before a crash but never answered: answer it now.
-            Some(Seen::Pending) => notify(&mut turn.persisted),
-            None if turn.resume => {
-                return if self.ends_with_user_message() {
-                    self.answer(turn).await
-                } else {
-                    Ok(TurnReply::AlreadyAnswered)
-                };
-            }
-            None => {
-                self.close_unanswered()?;
-                if let Some(command) = Command::parse(&turn.text).filter(|_| turn.source == TurnSource::User) {
-                    notify(&mut turn.persisted);
-                    return self.command(command).await;
+        match turn {
+            UserTurn::Message { text, source, events } => match self.store_message(&text, source, None)? {
+                Stored::Command(command) => self.command(command).await,
+                Stored::Message => self.answer(events, source).await,
+            },
+            UserTurn::FromChannel { text, origin, persisted, events } => {
+                match self.find_inbound(&origin.inbound_id) {
+                    Some(Seen::Answered) => {
+                        let _ = persisted.send(());
+                        Ok(TurnReply::AlreadyAnswered)
+                    }
+                    // Persisted before a crash but never answered: answer it now.
+                    Some(Seen::Pending) => {
+                        let _ = persisted.send(());
+                        self.answer(events, TurnSource::User).await
+                    }
+                    None => {
+                        let stored = self.store_message(&text, TurnSource::User, Some(&origin))?;
+                        let _ = persisted.send(());
+                        match stored {
+                            Stored::Command(command) => self.command(command).await,
+                            Stored::Message => self.answer(events, TurnSource::User).await,
+                        }
+                    }
                 }
-                let mut user = ChatMessage::text(Role::User, self.fit_for_the_model(&turn.text));
-                if let Some(name) = source_name(turn.source) {
-                    user.extra.insert(SOURCE_KEY.to_owned(), serde_json::Value::String(name.to_owned()));
-                }
-                if let Some(origin) = &turn.origin {
-                    user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(origin.inbound_id.clone()));
-                    user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), origin.metadata.clone());
-                }
-                // The user's words reach the disk before the model sees them.
-                self.append(vec![user])?;
-                notify(&mut turn.persisted);
             }
+            UserTurn::Resume { events } if self.ends_with_user_message() => self.answer(events, TurnSource::User).await,
+            UserTurn::Resume { .. } => Ok(TurnReply::AlreadyAnswered),
         }
-        self.answer(turn).await
+    }
+
+    /// A new message: a slash command from the user is returned to be run; anything else is
+    /// stored (the user's words reach the disk before the model sees them).
+    fn store_message(
+        &self,
+        text: &str,
+        source: TurnSource,
+        origin: Option<&ChannelOrigin>,
+    ) -> Result<Stored, AgentError> {
+        self.close_unanswered()?;
+        if let Some(command) = Command::parse(text).filter(|_| source == TurnSource::User) {
+            return Ok(Stored::Command(command));
+        }
+        let mut user = ChatMessage::text(Role::User, self.fit_for_the_model(text));
+        if let Some(name) = source_name(source) {
+            user.extra.insert(SOURCE_KEY.to_owned(), serde_json::Value::String(name.to_owned()));
+        }
+        if let Some(origin) = origin {
+            user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(origin.inbound_id.clone()));
+            user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), origin.metadata.clone());
+        }
+        self.append(vec![user])?;
+        Ok(Stored::Message)
     }
 
     /// Runs the model on the session, whose last message is the user's.
-    async fn answer(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
+    async fn answer(self, events: UnboundedSender<TurnEvent>, source: TurnSource) -> Result<TurnReply, AgentError> {
         let channel = self.key.channel();
         let mut system = self.services.system_prompt(channel);
         let fixed = self.fixed_prompt(&system);
@@ -269,10 +296,10 @@ impl TurnJob {
             // Built again: the archive just written shows up under `# Recent History`.
             system = self.services.system_prompt(channel);
         }
-        let recalled = self.recalled(&system, turn.source).await;
+        let recalled = self.recalled(&system, source).await;
         let recalled = undelivered::with_notes(&self.take_undelivered_notes(), recalled);
-        let (messages, history) = self.request_messages(system, recalled.as_deref());
-        let outcome = self.run_guarded(messages, history, turn.events, turn.source, &fixed, recalled.as_deref()).await;
+        let messages = self.request_messages(system, recalled.as_deref());
+        let outcome = self.run_guarded(messages, events, source, &fixed, recalled.as_deref()).await;
         match outcome {
             Ok(outcome) => {
                 self.record_usage(&outcome);
@@ -287,7 +314,7 @@ impl TurnJob {
                 self.close_turn(Some(&self.stopped_note()))?;
                 Ok(TurnReply::Stopped)
             }
-            Err(failure) if is_overflow(&failure) => {
+            Err(failure) if failure.is_overflow() => {
                 let error = AgentError::ContextOverflow(failure);
                 self.close_turn(Some(&format!("Error: {error}")))?;
                 Err(error)
@@ -306,15 +333,14 @@ impl TurnJob {
     async fn run_guarded(
         &self,
         messages: Vec<ChatMessage>,
-        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         fixed: &Arc<str>,
         recalled: Option<&str>,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let outcome = self.run_once(messages, history, events.clone(), source, true).await;
+        let outcome = self.run_once(messages, events.clone(), source, true).await;
         let estimated = match &outcome {
-            Err(failure) if is_overflow(failure) => is_estimated(failure),
+            Err(failure) if failure.is_overflow() => failure.is_estimated_overflow(),
             _ => return outcome,
         };
         tracing::warn!(session = %self.key, "the request does not fit the model's context window; archiving older history");
@@ -324,23 +350,19 @@ impl TurnJob {
             return outcome;
         }
         let system = self.services.system_prompt(self.key.channel());
-        let (messages, history) = self.request_messages(system, recalled);
-        self.run_once(messages, history, events, source, false).await
+        let messages = self.request_messages(system, recalled);
+        self.run_once(messages, events, source, false).await
     }
 
     async fn run_once(
         &self,
         messages: Vec<ChatMessage>,
-        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_first: bool,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let runner = RunnerActor::new(self.services.engine().clone()).start();
-        self.control.set_runner(Some(runner.clone()));
-        let outcome = runner.send(self.run_turn(messages, history, events, source, compact_first)).await;
-        self.control.set_runner(None);
-        outcome.unwrap_or(Err(TurnFailure::Lost))
+        let turn = self.turn_input(messages, events, source, compact_first);
+        self.control.run(self.services.engine().clone().run(turn)).await
     }
 
     /// The replies given up since the last turn, to tell the model (marked told on disk).
@@ -374,14 +396,13 @@ impl TurnJob {
         recall_for_message(recall, &message, &already).await
     }
 
-    fn run_turn(
+    fn turn_input(
         &self,
         messages: Vec<ChatMessage>,
-        history: Option<Replay>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_on_overflow: bool,
-    ) -> RunTurn {
+    ) -> TurnInput {
         let call_context = CallContext {
             session_key: Some(self.key.to_string()),
             channel: Some(self.key.channel().to_owned()),
@@ -403,7 +424,8 @@ impl TurnJob {
         });
         let context = BuiltinContext { call: call_context, source };
         let builtins = self.services.builtins();
-        RunTurn { messages, history, context, builtins, hooks, events, checkpoint, compact_on_overflow }
+        let session = self.key.to_string();
+        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow }
     }
 
     /// Adds the turn's token counts to the usage log (a failure to write is logged only).
@@ -503,35 +525,14 @@ impl TurnJob {
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context (and
-    /// the memory auto-recall found, inside it). The history comes encoded for the wire
-    /// ([`Replay`]) when the provider takes it so, with only the messages added since the last
-    /// turn encoded now.
-    fn request_messages(&self, system: String, recalled: Option<&str>) -> (Vec<ChatMessage>, Option<Replay>) {
+    /// the memory auto-recall found, inside it).
+    fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<ChatMessage> {
         let guard = lock(&self.session);
-        let Some(session) = guard.as_ref() else { return (Vec::new(), None) };
+        let Some(session) = guard.as_ref() else { return Vec::new() };
         let history = replayable(session);
-        let encode = self.services.provider().takes_encoded_history();
-        let mut messages = Vec::with_capacity(if encode { 2 } else { history.len() + 1 });
+        let mut messages = Vec::with_capacity(history.len() + 1);
         messages.push(ChatMessage::text(Role::System, system));
-        let mut replay = None;
-        if encode {
-            let start = session.messages.len() - history.len();
-            let own = usize::from(history.last().is_some_and(|m| m.role == Role::User));
-            let range = start..session.messages.len() - own;
-            let encoded = lock(&self.wire).encode(&session.messages, range.clone(), budget::message_tokens);
-            let shared = self.session.clone();
-            let replayed = Box::new(move || {
-                lock(&shared)
-                    .as_ref()
-                    .and_then(|s| s.messages.get(range))
-                    .map(<[ChatMessage]>::to_vec)
-                    .unwrap_or_default()
-            });
-            replay = Some(Replay { encoded, messages: replayed });
-            messages.extend(history[history.len() - own..].iter().cloned());
-        } else {
-            messages.extend(history.iter().cloned());
-        }
+        messages.extend(history.iter().map(ChatMessage::for_request));
         if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
@@ -543,7 +544,7 @@ impl TurnJob {
                 recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
-        (messages, replay)
+        messages
     }
 
     /// Loads the session on first use, closing dangling tool calls a crash left behind. A
@@ -672,20 +673,6 @@ impl TurnJob {
     }
 }
 
-/// Whether a turn failed because its request does not fit the model's context window.
-fn is_overflow(failure: &TurnFailure) -> bool {
-    matches!(failure, TurnFailure::Run(RunError::Provider(ProviderError::ContextOverflow { .. })))
-}
-
-/// Whether that overflow was found by the estimate before any request was sent.
-fn is_estimated(failure: &TurnFailure) -> bool {
-    matches!(
-        failure,
-        TurnFailure::Run(RunError::Provider(ProviderError::ContextOverflow { message }))
-            if message == crate::turn::budget::ESTIMATED_OVERFLOW
-    )
-}
-
 /// A redelivered channel message, as found in the session.
 enum Seen {
     /// Stored and answered: nothing to do.
@@ -705,10 +692,12 @@ fn source_name(source: TurnSource) -> Option<&'static str> {
     }
 }
 
-fn notify(persisted: &mut Option<tokio::sync::oneshot::Sender<()>>) {
-    if let Some(persisted) = persisted.take() {
-        let _ = persisted.send(());
-    }
+/// What [`TurnJob::store_message`] made of a new message.
+enum Stored {
+    /// A slash command, to run (nothing stored).
+    Command(Command),
+    /// A message, stored as the session's last.
+    Message,
 }
 
 /// The messages replayed to the model: those not yet consolidated, at most

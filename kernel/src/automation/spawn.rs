@@ -186,6 +186,7 @@ impl Helpers {
                 checkpoint: Box::new(|_| Ok(())),
                 gate: None,
                 compact_on_overflow: false,
+                session: None,
             };
             turn.run(messages).await.map(|outcome| outcome.content).map_err(|error| error.to_string())
         })

@@ -192,6 +192,7 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
         checkpoint: Box::new(|_| Ok(())),
         gate: Some(Arc::new(DreamGate::new(services.workspace()))),
         compact_on_overflow: false,
+        session: None,
     };
     let messages = vec![ChatMessage::text(Role::System, DREAM_PHASE2), ChatMessage::text(Role::User, input)];
     turn.run(messages).await?;

@@ -144,6 +144,7 @@ pub async fn flush_before_archive(
         checkpoint: Box::new(|_| Ok(())),
         gate: Some(Arc::new(OnlyMemory)),
         compact_on_overflow: false,
+        session: None,
     };
     let memory =
         std::fs::read_to_string(recall.workspace().join(super::recall::sources::MEMORY_PATH)).unwrap_or_default();

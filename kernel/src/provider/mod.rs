@@ -1,14 +1,15 @@
 //! LLM provider clients: OpenAI Chat Completions (spoken by most providers) and Anthropic
 //! Messages, picked from config by the registry, with nanobot's retry policy.
 //!
-//! `Provider::chat` is the one entry point: it sends a `ChatRequest`, streams `StreamEvent`s
-//! to a callback when asked to, retries what can be retried, and returns the assembled
+//! `Provider::chat` is the one entry point (`Provider::chat_in_session` for a conversation's
+//! requests): it sends a `ChatRequest`, streams `StreamEvent`s to a callback when asked to,
+//! retries what can be retried, fails over to the fallback models, and returns the assembled
 //! `ChatResponse`. This module does not keep history, run tools or count context; the runner
-//! does.
+//! does. What it keeps of a conversation is the wire form of its last request, by session key,
+//! so the next one encodes only what changed (inside the OpenAI client).
 
 mod anthropic;
 pub mod embeddings;
-pub mod encoded;
 mod error;
 mod openai;
 pub mod redact;
@@ -21,26 +22,14 @@ mod types;
 use std::time::Duration;
 
 pub use embeddings::Embedder;
-pub use encoded::{EncodedHistory, HistoryCache};
 pub use error::ProviderError;
 use redact::Secrets;
 pub use registry::{Resolution, Wire};
 pub use retry::RetryPolicy;
-pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT};
+pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT, install_crypto_provider};
 pub use types::{ChatRequest, ChatResponse, StreamEvent, Usage};
 
 use crate::config::Config;
-
-/// Makes rustls use the `ring` crypto provider. reqwest panics when it builds a client and
-/// no provider is installed, so every client constructor here calls this first; calling it
-/// again (or after someone else installed one) does nothing.
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // An error only means a provider is already installed, which is all we need.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
 
 /// A configured LLM: the registry's choice for a model, ready to call.
 #[derive(Debug, Clone)]
@@ -153,12 +142,13 @@ impl Provider {
         !self.fallbacks.is_empty() && !matches!(error, ProviderError::ContextOverflow { .. })
     }
 
-    /// Tries the fallback models in order with `request` (history included in its messages),
-    /// after this provider failed with `error`; the first answer wins, else the last error.
-    pub async fn fail_over(
+    /// Tries the fallback models in order with `request` after this provider failed with
+    /// `error`; the first answer wins, else the last error.
+    async fn fail_over(
         &self,
         request: &ChatRequest,
         mut error: ProviderError,
+        session: Option<&str>,
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
@@ -166,7 +156,7 @@ impl Provider {
             tracing::warn!(failed = %error, fallback = %fallback.model, "the model failed; trying the next fallback model");
             on_event(StreamEvent::Restart);
             let request = ChatRequest { model: fallback.model.clone(), ..request.clone() };
-            match Box::pin(fallback.chat_with_history(&request, None, stream, on_event)).await {
+            match Box::pin(fallback.chat_in_session(&request, session, stream, on_event)).await {
                 Ok(reply) => {
                     *self.last_fallback.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
                         Some(fallback.model.clone());
@@ -196,24 +186,16 @@ impl Provider {
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
-        self.chat_with_history(request, None, stream, on_event).await
+        self.chat_in_session(request, None, stream, on_event).await
     }
 
-    /// Whether this provider's wire format takes history encoded ahead
-    /// ([`Provider::chat_with_history`]): the OpenAI Chat Completions format does.
-    pub fn takes_encoded_history(&self) -> bool {
-        matches!(self.client, Client::OpenAiCompatible(_))
-    }
-
-    /// [`Provider::chat`] for a conversation whose history was encoded ahead by a
-    /// [`HistoryCache`]: `history` goes between the system prompt (`request.messages[0]`) and
-    /// the request's other messages. Only a provider that
-    /// [takes encoded history](Provider::takes_encoded_history) accepts it; any other refuses
-    /// the call.
-    pub async fn chat_with_history(
+    /// [`Provider::chat`] for a request of conversation `session` (a session key): a client
+    /// that keeps the wire form of a conversation's last request (the OpenAI one) encodes only
+    /// the messages that changed since.
+    pub async fn chat_in_session(
         &self,
         request: &ChatRequest,
-        history: Option<&EncodedHistory>,
+        session: Option<&str>,
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
@@ -229,15 +211,14 @@ impl Provider {
                 streamed = true;
                 on_event(event);
             };
-            let result = self.attempt(request, history, &model, stream, &mut forward).await;
+            let result = self.attempt(request, session, &model, stream, &mut forward).await;
             let error = match result {
                 Ok(reply) => return Ok(reply),
                 Err(error) => self.secrets.scrub_error(error),
             };
             let Some(delay) = self.retry.delay_before(retry, &error) else {
-                // Encoded history is the caller's to expand before another model may take it.
-                if history.is_none() && self.fails_over(&error) {
-                    return self.fail_over(request, error, stream, on_event).await;
+                if self.fails_over(&error) {
+                    return self.fail_over(request, error, session, stream, on_event).await;
                 }
                 return Err(error);
             };
@@ -254,16 +235,13 @@ impl Provider {
     async fn attempt(
         &self,
         request: &ChatRequest,
-        history: Option<&EncodedHistory>,
+        session: Option<&str>,
         model: &str,
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
         match &self.client {
-            Client::OpenAiCompatible(client) => client.send(request, history, model, stream, on_event).await,
-            Client::Anthropic(_) if history.is_some_and(|h| !h.is_empty()) => Err(ProviderError::NotConfigured(
-                "this provider does not take history encoded for another wire format".into(),
-            )),
+            Client::OpenAiCompatible(client) => client.send(request, session, model, stream, on_event).await,
             Client::Anthropic(client) => client.send(request, model, stream, on_event).await,
         }
     }

@@ -15,6 +15,17 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a response may stay silent (before its headers, or between two chunks).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Makes rustls use the `ring` crypto provider. reqwest panics when it builds a client and
+/// no provider is installed, so every client constructor here calls this first; calling it
+/// again (or after someone else installed one) does nothing.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // An error only means a provider is already installed, which is all we need.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// An HTTP client bound to one provider's name, headers and timeouts.
 #[derive(Clone)]
 pub(crate) struct Transport {
@@ -44,7 +55,7 @@ impl Transport {
         key_hint: &str,
         headers: &[(String, String)],
     ) -> Result<Transport, ProviderError> {
-        super::install_crypto_provider();
+        install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()

@@ -54,10 +54,6 @@ pub fn limit(context_window: u32, max_tokens: u32) -> u64 {
     u64::from(context_window.saturating_sub(max_tokens).saturating_sub(SAFETY_TOKENS).max(1024))
 }
 
-/// What the ProviderError::ContextOverflow says when the estimate, not the provider, found
-/// that a request would not fit.
-pub const ESTIMATED_OVERFLOW: &str = "the conversation no longer fits the model's context window (estimated)";
-
 /// Makes `messages` (system prompt first) fit `context_window - max_tokens - safety`.
 ///
 /// First, tool results before the last user message are shrunk; if that is not enough, the

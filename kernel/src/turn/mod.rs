@@ -3,26 +3,30 @@
 //!
 //! Code map: [`runner::Turn`] is the loop (model call, [`tool_batch`], [`hooks`],
 //! checkpoints, [`budget::fit`] before each call, [`repeats`] against a model stuck on one
-//! call, [`builtin`] tools that run inside the kernel); [`runner_actor::RunnerActor`] runs one turn as an actor that `/stop` can cancel. [`Engine`] is the narrow handle a turn needs:
-//! the model, the tools, and the turn settings. Nothing here knows about sessions, memory or
-//! channels; those layers call down into this one.
+//! call, [`builtin`] tools that run inside the kernel). [`Engine`] is the narrow handle a turn
+//! needs: the model, the tools, and the turn settings; [`Engine::run`] runs a [`TurnInput`]
+//! with them (a session spawns that future as a task `/stop` can abort). Nothing here knows
+//! about sessions, memory or channels; those layers call down into this one.
 
 pub mod budget;
 pub mod builtin;
 pub mod hooks;
 pub mod repeats;
 pub mod runner;
-pub mod runner_actor;
 pub mod tool_batch;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use oxibot_proto::ToolSpec;
 
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::message::ChatMessage;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
-use builtin::BuiltinTools;
-use runner::RunSpec;
+use builtin::{BuiltinContext, BuiltinTools};
+use hooks::CompositeHook;
+use runner::{Checkpoint, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
 
 /// What a turn runs with: the LLM client, the plugin host its tools run in, and the
 /// configured turn settings. Shared (behind an `Arc`) by every turn of the kernel. The model
@@ -64,7 +68,7 @@ impl Engine {
         &self.host
     }
 
-    /// The tools a turn with `builtins` offers (see [`runner_actor::offered_tools`]), the
+    /// The tools a turn with `builtins` offers (see [`tool_list`]), the
     /// same shared list while nothing changed.
     pub fn offered_tools(&self, builtins: &BuiltinTools) -> Arc<[ToolSpec]> {
         let registry = self.host.tools_json();
@@ -74,7 +78,7 @@ impl Engine {
         {
             return Arc::clone(&same.tools);
         }
-        let tools: Arc<[ToolSpec]> = runner_actor::offered_tools(self.host.tools(), builtins).into();
+        let tools: Arc<[ToolSpec]> = tool_list(self.host.tools(), builtins).into();
         *offered = Some(Offered { registry, builtins: builtins.clone(), tools: Arc::clone(&tools) });
         tools
     }
@@ -88,4 +92,58 @@ impl Engine {
     pub fn replace_model(&self, provider: Provider, spec: RunSpec) {
         *self.model.write().unwrap_or_else(PoisonError::into_inner) = (Arc::new(provider), Arc::new(spec));
     }
+
+    /// Runs `turn` with the model and settings of now: a config edit while it runs does not
+    /// change them. Owns what it needs, so the future can be spawned as a task.
+    pub async fn run(self: Arc<Self>, turn: TurnInput) -> Result<TurnOutcome, RunError> {
+        let tools = self.offered_tools(&turn.builtins);
+        let (provider, spec) = (self.provider(), self.spec());
+        let run = Turn {
+            provider: &provider,
+            host: self.host(),
+            spec: &spec,
+            tools,
+            context: turn.context,
+            builtins: turn.builtins,
+            hooks: turn.hooks,
+            events: turn.events,
+            checkpoint: turn.checkpoint,
+            gate: None,
+            compact_on_overflow: turn.compact_on_overflow,
+            session: Some(&turn.session),
+        };
+        run.run(turn.messages).await
+    }
+}
+
+/// What a session's turn starts from (see [`Engine::run`]).
+pub struct TurnInput {
+    /// System prompt, history and the user's message.
+    pub messages: Vec<ChatMessage>,
+    /// The session's key (see [`Turn::session`]).
+    pub session: String,
+    /// Passed to every tool call, with why the turn runs.
+    pub context: BuiltinContext,
+    /// Tools that run inside the kernel, offered next to the plugins' tools.
+    pub builtins: BuiltinTools,
+    /// Hooks for this turn.
+    pub hooks: CompositeHook,
+    /// Progress for the caller.
+    pub events: UnboundedSender<TurnEvent>,
+    /// Persists new messages.
+    pub checkpoint: Checkpoint,
+    /// End with a context overflow rather than leave older turns out of the request (see
+    /// [`Turn::compact_on_overflow`]).
+    pub compact_on_overflow: bool,
+}
+
+/// The tools a turn offers: the plugins' own tools, then the built-ins, then MCP servers'
+/// tools (`mcp_…`), so the stable part of the list comes first and prompt caches hit. A
+/// plugin tool named like a built-in is not offered: the built-in answers that name.
+fn tool_list(plugin_tools: Vec<ToolSpec>, builtins: &BuiltinTools) -> Vec<ToolSpec> {
+    let (mcp, mut tools): (Vec<ToolSpec>, Vec<ToolSpec>) =
+        plugin_tools.into_iter().filter(|t| !builtins.contains(&t.name)).partition(|t| t.name.starts_with("mcp_"));
+    tools.extend(builtins.specs());
+    tools.extend(mcp);
+    tools
 }

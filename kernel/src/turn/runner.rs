@@ -1,4 +1,4 @@
-//! The LLM ↔ tools loop of one turn (the work `RunnerActor` does).
+//! The LLM ↔ tools loop of one turn (what `Engine::run` runs).
 //!
 //! Each iteration sends the conversation to the model; tool calls are run through the plugin
 //! host and their results fed back, until the model answers without tools or the iteration
@@ -16,7 +16,7 @@ use super::repeats::{self, RepeatGuard, Verdict};
 use super::tool_batch::{self, ToolOutput};
 use crate::message::{ChatMessage, Role, ToolCall};
 use crate::plugin::PluginHost;
-use crate::provider::{ChatRequest, ChatResponse, EncodedHistory, Provider, ProviderError, StreamEvent, Usage};
+use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
 use crate::session::SessionError;
 
 /// The answer given when the model returns nothing twice in a row.
@@ -89,6 +89,21 @@ pub enum RunError {
     /// The session file could not be written.
     #[error("cannot save the session: {0}")]
     Checkpoint(#[source] CheckpointError),
+    /// The estimate, before any request was sent, found that the request would only fit by
+    /// leaving older turns out (a turn with [`Turn::compact_on_overflow`] only).
+    #[error(
+        "the request is too long for the model's context window: the conversation no longer fits the model's \
+         context window (estimated)"
+    )]
+    EstimatedOverflow,
+}
+
+impl RunError {
+    /// Whether the request did not fit the model's context window, by the provider's word or
+    /// by the estimate.
+    pub fn is_overflow(&self) -> bool {
+        matches!(self, RunError::EstimatedOverflow | RunError::Provider(ProviderError::ContextOverflow { .. }))
+    }
 }
 
 /// Why new messages of a turn could not be stored.
@@ -131,32 +146,14 @@ pub struct Turn<'a> {
     /// overflow instead, so the caller can have those turns archived (a session's turn);
     /// otherwise they are left out of the request.
     pub compact_on_overflow: bool,
-}
-
-/// The history a turn replays, encoded ahead for the wire (see [`crate::provider::HistoryCache`]),
-/// and a way to get the messages themselves should the request have to be cut to fit the
-/// context window.
-pub struct Replay {
-    /// The encoded messages; their weight is their [`budget::estimate_tokens`].
-    pub encoded: EncodedHistory,
-    /// The same messages, for a request that must be cut (rare) or a provider that does not
-    /// take encoded history.
-    pub messages: Box<dyn FnOnce() -> Vec<ChatMessage> + Send>,
+    /// The session the turn belongs to: the LLM client keeps the wire form of the session's
+    /// last request under it, so a request encodes only what changed.
+    pub session: Option<&'a str>,
 }
 
 impl Turn<'_> {
     /// Runs the loop over `messages` (system prompt first, the user's message last).
-    pub async fn run(self, messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
-        self.run_with_history(messages, None).await
-    }
-
-    /// Runs the loop over `messages` (system prompt first, the user's message last) with
-    /// `history` replayed between the system prompt and the rest.
-    pub async fn run_with_history(
-        mut self,
-        messages: Vec<ChatMessage>,
-        history: Option<Replay>,
-    ) -> Result<TurnOutcome, RunError> {
+    pub async fn run(mut self, messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
         let mut request = ChatRequest {
             model: self.spec.model.clone(),
             messages,
@@ -165,7 +162,6 @@ impl Turn<'_> {
             temperature: self.spec.temperature,
             reasoning_effort: self.spec.reasoning_effort.clone(),
         };
-        let mut history = history.filter(|h| !h.encoded.is_empty());
         let mut usage = Usage::default();
         let mut retried_empty = false;
         let mut repeats = RepeatGuard::default();
@@ -173,35 +169,22 @@ impl Turn<'_> {
         while iteration < self.spec.max_iterations {
             iteration += 1;
             let messages = &mut request.messages;
-            if let Some(replay) = history.take_if(|replay| !self.keeps_encoded(messages, &replay.encoded)) {
-                let at = messages.len().min(1);
-                messages.splice(at..at, (replay.messages)());
-            }
             if self.compact_on_overflow
                 && !budget::shrink_to_fit(messages, self.spec.context_window, self.spec.max_tokens)
             {
-                let message = budget::ESTIMATED_OVERFLOW.to_owned();
-                return Err(RunError::Provider(ProviderError::ContextOverflow { message }));
+                return Err(RunError::EstimatedOverflow);
             }
             budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
-            let count = messages.len() + history.as_ref().map_or(0, |h| h.encoded.len());
-            self.hooks.before_iteration(&IterationInfo { iteration, messages: count });
-            let response = match self.call_model(&request, history.as_ref().map(|h| &h.encoded), None).await {
-                // The first stage of the overflow guard: the whole request as messages, long
-                // tool results cut; the caller compacts history if that still does not fit.
+            self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
+            let response = match self.call_model(&request).await {
+                // The first stage of the overflow guard: long tool results cut; the caller
+                // compacts history if that still does not fit.
                 Err(overflow @ ProviderError::ContextOverflow { .. }) => {
-                    expand(&mut request.messages, &mut history);
                     if !budget::shorten_tool_results(&mut request.messages) {
                         return Err(overflow.into());
                     }
                     tracing::warn!("the model's context overflowed; retrying with long tool results cut");
-                    self.call_model(&request, None, None).await?
-                }
-                // The fallback models get the history as messages (another wire format may
-                // not take it encoded).
-                Err(error) if history.is_some() && self.provider.fails_over(&error) => {
-                    expand(&mut request.messages, &mut history);
-                    self.call_model(&request, None, Some(error)).await?
+                    self.call_model(&request).await?
                 }
                 other => other?,
             };
@@ -238,22 +221,9 @@ impl Turn<'_> {
         Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: true })
     }
 
-    /// Whether the request can go out with `encoded` history as it is: the provider takes
-    /// encoded history, and the whole request is within the context window, so [`budget::fit`]
-    /// has nothing to cut.
-    fn keeps_encoded(&self, messages: &[ChatMessage], encoded: &EncodedHistory) -> bool {
-        let limit = budget::limit(self.spec.context_window, self.spec.max_tokens);
-        self.provider.takes_encoded_history() && budget::estimate_tokens(messages) + encoded.weight() <= limit
-    }
-
-    /// Sends `request` (with `history` encoded ahead), or after `failed`, to the fallback
-    /// models; deltas reach the caller as they come.
-    async fn call_model(
-        &mut self,
-        request: &ChatRequest,
-        history: Option<&EncodedHistory>,
-        failed: Option<ProviderError>,
-    ) -> Result<ChatResponse, ProviderError> {
+    /// Sends `request` (the provider retries and fails over); deltas reach the caller as they
+    /// come.
+    async fn call_model(&mut self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let events = self.events.clone();
         let hooks = &mut self.hooks;
         let mut on_event = |event: StreamEvent| match event {
@@ -268,10 +238,7 @@ impl Turn<'_> {
             StreamEvent::Reasoning(_) => {}
         };
         let stream = self.spec.stream;
-        let response = match failed {
-            None => self.provider.chat_with_history(request, history, stream, &mut on_event).await,
-            Some(error) => self.provider.fail_over(request, error, stream, &mut on_event).await,
-        };
+        let response = self.provider.chat_in_session(request, self.session, stream, &mut on_event).await;
         self.hooks.on_stream_end();
         response
     }
@@ -330,14 +297,6 @@ impl Turn<'_> {
 
     fn store(&mut self, new_messages: Vec<ChatMessage>) -> Result<(), RunError> {
         (self.checkpoint)(new_messages).map_err(RunError::Checkpoint)
-    }
-}
-
-/// Puts the replayed history back into `messages` as messages (after the system prompt).
-fn expand(messages: &mut Vec<ChatMessage>, history: &mut Option<Replay>) {
-    if let Some(replay) = history.take() {
-        let at = messages.len().min(1);
-        messages.splice(at..at, (replay.messages)());
     }
 }
 

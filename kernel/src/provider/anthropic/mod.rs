@@ -5,16 +5,18 @@ use serde_json::{Value, json};
 
 mod convert;
 mod stream;
+mod usage;
 
 use crate::message::ToolCall;
 use crate::provider::error::{ProviderError, shorten};
 use crate::provider::registry::Resolution;
 use crate::provider::transport::{Transport, is_event_stream};
 use crate::provider::types::{
-    ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream,
+    ChatRequest, ChatResponse, Collector, StreamEvent, finish_tool_calls, non_empty, replay_as_stream,
 };
 use convert::{convert, mark_cache_points};
 use stream::EventReader;
+use usage::{AnthropicUsage, finish_reason};
 
 /// The API version every request declares.
 const API_VERSION: &str = "2023-06-01";
@@ -169,50 +171,6 @@ pub(crate) fn parse_message(json: &Value, provider: &str) -> Result<ChatResponse
         finish_reason: json["stop_reason"].as_str().map(finish_reason),
         usage: AnthropicUsage::default().merged(&json["usage"]).into(),
     })
-}
-
-/// Anthropic's stop reason in OpenAI words.
-pub(crate) fn finish_reason(stop_reason: &str) -> String {
-    match stop_reason {
-        "end_turn" | "stop_sequence" => "stop",
-        "tool_use" => "tool_calls",
-        "max_tokens" => "length",
-        other => other,
-    }
-    .to_owned()
-}
-
-/// Anthropic's token counts: input is split into uncached, cache-written and cache-read.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct AnthropicUsage {
-    input: u64,
-    cache_creation: u64,
-    cache_read: u64,
-    output: u64,
-}
-
-impl AnthropicUsage {
-    /// These counts with the ones present in `usage` replacing them (streams send the input
-    /// counts first and the output count last).
-    pub(crate) fn merged(self, usage: &Value) -> AnthropicUsage {
-        let get = |key: &str, old: u64| usage.get(key).and_then(Value::as_u64).unwrap_or(old);
-        AnthropicUsage {
-            input: get("input_tokens", self.input),
-            cache_creation: get("cache_creation_input_tokens", self.cache_creation),
-            cache_read: get("cache_read_input_tokens", self.cache_read),
-            output: get("output_tokens", self.output),
-        }
-    }
-}
-
-impl From<AnthropicUsage> for Usage {
-    fn from(u: AnthropicUsage) -> Usage {
-        Usage {
-            prompt_tokens: u.input + u.cache_creation + u.cache_read,
-            completion_tokens: u.output,
-            cached_tokens: u.cache_read,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{AnthropicUsage, finish_reason};
+use super::usage::{AnthropicUsage, finish_reason};
 use crate::message::ToolCall;
 use crate::provider::error::ProviderError;
 use crate::provider::transport::parse_json;

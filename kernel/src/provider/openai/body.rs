@@ -1,6 +1,7 @@
 //! The Chat Completions request body, written straight from the request's messages into bytes:
-//! no intermediate `serde_json::Value` tree, and history already encoded by an earlier call
-//! ([`EncodedHistory`]) copied in as it is.
+//! no intermediate `serde_json::Value` tree, and the system prompt, tools and a conversation's
+//! other messages copied in when they were encoded before ([`PrefixCache`], and the caller's
+//! conversation cache).
 //!
 //! Keys come out in the byte order of their names, at every level, which is the order a
 //! `serde_json::Value` map gives them: the body is byte for byte what the same request built as
@@ -14,7 +15,6 @@ use oxibot_proto::ToolSpec;
 
 use super::prefix::PrefixCache;
 use crate::message::{ChatMessage, Role, ToolCall};
-use crate::provider::encoded::EncodedHistory;
 use crate::provider::types::{ChatRequest, text_of};
 
 /// The body's settings besides the messages and tools.
@@ -31,13 +31,21 @@ pub(crate) struct Settings<'a> {
     pub(crate) reasoning_effort: Option<&'a str>,
 }
 
-/// Writes the body of `request` into `out`. `history`, when given, holds messages encoded
-/// earlier that go between `request.messages[0]` (the system prompt) and the rest. The system
-/// prompt and the tools come from `prefixes` when it has them.
+/// The system prompt (when the first message is one) and the other messages.
+pub(crate) fn split_system(messages: &[ChatMessage]) -> (Option<&ChatMessage>, &[ChatMessage]) {
+    match messages.split_first() {
+        Some((head, rest)) if head.role == Role::System => (Some(head), rest),
+        _ => (None, messages),
+    }
+}
+
+/// Writes the body of `request` into `out`. The system prompt and the tools come from
+/// `prefixes` when it has them; `encoded`, when given, is the wire form of the messages after
+/// the system prompt (see [`split_system`]).
 pub(crate) fn write_body(
     out: &mut Vec<u8>,
     request: &ChatRequest,
-    history: Option<&EncodedHistory>,
+    encoded: Option<&[u8]>,
     settings: &Settings<'_>,
     prefixes: Option<&PrefixCache>,
 ) -> serde_json::Result<()> {
@@ -49,28 +57,18 @@ pub(crate) fn write_body(
         field(out, "max_tokens", &limit, true)?;
     }
     out.extend_from_slice(b",\"messages\":[");
-    let mut first = true;
-    let mut rest = request.messages.iter();
-    let history = history.filter(|h| !h.is_empty());
-    if history.is_some() || request.messages.first().is_some_and(|m| m.role == Role::System) {
-        if let Some(head) = rest.next() {
-            write_head(out, head, prefixes)?;
-            first = false;
-        }
+    let (system, rest) = split_system(&request.messages);
+    if let Some(system) = system {
+        write_system(out, system, prefixes)?;
     }
-    if let Some(history) = history {
-        if !first {
+    if !rest.is_empty() {
+        if system.is_some() {
             out.push(b',');
         }
-        out.extend_from_slice(history.json());
-        first = false;
-    }
-    for message in rest {
-        if !first {
-            out.push(b',');
+        match encoded {
+            Some(encoded) => out.extend_from_slice(encoded),
+            None => write_list(out, rest)?,
         }
-        first = false;
-        write_message(out, message)?;
     }
     out.push(b']');
     field(out, "model", settings.model, false)?;
@@ -98,9 +96,9 @@ pub(crate) fn write_body(
     Ok(())
 }
 
-/// The first message, the system prompt's wire form from `prefixes` when it is one.
-fn write_head(out: &mut Vec<u8>, head: &ChatMessage, prefixes: Option<&PrefixCache>) -> serde_json::Result<()> {
-    match prefixes.filter(|_| head.role == Role::System) {
+/// The system prompt, its wire form from `prefixes` when given.
+fn write_system(out: &mut Vec<u8>, head: &ChatMessage, prefixes: Option<&PrefixCache>) -> serde_json::Result<()> {
+    match prefixes {
         Some(prefixes) => {
             let encode = || {
                 let mut bytes = Vec::new();
@@ -129,8 +127,19 @@ fn write_tools(out: &mut Vec<u8>, tools: &[ToolSpec]) -> serde_json::Result<()> 
     Ok(())
 }
 
-/// Appends the wire form of `messages` to `out`, separated by commas (no brackets): what
-/// [`EncodedHistory`] holds.
+/// The wire form of `messages`, comma-separated, after what `out` holds.
+fn write_list(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
+    for (index, message) in messages.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_message(out, message)?;
+    }
+    Ok(())
+}
+
+/// Appends the wire form of `messages` to `out`, separated by commas (a comma first when `out`
+/// is not empty; no brackets): what a conversation cache holds.
 pub(crate) fn write_messages(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
     for message in messages {
         if !out.is_empty() {
@@ -176,6 +185,17 @@ struct WireFunctionSpec<'a> {
     description: &'a str,
     name: &'a str,
     parameters: &'a Value,
+}
+
+/// Whether `a` and `b` have the same wire form: they agree on every field [`WireMessage`]
+/// is made of (a comparison far cheaper than encoding either).
+pub(crate) fn same_wire_form(a: &ChatMessage, b: &ChatMessage) -> bool {
+    a.role == b.role
+        && a.content == b.content
+        && a.tool_call_id == b.tool_call_id
+        && a.name == b.name
+        && a.reasoning_content == b.reasoning_content
+        && a.tool_calls == b.tool_calls
 }
 
 /// A message as the wire wants it: no timestamp, thinking blocks or unknown fields, and no

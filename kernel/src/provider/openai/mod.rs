@@ -6,19 +6,22 @@ use std::sync::Arc;
 use serde_json::Value;
 
 mod body;
+mod history;
 mod prefix;
 mod stream;
+mod usage;
 
-use crate::message::{ChatMessage, ToolCall};
-use crate::provider::encoded::EncodedHistory;
+use crate::message::ToolCall;
 use crate::provider::error::{ProviderError, shorten};
 use crate::provider::registry::Resolution;
 use crate::provider::transport::{Transport, is_event_stream};
 use crate::provider::types::{
-    ChatRequest, ChatResponse, Collector, StreamEvent, Usage, finish_tool_calls, non_empty, replay_as_stream, text_of,
+    ChatRequest, ChatResponse, Collector, StreamEvent, finish_tool_calls, non_empty, replay_as_stream, text_of,
 };
+use history::{Conversation, HistoryCache};
 use prefix::PrefixCache;
 use stream::ChunkReader;
+use usage::parse_usage;
 
 /// A client for one OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -31,6 +34,8 @@ pub(crate) struct OpenAiCompatible {
     provider: String,
     /// The system prompts and tool list of recent requests, already encoded.
     prefixes: Arc<PrefixCache>,
+    /// The other messages of recent conversations' last requests, already encoded.
+    histories: Arc<HistoryCache>,
 }
 
 impl OpenAiCompatible {
@@ -41,7 +46,13 @@ impl OpenAiCompatible {
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
         let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
         let url = format!("{}/chat/completions", resolution.api_base.trim_end_matches('/'));
-        Ok(OpenAiCompatible { transport, url, provider: resolution.name.clone(), prefixes: Arc::default() })
+        Ok(OpenAiCompatible {
+            transport,
+            url,
+            provider: resolution.name.clone(),
+            prefixes: Arc::default(),
+            histories: Arc::default(),
+        })
     }
 
     /// The transport, to adjust its timeouts.
@@ -49,17 +60,17 @@ impl OpenAiCompatible {
         &mut self.transport
     }
 
-    /// One attempt: sends the request (with `history` after its system prompt) and reads the
-    /// reply, streaming pieces to `on_event`.
+    /// One attempt: sends the request (of conversation `session`, whose last request's
+    /// encoding is reused) and reads the reply, streaming pieces to `on_event`.
     pub(crate) async fn send(
         &self,
         request: &ChatRequest,
-        history: Option<&EncodedHistory>,
+        session: Option<&str>,
         model: &str,
         stream: bool,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderError> {
-        let body = encode_request(request, history, model, stream, &self.provider, Some(&self.prefixes))?;
+        let body = self.body(request, session, model, stream)?;
         let response = self.transport.post_bytes(&self.url, body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = ChunkReader::new(Collector::new(Some(on_event)), &self.provider);
@@ -75,24 +86,43 @@ impl OpenAiCompatible {
     }
 }
 
-/// The JSON body for `request`; `history`, when given, goes between the system prompt
-/// (`request.messages[0]`) and the other messages.
+impl OpenAiCompatible {
+    /// The body of `request`, with what the caches hold of it; the encoding of `session`'s
+    /// messages is kept for its next request.
+    fn body(
+        &self,
+        request: &ChatRequest,
+        session: Option<&str>,
+        model: &str,
+        stream: bool,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let prefixes = Some(&*self.prefixes);
+        let Some(key) = session else {
+            return encode_request(request, None, model, stream, &self.provider, prefixes);
+        };
+        let mut conversation = self.histories.take(key);
+        let body = encode_request(request, Some(&mut conversation), model, stream, &self.provider, prefixes)?;
+        self.histories.put(key, conversation);
+        Ok(body)
+    }
+}
+
+/// The JSON body for `request`, encoded afresh.
 #[cfg(test)]
 pub(crate) fn request_body(
     request: &ChatRequest,
-    history: Option<&EncodedHistory>,
     model: &str,
     stream: bool,
     provider: &str,
 ) -> Result<Vec<u8>, ProviderError> {
-    encode_request(request, history, model, stream, provider, None)
+    encode_request(request, None, model, stream, provider, None)
 }
 
-/// The JSON body for `request` (`history`, when given, between the system prompt and the other
-/// messages), with the system prompt and tools from `prefixes` when it has them.
+/// The JSON body for `request`, with the system prompt and tools from `prefixes` and the other
+/// messages from `conversation` when they hold them.
 fn encode_request(
     request: &ChatRequest,
-    history: Option<&EncodedHistory>,
+    conversation: Option<&mut Conversation>,
     model: &str,
     stream: bool,
     provider: &str,
@@ -107,20 +137,18 @@ fn encode_request(
         // `none` means off; `adaptive` is Anthropic's word and has no Chat Completions equivalent.
         reasoning_effort: effort.as_deref().filter(|e| *e != "none" && *e != "adaptive"),
     };
-    // Room for the history, the messages (the system prompt above all) and the tools, so the
-    // body is written without growing its buffer.
+    // Room for the messages (the system prompt above all) and the tools, so the body is
+    // written without growing its buffer.
     let messages: usize = request.messages.iter().map(|m| m.content.as_str().map_or(256, str::len) + 128).sum();
-    let size = history.map_or(0, |h| h.json().len()) + messages + 16 * 1024;
-    let mut out = Vec::with_capacity(size);
-    body::write_body(&mut out, request, history, &settings, prefixes)
+    let mut out = Vec::with_capacity(messages + 16 * 1024);
+    let (_, rest) = body::split_system(&request.messages);
+    let encoded = conversation
+        .map(|conversation| conversation.encode(rest))
+        .transpose()
+        .map_err(|e| ProviderError::Malformed(format!("cannot encode the request: {e}")))?;
+    body::write_body(&mut out, request, encoded, &settings, prefixes)
         .map_err(|e| ProviderError::Malformed(format!("cannot encode the request: {e}")))?;
     Ok(out)
-}
-
-/// Appends the wire form of `messages` to `out`, comma-separated (a comma first when `out` is
-/// not empty).
-pub(crate) fn encode_messages(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
-    body::write_messages(out, messages)
 }
 
 /// The model id without any `vendor/` prefix, lowercased.
@@ -177,21 +205,6 @@ fn tool_call(value: &Value) -> ToolCall {
         other => other.to_string(),
     };
     ToolCall::new(value["id"].as_str().unwrap_or_default(), function["name"].as_str().unwrap_or_default(), arguments)
-}
-
-/// `usage`, with cached tokens from wherever the provider puts them.
-pub(crate) fn parse_usage(usage: &Value) -> Usage {
-    let number = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
-    let cached = [&["prompt_tokens_details", "cached_tokens"][..], &["cached_tokens"], &["prompt_cache_hit_tokens"]]
-        .iter()
-        .map(|path| number(path))
-        .find(|n| *n > 0)
-        .unwrap_or(0);
-    Usage {
-        prompt_tokens: number(&["prompt_tokens"]),
-        completion_tokens: number(&["completion_tokens"]),
-        cached_tokens: cached,
-    }
 }
 
 #[cfg(test)]

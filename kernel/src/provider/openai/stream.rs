@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::parse_usage;
+use super::usage::parse_usage;
 use crate::message::ToolCall;
 use crate::provider::error::ProviderError;
 use crate::provider::transport::parse_json;

@@ -4,7 +4,8 @@ use serde_json::json;
 
 use super::stream::ChunkReader;
 use super::*;
-use crate::message::Role;
+use crate::message::{ChatMessage, Role};
+use crate::provider::types::Usage;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
@@ -19,7 +20,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
 
 /// The body as JSON, for tests that look at its fields.
 fn request_body(request: &ChatRequest, model: &str, stream: bool, provider: &str) -> Value {
-    serde_json::from_slice(&super::request_body(request, None, model, stream, provider).unwrap()).unwrap()
+    serde_json::from_slice(&super::request_body(request, model, stream, provider).unwrap()).unwrap()
 }
 
 /// The body built the way it was before it was written straight into bytes: a `Value` tree,
@@ -139,7 +140,7 @@ fn the_body_is_byte_for_byte_the_one_a_value_tree_gives() {
     ] {
         req.reasoning_effort = effort.map(str::to_owned);
         req.temperature = temperature;
-        let bytes = super::request_body(&req, None, model, stream, provider).unwrap();
+        let bytes = super::request_body(&req, model, stream, provider).unwrap();
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             String::from_utf8(value_body(&req, model, stream, provider)).unwrap(),
@@ -147,32 +148,50 @@ fn the_body_is_byte_for_byte_the_one_a_value_tree_gives() {
         );
     }
     req.tools = std::sync::Arc::default();
-    let bytes = super::request_body(&req, None, "m", false, "custom").unwrap();
+    let bytes = super::request_body(&req, "m", false, "custom").unwrap();
     assert_eq!(bytes, value_body(&req, "m", false, "custom"));
 }
 
 #[test]
-fn history_encoded_ahead_gives_the_same_body_as_the_messages_themselves() {
+fn a_conversation_kept_encoded_gives_the_bytes_encoding_it_afresh_gives() {
     let messages = every_kind_of_message();
-    let mut cache = crate::provider::HistoryCache::default();
-    let history = cache.encode(&messages, 1..messages.len() - 1, |_| 1);
-    let mut req = request(vec![messages[0].clone(), messages[messages.len() - 1].clone()]);
+    let mut conversation = Conversation::default();
+    let mut req = request(vec![ChatMessage::text(Role::System, "You are \"careful\".\n")]);
     req.tools = vec![tool("read_file")].into();
-    let with_history = super::request_body(&req, Some(&history), "gpt-4.1", true, "custom").unwrap();
-    req.messages = messages;
-    assert_eq!(with_history, value_body(&req, "gpt-4.1", true, "custom"));
+    let mut body = |req: &ChatRequest| {
+        let kept = encode_request(req, Some(&mut conversation), "gpt-4.1", true, "custom", None).unwrap();
+        assert_eq!(
+            String::from_utf8(kept).unwrap(),
+            String::from_utf8(value_body(req, "gpt-4.1", true, "custom")).unwrap()
+        );
+    };
+    // The conversation grows, is answered again, moves its start forward, changes a message
+    // (a tool result cut to fit), shrinks, and loses its system prompt.
+    for message in &messages {
+        req.messages.push(message.clone());
+        body(&req);
+        body(&req);
+    }
+    req.messages.remove(1);
+    body(&req);
+    let last = req.messages.len() - 1;
+    req.messages[last] = ChatMessage::text(Role::User, "changed");
+    body(&req);
+    req.messages.truncate(2);
+    body(&req);
+    req.messages.remove(0);
+    body(&req);
 }
 
 #[test]
 fn kept_system_prompts_and_tool_lists_give_the_bytes_encoding_them_gives() {
     let prefixes = PrefixCache::default();
     let messages = every_kind_of_message();
-    let mut cache = crate::provider::HistoryCache::default();
-    let history = cache.encode(&messages, 1..messages.len() - 1, |_| 1);
-    let mut req = request(vec![ChatMessage::text(Role::System, "You are \"careful\".\n"), messages[0].clone()]);
+    let mut req = request(vec![ChatMessage::text(Role::System, "You are \"careful\".\n")]);
+    req.messages.extend(messages);
     req.tools = vec![tool("read_file"), tool("only_at_first")].into();
     let body = |req: &ChatRequest, prefixes: Option<&PrefixCache>| {
-        String::from_utf8(encode_request(req, Some(&history), "gpt-4.1", true, "custom", prefixes).unwrap()).unwrap()
+        String::from_utf8(encode_request(req, None, "gpt-4.1", true, "custom", prefixes).unwrap()).unwrap()
     };
     for _ in 0..3 {
         assert_eq!(body(&req, Some(&prefixes)), body(&req, None));

@@ -1,0 +1,21 @@
+//! The token counts of a Chat Completions reply, read alike from a whole reply and from a
+//! stream's usage chunk.
+
+use serde_json::Value;
+
+use crate::provider::types::Usage;
+
+/// `usage`, with cached tokens from wherever the provider puts them.
+pub(crate) fn parse_usage(usage: &Value) -> Usage {
+    let number = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    let cached = [&["prompt_tokens_details", "cached_tokens"][..], &["cached_tokens"], &["prompt_cache_hit_tokens"]]
+        .iter()
+        .map(|path| number(path))
+        .find(|n| *n > 0)
+        .unwrap_or(0);
+    Usage {
+        prompt_tokens: number(&["prompt_tokens"]),
+        completion_tokens: number(&["completion_tokens"]),
+        cached_tokens: cached,
+    }
+}
