@@ -9,7 +9,8 @@
 //! [`manifest_cache`] remembers the tools of plugins that announce `static_manifest`, which
 //! then start on their first call; [`claims`] says which tool names a plugin may not take
 //! (built-ins, bundled tools without `replaces`) and caps a tool's description and schema.
-//! Channel messages and lifecycle changes reach the gateway through [`events`].
+//! Channel messages and lifecycle changes reach the gateway through [`events`]. A confined
+//! plugin gets a harmless copy of the user's git identity from [`gitconfig`].
 
 pub mod actor;
 pub mod claims;
@@ -18,6 +19,7 @@ pub mod discover;
 pub mod environment;
 pub mod error;
 pub mod events;
+pub mod gitconfig;
 pub mod handshake;
 pub mod host;
 pub mod manifest_cache;
