@@ -7,7 +7,7 @@
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
 use oxibot_proto::DeliveryAck;
 use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
-use oxibot_tests::fakes_email::{BOT_ADDRESS, FakeMail, mail, verified_mail};
+use oxibot_tests::fakes_email::{AUTHSERV, BOT_ADDRESS, FakeMail, mail, verified_mail};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::wait::block_on;
@@ -156,6 +156,52 @@ async fn mail_failing_the_checks_or_sent_by_the_bot_is_left_alone_unflagged() {
     fake.deliver(&verified_mail("ada@sender.test", "<real@sender.test>", "Real", "hello"));
     assert_eq!(next_inbound(&mut events, "email").await.id, "<real@sender.test>", "a skipped mail reached the kernel");
     assert!(!fake.is_seen(forged) && !fake.is_seen(own));
+    host.shutdown().await;
+}
+
+/// Issue 27, finding 5: a vacation responder answered by the bot is a mail loop (RFC 3834).
+#[actix_rt::test]
+async fn auto_replies_bounces_and_list_mail_reach_no_one_and_stay_unflagged() {
+    let fake = FakeMail::start();
+    let (host, mut events) = email_host(&fake, json!({})).await;
+    let auth = "dkim=pass header.d=sender.test; spf=pass smtp.mailfrom=ada@sender.test";
+    let automatic = [
+        ("ada@sender.test", "Auto-Submitted: auto-replied\n"),
+        ("ada@sender.test", "Precedence: auto_reply\n"),
+        ("ada@sender.test", "Precedence: bulk\n"),
+        ("ada@sender.test", "List-Id: <plans.sender.test>\n"),
+        ("ada@sender.test", "List-Unsubscribe: <mailto:leave@sender.test>\n"),
+        ("MAILER-DAEMON@sender.test", ""),
+        ("postmaster@sender.test", ""),
+    ];
+    let mut skipped = Vec::new();
+    for (n, (from, headers)) in automatic.into_iter().enumerate() {
+        let id = format!("<auto{n}@sender.test>");
+        skipped.push(fake.deliver(&mail(from, &id, "Out of office", "I am away until Monday.", auth, headers)));
+    }
+    let person = "Auto-Submitted: no\n";
+    fake.deliver(&mail("ada@sender.test", "<person@sender.test>", "Back", "I am back.", auth, person));
+    let inbound = next_inbound(&mut events, "email").await;
+    assert_eq!(inbound.id, "<person@sender.test>", "mail sent automatically reached the kernel");
+    assert!(skipped.iter().all(|uid| !fake.is_seen(*uid)));
+    host.shutdown().await;
+}
+
+/// Issue 27, finding 5: any `Authentication-Results` header with the server's authserv-id was
+/// believed, so a sender could write a `dkim=pass` of its own below the server's `fail`.
+#[actix_rt::test]
+async fn an_authentication_results_header_forged_below_the_servers_own_is_not_believed() {
+    let fake = FakeMail::start();
+    let (host, mut events) = email_host(&fake, json!({})).await;
+    let servers = "dkim=fail header.d=sender.test; spf=fail smtp.mailfrom=ceo@evil.test";
+    let forged = format!(
+        "Received: from evil.test by {AUTHSERV}\nAuthentication-Results: {AUTHSERV}; dkim=pass header.d=sender.test; \
+         spf=pass smtp.mailfrom=ceo@sender.test\n"
+    );
+    let uid = fake.deliver(&mail("ceo@sender.test", "<forged@evil.test>", "Wire money", "now", servers, &forged));
+    fake.deliver(&verified_mail("ada@sender.test", "<real@sender.test>", "Real", "hello"));
+    assert_eq!(next_inbound(&mut events, "email").await.id, "<real@sender.test>", "the forged mail was believed");
+    assert!(!fake.is_seen(uid));
     host.shutdown().await;
 }
 

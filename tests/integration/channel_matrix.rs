@@ -283,3 +283,52 @@ async fn an_accepted_message_shows_typing_in_its_room_until_the_reply_is_sent() 
     oxibot_tests::wait::eventually("the typing notice is hidden after the reply", || typing(false)).await;
     host.shutdown().await;
 }
+
+/// The bot's own join, as the first batch after it shows it.
+fn bot_joined() -> Value {
+    json!({"type": "m.room.member", "event_id": "$joined", "state_key": BOT, "sender": BOT,
+           "origin_server_ts": 1_700_000_000_000_u64, "content": {"membership": "join"},
+           "unsigned": {"prev_content": {"membership": "invite"}}})
+}
+
+/// Issue 27, finding 3: the first batch after a join carries the room's recent history, and
+/// every message of it was answered.
+#[actix_rt::test]
+async fn messages_written_before_the_bot_joined_get_no_reply_and_those_after_do() {
+    let matrix = FakeMatrix::start();
+    let (host, mut events) = matrix_host(&matrix, json!({})).await;
+    let history = vec![
+        text("$old1", "@ada:fake.test", "who should we ask?"),
+        text("$old2", "@ada:fake.test", "let me invite the bot"),
+        bot_joined(),
+        text("$new", "@ada:fake.test", "hello bot"),
+    ];
+    matrix.push(DM_ROOM, history);
+    let inbound = next_inbound(&mut events, "matrix").await;
+    assert_eq!(inbound.id, "$new", "a message from before the join reached the kernel");
+    host.shutdown().await;
+}
+
+/// Issue 27, finding 4: an encrypted room (Element's default for direct chats) got silence,
+/// and only the gateway log said why.
+#[actix_rt::test]
+async fn an_encrypted_room_is_told_once_that_it_gets_no_answers() {
+    let matrix = FakeMatrix::start();
+    let (host, mut events) = matrix_host(&matrix, json!({})).await;
+    let encryption = json!({"type": "m.room.encryption", "event_id": "$enc", "state_key": "", "sender": "@ada:fake.test",
+                            "content": {"algorithm": "m.megolm.v1.aes-sha2"}});
+    let secret = json!({"type": "m.room.encrypted", "event_id": "$secret", "sender": "@ada:fake.test",
+                        "content": {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgA"}});
+    let room = "!secret:fake.test";
+    matrix.push_rooms(json!({"join": {room: {"state": {"events": [encryption.clone()]},
+                                             "timeline": {"events": [bot_joined(), secret.clone()]}}}}));
+    matrix.push_rooms(json!({"join": {room: {"timeline": {"events": [encryption, secret]}}}}));
+    matrix.push(DM_ROOM, vec![text("$barrier", "@ada:fake.test", "barrier")]);
+    assert_eq!(next_inbound(&mut events, "matrix").await.id, "$barrier");
+    let notices: Vec<_> = matrix.sent().into_iter().filter(|sent| sent.room == room).collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].content["msgtype"], "m.notice");
+    let body = notices[0].content["body"].as_str().unwrap();
+    assert!(body.contains("end-to-end encrypted") && body.contains("without encryption"), "{body}");
+    host.shutdown().await;
+}

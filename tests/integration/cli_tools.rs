@@ -85,6 +85,39 @@ fn tools_list_shows_each_plugin_with_state_pid_tools_and_failure_reason() {
     assert!(text.contains("reason: restarted 5 times") && text.contains("protocol version 999"), "{text}");
 }
 
+/// Issue 27, finding 7: one plugin that could not start cost every command its restarts
+/// (seconds) and a dozen warning lines.
+#[test]
+fn a_plugin_that_failed_to_start_is_not_tried_again_by_the_next_commands_until_its_config_changes() {
+    let home = TempDir::new("cli-home");
+    let write_config = |env: serde_json::Value| {
+        let plugin = serde_json::json!({"name": "broken", "command": bin("oxibot-stress-plugin"), "env": env});
+        home.write("config.json", &serde_json::json!({"plugins": [plugin]}).to_string());
+    };
+    write_config(serde_json::json!({"OXIBOT_STRESS_STARTUP": "wrong_version"}));
+    let ws = TempDir::new("cli-ws");
+    let list = || {
+        let out = oxibot(home.path(), ws.path(), &["tools", "list", "--workspace", &ws.path().display().to_string()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let first = stdout(&list());
+    assert!(first.contains("reason: restarted 5 times"), "{first}");
+
+    let again = list();
+    let (text, warnings) = (stdout(&again), stderr(&again));
+    let line = text.lines().find(|line| line.starts_with("broken ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("failed"), "{text}");
+    assert!(text.contains("not started: it failed to start") && text.contains("protocol version 999"), "{text}");
+    let about_it: Vec<&str> = warnings.lines().filter(|line| line.contains("broken")).collect();
+    assert_eq!(about_it.len(), 1, "{warnings}");
+    assert!(about_it[0].contains("not started"), "{warnings}");
+
+    write_config(serde_json::json!({"OXIBOT_STRESS_STARTUP": "wrong_version", "CHANGED": "1"}));
+    let changed = stdout(&list());
+    assert!(changed.contains("reason: restarted 5 times"), "a changed config was not tried again: {changed}");
+}
+
 #[test]
 fn malformed_config_is_reported_with_the_file_and_the_key() {
     let home = TempDir::new("cli-home");

@@ -302,6 +302,44 @@ fn an_sse_server_named_by_type_is_listed_with_its_tools_and_a_wrong_key_is_refus
     assert!(locked["reason"].as_str().unwrap().contains("answered HTTP 401"), "{locked}");
 }
 
+/// Issue 27, finding 6: a stdio server running git under the sandbox (`mcp-server-git`) failed
+/// whenever `~/.gitconfig` existed ("unknown error occurred while reading the configuration
+/// files"). This one runs git before it starts serving and leaves what git said in the
+/// workspace.
+#[test]
+fn a_stdio_server_runs_git_with_the_users_identity_under_restriction() {
+    let user = TempDir::new("mcp-git-user");
+    user.write(".gitconfig", "[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n");
+    let ws = TempDir::new("mcp-ws");
+    let script = "import runpy, subprocess, sys\n\
+                  with open(sys.argv[2] + '/ident.txt', 'w') as out:\n\
+                  \x20   subprocess.run(['git', 'var', 'GIT_AUTHOR_IDENT'], stdout=out, stderr=out)\n\
+                  sys.argv = [sys.argv[1], 'stdio']\n\
+                  runpy.run_path(sys.argv[0], run_name='__main__')\n";
+    let home = home_with_tools(json!({
+        "restrictToWorkspace": true,
+        "mcpServers": {"git": {"command": python_executable(), "args": ["-c", script, server_script(), ws_arg(&ws)]}},
+    }));
+    let out = oxibot_tests::kernel_command(
+        home.path(),
+        &["tools", "call", "mcp_git_echo", "--workspace", &ws_arg(&ws), "--args", r#"{"text":"served"}"#],
+    )
+    .current_dir(ws.path())
+    .env("HOME", user.path())
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let ident = std::fs::read_to_string(ws.path().join("ident.txt")).unwrap();
+    assert!(ident.starts_with("Ada Lovelace <ada@example.org>"), "{ident}");
+}
+
+/// The Python interpreter `python3` runs, wherever it is installed (a pyenv shim finds it
+/// through the home directory, which the test replaces).
+fn python_executable() -> String {
+    let out = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 #[test]
 fn a_stdio_server_in_a_virtualenv_outside_the_system_dirs_runs_under_restriction() {
     // A virtualenv in a temporary directory, with a module in its own site-packages that the

@@ -113,6 +113,24 @@ pub(crate) fn python_path(path: &Path) -> String {
     format!("chr(47)+chr(47).join([{}])", parts.join(","))
 }
 
+/// Issue 27, finding 6: with a `~/.gitconfig`, every git command failed under the sandbox
+/// ("unknown error occurred while reading the configuration files"): it could not be read.
+#[test]
+fn git_commits_in_the_workspace_as_the_user_while_restricted_and_no_other_setting_comes_along() {
+    let scene = Scene::new(true);
+    let user = TempDir::new("git-user");
+    user.write(
+        ".gitconfig",
+        "[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n[credential]\n\thelper = store\n\
+         [alias]\n\tst = status\n",
+    );
+    let command = "git init -q repo && git -C repo commit -q --allow-empty -m first && \
+                   git -C repo log -1 --format=%an/%ae; git config --get credential.helper; echo helper=$?";
+    let output = scene.exec_with(command, &[("HOME", user.path())]);
+    assert!(output.contains("Ada Lovelace/ada@example.org"), "{output}");
+    assert!(output.contains("helper=1"), "the credential helper came along: {output}");
+}
+
 #[test]
 fn a_path_built_at_run_time_cannot_read_etc_passwd_while_restricted() {
     let command = via_base64(Path::new("/etc/passwd"), "head -1");

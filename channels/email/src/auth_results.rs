@@ -2,6 +2,13 @@
 //! `Authentication-Results` header (RFC 8601) written by a trusted server (its authserv-id in
 //! `trustedAuthservIds`) says `dkim=pass` for that domain (`header.d`, or `header.i`) and
 //! `spf=pass` for it (`smtp.mailfrom`), a subdomain on either side counting as aligned.
+//!
+//! Only the trusted server's own headers are read: the topmost run of adjacent
+//! `Authentication-Results` headers bearing a trusted authserv-id. A receiving server prepends
+//! its headers above the mail it got, so a header the sender wrote with the same authserv-id
+//! sits lower, behind the server's `Received:` line or other headers, and is not believed (RFC
+//! 8601, section 7.1). A server that adds no header of its own cannot be told from a forgery:
+//! the checks need one that does.
 
 /// What the trusted headers of one mail say about its sender's domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -12,18 +19,17 @@ pub struct Verdict {
     pub spf: bool,
 }
 
-/// Reads the `Authentication-Results` header values `headers` for mail from `sender_domain`,
-/// believing only those written by one of `trusted` (lowercase authserv-ids).
-pub fn verdict<'a>(headers: impl IntoIterator<Item = &'a str>, sender_domain: &str, trusted: &[String]) -> Verdict {
+/// Reads a mail's headers `headers` (name and value, top first) for mail from
+/// `sender_domain`, believing only the topmost `Authentication-Results` headers written by one
+/// of `trusted` (lowercase authserv-ids).
+pub fn verdict<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    sender_domain: &str,
+    trusted: &[String],
+) -> Verdict {
     let mut verdict = Verdict::default();
-    for header in headers {
-        let header = without_comments(header);
-        let mut statements = header.split(';');
-        let authserv = statements.next().unwrap_or_default().split_whitespace().next().unwrap_or_default();
-        if !trusted.iter().any(|id| id == &authserv.trim_end_matches('.').to_lowercase()) {
-            continue;
-        }
-        for statement in statements {
+    for header in topmost_trusted(headers, trusted) {
+        for statement in header.split(';').skip(1) {
             let mut words = statement.split_whitespace();
             let Some((method, result)) = words.next().and_then(|word| word.split_once('=')) else { continue };
             if !result.eq_ignore_ascii_case("pass") {
@@ -46,6 +52,25 @@ pub fn verdict<'a>(headers: impl IntoIterator<Item = &'a str>, sender_domain: &s
         }
     }
     verdict
+}
+
+/// The values, without comments, of the first `Authentication-Results` header with a trusted
+/// authserv-id and of the ones right after it that have one too; the first other header ends
+/// the run.
+fn topmost_trusted<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>, trusted: &[String]) -> Vec<String> {
+    let mut run = Vec::new();
+    for (name, value) in headers {
+        let value = without_comments(value);
+        let authserv = value.split(';').next().unwrap_or_default().split_whitespace().next().unwrap_or_default();
+        let is_trusted = name.trim().eq_ignore_ascii_case("Authentication-Results")
+            && trusted.iter().any(|id| id == &authserv.trim_end_matches('.').to_lowercase());
+        match (is_trusted, run.is_empty()) {
+            (true, _) => run.push(value),
+            (false, true) => {}
+            (false, false) => break,
+        }
+    }
+    run
 }
 
 /// Whether the domain of `value` (a domain, or an address whose domain counts) and
@@ -80,27 +105,56 @@ mod tests {
         vec!["mx.example.org".to_owned()]
     }
 
+    fn results<'a>(values: &[&'a str]) -> Vec<(&'a str, &'a str)> {
+        values.iter().map(|value| ("Authentication-Results", *value)).collect()
+    }
+
     #[test]
     fn aligned_passes_from_a_trusted_server_count() {
         let header = "mx.example.org; dkim=pass (good signature) header.d=mail.sender.com header.s=s1; \
                       spf=pass smtp.mailfrom=ada@sender.com";
-        assert_eq!(verdict([header], "sender.com", &trusted()), Verdict { dkim: true, spf: true });
+        assert_eq!(verdict(results(&[header]), "sender.com", &trusted()), Verdict { dkim: true, spf: true });
     }
 
     #[test]
     fn an_untrusted_server_a_failure_or_another_domain_counts_for_nothing() {
         let forged = "evil.example; dkim=pass header.d=sender.com; spf=pass smtp.mailfrom=sender.com";
-        assert_eq!(verdict([forged], "sender.com", &trusted()), Verdict::default());
+        assert_eq!(verdict(results(&[forged]), "sender.com", &trusted()), Verdict::default());
         let failed = "mx.example.org; dkim=fail header.d=sender.com; spf=softfail smtp.mailfrom=sender.com";
-        assert_eq!(verdict([failed], "sender.com", &trusted()), Verdict::default());
+        assert_eq!(verdict(results(&[failed]), "sender.com", &trusted()), Verdict::default());
         let other = "mx.example.org; dkim=pass header.d=other.com; spf=pass smtp.mailfrom=x@notsender.com";
-        assert_eq!(verdict([other], "sender.com", &trusted()), Verdict::default());
+        assert_eq!(verdict(results(&[other]), "sender.com", &trusted()), Verdict::default());
     }
 
     #[test]
     fn each_check_may_come_from_its_own_header() {
-        let headers =
-            ["MX.example.org. 1; spf=pass smtp.mailfrom=sender.com", "mx.example.org; dkim=pass header.i=@sender.com"];
+        let headers = results(&[
+            "MX.example.org. 1; spf=pass smtp.mailfrom=sender.com",
+            "mx.example.org; dkim=pass header.i=@sender.com",
+        ]);
         assert_eq!(verdict(headers, "sender.com", &trusted()), Verdict { dkim: true, spf: true });
+    }
+
+    #[test]
+    fn a_header_below_the_servers_own_is_the_senders_and_counts_for_nothing() {
+        let headers = [
+            ("Return-Path", "<ceo@sender.com>"),
+            (
+                "Authentication-Results",
+                "mx.example.org; dkim=fail header.d=sender.com; spf=fail smtp.mailfrom=sender.com",
+            ),
+            ("Received", "from evil.example by mx.example.org"),
+            (
+                "Authentication-Results",
+                "mx.example.org; dkim=pass header.d=sender.com; spf=pass smtp.mailfrom=sender.com",
+            ),
+        ];
+        assert_eq!(verdict(headers, "sender.com", &trusted()), Verdict::default());
+        let below_another = [
+            ("Authentication-Results", "mx.example.org; spf=pass smtp.mailfrom=sender.com"),
+            ("From", "ceo@sender.com"),
+            ("Authentication-Results", "mx.example.org; dkim=pass header.d=sender.com"),
+        ];
+        assert_eq!(verdict(below_another, "sender.com", &trusted()), Verdict { dkim: false, spf: true });
     }
 }

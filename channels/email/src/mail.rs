@@ -2,7 +2,7 @@
 //! headers a reply needs, and the text (plain text preferred, HTML reduced to text, cut at
 //! `maxBodyChars`).
 
-use mail_parser::{HeaderValue, MessageParser};
+use mail_parser::{HeaderValue, Message, MessageParser};
 use serde_json::{Value, json};
 
 use crate::auth_results;
@@ -41,12 +41,11 @@ pub fn judge(raw: &[u8], fallback_id: &str, config: &Config) -> Verdict {
     if is_own(&sender, config) {
         return Verdict::Skip(format!("sent by this mailbox ({sender})"));
     }
+    if let Some(reason) = automatic(&message, &sender) {
+        return Verdict::Skip(format!("{reason}: mail sent automatically is not answered (RFC 3834)"));
+    }
     let domain = sender.rsplit('@').next().unwrap_or_default().to_owned();
-    let results = message
-        .headers_raw()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("Authentication-Results"))
-        .map(|(_, value)| value);
-    let checks = auth_results::verdict(results, &domain, &config.trusted_authserv_ids);
+    let checks = auth_results::verdict(message.headers_raw(), &domain, &config.trusted_authserv_ids);
     if config.verify_dkim && !checks.dkim {
         return Verdict::Skip(format!(
             "no aligned dkim=pass for {domain} from a trusted Authentication-Results header"
@@ -74,6 +73,31 @@ pub fn judge(raw: &[u8], fallback_id: &str, config: &Config) -> Verdict {
     });
     let id = message_id.unwrap_or_else(|| fallback_id.to_owned());
     Verdict::Submit(UserMail { id, sender, content, metadata })
+}
+
+/// Why `message` from `sender` was sent by a machine rather than a person (an auto-reply, a
+/// bounce, a mailing list), if it was: answering it could start a mail loop.
+fn automatic(message: &Message, sender: &str) -> Option<String> {
+    let header = |wanted: &str| {
+        message.headers_raw().find(|(name, _)| name.trim().eq_ignore_ascii_case(wanted)).map(|(_, value)| value.trim())
+    };
+    // The keyword may be followed by parameters (`auto-replied; owner-email=…`).
+    let auto_submitted = header("Auto-Submitted").map(|value| value.split(';').next().unwrap_or_default().trim());
+    if let Some(value) = auto_submitted.filter(|value| !value.eq_ignore_ascii_case("no")) {
+        return Some(format!("Auto-Submitted: {value}"));
+    }
+    let precedence = header("Precedence").unwrap_or_default();
+    if ["bulk", "junk", "list", "auto_reply"].iter().any(|kind| precedence.eq_ignore_ascii_case(kind)) {
+        return Some(format!("Precedence: {precedence}"));
+    }
+    if let Some(name) = ["List-Id", "List-Unsubscribe"].into_iter().find(|name| header(name).is_some()) {
+        return Some(format!("a {name} header"));
+    }
+    if header("Return-Path").is_some_and(|path| path.trim_matches(['<', '>', ' ']).is_empty()) {
+        return Some("an empty Return-Path (a bounce)".to_owned());
+    }
+    let local = sender.split('@').next().unwrap_or_default();
+    ["mailer-daemon", "postmaster"].contains(&local).then(|| format!("sent by {sender}"))
 }
 
 /// Whether `sender` is this mailbox's own address (a reply of ours that came back).
@@ -176,6 +200,30 @@ mod tests {
         let long = mail("ada@sender.com", PASS, "", &"word ".repeat(20));
         let Verdict::Submit(mail) = judge(&long, "uid-4", &config()) else { panic!("skipped") };
         assert!(mail.content.ends_with("[… cut at 20 characters]"), "{}", mail.content);
+    }
+
+    #[test]
+    fn mail_sent_automatically_is_skipped_and_auto_submitted_no_is_not() {
+        let automatic = [
+            ("ada@sender.com", "Auto-Submitted: auto-replied; owner-email=\"ada@sender.com\"\r\n"),
+            ("ada@sender.com", "Auto-Submitted: Auto-Generated\r\n"),
+            ("ada@sender.com", "Precedence: auto_reply\r\n"),
+            ("ada@sender.com", "Precedence: BULK\r\n"),
+            ("ada@sender.com", "List-Id: <plans.sender.com>\r\n"),
+            ("ada@sender.com", "List-Unsubscribe: <mailto:leave@sender.com>\r\n"),
+            ("ada@sender.com", "Return-Path: <>\r\n"),
+            ("MAILER-DAEMON@sender.com", ""),
+            ("postmaster@sender.com", ""),
+        ];
+        for (from, extra) in automatic {
+            let raw = mail(from, PASS, extra, "I am away");
+            assert!(
+                matches!(judge(&raw, "uid-5", &config()), Verdict::Skip(reason) if reason.contains("RFC 3834")),
+                "{from} {extra}"
+            );
+        }
+        let person = mail("ada@sender.com", PASS, "Auto-Submitted: no\r\nPrecedence: first-class\r\n", "hi");
+        assert!(matches!(judge(&person, "uid-6", &config()), Verdict::Submit(_)));
     }
 
     #[test]

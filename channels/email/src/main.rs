@@ -19,7 +19,7 @@
 //! | `maxBodyChars` | `12000` | the longest text handed to the kernel |
 //! | `subjectPrefix` | `"Re: "` | put before the subject answered |
 //! | `verifyDkim`, `verifySpf` | `true`, `true` | only mail with an aligned `dkim=pass` / `spf=pass` in an `Authentication-Results` header of a trusted server is read |
-//! | `trustedAuthservIds` | `[]` | those servers' authserv-ids; required while a check is on |
+//! | `trustedAuthservIds` | `[]` | the authserv-id of your mail server (the first word of the `Authentication-Results` header it adds); required while a check is on. Only its topmost headers count: one the sender wrote further down is ignored |
 //!
 //! Who may write (`allowFrom`, pairing) is the kernel's business. nanobot's `postAction` and
 //! `allowedAttachmentTypes` are refused with an error (this channel neither moves, deletes nor
@@ -28,7 +28,10 @@
 //! An inbound's id is the mail's `Message-ID` (a mail found twice is submitted once); its
 //! sender and chat are the sender's address; its text is `Subject: …`, a blank line and the
 //! body. Its metadata holds `message_id`, `subject`, `references` and `sender_name`, which the
-//! reply's threading uses. Mail is read without flagging it and flagged `\Seen` only after the
+//! reply's threading uses. Mail sent automatically is never answered (RFC 3834): an
+//! `Auto-Submitted` other than `no`, `Precedence: bulk`, `junk`, `list` or `auto_reply`, a
+//! `List-Id` or `List-Unsubscribe` header, an empty `Return-Path`, or a `mailer-daemon` or
+//! `postmaster` sender; a vacation responder answering the bot would start a loop. Mail is read without flagging it and flagged `\Seen` only after the
 //! kernel accepted it, so mail a crash lost is read again; the channel's own mail and mail that
 //! fails the checks are left alone, unflagged.
 

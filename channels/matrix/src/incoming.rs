@@ -30,6 +30,9 @@ pub struct RoomNews {
     pub members_changed: bool,
     /// The timeline events, oldest first.
     pub events: Vec<Value>,
+    /// Whether the batch shows the room's `m.room.encryption` state (in its state or its
+    /// timeline): the room is end-to-end encrypted.
+    pub encrypted: bool,
 }
 
 /// Reads a `/sync` answer.
@@ -59,11 +62,28 @@ fn inviter(news: &Value) -> Option<String> {
 
 fn room_news(room: &str, news: &Value) -> RoomNews {
     let events: Vec<Value> = news["timeline"]["events"].as_array().cloned().unwrap_or_default();
-    let state_changes = news["state"]["events"].as_array().into_iter().flatten();
-    let members_changed = events.iter().chain(state_changes).any(|event| event["type"] == "m.room.member");
+    let state_changes = || news["state"]["events"].as_array().into_iter().flatten();
+    let members_changed = events.iter().chain(state_changes()).any(|event| event["type"] == "m.room.member");
+    let encrypted = events.iter().chain(state_changes()).any(|event| event["type"] == "m.room.encryption");
     let joined_members =
         news["summary"]["m.joined_member_count"].as_u64().and_then(|count| usize::try_from(count).ok());
-    RoomNews { room: room.to_owned(), joined_members, members_changed, events }
+    RoomNews { room: room.to_owned(), joined_members, members_changed, events, encrypted }
+}
+
+/// The timeline events after the bot's own join, when the timeline holds it: the first batch
+/// after a join carries the room's recent history, written before the bot was there and not
+/// for it. A change of the bot's name or avatar (a join event after a join) is no join.
+pub fn after_join<'a>(events: &'a [Value], bot: &str) -> &'a [Value] {
+    let is_join = |event: &Value| {
+        event["type"] == "m.room.member"
+            && event["state_key"] == bot
+            && event["content"]["membership"] == "join"
+            && event["unsigned"]["prev_content"]["membership"] != "join"
+    };
+    match events.iter().rposition(is_join) {
+        Some(join) => &events[join + 1..],
+        None => events,
+    }
 }
 
 /// A user's room message, before the group policy.
@@ -193,6 +213,31 @@ mod tests {
         assert_eq!(batch.rooms[0].joined_members, Some(2));
         assert!(!batch.rooms[0].members_changed);
         assert_eq!(batch.rooms[0].events.len(), 1);
+    }
+
+    #[test]
+    fn only_events_after_the_bots_own_join_are_news() {
+        let join = |prev: Value| {
+            json!({"type": "m.room.member", "state_key": BOT, "sender": BOT, "content": {"membership": "join"},
+                   "unsigned": {"prev_content": prev}})
+        };
+        let before = text_event("@ada:h", "before", json!({}));
+        let after = text_event("@ada:h", "after", json!({}));
+        let events = [before.clone(), join(json!({"membership": "invite"})), after.clone()];
+        assert_eq!(after_join(&events, BOT), std::slice::from_ref(&after));
+        let renamed = [before.clone(), join(json!({"membership": "join", "displayname": "old"})), after];
+        assert_eq!(after_join(&renamed, BOT).len(), 3, "a new display name is no join");
+        assert_eq!(after_join(std::slice::from_ref(&before), BOT), std::slice::from_ref(&before));
+    }
+
+    #[test]
+    fn the_encryption_state_in_the_state_or_the_timeline_marks_a_room_encrypted() {
+        let encryption =
+            json!({"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}});
+        let in_state = json!({"next_batch": "s1", "rooms": {"join": {"!r:h": {"state": {"events": [encryption]}}}}});
+        assert!(batch(&in_state).rooms[0].encrypted);
+        let plain = json!({"next_batch": "s1", "rooms": {"join": {"!r:h": {"timeline": {"events": []}}}}});
+        assert!(!batch(&plain).rooms[0].encrypted);
     }
 
     #[test]

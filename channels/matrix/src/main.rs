@@ -1,7 +1,9 @@
 //! `oxibot-channel-matrix`: the Matrix channel plugin. Room messages come in through the
 //! client-server API's `/sync` long poll; replies go out as `m.room.message` events
 //! (`PUT /rooms/{room}/send/m.room.message/{txnId}`) with an HTML rendering of the Markdown.
-//! Only unencrypted rooms are supported: there is no end-to-end encryption here.
+//! Only unencrypted rooms are supported: there is no end-to-end encryption here. An encrypted
+//! room is told so once (an `m.notice`), and the log says it too. The first batch after a join
+//! carries the room's recent history: only what comes after the bot's join is answered.
 //!
 //! Config (`channels.matrix`, camelCase or snake_case keys, as nanobot's):
 //!
@@ -33,7 +35,7 @@ mod signin;
 mod store;
 mod sync;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +74,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
         recent: RecentMessages::new(REMEMBERED),
         members: HashMap::new(),
         typing: typing.clone(),
+        told_encrypted: HashSet::new(),
     };
     let replies = Replies { api, typing, user_id };
     tokio::select! {

@@ -3,12 +3,13 @@
 //! of them, so a crash replays the batch instead of losing it. Failed polls are tried again
 //! with growing waits; a refused token ends the channel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen, Typing};
 use oxibot_plugin::{ChannelError, ChannelHandle};
+use serde_json::json;
 
 use crate::api::ClientApi;
 use crate::config::Config;
@@ -20,6 +21,9 @@ use crate::store::SyncStore;
 const POLL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The waits between failed polls: 1 s, 2 s, 4 s, … up to a minute.
 pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+/// What an encrypted room is told, once.
+const ENCRYPTED_NOTICE: &str = "This room is end-to-end encrypted, and I cannot read encrypted messages, so I will \
+     not answer here. Please write to me in a room without encryption.";
 /// The sync filter: no presence or account data, a long enough timeline, members loaded lazily.
 const FILTER: &str = r#"{"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]},"room":{"timeline":{"limit":100},"state":{"lazy_load_members":true},"ephemeral":{"not_types":["*"]},"account_data":{"not_types":["*"]}}}"#;
 
@@ -39,6 +43,8 @@ pub struct Syncer {
     pub members: HashMap<String, usize>,
     /// The "typing…" notices shown from acceptance until the reply.
     pub typing: Typing,
+    /// The encrypted rooms already told that they get no answers.
+    pub told_encrypted: HashSet<String>,
 }
 
 /// How handing a batch to the kernel ended.
@@ -93,7 +99,10 @@ impl Syncer {
         self.follow_invites(batch).await;
         self.note_members(batch);
         for news in &batch.rooms {
-            for event in &news.events {
+            if news.encrypted {
+                self.refuse_encryption(&news.room).await;
+            }
+            for event in incoming::after_join(&news.events, &self.config.user_id) {
                 let candidate = match incoming::candidate(event, &self.config.user_id) {
                     Ok(candidate) => candidate,
                     Err(reason) if reason.starts_with("encrypted") => {
@@ -112,6 +121,20 @@ impl Syncer {
             }
         }
         Handed::All
+    }
+
+    /// Says once in `room`, and in the log, that its messages cannot be read: it is end-to-end
+    /// encrypted and this channel has no encryption. The transaction id is the room's, so a
+    /// replayed batch does not post the notice twice.
+    async fn refuse_encryption(&mut self, room: &str) {
+        if !self.told_encrypted.insert(room.to_owned()) {
+            return;
+        }
+        eprintln!("{room} is end-to-end encrypted: its messages cannot be read (only unencrypted rooms are supported)");
+        let content = json!({"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}});
+        if let Err(error) = self.api.send_message(room, &format!("oxibot-encrypted-{room}"), &content).await {
+            eprintln!("cannot tell {room} that encrypted rooms are not supported: {error}");
+        }
     }
 
     /// Submits one message and waits until the kernel accepted it.

@@ -13,7 +13,7 @@ use oxibot_kernel::gateway::reload::ConfigReload;
 use oxibot_kernel::gateway::settings::GatewaySettings;
 use oxibot_kernel::gateway::web::login::{LoginCodes, login_url};
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::{ChannelSpecError, channel_spec};
+use oxibot_kernel::plugin::{BrokenPlugins, ChannelSpecError, channel_spec};
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
 
@@ -40,6 +40,8 @@ pub fn settings_of(setup: &Setup) -> Option<GatewaySettings> {
 /// Runs the gateway until SIGTERM or SIGINT.
 pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let mut setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    // The gateway starts rarely and runs for long: it tries every plugin, however it did.
+    setup.host.broken = setup.host.broken.take().map(BrokenPlugins::recording_only);
     let mut settings = settings(common, &setup)?;
     if let Some(port) = port {
         settings.port = port;

@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::memory::schedule::DreamSettings;
 use oxibot_kernel::plugin::{
-    HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, ReservedNames, configure_web,
-    discover,
+    BrokenPlugins, HostConfig, ManifestCache, PluginHost, PluginSources, PluginSpec, PluginStatus, ReservedNames,
+    configure_web, discover,
 };
 use oxibot_kernel::session::location;
 use oxibot_kernel::settings::Settings;
@@ -114,8 +114,15 @@ impl Setup {
         // Plugins that announce `static_manifest` start on their first call once their tools
         // are remembered here.
         let manifest_cache = Some(ManifestCache::new(paths::data_dir().join("cache").join("manifests")));
-        let host =
-            HostConfig { launcher: Some(exe), manifest_cache, reserved: reserved_names(), ..HostConfig::default() };
+        // Plugins that failed to start lately are not tried again by the next commands.
+        let broken = Some(BrokenPlugins::new(paths::data_dir().join("cache").join("broken")));
+        let host = HostConfig {
+            launcher: Some(exe),
+            manifest_cache,
+            reserved: reserved_names(),
+            broken,
+            ..HostConfig::default()
+        };
         Ok(Setup { settings, workspace, plugins, host, config_path })
     }
 

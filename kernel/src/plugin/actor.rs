@@ -13,6 +13,10 @@
 //! remembered tools, publishes [`SlotState::Idle`], and starts the plugin when a call sends
 //! [`Wake`]. From then on it is supervised like any other.
 //!
+//! A plugin that failed to start lately, with nothing about it changed since, is not started
+//! at all when the host skips broken plugins (see [`super::broken`]): the actor reports it
+//! failed with the remembered reason. One given up after failing to start is remembered.
+//!
 //! Tool and channel plugins share this path. An instance emits [`PluginEvent::Ready`] once it
 //! is published as ready and [`PluginEvent::Down`] once its process is gone and its reader has
 //! stopped, so no event of an instance follows its `Down`.
@@ -83,6 +87,9 @@ pub struct PluginActor {
     finished: bool,
     /// Set once an instance was launched: an actor restarted by its supervisor never idles.
     launched: bool,
+    /// Whether the last instance never finished starting: a plugin given up then is
+    /// remembered as broken.
+    start_failed: bool,
 }
 
 impl PluginActor {
@@ -108,6 +115,7 @@ impl PluginActor {
             stop_instance: None,
             finished: false,
             launched: false,
+            start_failed: false,
         }
     }
 
@@ -134,6 +142,19 @@ impl PluginActor {
         *self.kind.lock().unwrap_or_else(PoisonError::into_inner) = PeerKind::Tool;
         tracing::debug!(plugin = %self.spec.name, tools = remembered.tools.len(), "plugin idle until its first call");
         self.state.send_replace(SlotState::Idle { wake: ctx.address().recipient(), announced: remembered.announced });
+        true
+    }
+
+    /// Reports the plugin failed without starting it, in one line, when it failed to start
+    /// lately and nothing about it changed since. Returns whether it was skipped.
+    fn skip_if_broken(&mut self) -> bool {
+        let Some(failure) = self.shared.config.broken.as_ref().and_then(|broken| broken.skipped(&self.spec)) else {
+            return false;
+        };
+        let reason = super::broken::skipped_reason(&failure);
+        tracing::warn!(plugin = %self.spec.name, "{reason}");
+        self.finished = true;
+        self.state.send_replace(SlotState::Failed { reason });
         true
     }
 
@@ -166,8 +187,14 @@ impl PluginActor {
                 self.finish(SlotState::Failed { reason }, ctx);
                 return;
             }
-            InstanceEnd::StartFailed(error) => (format!("failed to start: {error}"), Duration::ZERO),
-            InstanceEnd::Died { cause, status, ran_for } => (format!("{cause}; {status}"), ran_for),
+            InstanceEnd::StartFailed(error) => {
+                self.start_failed = true;
+                (format!("failed to start: {error}"), Duration::ZERO)
+            }
+            InstanceEnd::Died { cause, status, ran_for } => {
+                self.start_failed = false;
+                (format!("{cause}; {status}"), ran_for)
+            }
         };
         if self.finished {
             return;
@@ -188,6 +215,11 @@ impl PluginActor {
                     self.shared.config.restart.window.as_secs()
                 );
                 tracing::error!(plugin = %self.spec.name, %reason, "plugin failed; not restarting it");
+                if self.start_failed
+                    && let Some(broken) = &self.shared.config.broken
+                {
+                    broken.record(&self.spec, &reason);
+                }
                 self.finish(SlotState::Failed { reason }, ctx);
             }
         }
@@ -206,7 +238,7 @@ impl Actor for PluginActor {
         if self.finished {
             return;
         }
-        if !self.launched && self.idle_if_remembered(ctx) {
+        if !self.launched && (self.skip_if_broken() || self.idle_if_remembered(ctx)) {
             return;
         }
         let delay = std::mem::take(&mut self.next_delay);
@@ -302,6 +334,9 @@ impl Instance {
             }
         }
         self.remember(&handshaken.hello.name, &features, &tools);
+        if let Some(broken) = &self.shared.config.broken {
+            broken.forget(&self.spec);
+        }
         let channel_events = (kind == PeerKind::Channel).then(|| self.shared.events.clone());
         let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader, channel_events);
         tracing::info!(plugin = %self.spec.name, pid, kind = %String::from(kind.clone()), tools = tools.len(), "plugin ready");

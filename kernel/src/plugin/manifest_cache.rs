@@ -82,22 +82,23 @@ impl ManifestCache {
         let _ = std::fs::remove_file(self.path(spec));
     }
 
-    /// `<name>-<digest of the command>.json`: one file per plugin and program.
     fn path(&self, spec: &PluginSpec) -> PathBuf {
-        let mut digest = Context::new(&SHA256);
-        digest.update(spec.command.as_os_str().as_encoded_bytes());
-        let safe: String = spec
-            .name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-            .collect();
-        self.dir.join(format!("{safe}-{}.json", &hex(digest.finish().as_ref())[..16]))
+        self.dir.join(entry_name(spec))
     }
+}
+
+/// `<name>-<digest of the command>.json`: one file per plugin and program.
+pub(crate) fn entry_name(spec: &PluginSpec) -> String {
+    let mut digest = Context::new(&SHA256);
+    digest.update(spec.command.as_os_str().as_encoded_bytes());
+    let safe: String =
+        spec.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    format!("{safe}-{}.json", &hex(digest.finish().as_ref())[..16])
 }
 
 /// The identity of everything that decides `spec`'s manifest, or `None` when its executable
 /// cannot be found (such a plugin is started, not remembered).
-fn identity(spec: &PluginSpec) -> Option<String> {
+pub(crate) fn identity(spec: &PluginSpec) -> Option<String> {
     let executable = resolve(&spec.command)?;
     let mut digest = Context::new(&SHA256);
     let mut field = |bytes: &[u8]| {

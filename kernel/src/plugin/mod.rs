@@ -8,16 +8,20 @@
 //! [`mcp`] turns `tools.mcpServers` entries into specs of the MCP bridge plugin;
 //! [`manifest_cache`] remembers the tools of plugins that announce `static_manifest`, which
 //! then start on their first call; [`claims`] says which tool names a plugin may not take
-//! (built-ins, bundled tools without `replaces`) and caps a tool's description and schema.
-//! Channel messages and lifecycle changes reach the gateway through [`events`].
+//! (built-ins, bundled tools without `replaces`) and caps a tool's description and schema;
+//! [`broken`] remembers plugins that failed to start, so the next commands skip them.
+//! Channel messages and lifecycle changes reach the gateway through [`events`]. A confined
+//! plugin gets a harmless copy of the user's git identity from [`gitconfig`].
 
 pub mod actor;
+pub mod broken;
 pub mod claims;
 pub mod connection;
 pub mod discover;
 pub mod environment;
 pub mod error;
 pub mod events;
+pub mod gitconfig;
 pub mod handshake;
 pub mod host;
 pub mod manifest_cache;
@@ -31,6 +35,7 @@ pub mod slot;
 pub mod spec;
 pub mod wire;
 
+pub use broken::BrokenPlugins;
 pub use claims::{BUNDLED_TOOLS, ReservedNames};
 pub use discover::{PluginSources, channel_spec, configure_web, discover, missing_bundled_tools};
 pub use error::{ChannelSpecError, PluginError, StartError};

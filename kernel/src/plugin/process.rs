@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::environment;
 use super::error::StartError;
+use super::gitconfig;
 use super::spec::PluginSpec;
 
 /// Lines of stderr kept for error messages.
@@ -215,6 +216,10 @@ fn sandboxing(spec: &PluginSpec, launch: &Launch<'_>) -> std::io::Result<Option<
         && launch.launcher.is_some_and(|launcher| crate::launcher::namespace_support(launcher).is_ok());
     let launcher_args = if contained { Vec::new() } else { policy.to_args() };
     let mut env = vec![("TMPDIR", tmp.0.clone().into_os_string())];
+    // git cannot run where the user's own configuration exists but cannot be read.
+    if !spec.env.contains_key(gitconfig::GIT_CONFIG_GLOBAL) {
+        env.push((gitconfig::GIT_CONFIG_GLOBAL, gitconfig::write_into(&tmp.0)?.into_os_string()));
+    }
     let extra = spec.extra_paths();
     if !extra.is_empty() {
         env.push((ALLOW_PATHS_VAR, std::env::join_paths(extra).unwrap_or_default()));

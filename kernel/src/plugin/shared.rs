@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::broken::BrokenPlugins;
 use super::claims::ReservedNames;
 use super::events::EventBus;
 use super::manifest_cache::ManifestCache;
@@ -29,6 +30,9 @@ pub struct HostConfig {
     pub manifest_cache: Option<ManifestCache>,
     /// Tool names only the kernel or a bundled plugin (or a plugin replacing it) may offer.
     pub reserved: ReservedNames,
+    /// Where plugins that failed to start are remembered; with one that skips, such a plugin
+    /// is reported failed at once instead of being tried again. `None` remembers nothing.
+    pub broken: Option<BrokenPlugins>,
 }
 
 impl Default for HostConfig {
@@ -40,6 +44,7 @@ impl Default for HostConfig {
             restart: RestartPolicy::default(),
             manifest_cache: None,
             reserved: ReservedNames::default(),
+            broken: None,
         }
     }
 }

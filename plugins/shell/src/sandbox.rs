@@ -2,7 +2,9 @@
 //! limits, sandbox policy), a private temporary directory, and the environment the command
 //! gets.
 //!
-//! The command may read and write the workspace and its own temporary directory (`TMPDIR`),
+//! The command may read and write the workspace and its own temporary directory (`TMPDIR`,
+//! where its `GIT_CONFIG_GLOBAL` is: a copy of the harmless git configuration the kernel gave
+//! the plugin, so git runs with the user's identity),
 //! read and execute the system's programs, and read `/etc`, `/proc` and `/sys`; the user's home
 //! directory and oxibot's data directory (config, API keys, plugins) are out of reach, whatever
 //! path the command builds at run time. Paths the plugin was granted with `allowPaths` are
@@ -47,6 +49,10 @@ pub const MAX_FILE_MB_VAR: &str = "OXIBOT_EXEC_MAX_FILE_MB";
 /// Environment variable of the plugin: the address space of each of a command's processes, in
 /// MiB.
 pub const MAX_MEMORY_MB_VAR: &str = "OXIBOT_EXEC_MAX_MEMORY_MB";
+/// The variable git reads its global configuration file from.
+const GIT_CONFIG_GLOBAL: &str = "GIT_CONFIG_GLOBAL";
+/// The copy of the git configuration in a command's temporary directory.
+const GITCONFIG_NAME: &str = ".gitconfig";
 /// The workspace entries that hold the assistant's own state, read-only for commands in a
 /// container (the kernel's own tools keep editing them).
 pub const PROTECTED: &[&str] = &[".git", "memory", "cron", "SOUL.md", "USER.md", "AGENTS.md"];
@@ -56,7 +62,8 @@ pub const PROTECTED: &[&str] = &[".git", "memory", "cron", "SOUL.md", "USER.md",
 pub struct Confinement {
     /// How the command is confined.
     plan: Plan,
-    /// Variables set for the command: `TMPDIR`, and `PATH` without directories it may not use.
+    /// Variables set for the command: `TMPDIR`, `GIT_CONFIG_GLOBAL` (a copy of the plugin's
+    /// harmless git configuration) and `PATH` without directories it may not use.
     env: Vec<(OsString, OsString)>,
     /// The command's own temporary directory, removed with the confinement.
     tmp: PrivateTmp,
@@ -85,7 +92,11 @@ impl Confinement {
         };
         let command_tmp = if container.is_some() { PathBuf::from(CONTAINER_TMP) } else { tmp.path().to_path_buf() };
         let policy = policy(&root, &command_tmp, network_allowed());
-        let mut env = vec![(OsString::from("TMPDIR"), command_tmp.into_os_string())];
+        let mut env = vec![(OsString::from("TMPDIR"), command_tmp.clone().into_os_string())];
+        let real_tmp = container.as_ref().map_or_else(|| tmp.path().to_path_buf(), Container::tmp);
+        if let Some(gitconfig) = carry_gitconfig(&real_tmp, &command_tmp) {
+            env.push((OsString::from(GIT_CONFIG_GLOBAL), gitconfig));
+        }
         if let Some(search_path) = std::env::var_os("PATH") {
             env.push((OsString::from("PATH"), reachable_search_path(&search_path, &policy)));
         }
@@ -149,6 +160,17 @@ fn policy(workspace: &Path, tmp: &Path, network: bool) -> Policy {
         policy.deny_network();
     }
     policy
+}
+
+/// Copies the plugin's harmless git configuration (`GIT_CONFIG_GLOBAL`, which the kernel
+/// writes into the plugin's `TMPDIR`) into the command's temporary directory, `real_tmp` here
+/// and `command_tmp` as the command sees it; returns the command's `GIT_CONFIG_GLOBAL`. The
+/// user's own `~/.gitconfig` is out of the command's reach, and git refuses to run when it
+/// exists but cannot be read.
+fn carry_gitconfig(real_tmp: &Path, command_tmp: &Path) -> Option<OsString> {
+    let plugins = std::env::var_os(GIT_CONFIG_GLOBAL)?;
+    std::fs::copy(plugins, real_tmp.join(GITCONFIG_NAME)).ok()?;
+    Some(command_tmp.join(GITCONFIG_NAME).into_os_string())
 }
 
 /// Whether this system lets commands run in a container: `Err` with the reason when not.
