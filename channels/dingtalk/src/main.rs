@@ -29,12 +29,12 @@
 //! callback delivered again is answered once.
 
 mod acks;
+mod api;
 mod config;
 mod error;
 mod frames;
 mod incoming;
 mod media;
-mod openapi;
 mod replies;
 mod stream;
 mod submit;
@@ -48,9 +48,9 @@ use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
+use crate::api::OpenApi;
 use crate::config::Config;
 use crate::error::DingTalkError;
-use crate::openapi::OpenApi;
 use crate::replies::Replies;
 use crate::stream::Listener;
 use crate::submit::Submitter;

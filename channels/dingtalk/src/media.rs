@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::api::{ApiError, OpenApi};
 use crate::incoming::Attachment;
-use crate::openapi::{ApiError, OpenApi};
 
 /// Downloads attachment number `index` of message `message_id` into `dir` (created when
 /// missing) and returns the local path.

@@ -8,8 +8,8 @@ use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
+use crate::api::{OpenApi, Recipient};
 use crate::incoming::GROUP_PREFIX;
-use crate::openapi::{OpenApi, Recipient};
 
 /// DingTalk's Markdown messages: parts of at most 4000 characters, well inside what the
 /// robot send API takes.

@@ -13,11 +13,11 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::acks::AckLine;
+use crate::api::{ApiError, OpenApi, Recipient};
 use crate::config::Config;
 use crate::error::DingTalkError;
 use crate::frames::{self, BOT_MESSAGE_TOPIC, Frame};
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::openapi::{ApiError, OpenApi, Recipient};
 
 /// How often the connection is probed with a WebSocket ping.
 const PING_EVERY: Duration = Duration::from_secs(30);

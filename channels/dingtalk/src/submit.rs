@@ -9,9 +9,9 @@ use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
+use crate::api::OpenApi;
 use crate::incoming::UserMessage;
 use crate::media;
-use crate::openapi::OpenApi;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::api::Rest;
 use crate::events::Attachment;
-use crate::rest::Rest;
 
 /// Attachments larger than this are not downloaded.
 const MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;

@@ -4,18 +4,18 @@
 use oxibot_plugin::ChannelHandle;
 use tokio::sync::mpsc;
 
+use crate::api::Rest;
 use crate::config::Config;
 use crate::error::DiscordError;
 use crate::gateway;
-use crate::inbound::{self, Filter, Pipeline};
-use crate::outbound::Outbox;
-use crate::rest::Rest;
+use crate::incoming::{self, Filter, Pipeline};
+use crate::replies::Outbox;
 
 /// Runs the Discord channel for the kernel behind `channel`.
 pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
     let config = Config::from_value(channel.config())?;
     let rest = Rest::new(&config)?;
-    let typing = inbound::typing_indicators();
+    let typing = incoming::typing_indicators();
     let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
     let pipeline = Pipeline {
         channel: channel.clone(),

@@ -38,7 +38,7 @@ mod connect;
 mod error;
 mod imap;
 mod mail;
-mod smtp;
+mod replies;
 mod submit;
 
 use std::collections::HashSet;
@@ -52,7 +52,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::error::EmailError;
 use crate::imap::Mailbox;
-use crate::smtp::Mailer;
+use crate::replies::Mailer;
 use crate::submit::Submitter;
 
 fn main() -> ExitCode {

@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
+use crate::api::ResourceKind;
 use crate::config::{Config, GroupPolicy};
-use crate::openapi::ResourceKind;
 
 /// The event type of a message sent to the bot.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";

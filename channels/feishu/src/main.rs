@@ -30,15 +30,15 @@
 //! pushed again by Feishu; an event pushed again is answered once.
 
 mod acks;
+mod api;
 mod cards;
 mod config;
-mod deliver;
 mod error;
 mod fragments;
 mod incoming;
 mod media;
-mod openapi;
 mod pbbp2;
+mod replies;
 mod stream;
 mod submit;
 
@@ -50,11 +50,11 @@ use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
+use crate::api::OpenApi;
 use crate::cards::LastMessages;
 use crate::config::Config;
-use crate::deliver::Deliverer;
 use crate::error::FeishuError;
-use crate::openapi::OpenApi;
+use crate::replies::Deliverer;
 use crate::stream::Listener;
 use crate::submit::Submitter;
 

@@ -13,11 +13,11 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::acks::AckLine;
+use crate::api::{ApiError, OpenApi};
 use crate::config::Config;
 use crate::error::FeishuError;
 use crate::fragments::Fragments;
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::openapi::{ApiError, OpenApi};
 use crate::pbbp2::{CONTROL, DATA, Frame};
 
 /// How long opening the WebSocket may take.

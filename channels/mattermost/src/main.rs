@@ -29,12 +29,12 @@
 //! the first post the kernel had not accepted, so the server replays it (while it still holds
 //! the dead connection's events).
 
+mod api;
 mod config;
 mod error;
 mod events;
 mod incoming;
 mod replies;
-mod rest;
 mod resume;
 mod socket;
 mod submit;
@@ -47,10 +47,10 @@ use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
+use crate::api::{BotUser, RestApi};
 use crate::config::Config;
 use crate::error::MattermostError;
 use crate::replies::Deliverer;
-use crate::rest::{BotUser, RestApi};
 use crate::resume::Progress;
 use crate::socket::Listener;
 use crate::submit::Submitter;

@@ -15,7 +15,7 @@ use oxibot_plugin::chat::{Markup, Measure, Replies, SplitRules, serve_replies, s
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
-use crate::rest::{RestApi, RestError};
+use crate::api::{RestApi, RestError};
 
 /// Mattermost's limit for a post's message.
 pub const RULES: SplitRules = SplitRules { limit: 16_383, measure: Measure::Chars, markup: Markup::Markdown };

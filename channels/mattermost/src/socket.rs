@@ -12,10 +12,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use crate::api::BotUser;
 use crate::config::Config;
 use crate::events::{self, Frame};
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::rest::BotUser;
 use crate::resume::Progress;
 
 /// How often the connection is probed with a WebSocket ping.

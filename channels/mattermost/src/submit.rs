@@ -8,8 +8,8 @@ use oxibot_plugin::chat::RecentMessages;
 use oxibot_plugin::{ChannelError, ChannelHandle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::api::RestApi;
 use crate::incoming::UserMessage;
-use crate::rest::RestApi;
 use crate::resume::Progress;
 
 /// What the submitter needs besides the queue.

@@ -10,8 +10,8 @@ use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::api::{Daemon, DaemonError};
 use crate::config::Config;
-use crate::daemon::{Daemon, DaemonError};
 use crate::incoming::{self, GroupContext, UserMessage, Verdict};
 use crate::sse::EventReader;
 

@@ -6,7 +6,7 @@ use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
-use crate::daemon::Daemon;
+use crate::api::Daemon;
 use crate::styles::{styles_of_part, to_signal};
 
 /// How long a part may be: nanobot's limit for signal-cli (Signal's own is about 64 KB).

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::api::BotIdentity;
 use crate::config::{Config, GroupPolicy};
-use crate::web::BotIdentity;
 
 /// A user's message as the kernel gets it.
 #[derive(Debug, Clone, PartialEq)]

@@ -24,6 +24,7 @@
 //! crash is delivered again by Slack.
 
 mod acks;
+mod api;
 mod config;
 mod envelope;
 mod error;
@@ -32,7 +33,6 @@ mod mrkdwn;
 mod replies;
 mod socket;
 mod submit;
-mod web;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -43,12 +43,12 @@ use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
+use crate::api::{BotIdentity, WebApi};
 use crate::config::Config;
 use crate::error::SlackError;
 use crate::replies::Replies;
 use crate::socket::Listener;
 use crate::submit::{Reactions, Submitter};
-use crate::web::{BotIdentity, WebApi};
 
 fn main() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.

@@ -7,9 +7,9 @@ use oxibot_plugin::chat::{SplitRules, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
+use crate::api::{WebApi, WebError};
 use crate::incoming::replies_go_to_thread;
 use crate::mrkdwn::to_mrkdwn;
-use crate::web::{WebApi, WebError};
 
 /// How many partly delivered replies are remembered (so a retry does not post parts twice).
 const PARTIAL_REMEMBERED: usize = 100;

@@ -11,11 +11,11 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::acks::AckLine;
+use crate::api::{BotIdentity, WebApi, WebError};
 use crate::config::Config;
 use crate::envelope::{self, Frame};
 use crate::error::SlackError;
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::web::{BotIdentity, WebApi, WebError};
 
 /// How often the connection is probed with a WebSocket ping.
 const PING_EVERY: Duration = Duration::from_secs(30);

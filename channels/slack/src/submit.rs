@@ -7,8 +7,8 @@ use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
+use crate::api::{WebApi, WebError};
 use crate::incoming::UserMessage;
-use crate::web::{WebApi, WebError};
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {

@@ -12,7 +12,7 @@ use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use crate::api::BotApi;
 use crate::config::GroupPolicy;
 use crate::error::{ApiError, TelegramError};
-use crate::inbound::{self, Bot, Draft, Skip};
+use crate::incoming::{self, Bot, Draft, Skip};
 use crate::media;
 use crate::target::LastMessages;
 use crate::types::Update;
@@ -98,7 +98,7 @@ impl Poller {
     /// Reads, fetches and submits one update.
     async fn handle(&self, update: &Update) -> Handled {
         let Some(message) = &update.message else { return Handled::Done };
-        let draft = match inbound::read(message, &self.bot, self.group_policy) {
+        let draft = match incoming::read(message, &self.bot, self.group_policy) {
             Ok(draft) => draft,
             Err(Skip::NotAddressed) => return Handled::Done,
             Err(skip) => {

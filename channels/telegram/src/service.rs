@@ -5,10 +5,10 @@ use oxibot_plugin::ChannelHandle;
 
 use crate::api::BotApi;
 use crate::config::Config;
-use crate::deliver::Deliverer;
 use crate::error::TelegramError;
-use crate::inbound::Bot;
+use crate::incoming::Bot;
 use crate::poll::{self, Poller};
+use crate::replies::Deliverer;
 use crate::target::LastMessages;
 
 /// Runs the Telegram channel on `channel`.

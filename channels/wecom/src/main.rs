@@ -28,11 +28,11 @@
 mod chats;
 mod config;
 mod connection;
-mod deliver;
 mod error;
 mod frames;
 mod incoming;
 mod link;
+mod replies;
 mod submit;
 
 use std::process::ExitCode;
@@ -45,9 +45,9 @@ use tokio::sync::mpsc;
 use crate::chats::LatestCallbacks;
 use crate::config::Config;
 use crate::connection::Listener;
-use crate::deliver::Deliverer;
 use crate::error::WeComError;
 use crate::link::Link;
+use crate::replies::Deliverer;
 use crate::submit::Submitter;
 
 fn main() -> ExitCode {

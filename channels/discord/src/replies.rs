@@ -10,8 +10,8 @@ use oxibot_plugin::chat::{SplitRules, Typing, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
+use crate::api::Rest;
 use crate::error::RestError;
-use crate::rest::Rest;
 
 /// How many files Discord takes in one message.
 const FILES_PER_MESSAGE: usize = 10;

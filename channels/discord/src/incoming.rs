@@ -11,11 +11,11 @@ use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::api::Rest;
 use crate::attachments;
 use crate::config::{Config, GroupPolicy};
 use crate::events::MessageCreate;
 use crate::gateway::Incoming;
-use crate::rest::Rest;
 
 /// How often the typing indicator is renewed (Discord shows it for about ten seconds).
 const TYPING_RENEWAL: Duration = Duration::from_secs(8);

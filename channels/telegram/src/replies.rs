@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::api::BotApi;
 use crate::error::ApiError;
-use crate::reply::{Effort, Reply};
+use crate::reply_parts::{Effort, Reply};
 use crate::target::{LastMessages, ReplyTarget};
 
 /// The least time between two edits of a streamed reply.

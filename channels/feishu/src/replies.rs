@@ -14,8 +14,8 @@ use oxibot_plugin::chat::{Replies, serve_replies, split};
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
+use crate::api::{ApiError, OpenApi};
 use crate::cards::{FEISHU, LastMessages, Quote, card, quote, receiver};
-use crate::openapi::{ApiError, OpenApi};
 
 /// The least time between two updates of a streamed reply's card.
 const EDIT_INTERVAL: Duration = Duration::from_secs(1);
