@@ -97,11 +97,13 @@ impl Link {
         let _ = queue_message(&outgoing, &Message::Hello(hello));
         await_kernel_hello(&mut reader).await?;
         let _ = queue_message(&outgoing, &Message::Manifest(manifest));
+        crate::log::attach(outgoing.clone());
         Ok(Link { reader, outgoing, writer })
     }
 
     /// Flushes what is queued (bounded by a grace period) and closes the connection.
     pub(crate) async fn close(self) {
+        crate::log::detach();
         let _ = self.outgoing.send(Outgoing::Close);
         let _ = tokio::time::timeout(FLUSH_GRACE, self.writer).await;
     }
