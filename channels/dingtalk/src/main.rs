@@ -39,11 +39,10 @@ mod replies;
 mod stream;
 mod submit;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -78,7 +77,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
     };
     tokio::spawn(submitter.run(queue));
     let listener = Listener { api: api.clone(), config, recent, acks, submissions };
-    let replies = Replies { api, sent: HashMap::new() };
+    let replies = Replies { api, sent: PartsSent::default() };
     tokio::select! {
         refused = listener.run() => refused,
         () = replies.serve(&channel) => Ok(()),

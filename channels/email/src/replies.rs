@@ -8,7 +8,8 @@ use lettre::message::header::ContentType;
 use lettre::message::{Mailbox, Message};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::chat::{self, serve_replies};
+use oxibot_plugin::{ChannelHandle, Outbound};
 use serde_json::Value;
 
 use crate::config::{Config, SmtpSecurity};
@@ -53,15 +54,8 @@ impl Mailer {
     }
 
     /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
+    pub async fn serve(mut self, channel: &ChannelHandle) {
+        serve_replies(channel, &mut self).await;
     }
 
     /// Sends `outbound` as one mail (none when it answers a mail and `autoReplyEnabled` is off).
@@ -105,6 +99,14 @@ impl Mailer {
         } else {
             format!("{}{subject}", self.subject_prefix)
         }
+    }
+}
+
+impl chat::Replies for Mailer {
+    type Error = String;
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        Mailer::deliver(self, outbound).await
     }
 }
 

@@ -7,10 +7,9 @@
 //! Each outbound message is acked once delivered, or with the reason it could not be; a failed
 //! delivery is remembered, so the kernel's retry sends only what is missing.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Replies, serve_replies, split};
+use oxibot_plugin::chat::{Edit, PartsSent, Replies, Streams, leave_files_out, serve_replies, split};
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
@@ -19,29 +18,6 @@ use crate::cards::{FEISHU, LastMessages, Quote, card, quote, receiver};
 
 /// The least time between two updates of a streamed reply's card.
 const EDIT_INTERVAL: Duration = Duration::from_secs(1);
-/// A streamed reply nobody finished within this time is forgotten.
-const FORGET_AFTER: Duration = Duration::from_secs(600);
-/// How many partly delivered replies are remembered.
-const PARTIAL_REMEMBERED: usize = 100;
-
-/// A reply being streamed.
-#[derive(Debug)]
-struct Stream {
-    /// The chat it goes to.
-    chat_id: String,
-    /// The Markdown received so far.
-    text: String,
-    /// The card message showing it, once sent.
-    message_id: Option<String>,
-    /// Whether `text` changed since the card last showed it.
-    dirty: bool,
-    /// The earliest time of the next update.
-    next_edit: Instant,
-    /// When the last delta arrived.
-    touched: Instant,
-    /// Sending or updating the card failed: the final reply goes out whole instead.
-    broken: bool,
-}
 
 /// Delivers the kernel's messages to Feishu.
 pub struct Deliverer {
@@ -53,16 +29,17 @@ pub struct Deliverer {
     pub streaming: bool,
     /// The latest message of each chat, for streamed replies.
     pub last_messages: LastMessages,
-    /// Streamed replies by `stream_id`.
-    streams: HashMap<u64, Stream>,
-    /// Outbound id → parts already delivered, for replies whose delivery failed halfway.
-    sent: HashMap<u64, usize>,
+    /// Streamed replies, each shown in a card (named by its message id).
+    streams: Streams<String>,
+    /// The parts already delivered of replies whose delivery failed halfway.
+    sent: PartsSent,
 }
 
 impl Deliverer {
     /// A deliverer with nothing in flight.
     pub fn new(api: OpenApi, reply_to_message: bool, streaming: bool, last_messages: LastMessages) -> Deliverer {
-        Deliverer { api, reply_to_message, streaming, last_messages, streams: HashMap::new(), sent: HashMap::new() }
+        let (streams, sent) = (Streams::new(EDIT_INTERVAL), PartsSent::default());
+        Deliverer { api, reply_to_message, streaming, last_messages, streams, sent }
     }
 
     /// Handles the kernel's events until it hangs up.
@@ -70,106 +47,31 @@ impl Deliverer {
         serve_replies(channel, &mut self).await;
     }
 
-    /// Grows a streamed reply: sends its card with the first words, updates it later.
-    async fn on_delta(&mut self, delta: Delta) {
-        if !self.streaming {
-            return;
-        }
-        let now = Instant::now();
-        self.streams.retain(|_, stream| now.duration_since(stream.touched) < FORGET_AFTER);
-        let stream = self.streams.entry(delta.stream_id).or_insert_with(|| Stream {
-            chat_id: delta.chat_id.clone(),
-            text: String::new(),
-            message_id: None,
-            dirty: false,
-            next_edit: now,
-            touched: now,
-            broken: false,
-        });
-        stream.text.push_str(&delta.text);
-        stream.touched = now;
-        stream.dirty = true;
-        if stream.broken || stream.text.trim().is_empty() || now < stream.next_edit {
-            return;
-        }
-        let (chat_id, shown) = (stream.chat_id.clone(), first_part(&stream.text));
-        let outcome = match stream.message_id.clone() {
+    /// Shows a streamed reply: sends its card with the first words, updates it later.
+    async fn show(&mut self, edit: Edit<String>) {
+        let shown = first_part(&edit.text);
+        let outcome = match &edit.message {
             None => {
-                let quote = quote(&self.last_messages.of(&chat_id), self.reply_to_message);
-                self.new_card(&chat_id, quote.as_ref(), &shown).await.map(Some)
+                let quote = quote(&self.last_messages.of(&edit.chat_id), self.reply_to_message);
+                self.new_card(&edit.chat_id, quote.as_ref(), &shown).await.map(Some)
             }
-            Some(message_id) => self.api.update_card(&message_id, &card(&shown)).await.map(|()| None),
+            Some(message_id) => self.api.update_card(message_id, &card(&shown)).await.map(|()| None),
         };
-        let Some(stream) = self.streams.get_mut(&delta.stream_id) else { return };
-        match outcome {
-            Ok(created) => {
-                stream.message_id = stream.message_id.take().or(created);
-                stream.dirty = false;
-                stream.next_edit = Instant::now() + EDIT_INTERVAL;
-            }
-            Err(error) => {
-                eprintln!("cannot show the streamed reply in {chat_id}: {error}");
-                stream.broken = true;
-            }
-        }
-    }
-
-    /// When the next pending update of a streamed card is due.
-    fn next_due(&self) -> Option<Instant> {
-        self.streams
-            .values()
-            .filter(|stream| stream.dirty && stream.message_id.is_some() && !stream.broken)
-            .map(|stream| stream.next_edit)
-            .min()
-    }
-
-    /// Shows the latest text of every streamed card whose update is due.
-    async fn flush_due(&mut self) {
-        let now = Instant::now();
-        let due: Vec<(u64, String, String)> = self
-            .streams
-            .iter()
-            .filter(|(_, stream)| stream.dirty && !stream.broken && stream.next_edit <= now)
-            .filter_map(|(id, stream)| Some((*id, stream.message_id.clone()?, first_part(&stream.text))))
-            .collect();
-        for (id, message_id, shown) in due {
-            let outcome = self.api.update_card(&message_id, &card(&shown)).await;
-            let Some(stream) = self.streams.get_mut(&id) else { continue };
-            stream.dirty = false;
-            stream.next_edit = Instant::now() + EDIT_INTERVAL;
-            if let Err(error) = outcome {
-                eprintln!("cannot update the streamed reply in {}: {error}", stream.chat_id);
-                stream.broken = true;
-            }
-        }
+        self.streams.shown(edit.stream_id, outcome);
     }
 
     /// Delivers every part of `outbound` not delivered yet: into its streamed card when it
     /// has one, else as new cards.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
         let parts = split(&outbound.content, FEISHU);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported yet)",
-                outbound.id,
-                outbound.media.len()
-            );
-        }
+        let files = leave_files_out(outbound, !parts.is_empty(), "feishu");
         if parts.is_empty() {
-            self.streams.retain(|id, _| Some(*id) != outbound.stream_id);
-            if outbound.media.is_empty() {
-                return Ok(());
-            }
-            let reason = "the feishu channel cannot send files yet".to_owned();
-            return Err(ApiError::Malformed { call: "im/v1/messages", reason });
+            self.streams.finish(outbound.stream_id);
+            return files.map_err(|reason| ApiError::Malformed { call: "im/v1/messages", reason });
         }
-        let streamed_card = outbound
-            .stream_id
-            .and_then(|id| self.streams.get(&id))
-            .filter(|stream| !stream.broken)
-            .and_then(|stream| stream.message_id.clone());
+        let streamed_card = self.streams.message_of(outbound.stream_id);
         let quote = quote(&outbound.metadata, self.reply_to_message);
-        let already = self.sent.remove(&outbound.id).unwrap_or(0);
+        let already = self.sent.take(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let delivered = match (&streamed_card, index) {
                 (Some(message_id), 0) => self.api.update_card(message_id, &card(part)).await,
@@ -180,13 +82,11 @@ impl Deliverer {
                 }
             };
             if let Err(error) = delivered {
-                self.remember_partial(outbound.id, index);
+                self.sent.remember(outbound.id, index);
                 return Err(error);
             }
         }
-        if let Some(id) = outbound.stream_id {
-            self.streams.remove(&id);
-        }
+        self.streams.finish(outbound.stream_id);
         Ok(())
     }
 
@@ -199,28 +99,22 @@ impl Deliverer {
             None => self.api.send_card(&receiver(chat_id), &card).await,
         }
     }
-
-    /// Notes that the first `count` parts of reply `id` are delivered.
-    fn remember_partial(&mut self, id: u64, count: usize) {
-        if count == 0 {
-            return;
-        }
-        if self.sent.len() >= PARTIAL_REMEMBERED {
-            self.sent.clear();
-        }
-        self.sent.insert(id, count);
-    }
 }
 
 impl Replies for Deliverer {
     type Error = ApiError;
 
     fn next_due(&self) -> Option<Instant> {
-        Deliverer::next_due(self)
+        self.streams.next_due()
     }
 
     async fn on_delta(&mut self, delta: Delta) {
-        Deliverer::on_delta(self, delta).await;
+        if !self.streaming {
+            return;
+        }
+        if let Some(edit) = self.streams.grow(&delta) {
+            self.show(edit).await;
+        }
     }
 
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
@@ -228,7 +122,9 @@ impl Replies for Deliverer {
     }
 
     async fn flush_due(&mut self) {
-        Deliverer::flush_due(self).await;
+        for edit in self.streams.due() {
+            self.show(edit).await;
+        }
     }
 }
 

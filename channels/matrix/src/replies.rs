@@ -2,7 +2,7 @@
 //! sent as an `m.text` message with its HTML rendering, in the thread the user wrote in, then
 //! acknowledged to the kernel.
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, Typing, split};
+use oxibot_plugin::chat::{Markup, Measure, SplitRules, Typing, leave_files_out, split};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
@@ -44,16 +44,7 @@ impl Replies {
     /// id, which the homeserver answers without posting it again.
     async fn deliver(&self, outbound: &Outbound) -> Result<(), String> {
         let parts = split(&outbound.content, RULES);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported)",
-                outbound.id,
-                outbound.media.len()
-            );
-            if parts.is_empty() {
-                return Err("the matrix channel cannot send files".to_owned());
-            }
-        }
+        leave_files_out(outbound, !parts.is_empty(), "matrix")?;
         let thread = thread_relation(&outbound.metadata);
         for (index, part) in parts.iter().enumerate() {
             let txn = format!("oxibot-{}-{}-{index}", self.run, outbound.id);

@@ -38,10 +38,9 @@ mod replies;
 mod sequence;
 mod submit;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -78,7 +77,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), QqError> {
         download_max_bytes: config.download_max_bytes,
     };
     tokio::spawn(submitter.run(queue));
-    let replies = Replies { sender, kinds: kinds.clone(), sent: HashMap::new() };
+    let replies = Replies { sender, kinds: kinds.clone(), sent: PartsSent::default() };
     let listener = Listener { api, recent, sequence, kinds, submissions };
     tokio::select! {
         refused = listener.run() => refused,

@@ -34,11 +34,10 @@ mod replies;
 mod socket;
 mod submit;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -75,7 +74,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
         web,
         token: config.bot_token.clone(),
         reply_in_thread: config.reply_in_thread,
-        posted: HashMap::new(),
+        posted: PartsSent::default(),
     };
     tokio::select! {
         refused = listener.run() => refused,

@@ -1,18 +1,13 @@
 //! Delivering the kernel's replies with `chat.postMessage`: Markdown turned into mrkdwn, long
 //! texts posted in parts, in the thread the metadata names, then acknowledged to the kernel.
 
-use std::collections::HashMap;
-
-use oxibot_plugin::chat::{SplitRules, split};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::chat::{self, PartsSent, SplitRules, leave_files_out, serve_replies, split};
+use oxibot_plugin::{ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
 use crate::api::{WebApi, WebError};
 use crate::incoming::replies_go_to_thread;
 use crate::mrkdwn::to_mrkdwn;
-
-/// How many partly delivered replies are remembered (so a retry does not post parts twice).
-const PARTIAL_REMEMBERED: usize = 100;
 
 /// Where a reply goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,40 +50,24 @@ pub struct Replies {
     /// `replyInThread`.
     pub reply_in_thread: bool,
     /// Outbound id → parts already posted, for replies whose delivery failed halfway.
-    pub posted: HashMap<u64, usize>,
+    pub posted: PartsSent,
 }
 
 impl Replies {
     /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
     pub async fn serve(mut self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
+        serve_replies(channel, &mut self).await;
     }
 
     /// Posts every part of `outbound` not posted yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
         let parts = split(&to_mrkdwn(&outbound.content), SplitRules::SLACK);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported yet)",
-                outbound.id,
-                outbound.media.len()
-            );
-            if parts.is_empty() {
-                return Err("the slack channel cannot send files yet".to_owned());
-            }
-        }
+        leave_files_out(outbound, !parts.is_empty(), "slack")?;
         let destination = Destination::of(outbound, self.reply_in_thread);
-        let already = self.posted.remove(&outbound.id).unwrap_or(0);
+        let already = self.posted.take(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             if let Err(error) = self.post(&destination, part).await {
-                self.remember_partial(outbound.id, index);
+                self.posted.remember(outbound.id, index);
                 return Err(error.to_string());
             }
         }
@@ -103,16 +82,13 @@ impl Replies {
         }
         self.web.call("chat.postMessage", &self.token, &body).await.map(drop)
     }
+}
 
-    /// Notes that the first `count` parts of reply `id` are posted.
-    fn remember_partial(&mut self, id: u64, count: usize) {
-        if count == 0 {
-            return;
-        }
-        if self.posted.len() >= PARTIAL_REMEMBERED {
-            self.posted.clear();
-        }
-        self.posted.insert(id, count);
+impl chat::Replies for Replies {
+    type Error = String;
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        Replies::deliver(self, outbound).await
     }
 }
 

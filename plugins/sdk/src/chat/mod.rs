@@ -18,7 +18,14 @@
 //! - [`write_atomically`]: a small file kept between runs (a sync position, a session),
 //!   replaced whole;
 //! - [`serve_replies`]: the kernel's deltas and replies handed to a [`Replies`] deliverer,
-//!   each reply acknowledged with its outcome, and a timer for streamed replies' next edit.
+//!   each reply acknowledged with its outcome, and a timer for streamed replies' next edit;
+//! - [`Streams`]: replies streamed by editing one message, and which edits are due;
+//! - `socket` (with the `websocket` feature): a service's WebSocket opened, driven with
+//!   pings and silence counted as a drop, and the reconnect loop around it;
+//! - [`submit_in_order`], [`hand_over`] and [`fetch_each`]: users' messages handed to the
+//!   kernel in order, their files fetched first, their deliveries acknowledged once accepted;
+//! - [`PartsSent`] and [`leave_files_out`]: a reply sent in parts resumed where a failed
+//!   delivery stopped, and the files of a channel that sends none.
 //!
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
 //! listening and accepting in [`crate::serving`].
@@ -28,11 +35,16 @@ mod config;
 mod download;
 pub mod escape;
 pub mod markdown;
+mod parts;
 mod paths;
 mod recent;
 mod replies;
+#[cfg(feature = "websocket")]
+pub mod socket;
 pub mod split;
 mod state;
+mod streamed;
+mod submit;
 mod token;
 mod typing;
 
@@ -40,10 +52,13 @@ pub use backoff::{Backoff, jitter};
 pub use config::{ChannelConfig, SectionError, load_section};
 pub use download::{SaveError, save_limited};
 pub use escape::{escape, push_escaped};
+pub use parts::{PartsSent, leave_files_out};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
 pub use recent::{REMEMBERED, RecentMessages, Seen};
 pub use replies::{Replies, serve_replies};
 pub use split::{Markup, Measure, SplitRules, split, visible_text};
 pub use state::write_atomically;
+pub use streamed::{Edit, Stream, Streams};
+pub use submit::{Fetched, Handed, fetch_each, hand_over, submit_in_order};
 pub use token::TokenCache;
 pub use typing::{Typing, TypingLoop};

@@ -1,5 +1,6 @@
-//! The event loop of a channel that streams replies by editing a message: the kernel's deltas
-//! and whole replies as they come, and a timer for the next edit a streamed reply is due.
+//! The event loop of a channel's replies: the kernel's deltas and whole replies as they come,
+//! and, for a channel that streams replies by editing a message, a timer for the next edit a
+//! streamed reply is due. A channel that does not stream implements only `deliver`.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -13,21 +14,27 @@ pub trait Replies {
     /// Why a reply could not be delivered (told to the kernel in its `delivery_ack`).
     type Error: Display;
 
-    /// When the next edit of a streamed reply is due, if one is.
-    fn next_due(&self) -> Option<Instant>;
+    /// When the next edit of a streamed reply is due, if one is (never, by default).
+    fn next_due(&self) -> Option<Instant> {
+        None
+    }
 
-    /// A piece of a reply being written (`stream_id` names the reply).
-    fn on_delta(&mut self, delta: Delta) -> impl Future<Output = ()>;
+    /// A piece of a reply being written (`stream_id` names the reply); ignored by default.
+    fn on_delta(&mut self, _delta: Delta) -> impl Future<Output = ()> {
+        async {}
+    }
 
     /// A whole reply, ending the streamed reply with the same `stream_id` if there is one.
     fn deliver(&mut self, outbound: &Outbound) -> impl Future<Output = Result<(), Self::Error>>;
 
-    /// Makes the edits that are due.
-    fn flush_due(&mut self) -> impl Future<Output = ()>;
+    /// Makes the edits that are due (none, by default).
+    fn flush_due(&mut self) -> impl Future<Output = ()> {
+        async {}
+    }
 }
 
 /// Handles the kernel's deltas and replies until it hangs up: each reply is acknowledged with
-/// its outcome (a failure also logged on stderr), and due edits are made between events.
+/// its outcome (a failure also logged), and due edits are made between events.
 pub async fn serve_replies(channel: &ChannelHandle, replies: &mut impl Replies) {
     loop {
         let due = replies.next_due();
@@ -43,7 +50,7 @@ pub async fn serve_replies(channel: &ChannelHandle, replies: &mut impl Replies) 
                 Some(ChannelEvent::Outbound(outbound)) => {
                     let outcome = replies.deliver(&outbound).await.map_err(|error| error.to_string());
                     if let Err(reason) = &outcome {
-                        eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
+                        crate::warn!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
                     }
                     let _ = channel.ack(outbound.id, outcome);
                 }
