@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
@@ -23,12 +24,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest file downloaded from a user.
 pub const MAX_DOWNLOAD: u64 = 20 * 1024 * 1024;
-/// How often a rate-limited call is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when DingTalk says 429 without a `Retry-After`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer `Retry-After` fails the call instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// The header carrying the access token.
 const TOKEN_HEADER: &str = "x-acs-dingtalk-access-token";
 /// How this client introduces itself when registering a connection.
@@ -149,12 +144,6 @@ pub struct OpenApi {
     token: TokenCache,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait DingTalk asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl OpenApi {
     /// A client for the app in `config`. The rustls crypto provider must be installed first.
     pub fn new(config: &Config) -> Result<OpenApi, ApiError> {
@@ -190,11 +179,6 @@ impl OpenApi {
             (Some(endpoint), Some(ticket)) => Ok(StreamTicket { endpoint, ticket }),
             _ => Err(ApiError::Refused { call: CALL, reason: "no endpoint or ticket in the answer".into() }),
         }
-    }
-
-    /// The access token, fetched with the app's credentials when none is cached.
-    pub async fn access_token(&self) -> Result<String, ApiError> {
-        self.token.get(|| self.fetch_token()).await
     }
 
     /// `POST /v1.0/oauth2/accessToken`: a new token and how long it lasts.
@@ -275,34 +259,14 @@ impl OpenApi {
     /// POSTs `body` with the access token; a refused token is replaced and the call made again
     /// once, a rate limit waited out a few times.
     async fn with_token(&self, call: &'static str, url: &str, body: &Value) -> Result<Value, ApiError> {
-        let mut renewed = false;
-        loop {
-            let token = self.access_token().await?;
-            match self.post(call, url, Some(&token), body).await {
-                Err(error) if error.is_token_problem() && !renewed => {
-                    eprintln!("{error}; fetching a new access token");
-                    self.token.forget(&token).await;
-                    renewed = true;
-                }
-                outcome => return outcome,
-            }
-        }
+        let make_call = |token: String| async move { self.post(call, url, Some(&token), body).await };
+        self.token.renewing(|| self.fetch_token(), ApiError::is_token_problem, make_call).await
     }
 
     /// POSTs `body` to `url`, waiting out rate limits a few times.
     async fn post(&self, call: &'static str, url: &str, token: Option<&str>, body: &Value) -> Result<Value, ApiError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(call, url, token, body).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{call}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { call, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(call, url, token, body);
+        waiting_out_rate_limits(call, attempt, |retry_after| ApiError::RateLimited { call, retry_after }).await
     }
 
     /// One POST.
@@ -312,7 +276,7 @@ impl OpenApi {
         url: &str,
         token: Option<&str>,
         body: &Value,
-    ) -> Result<Attempt, ApiError> {
+    ) -> Result<Attempt<Value>, ApiError> {
         let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
         let mut request = self.http.post(url).timeout(REQUEST_TIMEOUT).json(body);
         if let Some(token) = token {

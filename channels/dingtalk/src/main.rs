@@ -42,7 +42,8 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, serve_replies};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -64,7 +65,7 @@ fn main() -> ExitCode {
 async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let api = OpenApi::new(&config).map_err(DingTalkError::Setup)?;
-    eprintln!("connecting to dingtalk as app {} (media in {})", config.client_id, config.media_dir.display());
+    info!("connecting to dingtalk as app {} (media in {})", config.client_id, config.media_dir.display());
     let recent = RecentMessages::new(REMEMBERED);
     let acks = AckLine::default();
     let (submissions, queue) = mpsc::unbounded_channel();
@@ -77,9 +78,9 @@ async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
     };
     tokio::spawn(submitter.run(queue));
     let listener = Listener { api: api.clone(), config, recent, acks, submissions };
-    let replies = Replies { api, sent: PartsSent::default() };
+    let mut replies = Replies { api, sent: PartsSent::default() };
     tokio::select! {
         refused = listener.run() => refused,
-        () = replies.serve(&channel) => Ok(()),
+        () = serve_replies(&channel, &mut replies) => Ok(()),
     }
 }

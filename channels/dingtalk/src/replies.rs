@@ -2,8 +2,8 @@
 //! user with `oToMessages/batchSend`, to a group with `groupMessages/send`, long texts sent in
 //! parts, then acknowledged to the kernel.
 
-use oxibot_plugin::chat::{self, Markup, Measure, PartsSent, SplitRules, leave_files_out, serve_replies, split};
-use oxibot_plugin::{ChannelHandle, Outbound};
+use oxibot_plugin::Outbound;
+use oxibot_plugin::chat::{self, Markup, Measure, PartsSent, SplitRules, leave_files_out, split};
 use serde_json::{Value, json};
 
 use crate::api::{OpenApi, Recipient};
@@ -40,11 +40,8 @@ pub struct Replies {
     pub sent: PartsSent,
 }
 
-impl Replies {
-    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(mut self, channel: &ChannelHandle) {
-        serve_replies(channel, &mut self).await;
-    }
+impl chat::Replies for Replies {
+    type Error = String;
 
     /// Sends every part of `outbound` not sent yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
@@ -61,14 +58,6 @@ impl Replies {
             }
         }
         Ok(())
-    }
-}
-
-impl chat::Replies for Replies {
-    type Error = String;
-
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
-        Replies::deliver(self, outbound).await
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, Next, OpenError, reconnect};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
 use oxibot_plugin::info;
+use oxibot_plugin::warn;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{self, UnboundedSender};
 
@@ -115,7 +116,7 @@ impl Listener {
             Verdict::Submit(message) => message,
             Verdict::RefusePrivate { id, user } => {
                 if self.recent.arrived(&id, frame_id) == Seen::New {
-                    eprintln!("private chats are disabled; telling {user} to write in a group");
+                    info!("private chats are disabled; telling {user} to write in a group");
                     tokio::spawn(notify_private_chat_disabled(self.api.clone(), user));
                 }
                 self.recent.accepted(&id);
@@ -123,7 +124,7 @@ impl Listener {
                 return;
             }
             Verdict::Ignore(reason) => {
-                eprintln!("callback {frame_id} ignored: {reason}");
+                info!("callback {frame_id} ignored: {reason}");
                 let _ = answers.send(frames::ack(frame_id));
                 return;
             }
@@ -131,11 +132,11 @@ impl Listener {
         match self.recent.arrived(&message.id, frame_id) {
             Seen::New => {
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; callback {frame_id} stays unacknowledged");
+                    warn!("the submitter is gone; callback {frame_id} stays unacknowledged");
                 }
             }
             Seen::InFlight => {
-                eprintln!("message {} arrived again while being submitted; acknowledged with the first", message.id)
+                info!("message {} arrived again while being submitted; acknowledged with the first", message.id)
             }
             Seen::Accepted => {
                 let _ = answers.send(frames::ack(frame_id));
@@ -148,6 +149,6 @@ impl Listener {
 async fn notify_private_chat_disabled(api: OpenApi, user: String) {
     let param = json!({"title": "oxibot", "text": PRIVATE_CHAT_NOTICE});
     if let Err(error) = api.send(&Recipient::User(user), "sampleMarkdown", &param).await {
-        eprintln!("cannot send the private chat notice: {error}");
+        warn!("cannot send the private chat notice: {error}");
     }
 }

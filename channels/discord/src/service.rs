@@ -2,6 +2,7 @@
 //! and delivers the kernel's replies until the kernel hangs up or Discord refuses the bot.
 
 use oxibot_plugin::ChannelHandle;
+use oxibot_plugin::info;
 use tokio::sync::mpsc;
 
 use crate::api::Rest;
@@ -25,7 +26,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
         media_dir: config.media_dir(),
     };
     tokio::spawn(pipeline.run(incoming_rx));
-    eprintln!("discord: connecting to {}", config.gateway_url);
+    info!("discord: connecting to {}", config.gateway_url);
     let mut outbox = Outbox::new(rest, typing);
     tokio::select! {
         ended = gateway::run(&config, incoming_tx) => ended,

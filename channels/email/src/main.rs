@@ -46,6 +46,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -65,7 +66,7 @@ fn main() -> ExitCode {
 async fn serve(channel: ChannelHandle) -> Result<(), EmailError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let mailer = Mailer::new(&config)?;
-    eprintln!("reading {} as {} on {}", config.mailbox, config.imap.username, config.imap.host);
+    info!("reading {} as {} on {}", config.mailbox, config.imap.username, config.imap.host);
     let recent = RecentMessages::new(REMEMBERED);
     let (submissions, queue) = mpsc::unbounded_channel();
     let (accepted_tx, accepted) = mpsc::unbounded_channel();

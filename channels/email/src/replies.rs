@@ -10,6 +10,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use oxibot_plugin::chat::{self, serve_replies};
 use oxibot_plugin::{ChannelHandle, Outbound};
+use oxibot_plugin::{info, warn};
 use serde_json::Value;
 
 use crate::config::{Config, SmtpSecurity};
@@ -63,15 +64,11 @@ impl Mailer {
         let metadata = &outbound.metadata;
         let answers = metadata["message_id"].as_str().filter(|id| !id.is_empty());
         if answers.is_some() && !self.auto_reply {
-            eprintln!("reply {} to {} not sent: autoReplyEnabled is off", outbound.id, outbound.chat_id);
+            info!("reply {} to {} not sent: autoReplyEnabled is off", outbound.id, outbound.chat_id);
             return Ok(());
         }
         if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported)",
-                outbound.id,
-                outbound.media.len()
-            );
+            warn!("reply {}: {} attachment(s) not sent (files are not supported)", outbound.id, outbound.media.len());
             if outbound.content.trim().is_empty() {
                 return Err("the email channel cannot send files".to_owned());
             }

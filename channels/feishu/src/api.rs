@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
@@ -23,12 +24,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest file downloaded from a user.
 pub const MAX_DOWNLOAD: u64 = 30 * 1024 * 1024;
-/// How often a rate-limited call is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when Feishu limits the rate without saying for how long.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer one fails the call instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How often the client pings when the endpoint does not say.
 const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
 /// Codes meaning the access token is missing, invalid or expired: fetch a new one.
@@ -151,12 +146,6 @@ pub struct OpenApi {
     app_secret: String,
     /// The tenant access token, while it lasts.
     token: TokenCache,
-}
-
-/// What one attempt that did not fail gave: an answer, or a wait Feishu asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
 }
 
 impl OpenApi {
@@ -310,18 +299,11 @@ impl OpenApi {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        let mut renewed = false;
-        loop {
-            let token = self.tenant_token().await?;
-            match self.request(method.clone(), call, path, body, Some(&token)).await {
-                Err(error) if error.is_token_problem() && !renewed => {
-                    eprintln!("{error}; fetching a new tenant access token");
-                    self.token.forget(&token).await;
-                    renewed = true;
-                }
-                outcome => return outcome,
-            }
-        }
+        let make_call = |token: String| {
+            let method = method.clone();
+            async move { self.request(method, call, path, body, Some(&token)).await }
+        };
+        self.token.renewing(|| self.fetch_token(), ApiError::is_token_problem, make_call).await
     }
 
     /// A call, waiting out rate limits a few times.
@@ -333,18 +315,8 @@ impl OpenApi {
         body: Option<&Value>,
         token: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(method.clone(), call, path, body, token).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{call}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { call, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(method.clone(), call, path, body, token);
+        waiting_out_rate_limits(call, attempt, |retry_after| ApiError::RateLimited { call, retry_after }).await
     }
 
     /// One request.
@@ -355,7 +327,7 @@ impl OpenApi {
         path: &str,
         body: Option<&Value>,
         token: Option<&str>,
-    ) -> Result<Attempt, ApiError> {
+    ) -> Result<Attempt<Value>, ApiError> {
         let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
         let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(REQUEST_TIMEOUT);
         if let Some(body) = body {

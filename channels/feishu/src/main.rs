@@ -47,6 +47,7 @@ use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
@@ -71,7 +72,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), FeishuError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let api = OpenApi::new(&config).map_err(FeishuError::Setup)?;
     let bot_open_id = identify(&api).await?;
-    eprintln!("connecting to {} as bot {bot_open_id} (media in {})", config.api_base, config.media_dir.display());
+    info!("connecting to {} as bot {bot_open_id} (media in {})", config.api_base, config.media_dir.display());
     let recent = RecentMessages::new(REMEMBERED);
     let acks = AckLine::default();
     let last_messages = LastMessages::default();
@@ -103,7 +104,7 @@ async fn identify(api: &OpenApi) -> Result<String, FeishuError> {
             Err(error) if error.is_credentials_problem() => return Err(FeishuError::Credentials(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("cannot find out who the bot is: {error}; trying again in {wait:?}");
+                warn!("cannot find out who the bot is: {error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }

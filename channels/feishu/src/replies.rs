@@ -9,9 +9,8 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Edit, PartsSent, Replies, Streams, leave_files_out, serve_replies, split};
+use oxibot_plugin::chat::{Edit, EditedReplies, PartsSent, Streams, leave_files_out, serve_replies, split};
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
-use tokio::time::Instant;
 
 use crate::api::{ApiError, OpenApi};
 use crate::cards::{FEISHU, LastMessages, Quote, card, quote, receiver};
@@ -101,30 +100,28 @@ impl Deliverer {
     }
 }
 
-impl Replies for Deliverer {
+impl EditedReplies for Deliverer {
+    type Message = String;
     type Error = ApiError;
 
-    fn next_due(&self) -> Option<Instant> {
-        self.streams.next_due()
+    fn streams(&self) -> &Streams<String> {
+        &self.streams
     }
 
-    async fn on_delta(&mut self, delta: Delta) {
-        if !self.streaming {
-            return;
-        }
-        if let Some(edit) = self.streams.grow(&delta) {
-            self.show(edit).await;
-        }
+    fn streams_mut(&mut self) -> &mut Streams<String> {
+        &mut self.streams
     }
 
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
+    fn accepts(&mut self, _delta: &Delta) -> bool {
+        self.streaming
+    }
+
+    async fn show(&mut self, edit: Edit<String>) {
+        Deliverer::show(self, edit).await;
+    }
+
+    async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
         Deliverer::deliver(self, outbound).await
-    }
-
-    async fn flush_due(&mut self) {
-        for edit in self.streams.due() {
-            self.show(edit).await;
-        }
     }
 }
 

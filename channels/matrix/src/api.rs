@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -15,12 +16,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much longer than its own timeout a `/sync` may take before it counts as lost.
 const SYNC_GRACE: Duration = Duration::from_secs(15);
-/// How often a rate-limited request is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when the server says `M_LIMIT_EXCEEDED` without `retry_after_ms`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer one fails the request instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How long a "typing…" notice lasts unless renewed.
 pub const TYPING_TIMEOUT: Duration = Duration::from_secs(30);
 /// The path every endpoint lives under.
@@ -96,12 +91,6 @@ pub struct Login {
     pub access_token: String,
     /// The device it belongs to.
     pub device_id: String,
-}
-
-/// What one attempt that did not fail gave: an answer, or a wait the server asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
 }
 
 impl ClientApi {
@@ -205,18 +194,8 @@ impl ClientApi {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<Value, ApiError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(what, method.clone(), path, body, timeout).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{what}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { what, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(what, method.clone(), path, body, timeout);
+        waiting_out_rate_limits(what, attempt, |retry_after| ApiError::RateLimited { what, retry_after }).await
     }
 
     async fn attempt(
@@ -226,7 +205,7 @@ impl ClientApi {
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
-    ) -> Result<Attempt, ApiError> {
+    ) -> Result<Attempt<Value>, ApiError> {
         let network = |error: reqwest::Error| ApiError::Network { what, reason: error_chain(&error) };
         let url = format!("{}{CLIENT_V3}{path}", self.homeserver);
         let mut request = self.http.request(method, url).timeout(timeout);

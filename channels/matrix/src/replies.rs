@@ -3,6 +3,7 @@
 //! acknowledged to the kernel.
 
 use oxibot_plugin::chat::{Markup, Measure, SplitRules, Typing, leave_files_out, split};
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
@@ -34,7 +35,7 @@ impl Replies {
             let outcome = self.deliver(&outbound).await;
             self.stop_typing(&outbound.chat_id);
             if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
+                warn!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
             }
             let _ = channel.ack(outbound.id, outcome);
         }
@@ -62,7 +63,7 @@ impl Replies {
         let (api, room, user) = (self.api.clone(), room.to_owned(), self.user_id.clone());
         tokio::spawn(async move {
             if let Err(error) = api.set_typing(&room, &user, false).await {
-                eprintln!("cannot hide the typing notice in {room}: {error}");
+                warn!("cannot hide the typing notice in {room}: {error}");
             }
         });
     }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
@@ -13,12 +14,6 @@ use serde_json::{Value, json};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one whole request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a rate-limited request is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when the server gives none.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer one fails the request instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,12 +86,6 @@ pub struct RestApi {
     authorization: HeaderValue,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait the server asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl RestApi {
     /// A client of `server_url` with `token`. The rustls crypto provider must be installed
     /// first.
@@ -162,18 +151,8 @@ impl RestApi {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, RestError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(what, method.clone(), path, body).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{what}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(RestError::RateLimited { what, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(what, method.clone(), path, body);
+        waiting_out_rate_limits(what, attempt, |retry_after| RestError::RateLimited { what, retry_after }).await
     }
 
     async fn attempt(
@@ -182,7 +161,7 @@ impl RestApi {
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Attempt, RestError> {
+    ) -> Result<Attempt<Value>, RestError> {
         let network = |error: reqwest::Error| RestError::Network { what, reason: error_chain(&error) };
         let url = format!("{}/api/v4{path}", self.server_url);
         let mut request = self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone());

@@ -45,6 +45,7 @@ use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
 
 use crate::api::{BotUser, RestApi};
@@ -67,7 +68,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MattermostError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let rest = RestApi::new(&config.server_url, &config.token).map_err(MattermostError::Setup)?;
     let bot = identify(&rest).await?;
-    eprintln!("signed in to {} as @{} ({})", config.server_url, bot.username, bot.id);
+    info!("signed in to {} as @{} ({})", config.server_url, bot.username, bot.id);
     let recent = RecentMessages::new(REMEMBERED);
     let (submissions, queue) = mpsc::unbounded_channel();
     let progress = Progress::open(&config.media_dir);
@@ -99,7 +100,7 @@ async fn identify(rest: &RestApi) -> Result<BotUser, MattermostError> {
             Err(error) if error.is_token_problem() => return Err(MattermostError::Token(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("{error}; trying again in {wait:?}");
+                warn!("{error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }

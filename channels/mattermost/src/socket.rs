@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::SinkExt;
 use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, OpenError};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
@@ -55,7 +56,7 @@ impl Listener {
         loop {
             let ending = self.connection(&mut backoff).await;
             let wait = backoff.next_wait();
-            eprintln!("{ending}; connecting again in {wait:?}");
+            warn!("{ending}; connecting again in {wait:?}");
             tokio::time::sleep(wait).await;
         }
     }
@@ -88,9 +89,9 @@ impl Listener {
                 backoff.reset();
                 let known = self.progress.resume_point().is_some();
                 if self.progress.hello(connection_id, seq) {
-                    eprintln!("websocket connection resumed");
+                    info!("websocket connection resumed");
                 } else if known {
-                    eprintln!(
+                    warn!(
                         "the server could not resume the websocket connection; posts sent meanwhile are not replayed"
                     );
                 }
@@ -114,10 +115,10 @@ impl Listener {
             Seen::New => {
                 self.progress.queued(seq);
                 if self.submissions.send((message, seq)).is_err() {
-                    eprintln!("the submitter is gone; a post is dropped");
+                    warn!("the submitter is gone; a post is dropped");
                 }
             }
-            Seen::InFlight | Seen::Accepted => eprintln!("post {} arrived again; answered once", message.id),
+            Seen::InFlight | Seen::Accepted => info!("post {} arrived again; answered once", message.id),
         }
     }
 }

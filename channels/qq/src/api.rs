@@ -207,20 +207,12 @@ impl Api {
         call: &'static str,
         build: impl Fn(String) -> reqwest::RequestBuilder,
     ) -> Result<Value, ApiError> {
-        let mut renewed = false;
-        loop {
-            let token = self.access_token().await?;
+        let make_call = |token: String| {
             let request =
                 build(format!("QQBot {token}")).header("X-Union-Appid", &self.app_id).timeout(REQUEST_TIMEOUT);
-            match self.answer(call, request).await {
-                Err(error) if error.is_token_problem() && !renewed => {
-                    eprintln!("{error}; fetching a new access token");
-                    self.token.forget(&token).await;
-                    renewed = true;
-                }
-                outcome => return outcome,
-            }
-        }
+            self.answer(call, request)
+        };
+        self.token.renewing(|| self.fetch_token(), ApiError::is_token_problem, make_call).await
     }
 
     /// Sends `request` and reads QQ's JSON answer; a status other than 2xx, or an answer with

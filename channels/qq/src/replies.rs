@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use oxibot_plugin::chat::{self, Markup, Measure, PartsSent, SplitRules, leave_files_out, serve_replies, split};
-use oxibot_plugin::{ChannelHandle, Outbound};
+use oxibot_plugin::Outbound;
+use oxibot_plugin::chat::{self, Markup, Measure, PartsSent, SplitRules, leave_files_out, split};
 use serde_json::{Value, json};
 
 use crate::api::{Api, ApiError, Target};
@@ -92,11 +92,8 @@ pub struct Replies {
     pub sent: PartsSent,
 }
 
-impl Replies {
-    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(mut self, channel: &ChannelHandle) {
-        serve_replies(channel, &mut self).await;
-    }
+impl chat::Replies for Replies {
+    type Error = String;
 
     /// Sends every part of `outbound` not sent yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
@@ -112,14 +109,6 @@ impl Replies {
             }
         }
         Ok(())
-    }
-}
-
-impl chat::Replies for Replies {
-    type Error = String;
-
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
-        Replies::deliver(self, outbound).await
     }
 }
 

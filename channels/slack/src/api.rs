@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
@@ -12,12 +13,6 @@ use serde_json::{Value, json};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one whole request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a rate-limited call is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when Slack says `ratelimited` without a `Retry-After`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer `Retry-After` fails the call instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Slack's `error` codes that mean the token is wrong: trying again cannot help.
 const TOKEN_ERRORS: &[&str] = &[
@@ -108,12 +103,6 @@ pub struct WebApi {
     base: String,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait Slack asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl WebApi {
     /// A client for the API at `base`. The rustls crypto provider must be installed first.
     pub fn new(base: &str) -> Result<WebApi, WebError> {
@@ -149,24 +138,16 @@ impl WebApi {
     /// Calls `method` with a JSON `body`, waiting out rate limits a few times; returns the
     /// answer of a call Slack says was `ok`.
     pub async fn call(&self, method: &str, token: &str, body: &Value) -> Result<Value, WebError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(method, token, body).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{method}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => {
-                    return Err(WebError::RateLimited { method: method.to_owned(), retry_after });
-                }
-            }
-        }
+        let attempt = || self.attempt(method, token, body);
+        waiting_out_rate_limits(method, attempt, |retry_after| WebError::RateLimited {
+            method: method.to_owned(),
+            retry_after,
+        })
+        .await
     }
 
     /// One POST of `method`.
-    async fn attempt(&self, method: &str, token: &str, body: &Value) -> Result<Attempt, WebError> {
+    async fn attempt(&self, method: &str, token: &str, body: &Value) -> Result<Attempt<Value>, WebError> {
         let network =
             |error: reqwest::Error| WebError::Network { method: method.to_owned(), reason: error_chain(&error) };
         let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))

@@ -1,8 +1,8 @@
 //! Delivering the kernel's replies with `chat.postMessage`: Markdown turned into mrkdwn, long
 //! texts posted in parts, in the thread the metadata names, then acknowledged to the kernel.
 
-use oxibot_plugin::chat::{self, PartsSent, SplitRules, leave_files_out, serve_replies, split};
-use oxibot_plugin::{ChannelHandle, Outbound};
+use oxibot_plugin::Outbound;
+use oxibot_plugin::chat::{self, PartsSent, SplitRules, leave_files_out, split};
 use serde_json::{Value, json};
 
 use crate::api::{WebApi, WebError};
@@ -54,10 +54,18 @@ pub struct Replies {
 }
 
 impl Replies {
-    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(mut self, channel: &ChannelHandle) {
-        serve_replies(channel, &mut self).await;
+    /// One `chat.postMessage`.
+    async fn post(&self, destination: &Destination, text: &str) -> Result<(), WebError> {
+        let mut body = json!({"channel": destination.channel, "text": text, "mrkdwn": true});
+        if let Some(thread_ts) = &destination.thread_ts {
+            body["thread_ts"] = json!(thread_ts);
+        }
+        self.web.call("chat.postMessage", &self.token, &body).await.map(drop)
     }
+}
+
+impl chat::Replies for Replies {
+    type Error = String;
 
     /// Posts every part of `outbound` not posted yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
@@ -72,23 +80,6 @@ impl Replies {
             }
         }
         Ok(())
-    }
-
-    /// One `chat.postMessage`.
-    async fn post(&self, destination: &Destination, text: &str) -> Result<(), WebError> {
-        let mut body = json!({"channel": destination.channel, "text": text, "mrkdwn": true});
-        if let Some(thread_ts) = &destination.thread_ts {
-            body["thread_ts"] = json!(thread_ts);
-        }
-        self.web.call("chat.postMessage", &self.token, &body).await.map(drop)
-    }
-}
-
-impl chat::Replies for Replies {
-    type Error = String;
-
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
-        Replies::deliver(self, outbound).await
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, Next, OpenError, reconnect};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc::{self, UnboundedSender};
 
 use crate::acks::AckLine;
@@ -86,7 +87,7 @@ impl Listener {
     /// Handles one frame; returns how the connection ends if it does.
     fn on_frame(&self, frame: Frame) -> Option<Ending> {
         match frame {
-            Frame::Hello => eprintln!("socket mode connection ready"),
+            Frame::Hello => info!("socket mode connection ready"),
             Frame::Disconnect(reason) => return Some(Ending::Refresh(reason)),
             Frame::Event { envelope_id, retry_attempt, payload } => {
                 self.on_event(&envelope_id, retry_attempt, &payload)
@@ -113,14 +114,14 @@ impl Listener {
         match seen {
             Seen::New => {
                 if retry_attempt > 0 {
-                    eprintln!("message {} arrived again (retry {retry_attempt}); submitting it", message.id);
+                    info!("message {} arrived again (retry {retry_attempt}); submitting it", message.id);
                 }
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; envelope {envelope_id} stays unacknowledged");
+                    warn!("the submitter is gone; envelope {envelope_id} stays unacknowledged");
                 }
             }
             Seen::InFlight => {
-                eprintln!("message {} arrived again while being submitted; acknowledged with the first", message.id)
+                info!("message {} arrived again while being submitted; acknowledged with the first", message.id)
             }
             Seen::Accepted => {
                 self.acks.ack(envelope_id);

@@ -68,7 +68,7 @@ impl Reactions {
         match self.web.call("reactions.add", &self.token, &body).await {
             Ok(_) => {}
             Err(WebError::Api { error, .. }) if error == "already_reacted" => {}
-            Err(error) => eprintln!("cannot add the reaction: {error}"),
+            Err(error) => warn!("cannot add the reaction: {error}"),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{Replies, Typing, serve_replies};
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
@@ -173,7 +174,7 @@ async fn show_draft(api: &BotApi, stream: &mut Stream) {
     // next delta or the final text.
     stream.dirty = false;
     if let Err(error) = result {
-        eprintln!("cannot update a streamed reply in chat {}: {error}", stream.reply.chat_id());
+        warn!("cannot update a streamed reply in chat {}: {error}", stream.reply.chat_id());
         if let Some(retry_after) = error.retry_after() {
             wait = wait.max(retry_after);
             stream.dirty = true;

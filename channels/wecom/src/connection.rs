@@ -9,6 +9,7 @@ use futures_util::{SinkExt, StreamExt};
 use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, Next, OpenError, WebSocket, reconnect};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
 use oxibot_plugin::info;
+use oxibot_plugin::warn;
 use serde_json::Value;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -123,7 +124,7 @@ impl Listener {
         let message = match incoming::judge(req_id, body) {
             Verdict::Submit(message) => message,
             Verdict::Ignore(reason) => {
-                eprintln!("callback {req_id} ignored: {reason}");
+                info!("callback {req_id} ignored: {reason}");
                 return;
             }
         };
@@ -131,11 +132,11 @@ impl Listener {
             Seen::New => {
                 self.latest.note(&message.chat_id, req_id);
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; callback {req_id} is dropped");
+                    warn!("the submitter is gone; callback {req_id} is dropped");
                 }
             }
             Seen::InFlight | Seen::Accepted => {
-                eprintln!("message {} arrived again (callback {req_id}); it is answered once", message.id);
+                info!("message {} arrived again (callback {req_id}); it is answered once", message.id);
             }
         }
     }
@@ -146,7 +147,7 @@ impl Listener {
             "enter_chat" if !self.config.welcome_message.is_empty() => {
                 // Fire and forget: WeCom's answer is routed to nobody and dropped.
                 if !self.link.send(frames::respond_welcome(req_id, &self.config.welcome_message)) {
-                    eprintln!("cannot send the welcome message: no connection");
+                    warn!("cannot send the welcome message: no connection");
                 }
                 None
             }

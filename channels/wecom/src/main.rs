@@ -39,6 +39,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
 /// Runs the channel: holds the long connection and delivers replies until the kernel hangs up.
 async fn serve(channel: ChannelHandle) -> Result<(), WeComError> {
     let config = Arc::new(Config::from_value(channel.config())?);
-    eprintln!("connecting to {} as bot {}", config.ws_url, config.bot_id);
+    info!("connecting to {} as bot {}", config.ws_url, config.bot_id);
     let recent = RecentMessages::new(REMEMBERED);
     let (link, latest) = (Link::default(), LatestCallbacks::default());
     let (submissions, queue) = mpsc::unbounded_channel();

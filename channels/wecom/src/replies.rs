@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use oxibot_plugin::chat::{
-    Edit, Markup, Measure, PartsSent, Replies, SplitRules, Streams, leave_files_out, serve_replies, split,
+    Edit, EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
 };
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
-use tokio::time::Instant;
 
 use crate::chats::LatestCallbacks;
 use crate::frames;
@@ -49,18 +49,6 @@ impl Deliverer {
     /// Handles the kernel's events until it hangs up.
     pub async fn run(mut self, channel: &ChannelHandle) {
         serve_replies(channel, &mut self).await;
-    }
-
-    /// Grows a streamed reply, showing it at once when the last update is long enough ago.
-    async fn on_delta(&mut self, delta: Delta) {
-        if !self.streams.contains(delta.stream_id) {
-            // A reply to no message of this chat cannot be streamed; it goes out whole at the end.
-            let Some(req_id) = self.latest.of(&delta.chat_id) else { return };
-            self.streams.open(delta.stream_id, &delta.chat_id, Some((req_id, frames::request_id("stream"))));
-        }
-        if let Some(edit) = self.streams.grow(&delta) {
-            self.update(edit).await;
-        }
     }
 
     /// Sends the text so far of a streamed reply (what fits one message), unfinished.
@@ -101,7 +89,7 @@ impl Deliverer {
     async fn answer(&self, chat_id: &str, req_id: &str, wecom_id: &str, part: &str) -> Result<(), LinkError> {
         match self.link.request(req_id, frames::respond_stream(req_id, wecom_id, part, true)).await {
             Err(LinkError::Refused { errcode, errmsg }) => {
-                eprintln!(
+                warn!(
                     "wecom refused the reply to callback {req_id} (errcode {errcode}, {errmsg}); sending it to the chat"
                 );
                 self.push(chat_id, part).await
@@ -117,25 +105,33 @@ impl Deliverer {
     }
 }
 
-impl Replies for Deliverer {
+impl EditedReplies for Deliverer {
+    type Message = StreamIds;
     type Error = LinkError;
 
-    fn next_due(&self) -> Option<Instant> {
-        self.streams.next_due()
+    fn streams(&self) -> &Streams<StreamIds> {
+        &self.streams
     }
 
-    async fn on_delta(&mut self, delta: Delta) {
-        Deliverer::on_delta(self, delta).await;
+    fn streams_mut(&mut self) -> &mut Streams<StreamIds> {
+        &mut self.streams
     }
 
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), LinkError> {
-        Deliverer::deliver(self, outbound).await
-    }
-
-    async fn flush_due(&mut self) {
-        for edit in self.streams.due() {
-            self.update(edit).await;
+    fn accepts(&mut self, delta: &Delta) -> bool {
+        if !self.streams.contains(delta.stream_id) {
+            // A reply to no message of this chat cannot be streamed; it goes out whole at the end.
+            let Some(req_id) = self.latest.of(&delta.chat_id) else { return false };
+            self.streams.open(delta.stream_id, &delta.chat_id, Some((req_id, frames::request_id("stream"))));
         }
+        true
+    }
+
+    async fn show(&mut self, edit: Edit<StreamIds>) {
+        Deliverer::update(self, edit).await;
+    }
+
+    async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), LinkError> {
+        Deliverer::deliver(self, outbound).await
     }
 }
 

@@ -72,7 +72,7 @@ where
     // Code stuck in blocking calls must not keep the process alive after the kernel left.
     runtime.shutdown_timeout(Duration::from_millis(100));
     outcome.unwrap_or_else(|error| {
-        eprintln!("{name}: {error}");
+        crate::error!("{name}: {error}");
         ExitCode::from(REFUSED_EXIT)
     })
 }

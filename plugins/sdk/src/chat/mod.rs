@@ -9,7 +9,9 @@
 //! - [`markdown`]: pieces of Markdown every converter reads the same way (rules, code spans);
 //! - [`load_section`] and [`ChannelConfig`]: the channel's config section read into its
 //!   settings, with errors that name the key;
-//! - [`TokenCache`]: a service's access token, reused until shortly before it expires;
+//! - [`TokenCache`]: a service's access token, reused until shortly before it expires, and a
+//!   call made once more with a new one when the service refuses it;
+//! - [`http`]: a call made again when the service says to slow down (429);
 //! - [`RecentMessages`]: messages seen lately, so one delivered again reaches the kernel once
 //!   and each of its deliveries is acknowledged after the kernel accepted it;
 //! - [`expand_tilde`] and [`media_dir`]: paths from the config, and where downloads go;
@@ -19,7 +21,8 @@
 //!   replaced whole;
 //! - [`serve_replies`]: the kernel's deltas and replies handed to a [`Replies`] deliverer,
 //!   each reply acknowledged with its outcome, and a timer for streamed replies' next edit;
-//! - [`Streams`]: replies streamed by editing one message, and which edits are due;
+//! - [`Streams`] and [`EditedReplies`]: replies streamed by editing one message, which edits
+//!   are due, and the deltas and timer handled for the channel;
 //! - `socket` (with the `websocket` feature): a service's WebSocket opened, driven with
 //!   pings and silence counted as a drop, and the reconnect loop around it;
 //! - [`submit_in_order`], [`hand_over`] and [`fetch_each`]: users' messages handed to the
@@ -34,6 +37,7 @@ mod backoff;
 mod config;
 mod download;
 pub mod escape;
+pub mod http;
 pub mod markdown;
 mod parts;
 mod paths;
@@ -55,7 +59,7 @@ pub use escape::{escape, push_escaped};
 pub use parts::{PartsSent, leave_files_out};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
 pub use recent::{REMEMBERED, RecentMessages, Seen};
-pub use replies::{Replies, serve_replies};
+pub use replies::{EditedReplies, Replies, serve_replies};
 pub use split::{Markup, Measure, SplitRules, split, visible_text};
 pub use state::write_atomically;
 pub use streamed::{Edit, Stream, Streams};

@@ -1,12 +1,15 @@
 //! The event loop of a channel's replies: the kernel's deltas and whole replies as they come,
 //! and, for a channel that streams replies by editing a message, a timer for the next edit a
-//! streamed reply is due. A channel that does not stream implements only `deliver`.
+//! streamed reply is due. A channel that does not stream implements only `deliver`; one that
+//! streams by editing a message implements [`EditedReplies`] (how to show an edit) and gets
+//! the rest.
 
 use std::fmt::Display;
 use std::future::Future;
 
 use tokio::time::Instant;
 
+use super::{Edit, Streams};
 use crate::{ChannelEvent, ChannelHandle, Delta, Outbound};
 
 /// What a channel's reply deliverer does; [`serve_replies`] drives it.
@@ -57,6 +60,61 @@ pub async fn serve_replies(channel: &ChannelHandle, replies: &mut impl Replies) 
                 None => return,
             },
             () = timer => replies.flush_due().await,
+        }
+    }
+}
+
+/// A channel that streams replies by editing one message: it keeps its [`Streams`], says how
+/// an edit is shown, and delivers whole replies; deltas, due edits and the timer come with it.
+pub trait EditedReplies {
+    /// How the service names the message showing a reply.
+    type Message: Clone;
+    /// Why a reply could not be delivered.
+    type Error: Display;
+
+    /// The replies being streamed.
+    fn streams(&self) -> &Streams<Self::Message>;
+
+    /// The replies being streamed, to change.
+    fn streams_mut(&mut self) -> &mut Streams<Self::Message>;
+
+    /// Whether `delta` grows its reply: false leaves it out (streaming is off, or the reply
+    /// cannot be streamed). Yes by default.
+    fn accepts(&mut self, _delta: &Delta) -> bool {
+        true
+    }
+
+    /// Shows an edit: sends the reply's message or edits it, and reports the outcome to
+    /// [`Streams::shown`].
+    fn show(&mut self, edit: Edit<Self::Message>) -> impl Future<Output = ()>;
+
+    /// A whole reply, ending the streamed reply with the same `stream_id` if there is one.
+    fn deliver_whole(&mut self, outbound: &Outbound) -> impl Future<Output = Result<(), Self::Error>>;
+}
+
+impl<T: EditedReplies> Replies for T {
+    type Error = T::Error;
+
+    fn next_due(&self) -> Option<Instant> {
+        self.streams().next_due()
+    }
+
+    async fn on_delta(&mut self, delta: Delta) {
+        if !self.accepts(&delta) {
+            return;
+        }
+        if let Some(edit) = self.streams_mut().grow(&delta) {
+            self.show(edit).await;
+        }
+    }
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), T::Error> {
+        self.deliver_whole(outbound).await
+    }
+
+    async fn flush_due(&mut self) {
+        for edit in self.streams().due() {
+            self.show(edit).await;
         }
     }
 }
