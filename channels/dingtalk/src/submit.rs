@@ -10,8 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
 use crate::api::OpenApi;
-use crate::incoming::{Attachment, UserMessage};
-use crate::media;
+use crate::incoming::UserMessage;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
@@ -44,9 +43,8 @@ impl Submitter {
     /// The inbound message, its files fetched (a file that cannot be fetched is named in the
     /// text instead).
     async fn inbound(&self, message: UserMessage) -> Inbound {
-        let label = |attachment: &Attachment| attachment.kind.placeholder().to_owned();
-        let fetched = fetch_each(&message.id, &message.attachments, label, |index, attachment| {
-            media::fetch(&self.api, &self.media_dir, &message.id, index, attachment)
+        let fetched = fetch_each(&message.id, &message.attachments, &self.media_dir, |attachment, dest| async move {
+            self.api.download(&attachment.download_code, &dest).await
         })
         .await;
         let content = if message.content.is_empty() { fetched.labels.join(" ") } else { message.content };

@@ -11,8 +11,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::acks::AckLine;
 use crate::api::OpenApi;
 use crate::cards::LastMessages;
-use crate::incoming::{Attachment, UserMessage};
-use crate::media;
+use crate::incoming::UserMessage;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
@@ -62,9 +61,9 @@ impl Submitter {
     /// The inbound message, its files fetched (a file that cannot be fetched is named in the
     /// text instead).
     async fn inbound(&self, message: UserMessage) -> Inbound {
-        let label = |attachment: &Attachment| attachment.label.clone();
-        let fetched = fetch_each(&message.id, &message.attachments, label, |index, attachment| {
-            media::fetch(&self.api, &self.media_dir, &message.id, index, attachment)
+        let id = &message.id;
+        let fetched = fetch_each(&message.id, &message.attachments, &self.media_dir, |attachment, dest| async move {
+            self.api.download(id, &attachment.key, attachment.kind, &dest).await
         })
         .await;
         let labels = fetched.labels;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{SectionError, expand_tilde, load_section, media_dir};
+use oxibot_plugin::chat::{DmSection, SectionError, emoji_name, expand_tilde, load_section, media_dir};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -106,17 +106,7 @@ struct Raw {
     react_emoji: Option<String>,
     #[serde(alias = "media_dir")]
     media_dir: Option<String>,
-    dm: RawDm,
-}
-
-/// The `dm` subsection.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-struct RawDm {
-    enabled: Option<bool>,
-    policy: Option<String>,
-    #[serde(alias = "allow_from")]
-    allow_from: Vec<String>,
+    dm: DmSection,
 }
 
 impl Config {
@@ -159,7 +149,7 @@ impl Config {
             group_policy_in_thread: in_threads,
             reply_in_thread: raw.reply_in_thread.unwrap_or(true),
             streaming: raw.streaming.unwrap_or(true),
-            react_emoji: react_emoji(raw.react_emoji),
+            react_emoji: emoji_name(raw.react_emoji, DEFAULT_REACT_EMOJI),
             dm_enabled: raw.dm.enabled.unwrap_or(true),
             dm_allow_from,
             media_dir: raw
@@ -190,13 +180,6 @@ fn group_policy(key: &'static str, name: Option<&str>, allow_from: &[String]) ->
             value: other.to_owned(),
         }),
     }
-}
-
-/// The emoji name without colons; absent means the default, empty means none.
-fn react_emoji(configured: Option<String>) -> Option<String> {
-    let emoji = configured.unwrap_or_else(|| DEFAULT_REACT_EMOJI.to_owned());
-    let emoji = emoji.trim().trim_matches(':').to_owned();
-    (!emoji.is_empty()).then_some(emoji)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The `channels.slack` config section: tokens, the Web API base and the reply policies, with
 //! nanobot's camelCase keys (snake_case accepted too) and its defaults.
 
-use oxibot_plugin::chat::{SectionError, load_section};
+use oxibot_plugin::chat::{SectionError, emoji_name, load_section};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -104,7 +104,7 @@ impl Config {
             reply_in_thread: raw.reply_in_thread.unwrap_or(true),
             thread_sessions: raw.thread_sessions,
             dm_enabled: raw.dm.enabled.unwrap_or(true),
-            react_emoji: react_emoji(raw.react_emoji),
+            react_emoji: emoji_name(raw.react_emoji, DEFAULT_REACT_EMOJI),
         })
     }
 }
@@ -121,13 +121,6 @@ fn group_policy(name: Option<&str>, allow_from: Vec<String>) -> Result<GroupPoli
         "allowlist" => Ok(GroupPolicy::Allowlist(allow_from)),
         other => Err(ConfigError::UnknownGroupPolicy(other.to_owned())),
     }
-}
-
-/// The emoji name without colons; absent means the default, empty means none.
-fn react_emoji(configured: Option<String>) -> Option<String> {
-    let emoji = configured.unwrap_or_else(|| DEFAULT_REACT_EMOJI.to_owned());
-    let emoji = emoji.trim().trim_matches(':').to_owned();
-    (!emoji.is_empty()).then_some(emoji)
 }
 
 #[cfg(test)]

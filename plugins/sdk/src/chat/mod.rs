@@ -53,7 +53,7 @@ mod token;
 mod typing;
 
 pub use backoff::{Backoff, jitter};
-pub use config::{ChannelConfig, SectionError, load_section};
+pub use config::{ChannelConfig, DmSection, SectionError, emoji_name, filled, load_section};
 pub use download::{SaveError, save_limited};
 pub use escape::{escape, push_escaped};
 pub use parts::{PartsSent, leave_files_out};
@@ -63,6 +63,8 @@ pub use replies::{EditedReplies, Replies, serve_replies};
 pub use split::{Markup, Measure, SplitRules, split, visible_text};
 pub use state::write_atomically;
 pub use streamed::{Edit, Stream, Streams};
-pub use submit::{Fetched, Handed, fetch_each, hand_over, submit_in_order};
+pub use submit::{
+    Attachment, Fetched, Handed, UserMessage, Verdict, fetch_each, hand_over, media_file_name, submit_in_order,
+};
 pub use token::TokenCache;
 pub use typing::{Typing, TypingLoop};
