@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use oxibot_plugin::chat::{Edit, EditedReplies, PartsSent, Streams, leave_files_out, serve_replies, split};
-use oxibot_plugin::{ChannelHandle, Delta, Outbound};
+use oxibot_plugin::{ChannelHandle, Outbound};
 
 use crate::api::{ApiError, OpenApi};
 use crate::cards::{FEISHU, LastMessages, Quote, card, quote, receiver};
@@ -24,8 +24,6 @@ pub struct Deliverer {
     pub api: OpenApi,
     /// `replyToMessage`.
     pub reply_to_message: bool,
-    /// `streaming`: whether deltas are shown at all.
-    pub streaming: bool,
     /// The latest message of each chat, for streamed replies.
     pub last_messages: LastMessages,
     /// Streamed replies, each shown in a card (named by its message id).
@@ -37,8 +35,8 @@ pub struct Deliverer {
 impl Deliverer {
     /// A deliverer with nothing in flight.
     pub fn new(api: OpenApi, reply_to_message: bool, streaming: bool, last_messages: LastMessages) -> Deliverer {
-        let (streams, sent) = (Streams::new(EDIT_INTERVAL), PartsSent::default());
-        Deliverer { api, reply_to_message, streaming, last_messages, streams, sent }
+        let (streams, sent) = (Streams::new(EDIT_INTERVAL).enabled(streaming), PartsSent::default());
+        Deliverer { api, reply_to_message, last_messages, streams, sent }
     }
 
     /// Handles the kernel's events until it hangs up.
@@ -104,16 +102,8 @@ impl EditedReplies for Deliverer {
     type Message = String;
     type Error = ApiError;
 
-    fn streams(&self) -> &Streams<String> {
-        &self.streams
-    }
-
-    fn streams_mut(&mut self) -> &mut Streams<String> {
+    fn streams(&mut self) -> &mut Streams<String> {
         &mut self.streams
-    }
-
-    fn accepts(&mut self, _delta: &Delta) -> bool {
-        self.streaming
     }
 
     async fn show(&mut self, edit: Edit<String>) {

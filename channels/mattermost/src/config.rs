@@ -3,34 +3,12 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{DmSection, SectionError, emoji_name, expand_tilde, load_section, media_dir};
+pub use oxibot_plugin::chat::GroupPolicy;
+use oxibot_plugin::chat::{
+    DEFAULT_REACT_EMOJI, DmSection, SectionError, emoji_name, expand_tilde, load_section, media_dir,
+};
 use serde::Deserialize;
 use serde_json::Value;
-
-/// The emoji put on a post once the kernel has it, unless the config says otherwise.
-pub const DEFAULT_REACT_EMOJI: &str = "eyes";
-
-/// Which channel posts (not direct messages) reach the kernel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupPolicy {
-    /// Only posts that mention the bot (`@username`).
-    Mention,
-    /// Every post the bot can see.
-    Open,
-    /// Every post in the listed channels, none elsewhere.
-    Allowlist(Vec<String>),
-}
-
-impl GroupPolicy {
-    /// Whether a post in `channel` passes, given whether it mentions the bot.
-    pub fn admits(&self, channel: &str, mentioned: bool) -> bool {
-        match self {
-            GroupPolicy::Mention => mentioned,
-            GroupPolicy::Open => true,
-            GroupPolicy::Allowlist(channels) => channels.iter().any(|allowed| allowed == channel),
-        }
-    }
-}
 
 /// The channel's settings, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use oxibot_plugin::chat::{
     Edit, EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
 };
-use oxibot_plugin::{ChannelHandle, Delta, Outbound};
+use oxibot_plugin::{ChannelHandle, Outbound};
 
 use crate::api::{RestApi, RestError};
 
@@ -47,8 +47,6 @@ impl Destination {
 pub struct Deliverer {
     /// The REST API.
     api: RestApi,
-    /// `streaming`: whether deltas are shown at all.
-    streaming: bool,
     /// Streamed replies, each shown in a post (named by its id).
     streams: Streams<String>,
     /// The parts already delivered of replies whose delivery failed halfway.
@@ -56,9 +54,10 @@ pub struct Deliverer {
 }
 
 impl Deliverer {
-    /// A deliverer with nothing in flight.
+    /// A deliverer with nothing in flight; `streaming` (the setting) says whether deltas are
+    /// shown at all.
     pub fn new(api: RestApi, streaming: bool) -> Deliverer {
-        Deliverer { api, streaming, streams: Streams::new(EDIT_INTERVAL), sent: PartsSent::default() }
+        Deliverer { api, streams: Streams::new(EDIT_INTERVAL).enabled(streaming), sent: PartsSent::default() }
     }
 
     /// Handles the kernel's events until it hangs up.
@@ -110,16 +109,8 @@ impl EditedReplies for Deliverer {
     type Message = String;
     type Error = RestError;
 
-    fn streams(&self) -> &Streams<String> {
-        &self.streams
-    }
-
-    fn streams_mut(&mut self) -> &mut Streams<String> {
+    fn streams(&mut self) -> &mut Streams<String> {
         &mut self.streams
-    }
-
-    fn accepts(&mut self, _delta: &Delta) -> bool {
-        self.streaming
     }
 
     async fn show(&mut self, edit: Edit<String>) {

@@ -1,26 +1,13 @@
 //! The `channels.slack` config section: tokens, the Web API base and the reply policies, with
 //! nanobot's camelCase keys (snake_case accepted too) and its defaults.
 
-use oxibot_plugin::chat::{SectionError, emoji_name, load_section};
+pub use oxibot_plugin::chat::GroupPolicy;
+use oxibot_plugin::chat::{DEFAULT_REACT_EMOJI, SectionError, emoji_name, load_section};
 use serde::Deserialize;
 use serde_json::Value;
 
 /// Where the Web API lives unless the config says otherwise.
 pub const DEFAULT_API_BASE: &str = "https://slack.com/api";
-
-/// The emoji put on a message once the kernel has it, unless the config says otherwise.
-pub const DEFAULT_REACT_EMOJI: &str = "eyes";
-
-/// Which channel messages (not direct messages) reach the kernel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupPolicy {
-    /// Only messages that mention the bot (and `app_mention` events).
-    Mention,
-    /// Every message the bot can see.
-    Open,
-    /// Every message in the listed channels, none elsewhere.
-    Allowlist(Vec<String>),
-}
 
 /// The channel's settings, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]

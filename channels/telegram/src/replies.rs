@@ -142,7 +142,7 @@ impl Deliverer {
 impl Replies for Deliverer {
     type Error = ApiError;
 
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&mut self) -> Option<Instant> {
         Deliverer::next_due(self)
     }
 

@@ -109,11 +109,7 @@ impl EditedReplies for Deliverer {
     type Message = StreamIds;
     type Error = LinkError;
 
-    fn streams(&self) -> &Streams<StreamIds> {
-        &self.streams
-    }
-
-    fn streams_mut(&mut self) -> &mut Streams<StreamIds> {
+    fn streams(&mut self) -> &mut Streams<StreamIds> {
         &mut self.streams
     }
 

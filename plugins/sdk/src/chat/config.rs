@@ -66,6 +66,32 @@ pub fn filled(value: String) -> Option<String> {
     (!value.is_empty()).then_some(value)
 }
 
+/// The emoji a channel puts on a message once the kernel has it, unless its config says
+/// otherwise.
+pub const DEFAULT_REACT_EMOJI: &str = "eyes";
+
+/// Which messages of group chats (not direct messages) reach the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupPolicy {
+    /// Only messages that mention the bot.
+    Mention,
+    /// Every message the bot can see.
+    Open,
+    /// Every message in the listed chats, none elsewhere.
+    Allowlist(Vec<String>),
+}
+
+impl GroupPolicy {
+    /// Whether a message in chat `chat` passes, given whether it mentions the bot.
+    pub fn admits(&self, chat: &str, mentioned: bool) -> bool {
+        match self {
+            GroupPolicy::Mention => mentioned,
+            GroupPolicy::Open => true,
+            GroupPolicy::Allowlist(chats) => chats.iter().any(|allowed| allowed == chat),
+        }
+    }
+}
+
 /// The name of the emoji a channel reacts with (`eyes`, written `:eyes:` or `eyes`): `default`
 /// when unset, none when set empty.
 pub fn emoji_name(configured: Option<String>, default: &str) -> Option<String> {

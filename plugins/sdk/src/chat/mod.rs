@@ -53,7 +53,9 @@ mod token;
 mod typing;
 
 pub use backoff::{Backoff, jitter};
-pub use config::{ChannelConfig, DmSection, SectionError, emoji_name, filled, load_section};
+pub use config::{
+    ChannelConfig, DEFAULT_REACT_EMOJI, DmSection, GroupPolicy, SectionError, emoji_name, filled, load_section,
+};
 pub use download::{SaveError, save_limited};
 pub use escape::{escape, push_escaped};
 pub use parts::{PartsSent, leave_files_out};

@@ -18,7 +18,7 @@ pub trait Replies {
     type Error: Display;
 
     /// When the next edit of a streamed reply is due, if one is (never, by default).
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&mut self) -> Option<Instant> {
         None
     }
 
@@ -73,13 +73,10 @@ pub trait EditedReplies {
     type Error: Display;
 
     /// The replies being streamed.
-    fn streams(&self) -> &Streams<Self::Message>;
+    fn streams(&mut self) -> &mut Streams<Self::Message>;
 
-    /// The replies being streamed, to change.
-    fn streams_mut(&mut self) -> &mut Streams<Self::Message>;
-
-    /// Whether `delta` grows its reply: false leaves it out (streaming is off, or the reply
-    /// cannot be streamed). Yes by default.
+    /// Whether `delta` grows its reply: false leaves it out (a reply that cannot be streamed;
+    /// with streaming off, [`Streams::enabled`] leaves every delta out). Yes by default.
     fn accepts(&mut self, _delta: &Delta) -> bool {
         true
     }
@@ -95,7 +92,7 @@ pub trait EditedReplies {
 impl<T: EditedReplies> Replies for T {
     type Error = T::Error;
 
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&mut self) -> Option<Instant> {
         self.streams().next_due()
     }
 
@@ -103,7 +100,7 @@ impl<T: EditedReplies> Replies for T {
         if !self.accepts(&delta) {
             return;
         }
-        if let Some(edit) = self.streams_mut().grow(&delta) {
+        if let Some(edit) = self.streams().grow(&delta) {
             self.show(edit).await;
         }
     }

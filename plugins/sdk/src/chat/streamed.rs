@@ -64,12 +64,20 @@ pub struct Streams<M> {
     streams: HashMap<u64, Stream<M>>,
     /// The least time between two edits of one reply.
     interval: Duration,
+    /// Whether deltas are shown at all (a channel's `streaming` setting).
+    enabled: bool,
 }
 
 impl<M: Clone> Streams<M> {
     /// No replies yet; a reply is edited at most once per `interval`.
     pub fn new(interval: Duration) -> Streams<M> {
-        Streams { streams: HashMap::new(), interval }
+        Streams { streams: HashMap::new(), interval, enabled: true }
+    }
+
+    /// Streams only when `on`; off, every delta is left out and each reply goes out whole.
+    pub fn enabled(mut self, on: bool) -> Streams<M> {
+        self.enabled = on;
+        self
     }
 
     /// Whether reply `stream_id` is being streamed (and not about to be forgotten).
@@ -102,6 +110,9 @@ impl<M: Clone> Streams<M> {
     /// Appends `delta` to its reply (started if new); returns the edit to make now when the
     /// reply has words, is not broken, and its interval has passed.
     pub fn grow(&mut self, delta: &Delta) -> Option<Edit<M>> {
+        if !self.enabled {
+            return None;
+        }
         self.open(delta.stream_id, &delta.chat_id, None);
         let now = Instant::now();
         let stream = self.streams.get_mut(&delta.stream_id)?;
