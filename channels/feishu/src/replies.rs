@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Edit, EditedReplies, PartsSent, Streams, leave_files_out, serve_replies, split};
+use oxibot_plugin::chat::{EditedReplies, PartsSent, Streams, leave_files_out, serve_replies, split};
 use oxibot_plugin::{ChannelHandle, Outbound};
 
 use crate::api::{ApiError, OpenApi};
@@ -42,19 +42,6 @@ impl Deliverer {
     /// Handles the kernel's events until it hangs up.
     pub async fn run(mut self, channel: &ChannelHandle) {
         serve_replies(channel, &mut self).await;
-    }
-
-    /// Shows a streamed reply: sends its card with the first words, updates it later.
-    async fn show(&mut self, edit: Edit<String>) {
-        let shown = first_part(&edit.text);
-        let outcome = match &edit.message {
-            None => {
-                let quote = quote(&self.last_messages.of(&edit.chat_id), self.reply_to_message);
-                self.new_card(&edit.chat_id, quote.as_ref(), &shown).await.map(Some)
-            }
-            Some(message_id) => self.api.update_card(message_id, &card(&shown)).await.map(|()| None),
-        };
-        self.streams.shown(edit.stream_id, outcome);
     }
 
     /// Delivers every part of `outbound` not delivered yet: into its streamed card when it
@@ -106,16 +93,22 @@ impl EditedReplies for Deliverer {
         &mut self.streams
     }
 
-    async fn show(&mut self, edit: Edit<String>) {
-        Deliverer::show(self, edit).await;
+    /// The part of the text that fits one card.
+    fn visible(&self, text: &str) -> String {
+        split(text, FEISHU).into_iter().next().unwrap_or_default()
+    }
+
+    /// A new card, quoting the chat's latest message when `replyToMessage` says so.
+    async fn send(&mut self, chat_id: &str, text: &str) -> Result<String, ApiError> {
+        let quote = quote(&self.last_messages.of(chat_id), self.reply_to_message);
+        self.new_card(chat_id, quote.as_ref(), text).await
+    }
+
+    async fn edit(&mut self, message_id: &String, text: &str) -> Result<(), ApiError> {
+        self.api.update_card(message_id, &card(text)).await
     }
 
     async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
         Deliverer::deliver(self, outbound).await
     }
-}
-
-/// What a streamed card shows: the part of the text that fits one card.
-fn first_part(text: &str) -> String {
-    split(text, FEISHU).into_iter().next().unwrap_or_default()
 }

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use oxibot_plugin::chat::{
-    Edit, EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
+    EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
 };
 use oxibot_plugin::{ChannelHandle, Outbound};
 
@@ -65,19 +65,6 @@ impl Deliverer {
         serve_replies(channel, &mut self).await;
     }
 
-    /// Shows a streamed reply: creates its post with the first words, patches it later.
-    async fn show(&mut self, edit: Edit<String>) {
-        let shown = first_part(&edit.text);
-        let outcome = match &edit.message {
-            None => {
-                let destination = Destination::of(&edit.chat_id);
-                self.api.create_post(&destination.channel, destination.root.as_deref(), &shown).await.map(Some)
-            }
-            Some(post_id) => self.api.patch_post(post_id, &shown).await.map(|()| None),
-        };
-        self.streams.shown(edit.stream_id, outcome);
-    }
-
     /// Delivers every part of `outbound` not delivered yet: the first into its streamed post
     /// when it has one, the others as new posts.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
@@ -113,8 +100,19 @@ impl EditedReplies for Deliverer {
         &mut self.streams
     }
 
-    async fn show(&mut self, edit: Edit<String>) {
-        Deliverer::show(self, edit).await;
+    /// The part of the text that fits one post.
+    fn visible(&self, text: &str) -> String {
+        first_part(text)
+    }
+
+    /// A new post in the channel (and thread) the chat id names.
+    async fn send(&mut self, chat_id: &str, text: &str) -> Result<String, RestError> {
+        let destination = Destination::of(chat_id);
+        self.api.create_post(&destination.channel, destination.root.as_deref(), text).await
+    }
+
+    async fn edit(&mut self, post_id: &String, text: &str) -> Result<(), RestError> {
+        self.api.patch_post(post_id, text).await
     }
 
     async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), RestError> {

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use oxibot_plugin::chat::{
-    Edit, EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
+    EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
 };
 use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
@@ -49,15 +49,6 @@ impl Deliverer {
     /// Handles the kernel's events until it hangs up.
     pub async fn run(mut self, channel: &ChannelHandle) {
         serve_replies(channel, &mut self).await;
-    }
-
-    /// Sends the text so far of a streamed reply (what fits one message), unfinished.
-    async fn update(&mut self, edit: Edit<StreamIds>) {
-        let Some((req_id, wecom_id)) = &edit.message else { return };
-        let shown = split(&edit.text, WECOM).into_iter().next().unwrap_or_default();
-        let frame = frames::respond_stream(req_id, wecom_id, &shown, false);
-        let outcome = self.link.request(req_id, frame).await.map(|()| None);
-        self.streams.shown(edit.stream_id, outcome);
     }
 
     /// Delivers every part of `outbound` not delivered yet: the first as the (finished) stream
@@ -122,8 +113,20 @@ impl EditedReplies for Deliverer {
         true
     }
 
-    async fn show(&mut self, edit: Edit<StreamIds>) {
-        Deliverer::update(self, edit).await;
+    /// What fits one message.
+    fn visible(&self, text: &str) -> String {
+        split(text, WECOM).into_iter().next().unwrap_or_default()
+    }
+
+    /// Never asked: a streamed reply is bound to its callback from its start.
+    async fn send(&mut self, _chat_id: &str, _text: &str) -> Result<StreamIds, LinkError> {
+        let errmsg = "a streamed reply answers a callback".to_owned();
+        Err(LinkError::Refused { errcode: -1, errmsg })
+    }
+
+    /// Sends the text so far, unfinished, on the reply's callback.
+    async fn edit(&mut self, (req_id, wecom_id): &StreamIds, text: &str) -> Result<(), LinkError> {
+        self.link.request(req_id, frames::respond_stream(req_id, wecom_id, text, false)).await
     }
 
     async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), LinkError> {

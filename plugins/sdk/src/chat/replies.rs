@@ -81,9 +81,15 @@ pub trait EditedReplies {
         true
     }
 
-    /// Shows an edit: sends the reply's message or edits it, and reports the outcome to
-    /// [`Streams::shown`].
-    fn show(&mut self, edit: Edit<Self::Message>) -> impl Future<Output = ()>;
+    /// What one message shows of a reply's `text`: the part that fits.
+    fn visible(&self, text: &str) -> String;
+
+    /// Sends the message that shows a reply in `chat_id`, with `text`; the service's name for
+    /// it.
+    fn send(&mut self, chat_id: &str, text: &str) -> impl Future<Output = Result<Self::Message, Self::Error>>;
+
+    /// Edits `message` to show `text`.
+    fn edit(&mut self, message: &Self::Message, text: &str) -> impl Future<Output = Result<(), Self::Error>>;
 
     /// A whole reply, ending the streamed reply with the same `stream_id` if there is one.
     fn deliver_whole(&mut self, outbound: &Outbound) -> impl Future<Output = Result<(), Self::Error>>;
@@ -101,7 +107,7 @@ impl<T: EditedReplies> Replies for T {
             return;
         }
         if let Some(edit) = self.streams().grow(&delta) {
-            self.show(edit).await;
+            show(self, edit).await;
         }
     }
 
@@ -111,7 +117,18 @@ impl<T: EditedReplies> Replies for T {
 
     async fn flush_due(&mut self) {
         for edit in self.streams().due() {
-            self.show(edit).await;
+            show(self, edit).await;
         }
     }
+}
+
+/// Shows an edit: sends the reply's message with the first words, edits it later, and notes
+/// the outcome in the channel's [`Streams`].
+async fn show<T: EditedReplies>(replies: &mut T, edit: Edit<T::Message>) {
+    let shown = replies.visible(&edit.text);
+    let outcome = match &edit.message {
+        None => replies.send(&edit.chat_id, &shown).await.map(Some),
+        Some(message) => replies.edit(message, &shown).await.map(|()| None),
+    };
+    replies.streams().shown(edit.stream_id, outcome);
 }
