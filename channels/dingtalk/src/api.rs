@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, waiting_out_rate_limits};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
@@ -55,14 +55,9 @@ pub enum ApiError {
         /// DingTalk's explanation (empty when it gave none).
         message: String,
     },
-    /// DingTalk asked to slow down for longer than this channel waits, or too often.
-    #[error("{call}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The call.
-        call: &'static str,
-        /// How long DingTalk asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// A 2xx answer that says the message did not reach someone, or is not what DingTalk
     /// sends.
     #[error("{call}: {reason}")]
@@ -73,13 +68,8 @@ pub enum ApiError {
         reason: String,
     },
     /// A downloaded file could not be saved.
-    #[error("cannot save {path}: {reason}")]
-    File {
-        /// Where it was to go.
-        path: String,
-        /// Why it could not.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl ApiError {
@@ -251,7 +241,7 @@ impl OpenApi {
             Err(error @ SaveError::TooLarge { .. }) => Err(ApiError::Refused { call: CALL, reason: error.to_string() }),
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
-                Err(ApiError::File { path: dest.display().to_string(), reason: error.to_string() })
+                Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
             }
         }
     }
@@ -266,7 +256,7 @@ impl OpenApi {
     /// POSTs `body` to `url`, waiting out rate limits a few times.
     async fn post(&self, call: &'static str, url: &str, token: Option<&str>, body: &Value) -> Result<Value, ApiError> {
         let attempt = || self.attempt(call, url, token, body);
-        waiting_out_rate_limits(call, attempt, |retry_after| ApiError::RateLimited { call, retry_after }).await
+        waiting_out_rate_limits(call, attempt).await
     }
 
     /// One POST.

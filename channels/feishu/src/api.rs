@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, waiting_out_rate_limits};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
@@ -60,14 +60,9 @@ pub enum ApiError {
         /// Feishu's explanation.
         msg: String,
     },
-    /// Feishu asked to slow down for longer than this channel waits, or too often.
-    #[error("{call}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The call.
-        call: &'static str,
-        /// How long Feishu asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// A successful answer without what it should hold.
     #[error("{call}: unexpected answer: {reason}")]
     Malformed {
@@ -77,13 +72,8 @@ pub enum ApiError {
         reason: String,
     },
     /// A downloaded file could not be saved.
-    #[error("cannot save {path}: {reason}")]
-    File {
-        /// Where it was to go.
-        path: String,
-        /// Why it could not.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl ApiError {
@@ -286,7 +276,7 @@ impl OpenApi {
             }
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
-                Err(ApiError::File { path: dest.display().to_string(), reason: error.to_string() })
+                Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
             }
         }
     }
@@ -316,7 +306,7 @@ impl OpenApi {
         token: Option<&str>,
     ) -> Result<Value, ApiError> {
         let attempt = || self.attempt(method.clone(), call, path, body, token);
-        waiting_out_rate_limits(call, attempt, |retry_after| ApiError::RateLimited { call, retry_after }).await
+        waiting_out_rate_limits(call, attempt).await
     }
 
     /// One request.

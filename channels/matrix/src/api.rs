@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -47,14 +47,9 @@ pub enum ApiError {
         /// The server's explanation.
         error: String,
     },
-    /// The server asked to slow down for longer than this channel waits, or too often.
-    #[error("{what}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The request.
-        what: &'static str,
-        /// How long the server asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// The answer was not the JSON Matrix sends.
     #[error("{what}: unexpected answer: {reason}")]
     Malformed {
@@ -195,7 +190,7 @@ impl ClientApi {
         timeout: Duration,
     ) -> Result<Value, ApiError> {
         let attempt = || self.attempt(what, method.clone(), path, body, timeout);
-        waiting_out_rate_limits(what, attempt, |retry_after| ApiError::RateLimited { what, retry_after }).await
+        waiting_out_rate_limits(what, attempt).await
     }
 
     async fn attempt(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
@@ -41,14 +41,9 @@ pub enum RestError {
         /// The server's explanation.
         message: String,
     },
-    /// The server asked to slow down for longer than this channel waits, or too often.
-    #[error("{what}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The request.
-        what: &'static str,
-        /// How long the server asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// The answer was not the JSON Mattermost sends.
     #[error("{what}: unexpected answer: {reason}")]
     Malformed {
@@ -152,7 +147,7 @@ impl RestApi {
         body: Option<&Value>,
     ) -> Result<Value, RestError> {
         let attempt = || self.attempt(what, method.clone(), path, body);
-        waiting_out_rate_limits(what, attempt, |retry_after| RestError::RateLimited { what, retry_after }).await
+        waiting_out_rate_limits(what, attempt).await
     }
 
     async fn attempt(

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::FileError;
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
@@ -57,13 +58,8 @@ pub enum ApiError {
         reason: String,
     },
     /// A downloaded file could not be saved, or was too large.
-    #[error("cannot save {path}: {reason}")]
-    File {
-        /// Where it was to go.
-        path: String,
-        /// Why it could not.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl ApiError {
@@ -181,7 +177,7 @@ impl Api {
     /// Saves the attachment at `url` (QQ's CDN) at `dest`, at most `limit` bytes.
     pub async fn download(&self, url: &str, dest: &Path, limit: u64) -> Result<(), ApiError> {
         const CALL: &str = "attachment download";
-        let file_error = |reason: String| ApiError::File { path: dest.display().to_string(), reason };
+        let file_error = |reason: String| ApiError::File(FileError { path: dest.display().to_string(), reason });
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|error| file_error(error.to_string()))?;
         }

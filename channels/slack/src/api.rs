@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
@@ -41,13 +41,8 @@ pub enum WebError {
         reason: String,
     },
     /// Slack asked to slow down for longer than this channel waits, or too often.
-    #[error("{method}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The Web API method called.
-        method: String,
-        /// How long Slack asked to wait.
-        retry_after: Duration,
-    },
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// An HTTP status other than 2xx and 429.
     #[error("{method}: http status {status}")]
     Status {
@@ -139,11 +134,7 @@ impl WebApi {
     /// answer of a call Slack says was `ok`.
     pub async fn call(&self, method: &str, token: &str, body: &Value) -> Result<Value, WebError> {
         let attempt = || self.attempt(method, token, body);
-        waiting_out_rate_limits(method, attempt, |retry_after| WebError::RateLimited {
-            method: method.to_owned(),
-            retry_after,
-        })
-        .await
+        waiting_out_rate_limits(method, attempt).await
     }
 
     /// One POST of `method`.

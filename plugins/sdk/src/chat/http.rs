@@ -13,6 +13,26 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The longest wait honoured; a longer one fails the call instead.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// A call the service kept rate-limiting, or asked to wait for longer than a client waits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call}: rate limited (retry after {retry_after:?})")]
+pub struct RateLimited {
+    /// The call.
+    pub call: String,
+    /// How long the service asked to wait.
+    pub retry_after: Duration,
+}
+
+/// A file downloaded from a service that could not be saved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot save {path}: {reason}")]
+pub struct FileError {
+    /// Where it was to go.
+    pub path: String,
+    /// Why it could not.
+    pub reason: String,
+}
+
 /// What one attempt of a call that did not fail gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt<T> {
@@ -24,13 +44,10 @@ pub enum Attempt<T> {
 
 /// Makes `attempt` until it answers: a rate limit is waited out (and logged) at most
 /// [`RATE_LIMIT_RETRIES`] times and only when the wait is at most [`MAX_RETRY_AFTER`]; past
-/// that the call fails with `rate_limited(the wait asked for)`. `call` names it in the log.
-pub async fn waiting_out_rate_limits<T, E, F>(
-    call: &str,
-    mut attempt: impl FnMut() -> F,
-    rate_limited: impl FnOnce(Duration) -> E,
-) -> Result<T, E>
+/// that the call fails with [`RateLimited`]. `call` names it in the log and the error.
+pub async fn waiting_out_rate_limits<T, E, F>(call: &str, mut attempt: impl FnMut() -> F) -> Result<T, E>
 where
+    E: From<RateLimited>,
     F: Future<Output = Result<Attempt<T>, E>>,
 {
     let mut waits = 0;
@@ -42,7 +59,7 @@ where
                 crate::warn!("{call}: rate limited; trying again in {retry_after:?}");
                 tokio::time::sleep(retry_after).await;
             }
-            Attempt::Wait(retry_after) => return Err(rate_limited(retry_after)),
+            Attempt::Wait(retry_after) => return Err(RateLimited { call: call.to_owned(), retry_after }.into()),
         }
     }
 }
@@ -56,33 +73,24 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_rate_limited_call_is_made_again_after_the_wait_and_given_up_after_three() {
         let attempts = Cell::new(0);
-        let answer = waiting_out_rate_limits(
-            "send",
-            || async {
-                attempts.set(attempts.get() + 1);
-                Ok::<_, Duration>(if attempts.get() < 3 {
-                    Attempt::Wait(Duration::from_secs(2))
-                } else {
-                    Attempt::Answer(7)
-                })
-            },
-            |wait| wait,
-        )
+        let answer = waiting_out_rate_limits("send", || async {
+            attempts.set(attempts.get() + 1);
+            let wait = Attempt::Wait(Duration::from_secs(2));
+            Ok::<_, RateLimited>(if attempts.get() < 3 { wait } else { Attempt::Answer(7) })
+        })
         .await;
         assert_eq!((answer, attempts.get()), (Ok(7), 3));
-        let always_limited = waiting_out_rate_limits(
-            "send",
-            || async { Ok::<Attempt<()>, _>(Attempt::Wait(Duration::from_secs(2))) },
-            |wait| wait,
-        );
-        assert_eq!(always_limited.await, Err(Duration::from_secs(2)));
+        let always_limited = waiting_out_rate_limits("send", || async {
+            Ok::<Attempt<()>, RateLimited>(Attempt::Wait(Duration::from_secs(2)))
+        });
+        let error = always_limited.await.unwrap_err();
+        assert_eq!((error.call.as_str(), error.retry_after), ("send", Duration::from_secs(2)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_wait_longer_than_a_minute_fails_the_call_at_once() {
         let long = Duration::from_secs(600);
-        let outcome =
-            waiting_out_rate_limits("send", || async { Ok::<Attempt<()>, _>(Attempt::Wait(long)) }, |wait| wait);
-        assert_eq!(outcome.await, Err(long));
+        let outcome = waiting_out_rate_limits("send", || async { Ok::<Attempt<()>, RateLimited>(Attempt::Wait(long)) });
+        assert_eq!(outcome.await.unwrap_err().retry_after, long);
     }
 }
