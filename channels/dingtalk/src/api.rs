@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{
+    Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, TransportError, waiting_out_rate_limits,
+};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
@@ -32,17 +34,9 @@ const USER_AGENT: &str = concat!("oxibot-channel-dingtalk/", env!("CARGO_PKG_VER
 /// Why an open API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{call}: network error: {reason}")]
-    Network {
-        /// The call, e.g. `groupMessages/send`.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An HTTP status other than 2xx (429 aside).
     #[error("{call}: http status {status}: {code} {message}")]
     Status {
@@ -140,7 +134,7 @@ impl OpenApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(OpenApi {
             http,
             api_base: config.api_base.clone(),
@@ -224,7 +218,9 @@ impl OpenApi {
     /// GETs `url` into `dest` (removed again when the download fails halfway).
     async fn fetch_file(&self, url: &str, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "file download";
-        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
+        };
         let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
@@ -267,7 +263,9 @@ impl OpenApi {
         token: Option<&str>,
         body: &Value,
     ) -> Result<Attempt<Value>, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
+        };
         let mut request = self.http.post(url).timeout(REQUEST_TIMEOUT).json(body);
         if let Some(token) = token {
             request = request.header(TOKEN_HEADER, token);
@@ -328,7 +326,10 @@ mod tests {
         assert!(status(403, "InvalidAuthentication").is_token_problem());
         assert!(!status(500, "").is_credentials_problem());
         assert!(!status(500, "").is_token_problem());
-        assert!(!ApiError::Network { call: "x", reason: "refused".into() }.is_credentials_problem());
+        assert!(
+            !ApiError::Transport(TransportError::Network { call: "x".to_owned(), reason: "refused".into() })
+                .is_credentials_problem()
+        );
     }
 
     #[test]

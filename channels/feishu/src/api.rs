@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{
+    Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, TransportError, waiting_out_rate_limits,
+};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
@@ -37,17 +39,9 @@ const ENDPOINT_TRANSIENT_CODES: &[i64] = &[1, 1000040343];
 /// Why an open API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{call}: network error: {reason}")]
-    Network {
-        /// The call, e.g. `im/v1/messages`.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An answer with a failure code or an HTTP error status.
     #[error("{call}: http status {status}, code {code}: {msg}")]
     Api {
@@ -144,7 +138,7 @@ impl OpenApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(OpenApi {
             http,
             base: config.api_base.clone(),
@@ -243,7 +237,9 @@ impl OpenApi {
     /// (removed again when the download fails halfway).
     pub async fn download(&self, message_id: &str, key: &str, kind: ResourceKind, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "im/v1/messages/resources";
-        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
+        };
         let kind = match kind {
             ResourceKind::Image => "image",
             ResourceKind::File => "file",
@@ -318,7 +314,9 @@ impl OpenApi {
         body: Option<&Value>,
         token: Option<&str>,
     ) -> Result<Attempt<Value>, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
+        };
         let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(REQUEST_TIMEOUT);
         if let Some(body) = body {
             request = request.json(body);

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -24,17 +24,9 @@ const CLIENT_V3: &str = "/_matrix/client/v3";
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{what}: network error: {reason}")]
-    Network {
-        /// The request, e.g. `sync`.
-        what: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An answer other than 2xx: the server's `errcode` and `error`, when it gave them.
     #[error("{what}: http status {status}: {errcode} {error}")]
     Status {
@@ -95,14 +87,15 @@ impl ClientApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(ClientApi { http, homeserver: homeserver.trim_end_matches('/').to_owned(), authorization: None })
     }
 
     /// The same client, calling with `access_token`.
     pub fn with_token(&self, access_token: &str) -> Result<ClientApi, ApiError> {
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {access_token}"))
-            .map_err(|_| ApiError::Setup("the access token holds characters a header cannot".into()))?;
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {access_token}")).map_err(|_| {
+            ApiError::Transport(TransportError::Setup("the access token holds characters a header cannot".into()))
+        })?;
         authorization.set_sensitive(true);
         Ok(ClientApi { authorization: Some(authorization), ..self.clone() })
     }
@@ -201,7 +194,9 @@ impl ClientApi {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<Attempt<Value>, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { what, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: what.to_owned(), reason: error_chain(&error) })
+        };
         let url = format!("{}{CLIENT_V3}{path}", self.homeserver);
         let mut request = self.http.request(method, url).timeout(timeout);
         if let Some(authorization) = &self.authorization {

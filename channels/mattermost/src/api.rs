@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
@@ -18,17 +18,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RestError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{what}: network error: {reason}")]
-    Network {
-        /// The request, e.g. `create post`.
-        what: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An answer other than 2xx, with the server's error id and message.
     #[error("{what}: http status {status}: {message} ({id})")]
     Status {
@@ -89,9 +81,10 @@ impl RestApi {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|error| RestError::Setup(error_chain(&error)))?;
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| RestError::Setup("the token holds characters a header cannot".into()))?;
+            .map_err(|error| RestError::Transport(TransportError::Setup(error_chain(&error))))?;
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            RestError::Transport(TransportError::Setup("the token holds characters a header cannot".into()))
+        })?;
         authorization.set_sensitive(true);
         Ok(RestApi { http, server_url: server_url.trim_end_matches('/').to_owned(), authorization })
     }
@@ -157,7 +150,9 @@ impl RestApi {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Attempt<Value>, RestError> {
-        let network = |error: reqwest::Error| RestError::Network { what, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            RestError::Transport(TransportError::Network { call: what.to_owned(), reason: error_chain(&error) })
+        };
         let url = format!("{}/api/v4{path}", self.server_url);
         let mut request = self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone());
         if let Some(body) = body {

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::FileError;
+use oxibot_plugin::chat::http::{FileError, TransportError};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
@@ -26,17 +26,9 @@ const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(7200);
 /// Why an API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{call}: network error: {reason}")]
-    Network {
-        /// The call, e.g. `POST /v2/users/{openid}/messages`.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// QQ refused the call: an HTTP status other than 2xx, or an error code in the answer.
     #[error("{call}: http status {status}: code {code}, {message}")]
     Refused {
@@ -109,7 +101,7 @@ impl Api {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(Api {
             http,
             api_base: config.api_base.clone(),
@@ -181,7 +173,9 @@ impl Api {
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|error| file_error(error.to_string()))?;
         }
-        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
+        };
         let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
@@ -214,7 +208,9 @@ impl Api {
     /// Sends `request` and reads QQ's JSON answer; a status other than 2xx, or an answer with
     /// a non-zero `code`, is a refusal.
     async fn answer(&self, call: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
+        };
         let response = request.send().await.map_err(network)?;
         let status = response.status();
         let text = response.text().await.map_err(network)?;
@@ -252,6 +248,9 @@ mod tests {
         assert!(!refused("GET /gateway", 401).is_credentials_problem());
         assert!(refused("GET /gateway", 401).is_token_problem());
         assert!(!refused("GET /gateway", 500).is_token_problem());
-        assert!(!ApiError::Network { call: TOKEN_CALL, reason: "refused".into() }.is_credentials_problem());
+        assert!(
+            !ApiError::Transport(TransportError::Network { call: TOKEN_CALL.to_owned(), reason: "refused".into() })
+                .is_credentials_problem()
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
@@ -29,17 +29,9 @@ const TOKEN_ERRORS: &[&str] = &[
 /// Why a Web API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{method}: network error: {reason}")]
-    Network {
-        /// The Web API method called.
-        method: String,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// Slack asked to slow down for longer than this channel waits, or too often.
     #[error(transparent)]
     RateLimited(#[from] RateLimited),
@@ -105,7 +97,7 @@ impl WebApi {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|error| WebError::Setup(error_chain(&error)))?;
+            .map_err(|error| WebError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(WebApi { http, base: base.trim_end_matches('/').to_owned() })
     }
 
@@ -139,8 +131,9 @@ impl WebApi {
 
     /// One POST of `method`.
     async fn attempt(&self, method: &str, token: &str, body: &Value) -> Result<Attempt<Value>, WebError> {
-        let network =
-            |error: reqwest::Error| WebError::Network { method: method.to_owned(), reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            WebError::Transport(TransportError::Network { call: method.to_owned(), reason: error_chain(&error) })
+        };
         let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| WebError::Api { method: method.to_owned(), error: "invalid_auth".into() })?;
         authorization.set_sensitive(true);

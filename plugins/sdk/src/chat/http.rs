@@ -13,6 +13,22 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The longest wait honoured; a longer one fails the call instead.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// A call that got no answer from the service, or an HTTP client that could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The HTTP client could not be built.
+    #[error("cannot set up the http client: {0}")]
+    Setup(String),
+    /// No answer: connection refused, timeout, broken TLS, ….
+    #[error("{call}: network error: {reason}")]
+    Network {
+        /// The call.
+        call: String,
+        /// What went wrong, with its causes.
+        reason: String,
+    },
+}
+
 /// A call the service kept rate-limiting, or asked to wait for longer than a client waits.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{call}: rate limited (retry after {retry_after:?})")]
