@@ -131,6 +131,11 @@ impl GatewayEnv {
         serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
     }
 
+    /// What the last gateway started logged (its stderr).
+    pub(crate) fn gateway_log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("gateway.log")).unwrap_or_default()
+    }
+
     /// What the last gateway started printed on stdout.
     pub(crate) fn gateway_output(&self) -> String {
         std::fs::read_to_string(self.home.path().join("gateway.out")).unwrap_or_default()

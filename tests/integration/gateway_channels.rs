@@ -335,6 +335,22 @@ fn a_telegram_message_gets_the_models_reply_in_telegram() {
     assert_eq!(first["chat_id"], 42);
 }
 
+// Issue 25, item 5: plugins wrote every line to stderr, which the kernel logged at INFO.
+#[test]
+fn a_channel_plugins_warning_is_in_the_gateway_log_at_warn_level() {
+    let telegram = FakeTelegram::start();
+    let media = TempDir::new("telegram-media");
+    let mut section = telegram.config(media.path());
+    section["groupPolicy"] = json!("sometimes");
+    let env = GatewayEnv::with_channels(json!({"telegram": section}));
+    let _gateway = env.start_with("telegram");
+    let warned = || env.gateway_log().lines().any(|line| line.contains("unknown groupPolicy"));
+    assert!(wait_until(Duration::from_secs(10), warned), "no warning logged: {}", env.gateway_log());
+    let log = env.gateway_log();
+    let line = log.lines().find(|line| line.contains("unknown groupPolicy")).unwrap_or_default();
+    assert!(line.contains(" WARN ") && line.contains("telegram"), "{line}");
+}
+
 #[test]
 fn a_websocket_client_gets_the_reply_streamed_then_whole() {
     let port = free_port();

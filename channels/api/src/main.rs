@@ -50,6 +50,7 @@ mod waiters;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use oxibot_plugin::info;
 use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin, Outbound};
 use serde_json::Value;
@@ -66,7 +67,7 @@ fn main() -> ExitCode {
 
 async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
     let (config, listener) = serving::start::<Config>(&channel).await?;
-    eprintln!("api: serving the OpenAI-compatible API on http://{}:{}/v1", config.host, config.port);
+    info!("api: serving the OpenAI-compatible API on http://{}:{}/v1", config.host, config.port);
     let waiters = Arc::new(Waiters::default());
     let app = Arc::new(App { channel: channel.clone(), waiters: waiters.clone(), config, started: openai::unix_now() });
     let limit = app.config.max_connections;

@@ -11,6 +11,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use oxibot_plugin::serving::slots::BusyMarker;
+use oxibot_plugin::warn;
 use serde_json::json;
 use tokio::net::TcpStream;
 
@@ -38,7 +39,7 @@ pub async fn serve_connection(stream: TcpStream, app: Arc<App>, slot: BusyMarker
         .serve_connection(TokioIo::new(stream), service);
     if let Err(error) = connection.await {
         if !error.is_incomplete_message() {
-            eprintln!("api: a connection failed: {error}");
+            warn!("api: a connection failed: {error}");
         }
     }
 }

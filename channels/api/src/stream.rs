@@ -8,6 +8,7 @@
 
 use hyper::Response;
 use hyper::body::Bytes;
+use oxibot_plugin::warn;
 
 use crate::body::{Piece, PieceSender, ReplyBody};
 use crate::delivery::DeliveryGuard;
@@ -92,7 +93,7 @@ impl<F: EventFormat> EventWriter<F> {
         if let Some(rest) = missing_suffix(&self.sent, &content) {
             self.delta(rest);
         } else if !content.starts_with(&self.sent) {
-            eprintln!(
+            warn!(
                 "api: the final reply of {} does not continue its deltas; the client keeps the streamed text",
                 self.format.label()
             );

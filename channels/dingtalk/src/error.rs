@@ -1,7 +1,7 @@
 //! Why the DingTalk channel stops: errors that no reconnecting or retrying can fix.
 
+use crate::api::ApiError;
 use crate::config::ConfigError;
-use crate::openapi::ApiError;
 
 /// A reason to end the channel service (the kernel then restarts it, and gives up after a few
 /// quick failures).

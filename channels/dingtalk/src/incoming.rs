@@ -2,6 +2,7 @@
 //! belongs to (`group:<conversation>` for groups, per member with `groupUserIsolation`, as
 //! nanobot names them), its text, and the files to fetch.
 
+use oxibot_plugin::chat;
 use serde_json::{Value, json};
 
 use crate::config::Config;
@@ -12,23 +13,15 @@ const GROUP: &str = "2";
 pub const GROUP_PREFIX: &str = "group:";
 
 /// A user's message as the kernel gets it, files still to fetch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UserMessage {
-    /// DingTalk's `msgId`: the same for every redelivery of the message.
-    pub id: String,
-    /// The sender's staff (user) id, else their DingTalk id.
-    pub sender_id: String,
-    /// The sender's id for one-to-one chats; `group:<conversationId>` for groups, or
-    /// `group:<conversationId>:<sender>` with `groupUserIsolation`.
-    pub chat_id: String,
-    /// The text (or speech recognised in a voice message).
-    pub content: String,
-    /// Pictures, files and videos to download before submitting.
-    pub attachments: Vec<Attachment>,
-    /// `is_group`, `username`, `sender_name`, `conversation_id`, `conversation_type`, `msg_id`,
-    /// and `conversation_title` for groups.
-    pub metadata: Value,
-}
+///
+/// - `id`: DingTalk's `msgId`: the same for every redelivery of the message.
+/// - `sender_id`: The sender's staff (user) id, else their DingTalk id.
+/// - `chat_id`: The sender's id for one-to-one chats; `group:<conversationId>` for groups, or
+///   `group:<conversationId>:<sender>` with `groupUserIsolation`.
+/// - `content`: The text (or speech recognised in a voice message).
+/// - `metadata`: `is_group`, `username`, `sender_name`, `conversation_id`, `conversation_type`,
+///   `msg_id`, and `conversation_title` for groups.
+pub type UserMessage = chat::UserMessage<Attachment>;
 
 /// A file a message carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

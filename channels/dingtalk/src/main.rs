@@ -29,28 +29,28 @@
 //! callback delivered again is answered once.
 
 mod acks;
+mod api;
 mod config;
 mod error;
 mod frames;
 mod incoming;
 mod media;
-mod openapi;
 mod replies;
 mod stream;
 mod submit;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, serve_replies};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
+use crate::api::OpenApi;
 use crate::config::Config;
 use crate::error::DingTalkError;
-use crate::openapi::OpenApi;
 use crate::replies::Replies;
 use crate::stream::Listener;
 use crate::submit::Submitter;
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
 async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let api = OpenApi::new(&config).map_err(DingTalkError::Setup)?;
-    eprintln!("connecting to dingtalk as app {} (media in {})", config.client_id, config.media_dir.display());
+    info!("connecting to dingtalk as app {} (media in {})", config.client_id, config.media_dir.display());
     let recent = RecentMessages::new(REMEMBERED);
     let acks = AckLine::default();
     let (submissions, queue) = mpsc::unbounded_channel();
@@ -78,9 +78,9 @@ async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
     };
     tokio::spawn(submitter.run(queue));
     let listener = Listener { api: api.clone(), config, recent, acks, submissions };
-    let replies = Replies { api, sent: HashMap::new() };
+    let mut replies = Replies { api, sent: PartsSent::default() };
     tokio::select! {
         refused = listener.run() => refused,
-        () = replies.serve(&channel) => Ok(()),
+        () = serve_replies(&channel, &mut replies) => Ok(()),
     }
 }

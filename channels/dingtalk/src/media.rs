@@ -1,37 +1,19 @@
-//! Fetching the files users send into the media directory, under names made from the
-//! message id, so a message delivered again reuses the same paths.
+//! How a file a user sent is labelled in the text and which extension it is saved with (the
+//! chat kit's `fetch_each` names it after its message and fetches it).
 
-use std::path::{Path, PathBuf};
+use oxibot_plugin::chat;
 
 use crate::incoming::Attachment;
-use crate::openapi::{ApiError, OpenApi};
 
-/// Downloads attachment number `index` of message `message_id` into `dir` (created when
-/// missing) and returns the local path.
-pub async fn fetch(
-    api: &OpenApi,
-    dir: &Path,
-    message_id: &str,
-    index: usize,
-    attachment: &Attachment,
-) -> Result<PathBuf, ApiError> {
-    tokio::fs::create_dir_all(dir)
-        .await
-        .map_err(|error| ApiError::File { path: dir.display().to_string(), reason: error.to_string() })?;
-    let dest = dir.join(local_name(message_id, index, attachment));
-    api.download(&attachment.download_code, &dest).await?;
-    Ok(dest)
-}
+impl chat::Attachment for Attachment {
+    fn label(&self) -> String {
+        self.kind.placeholder().to_owned()
+    }
 
-/// `<message id>-<index>.<extension>`: the extension of the sender's file name, else the
-/// kind's usual one; only safe characters.
-pub fn local_name(message_id: &str, index: usize, attachment: &Attachment) -> String {
-    let extension = attachment
-        .file_name
-        .as_deref()
-        .and_then(extension_of)
-        .unwrap_or_else(|| attachment.kind.default_extension().to_owned());
-    format!("{}-{index}.{}", safe(message_id), safe(&extension))
+    /// The extension of the sender's file name, else the kind's usual one.
+    fn extension(&self) -> String {
+        self.file_name.as_deref().and_then(extension_of).unwrap_or_else(|| self.kind.default_extension().to_owned())
+    }
 }
 
 fn extension_of(name: &str) -> Option<String> {
@@ -40,14 +22,16 @@ fn extension_of(name: &str) -> Option<String> {
     (plain && !extension.is_empty() && extension.len() <= 8).then(|| extension.to_ascii_lowercase())
 }
 
-fn safe(text: &str) -> String {
-    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
-}
-
 #[cfg(test)]
 mod tests {
+    use oxibot_plugin::chat::{Attachment as _, media_file_name};
+
     use super::*;
     use crate::incoming::AttachmentKind;
+
+    fn local_name(message_id: &str, index: usize, attachment: &Attachment) -> String {
+        media_file_name(message_id, index, &attachment.extension())
+    }
 
     fn attachment(kind: AttachmentKind, file_name: Option<&str>) -> Attachment {
         Attachment { kind, download_code: "dc".into(), file_name: file_name.map(Into::into) }

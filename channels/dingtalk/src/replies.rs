@@ -2,20 +2,16 @@
 //! user with `oToMessages/batchSend`, to a group with `groupMessages/send`, long texts sent in
 //! parts, then acknowledged to the kernel.
 
-use std::collections::HashMap;
-
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::Outbound;
+use oxibot_plugin::chat::{self, Markup, Measure, PartsSent, SplitRules, leave_files_out, split};
 use serde_json::{Value, json};
 
+use crate::api::{OpenApi, Recipient};
 use crate::incoming::GROUP_PREFIX;
-use crate::openapi::{OpenApi, Recipient};
 
 /// DingTalk's Markdown messages: parts of at most 4000 characters, well inside what the
 /// robot send API takes.
 pub const DINGTALK: SplitRules = SplitRules { limit: 4000, measure: Measure::Chars, markup: Markup::Markdown };
-/// How many partly delivered replies are remembered (so a retry does not send parts twice).
-const PARTIAL_REMEMBERED: usize = 100;
 /// The longest title (the preview in notifications and the chat list), in characters.
 const TITLE_CHARS: usize = 30;
 /// The title of a part with no words to take one from.
@@ -41,57 +37,27 @@ pub struct Replies {
     /// The open API.
     pub api: OpenApi,
     /// Outbound id → parts already sent, for replies whose delivery failed halfway.
-    pub sent: HashMap<u64, usize>,
+    pub sent: PartsSent,
 }
 
-impl Replies {
-    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(mut self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
-    }
+impl chat::Replies for Replies {
+    type Error = String;
 
     /// Sends every part of `outbound` not sent yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
         let recipient = Recipient::of(&outbound.chat_id);
         let text = addressed(&outbound.content, &recipient, &outbound.metadata);
         let parts = split(&text, DINGTALK);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported yet)",
-                outbound.id,
-                outbound.media.len()
-            );
-            if parts.is_empty() {
-                return Err("the dingtalk channel cannot send files yet".to_owned());
-            }
-        }
-        let already = self.sent.remove(&outbound.id).unwrap_or(0);
+        leave_files_out(outbound, !parts.is_empty(), "dingtalk")?;
+        let already = self.sent.take(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let param = json!({"title": title(part), "text": part});
             if let Err(error) = self.api.send(&recipient, "sampleMarkdown", &param).await {
-                self.remember_partial(outbound.id, index);
+                self.sent.remember(outbound.id, index);
                 return Err(error.to_string());
             }
         }
         Ok(())
-    }
-
-    /// Notes that the first `count` parts of reply `id` are sent.
-    fn remember_partial(&mut self, id: u64, count: usize) {
-        if count == 0 {
-            return;
-        }
-        if self.sent.len() >= PARTIAL_REMEMBERED {
-            self.sent.clear();
-        }
-        self.sent.insert(id, count);
     }
 }
 

@@ -3,8 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use oxibot_plugin::warn;
+
+use crate::api::Rest;
 use crate::events::Attachment;
-use crate::rest::Rest;
 
 /// Attachments larger than this are not downloaded.
 const MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
@@ -25,7 +27,7 @@ pub async fn download_all(rest: &Rest, dir: &Path, attachments: &[Attachment]) -
         return downloaded;
     }
     if let Err(error) = tokio::fs::create_dir_all(dir).await {
-        eprintln!("discord: cannot create the media directory {}: {error}", dir.display());
+        warn!("discord: cannot create the media directory {}: {error}", dir.display());
     }
     for attachment in attachments {
         let name = display_name(attachment);
@@ -40,7 +42,7 @@ pub async fn download_all(rest: &Rest, dir: &Path, attachments: &[Attachment]) -
                 downloaded.paths.push(path);
             }
             Err(error) => {
-                eprintln!("discord: cannot download attachment {name}: {error}");
+                warn!("discord: cannot download attachment {name}: {error}");
                 downloaded.notes.push(format!("[attachment: {name} - download failed]"));
             }
         }

@@ -9,14 +9,14 @@
 //! channel's own filters (not from a bot, in an allowed channel, mentioning the bot in a guild
 //! unless the group policy is `open`) is submitted.
 
+mod api;
 mod attachments;
 mod config;
 mod error;
 mod events;
 mod gateway;
-mod inbound;
-mod outbound;
-mod rest;
+mod incoming;
+mod replies;
 mod service;
 
 use std::process::ExitCode;

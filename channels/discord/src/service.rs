@@ -2,20 +2,21 @@
 //! and delivers the kernel's replies until the kernel hangs up or Discord refuses the bot.
 
 use oxibot_plugin::ChannelHandle;
+use oxibot_plugin::info;
 use tokio::sync::mpsc;
 
+use crate::api::Rest;
 use crate::config::Config;
 use crate::error::DiscordError;
 use crate::gateway;
-use crate::inbound::{self, Filter, Pipeline};
-use crate::outbound::Outbox;
-use crate::rest::Rest;
+use crate::incoming::{self, Filter, Pipeline};
+use crate::replies::Outbox;
 
 /// Runs the Discord channel for the kernel behind `channel`.
 pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
     let config = Config::from_value(channel.config())?;
     let rest = Rest::new(&config)?;
-    let typing = inbound::typing_indicators();
+    let typing = incoming::typing_indicators();
     let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
     let pipeline = Pipeline {
         channel: channel.clone(),
@@ -25,7 +26,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
         media_dir: config.media_dir(),
     };
     tokio::spawn(pipeline.run(incoming_rx));
-    eprintln!("discord: connecting to {}", config.gateway_url);
+    info!("discord: connecting to {}", config.gateway_url);
     let mut outbox = Outbox::new(rest, typing);
     tokio::select! {
         ended = gateway::run(&config, incoming_tx) => ended,

@@ -12,6 +12,7 @@ use async_imap::Session;
 use async_imap::extensions::idle::IdleResponse;
 use futures_util::StreamExt;
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
@@ -81,11 +82,11 @@ impl Mailbox {
                 Err(ImapError::Select(reason)) => {
                     return Err(EmailError::Mailbox { mailbox: self.config.mailbox.clone(), reason });
                 }
-                Err(error) => eprintln!("the imap connection ended: {error}"),
+                Err(error) => warn!("the imap connection ended: {error}"),
                 Ok(()) => return Ok(()),
             }
             let wait = backoff.next_wait();
-            eprintln!("connecting to the imap server again in {wait:?}");
+            info!("connecting to the imap server again in {wait:?}");
             tokio::time::sleep(wait).await;
         }
     }
@@ -105,7 +106,7 @@ impl Mailbox {
             async_imap::error::Error::No(reason) | async_imap::error::Error::Bad(reason) => ImapError::Select(reason),
             other => ImapError::Protocol(other),
         })?;
-        eprintln!("reading {} on {} ({})", self.config.mailbox, imap.host, if idle { "idle" } else { "polling" });
+        info!("reading {} on {} ({})", self.config.mailbox, imap.host, if idle { "idle" } else { "polling" });
         loop {
             while let Ok(uid) = self.accepted.try_recv() {
                 self.to_mark.push(uid);
@@ -148,7 +149,7 @@ impl Mailbox {
             let mail = match mail::judge(&raw, &format!("uid:{uid}"), &self.config) {
                 Verdict::Submit(mail) => mail,
                 Verdict::Skip(reason) => {
-                    eprintln!("mail {uid} left alone: {reason}");
+                    info!("mail {uid} left alone: {reason}");
                     continue;
                 }
             };
@@ -158,7 +159,7 @@ impl Mailbox {
                         return Ok(false);
                     }
                 }
-                Seen::InFlight => eprintln!("mail {} found again (uid {uid}) while being submitted", mail.id),
+                Seen::InFlight => info!("mail {} found again (uid {uid}) while being submitted", mail.id),
                 Seen::Accepted => self.to_mark.push(uid),
             }
         }

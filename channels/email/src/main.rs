@@ -41,7 +41,7 @@ mod connect;
 mod error;
 mod imap;
 mod mail;
-mod smtp;
+mod replies;
 mod submit;
 
 use std::collections::HashSet;
@@ -49,13 +49,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::error::EmailError;
 use crate::imap::Mailbox;
-use crate::smtp::Mailer;
+use crate::replies::Mailer;
 use crate::submit::Submitter;
 
 fn main() -> ExitCode {
@@ -68,7 +69,7 @@ fn main() -> ExitCode {
 async fn serve(channel: ChannelHandle) -> Result<(), EmailError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let mailer = Mailer::new(&config)?;
-    eprintln!("reading {} as {} on {}", config.mailbox, config.imap.username, config.imap.host);
+    info!("reading {} as {} on {}", config.mailbox, config.imap.username, config.imap.host);
     let recent = RecentMessages::new(REMEMBERED);
     let (submissions, queue) = mpsc::unbounded_channel();
     let (accepted_tx, accepted) = mpsc::unbounded_channel();

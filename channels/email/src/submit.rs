@@ -3,6 +3,7 @@
 //! `\Seen`.
 
 use oxibot_plugin::chat::RecentMessages;
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelError, ChannelHandle};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
@@ -32,7 +33,7 @@ impl Submitter {
                     return;
                 }
                 Err(ChannelError::TooLarge(reason)) => {
-                    eprintln!("mail {id} dropped: the kernel cannot take it ({reason})");
+                    warn!("mail {id} dropped: the kernel cannot take it ({reason})");
                     self.accept(&id);
                 }
             }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use oxibot_plugin::chat::{Markup, Measure, SplitRules};
 use serde_json::{Value, json};
 
-use crate::openapi::Receiver;
+use crate::api::Receiver;
 
 /// How much Markdown one card holds: 15,000 bytes, well inside the 30 KB a card request may
 /// have with its JSON around it.

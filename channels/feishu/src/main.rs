@@ -30,15 +30,15 @@
 //! pushed again by Feishu; an event pushed again is answered once.
 
 mod acks;
+mod api;
 mod cards;
 mod config;
-mod deliver;
 mod error;
 mod fragments;
 mod incoming;
 mod media;
-mod openapi;
 mod pbbp2;
+mod replies;
 mod stream;
 mod submit;
 
@@ -47,14 +47,15 @@ use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
+use crate::api::OpenApi;
 use crate::cards::LastMessages;
 use crate::config::Config;
-use crate::deliver::Deliverer;
 use crate::error::FeishuError;
-use crate::openapi::OpenApi;
+use crate::replies::Deliverer;
 use crate::stream::Listener;
 use crate::submit::Submitter;
 
@@ -71,7 +72,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), FeishuError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let api = OpenApi::new(&config).map_err(FeishuError::Setup)?;
     let bot_open_id = identify(&api).await?;
-    eprintln!("connecting to {} as bot {bot_open_id} (media in {})", config.api_base, config.media_dir.display());
+    info!("connecting to {} as bot {bot_open_id} (media in {})", config.api_base, config.media_dir.display());
     let recent = RecentMessages::new(REMEMBERED);
     let acks = AckLine::default();
     let last_messages = LastMessages::default();
@@ -103,7 +104,7 @@ async fn identify(api: &OpenApi) -> Result<String, FeishuError> {
             Err(error) if error.is_credentials_problem() => return Err(FeishuError::Credentials(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("cannot find out who the bot is: {error}; trying again in {wait:?}");
+                warn!("cannot find out who the bot is: {error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }

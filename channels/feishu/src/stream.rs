@@ -7,17 +7,18 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use serde_json::Value;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::acks::AckLine;
+use crate::api::{ApiError, OpenApi};
 use crate::config::Config;
 use crate::error::FeishuError;
 use crate::fragments::Fragments;
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::openapi::{ApiError, OpenApi};
 use crate::pbbp2::{CONTROL, DATA, Frame};
 
 /// How long opening the WebSocket may take.
@@ -69,17 +70,17 @@ impl Listener {
         loop {
             let started = Instant::now();
             match self.connection(&mut fragments).await {
-                Ok(reason) => eprintln!("the long connection dropped: {reason}"),
+                Ok(reason) => warn!("the long connection dropped: {reason}"),
                 Err(ConnectError::Endpoint(error)) if error.is_credentials_problem() => {
                     return Err(FeishuError::Credentials(error));
                 }
-                Err(error) => eprintln!("{error}"),
+                Err(error) => warn!("{error}"),
             }
             if started.elapsed() >= STEADY {
                 backoff.reset();
             }
             let wait = backoff.next_wait();
-            eprintln!("connecting again in {wait:?}");
+            info!("connecting again in {wait:?}");
             tokio::time::sleep(wait).await;
         }
     }
@@ -90,7 +91,7 @@ impl Listener {
         let connecting = tokio_tungstenite::connect_async(endpoint.url.as_str());
         let (socket, _) =
             tokio::time::timeout(CONNECT_TIMEOUT, connecting).await.map_err(|_| ConnectError::Timeout)??;
-        eprintln!("long connection open (service {})", endpoint.service_id);
+        info!("long connection open (service {})", endpoint.service_id);
         let (mut sink, mut stream) = socket.split();
         let (answers, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
         self.acks.attach(answers.clone());
@@ -116,7 +117,7 @@ impl Listener {
                                 pings = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
                             }
                         }
-                        Err(error) => eprintln!("a frame from feishu cannot be read: {error}"),
+                        Err(error) => warn!("a frame from feishu cannot be read: {error}"),
                     }
                 }
                 Some(bytes) = outgoing.recv() => {
@@ -183,11 +184,11 @@ impl Listener {
         match self.recent.arrived(&message.id, key) {
             Seen::New => {
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; event {key} stays unanswered");
+                    warn!("the submitter is gone; event {key} stays unanswered");
                 }
             }
             Seen::InFlight => {
-                eprintln!("message {} arrived again while being submitted; answered with the first", message.id);
+                info!("message {} arrived again while being submitted; answered with the first", message.id);
             }
             Seen::Accepted => {
                 self.acks.ack(key);

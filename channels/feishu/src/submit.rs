@@ -4,15 +4,14 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::RecentMessages;
-use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
+use oxibot_plugin::chat::{Handed, RecentMessages, fetch_each, hand_over, submit_in_order};
+use oxibot_plugin::{ChannelHandle, Inbound, warn};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
+use crate::api::OpenApi;
 use crate::cards::LastMessages;
 use crate::incoming::UserMessage;
-use crate::media;
-use crate::openapi::OpenApi;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
@@ -34,12 +33,8 @@ pub struct Submitter {
 
 impl Submitter {
     /// Submits queued messages until the kernel hangs up or the queue ends.
-    pub async fn run(self, mut queue: UnboundedReceiver<UserMessage>) {
-        while let Some(message) = queue.recv().await {
-            if !self.submit(message).await {
-                return;
-            }
-        }
+    pub async fn run(self, queue: UnboundedReceiver<UserMessage>) {
+        submit_in_order(queue, |message| self.submit(message)).await;
     }
 
     /// Submits one message; false once the kernel is gone.
@@ -47,65 +42,47 @@ impl Submitter {
         let id = message.id.clone();
         let inbound = self.inbound(message).await;
         let (chat_id, metadata) = (inbound.chat_id.clone(), inbound.metadata.clone());
-        match self.channel.submit(inbound).await {
-            Ok(()) => {
-                self.acknowledge(&id);
-                self.last_messages.remember(&chat_id, metadata);
-                if let Some(emoji) = &self.react_emoji {
-                    let (api, emoji, id) = (self.api.clone(), emoji.clone(), id.clone());
-                    tokio::spawn(async move {
-                        if let Err(error) = api.add_reaction(&id, &emoji).await {
-                            eprintln!("cannot add the reaction: {error}");
-                        }
-                    });
-                }
-                true
-            }
-            Err(ChannelError::Closed) => {
-                self.recent.abandoned(&id);
-                false
-            }
-            Err(ChannelError::TooLarge(reason)) => {
-                eprintln!("message {id} dropped: the kernel cannot take it ({reason})");
-                self.acknowledge(&id);
-                true
+        let handed = hand_over(&self.channel, &self.recent, inbound).await;
+        self.acknowledge(handed.deliveries());
+        if let Handed::Accepted(_) = handed {
+            self.last_messages.remember(&chat_id, metadata);
+            if let Some(emoji) = &self.react_emoji {
+                let (api, emoji) = (self.api.clone(), emoji.clone());
+                tokio::spawn(async move {
+                    if let Err(error) = api.add_reaction(&id, &emoji).await {
+                        warn!("cannot add the reaction: {error}");
+                    }
+                });
             }
         }
+        handed != Handed::KernelGone
     }
 
     /// The inbound message, its files fetched (a file that cannot be fetched is named in the
     /// text instead).
     async fn inbound(&self, message: UserMessage) -> Inbound {
-        let mut media = Vec::new();
-        let mut labels = Vec::new();
-        for (index, attachment) in message.attachments.iter().enumerate() {
-            match media::fetch(&self.api, &self.media_dir, &message.id, index, attachment).await {
-                Ok(path) => {
-                    media.push(path.display().to_string());
-                    labels.push(attachment.label.clone());
-                }
-                Err(error) => {
-                    eprintln!("cannot fetch a file of message {}: {error}", message.id);
-                    labels.push(format!("{} (could not be downloaded)", attachment.label));
-                }
-            }
-        }
+        let id = &message.id;
+        let fetched = fetch_each(&message.id, &message.attachments, &self.media_dir, |attachment, dest| async move {
+            self.api.download(id, &attachment.key, attachment.kind, &dest).await
+        })
+        .await;
+        let labels = fetched.labels;
         let content = match (message.content.is_empty(), labels.is_empty()) {
             (true, _) => labels.join(" "),
             (false, true) => message.content,
             (false, false) => format!("{}\n{}", message.content, labels.join(" ")),
         };
         let mut inbound = self.channel.inbound(message.id, message.sender_id, message.chat_id, content);
-        inbound.media = media;
+        inbound.media = fetched.media;
         inbound.metadata = message.metadata;
         inbound
     }
 
-    /// Answers every frame that brought the message `id`.
-    fn acknowledge(&self, id: &str) {
-        for key in self.recent.accepted(id) {
-            if !self.acks.ack(&key) {
-                eprintln!("no connection to answer event {key}; feishu will push it again");
+    /// Answers the frames that brought a message.
+    fn acknowledge(&self, keys: &[String]) {
+        for key in keys {
+            if !self.acks.ack(key) {
+                warn!("no connection to answer event {key}; feishu will push it again");
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -15,12 +16,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much longer than its own timeout a `/sync` may take before it counts as lost.
 const SYNC_GRACE: Duration = Duration::from_secs(15);
-/// How often a rate-limited request is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when the server says `M_LIMIT_EXCEEDED` without `retry_after_ms`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer one fails the request instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How long a "typing…" notice lasts unless renewed.
 pub const TYPING_TIMEOUT: Duration = Duration::from_secs(30);
 /// The path every endpoint lives under.
@@ -29,17 +24,9 @@ const CLIENT_V3: &str = "/_matrix/client/v3";
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{what}: network error: {reason}")]
-    Network {
-        /// The request, e.g. `sync`.
-        what: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An answer other than 2xx: the server's `errcode` and `error`, when it gave them.
     #[error("{what}: http status {status}: {errcode} {error}")]
     Status {
@@ -52,14 +39,9 @@ pub enum ApiError {
         /// The server's explanation.
         error: String,
     },
-    /// The server asked to slow down for longer than this channel waits, or too often.
-    #[error("{what}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The request.
-        what: &'static str,
-        /// How long the server asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// The answer was not the JSON Matrix sends.
     #[error("{what}: unexpected answer: {reason}")]
     Malformed {
@@ -98,12 +80,6 @@ pub struct Login {
     pub device_id: String,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait the server asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl ClientApi {
     /// A client of `homeserver` without an access token, for logging in. The rustls crypto
     /// provider must be installed first.
@@ -111,14 +87,15 @@ impl ClientApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(ClientApi { http, homeserver: homeserver.trim_end_matches('/').to_owned(), authorization: None })
     }
 
     /// The same client, calling with `access_token`.
     pub fn with_token(&self, access_token: &str) -> Result<ClientApi, ApiError> {
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {access_token}"))
-            .map_err(|_| ApiError::Setup("the access token holds characters a header cannot".into()))?;
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {access_token}")).map_err(|_| {
+            ApiError::Transport(TransportError::Setup("the access token holds characters a header cannot".into()))
+        })?;
         authorization.set_sensitive(true);
         Ok(ClientApi { authorization: Some(authorization), ..self.clone() })
     }
@@ -205,18 +182,8 @@ impl ClientApi {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<Value, ApiError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(what, method.clone(), path, body, timeout).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{what}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { what, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(what, method.clone(), path, body, timeout);
+        waiting_out_rate_limits(what, attempt).await
     }
 
     async fn attempt(
@@ -226,8 +193,10 @@ impl ClientApi {
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
-    ) -> Result<Attempt, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { what, reason: error_chain(&error) };
+    ) -> Result<Attempt<Value>, ApiError> {
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: what.to_owned(), reason: error_chain(&error) })
+        };
         let url = format!("{}{CLIENT_V3}{path}", self.homeserver);
         let mut request = self.http.request(method, url).timeout(timeout);
         if let Some(authorization) = &self.authorization {

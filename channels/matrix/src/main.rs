@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages, Typing};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 
 use crate::api::ClientApi;
@@ -62,7 +63,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MatrixError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let anonymous = ClientApi::anonymous(&config.homeserver).map_err(MatrixError::Setup)?;
     let api = signin::sign_in(&anonymous, &config).await?;
-    eprintln!("signed in to {} as {} (device {:?})", config.homeserver, config.user_id, config.device_id);
+    info!("signed in to {} as {} (device {:?})", config.homeserver, config.user_id, config.device_id);
     // Renewed a little before the homeserver's notice runs out; given up after two minutes.
     let typing = Typing::new(api::TYPING_TIMEOUT - Duration::from_secs(5), Duration::from_secs(120));
     let user_id = config.user_id.clone();

@@ -2,7 +2,8 @@
 //! sent as an `m.text` message with its HTML rendering, in the thread the user wrote in, then
 //! acknowledged to the kernel.
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, Typing, split};
+use oxibot_plugin::chat::{Markup, Measure, SplitRules, Typing, leave_files_out, split};
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
@@ -31,7 +32,7 @@ impl Replies {
             let outcome = self.deliver(&outbound).await;
             self.stop_typing(&outbound.chat_id);
             if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
+                warn!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
             }
             let _ = channel.ack(outbound.id, outcome);
         }
@@ -43,16 +44,7 @@ impl Replies {
     /// this channel too) and never gives twice (its ids start from the clock).
     async fn deliver(&self, outbound: &Outbound) -> Result<(), String> {
         let parts = split(&outbound.content, RULES);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported)",
-                outbound.id,
-                outbound.media.len()
-            );
-            if parts.is_empty() {
-                return Err("the matrix channel cannot send files".to_owned());
-            }
-        }
+        leave_files_out(outbound, !parts.is_empty(), "matrix")?;
         let thread = thread_relation(&outbound.metadata);
         for (index, part) in parts.iter().enumerate() {
             let txn = format!("oxibot-{}-{index}", outbound.id);
@@ -70,7 +62,7 @@ impl Replies {
         let (api, room, user) = (self.api.clone(), room.to_owned(), self.user_id.clone());
         tokio::spawn(async move {
             if let Err(error) = api.set_typing(&room, &user, false).await {
-                eprintln!("cannot hide the typing notice in {room}: {error}");
+                warn!("cannot hide the typing notice in {room}: {error}");
             }
         });
     }

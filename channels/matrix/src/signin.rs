@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use oxibot_plugin::chat::write_atomically;
+use oxibot_plugin::{info, warn};
 use serde_json::{Value, json};
 
 use crate::api::{ApiError, ClientApi, Login};
@@ -31,15 +32,15 @@ pub async fn sign_in(anonymous: &ClientApi, config: &Config) -> Result<ClientApi
         let api = anonymous.with_token(&saved.access_token).map_err(MatrixError::Setup)?;
         match identify(&api, &config.user_id).await {
             Ok(()) => return Ok(api),
-            Err(MatrixError::Token(error)) => eprintln!("the saved session was refused ({error}); logging in again"),
+            Err(MatrixError::Token(error)) => warn!("the saved session was refused ({error}); logging in again"),
             Err(other) => return Err(other),
         }
     }
     let device = saved.as_ref().map(|saved| saved.device_id.as_str()).or(Some(config.device_id.as_str()));
     let login = login(anonymous, &config.user_id, password, device).await?;
-    eprintln!("logged in with the password as device {}", login.device_id);
+    info!("logged in with the password as device {}", login.device_id);
     if let Err(error) = sessions.save(&login) {
-        eprintln!("cannot keep the session in {}: {error}; the next start logs in again", sessions.path.display());
+        warn!("cannot keep the session in {}: {error}; the next start logs in again", sessions.path.display());
     }
     let api = anonymous.with_token(&login.access_token).map_err(MatrixError::Setup)?;
     identify(&api, &config.user_id).await?;
@@ -56,7 +57,7 @@ async fn identify(api: &ClientApi, user_id: &str) -> Result<(), MatrixError> {
             Err(error) if error.is_token_problem() => return Err(MatrixError::Token(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("{error}; trying again in {wait:?}");
+                warn!("{error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }
@@ -72,7 +73,7 @@ async fn login(api: &ClientApi, user_id: &str, password: &str, device: Option<&s
             Err(error @ ApiError::Status { status: 400..=499, .. }) => return Err(MatrixError::Password(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("{error}; trying again in {wait:?}");
+                warn!("{error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }

@@ -7,6 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use oxibot_plugin::chat::write_atomically;
+use oxibot_plugin::warn;
 use serde_json::{Value, json};
 
 /// The file's name inside the media directory.
@@ -45,7 +46,7 @@ impl SyncStore {
         let saved: Value = match serde_json::from_str(&text) {
             Ok(saved) => saved,
             Err(error) => {
-                eprintln!("ignoring {}: {error}", self.path.display());
+                warn!("ignoring {}: {error}", self.path.display());
                 return None;
             }
         };

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen, Typing};
 use oxibot_plugin::{ChannelError, ChannelHandle};
+use oxibot_plugin::{info, warn};
 use serde_json::json;
 
 use crate::api::ClientApi;
@@ -60,7 +61,7 @@ impl Syncer {
     pub async fn run(mut self) -> Result<(), MatrixError> {
         let mut since = self.store.load();
         if since.is_none() {
-            eprintln!("no saved sync position; starting from now (earlier messages are not answered)");
+            info!("no saved sync position; starting from now (earlier messages are not answered)");
         }
         let mut backoff = BACKOFF;
         loop {
@@ -71,7 +72,7 @@ impl Syncer {
                 Err(error) if error.is_token_problem() => return Err(MatrixError::Token(error)),
                 Err(error) => {
                     let wait = backoff.next_wait();
-                    eprintln!("{error}; polling again in {wait:?}");
+                    warn!("{error}; polling again in {wait:?}");
                     tokio::time::sleep(wait).await;
                     continue;
                 }
@@ -88,7 +89,7 @@ impl Syncer {
                 self.note_members(&batch);
             }
             if let Err(error) = self.store.save(&batch.next_batch) {
-                eprintln!("{error}; a restart will see this batch again");
+                warn!("{error}; a restart will see this batch again");
             }
             since = Some(batch.next_batch);
         }
@@ -106,7 +107,7 @@ impl Syncer {
                 let candidate = match incoming::candidate(event, &self.config.user_id) {
                     Ok(candidate) => candidate,
                     Err(reason) if reason.starts_with("encrypted") => {
-                        eprintln!("{}: left out a message: {reason}", news.room);
+                        info!("{}: left out a message: {reason}", news.room);
                         continue;
                     }
                     Err(_) => continue,
@@ -130,10 +131,10 @@ impl Syncer {
         if !self.told_encrypted.insert(room.to_owned()) {
             return;
         }
-        eprintln!("{room} is end-to-end encrypted: its messages cannot be read (only unencrypted rooms are supported)");
+        warn!("{room} is end-to-end encrypted: its messages cannot be read (only unencrypted rooms are supported)");
         let content = json!({"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}});
         if let Err(error) = self.api.send_message(room, &format!("oxibot-encrypted-{room}"), &content).await {
-            eprintln!("cannot tell {room} that encrypted rooms are not supported: {error}");
+            warn!("cannot tell {room} that encrypted rooms are not supported: {error}");
         }
     }
 
@@ -152,7 +153,7 @@ impl Syncer {
                 return Handed::KernelGone;
             }
             Err(ChannelError::TooLarge(reason)) => {
-                eprintln!("message {id} dropped: the kernel cannot take it ({reason})");
+                warn!("message {id} dropped: the kernel cannot take it ({reason})");
                 self.recent.accepted(&id);
                 return Handed::All;
             }
@@ -175,12 +176,12 @@ impl Syncer {
     async fn follow_invites(&self, batch: &Batch) {
         for (room, inviter) in &batch.invites {
             if !self.config.inviters.allows(inviter) {
-                eprintln!("not joining {room}: {inviter} is not in channels.matrix.allowFrom");
+                info!("not joining {room}: {inviter} is not in channels.matrix.allowFrom");
                 continue;
             }
             match self.api.join(room).await {
-                Ok(()) => eprintln!("joined {room} (invited by {inviter})"),
-                Err(error) => eprintln!("cannot join {room}: {error}"),
+                Ok(()) => info!("joined {room} (invited by {inviter})"),
+                Err(error) => warn!("cannot join {room}: {error}"),
             }
         }
     }
@@ -212,7 +213,7 @@ impl Syncer {
                 count <= 2
             }
             Err(error) => {
-                eprintln!("cannot count the members of {room} ({error}); treating it as a group");
+                warn!("cannot count the members of {room} ({error}); treating it as a group");
                 false
             }
         }

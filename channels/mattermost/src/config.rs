@@ -3,34 +3,12 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{SectionError, expand_tilde, load_section, media_dir};
+pub use oxibot_plugin::chat::GroupPolicy;
+use oxibot_plugin::chat::{
+    DEFAULT_REACT_EMOJI, DmSection, SectionError, emoji_name, expand_tilde, load_section, media_dir,
+};
 use serde::Deserialize;
 use serde_json::Value;
-
-/// The emoji put on a post once the kernel has it, unless the config says otherwise.
-pub const DEFAULT_REACT_EMOJI: &str = "eyes";
-
-/// Which channel posts (not direct messages) reach the kernel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupPolicy {
-    /// Only posts that mention the bot (`@username`).
-    Mention,
-    /// Every post the bot can see.
-    Open,
-    /// Every post in the listed channels, none elsewhere.
-    Allowlist(Vec<String>),
-}
-
-impl GroupPolicy {
-    /// Whether a post in `channel` passes, given whether it mentions the bot.
-    pub fn admits(&self, channel: &str, mentioned: bool) -> bool {
-        match self {
-            GroupPolicy::Mention => mentioned,
-            GroupPolicy::Open => true,
-            GroupPolicy::Allowlist(channels) => channels.iter().any(|allowed| allowed == channel),
-        }
-    }
-}
 
 /// The channel's settings, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,17 +84,7 @@ struct Raw {
     react_emoji: Option<String>,
     #[serde(alias = "media_dir")]
     media_dir: Option<String>,
-    dm: RawDm,
-}
-
-/// The `dm` subsection.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-struct RawDm {
-    enabled: Option<bool>,
-    policy: Option<String>,
-    #[serde(alias = "allow_from")]
-    allow_from: Vec<String>,
+    dm: DmSection,
 }
 
 impl Config {
@@ -159,7 +127,7 @@ impl Config {
             group_policy_in_thread: in_threads,
             reply_in_thread: raw.reply_in_thread.unwrap_or(true),
             streaming: raw.streaming.unwrap_or(true),
-            react_emoji: react_emoji(raw.react_emoji),
+            react_emoji: emoji_name(raw.react_emoji, DEFAULT_REACT_EMOJI),
             dm_enabled: raw.dm.enabled.unwrap_or(true),
             dm_allow_from,
             media_dir: raw
@@ -190,13 +158,6 @@ fn group_policy(key: &'static str, name: Option<&str>, allow_from: &[String]) ->
             value: other.to_owned(),
         }),
     }
-}
-
-/// The emoji name without colons; absent means the default, empty means none.
-fn react_emoji(configured: Option<String>) -> Option<String> {
-    let emoji = configured.unwrap_or_else(|| DEFAULT_REACT_EMOJI.to_owned());
-    let emoji = emoji.trim().trim_matches(':').to_owned();
-    (!emoji.is_empty()).then_some(emoji)
 }
 
 #[cfg(test)]

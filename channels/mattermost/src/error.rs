@@ -1,7 +1,7 @@
 //! Why the Mattermost channel stops: errors that no reconnecting or retrying can fix.
 
+use crate::api::RestError;
 use crate::config::ConfigError;
-use crate::rest::RestError;
 
 /// A reason to end the channel service (the kernel then restarts it, and gives up after a few
 /// quick failures).

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::api::BotUser;
 use crate::config::Config;
-use crate::rest::BotUser;
 
 /// A user's post as the kernel gets it.
 #[derive(Debug, Clone, PartialEq)]

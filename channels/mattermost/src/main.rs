@@ -29,12 +29,12 @@
 //! the first post the kernel had not accepted, so the server replays it (while it still holds
 //! the dead connection's events).
 
+mod api;
 mod config;
 mod error;
 mod events;
 mod incoming;
 mod replies;
-mod rest;
 mod resume;
 mod socket;
 mod submit;
@@ -45,12 +45,13 @@ use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
 
+use crate::api::{BotUser, RestApi};
 use crate::config::Config;
 use crate::error::MattermostError;
 use crate::replies::Deliverer;
-use crate::rest::{BotUser, RestApi};
 use crate::resume::Progress;
 use crate::socket::Listener;
 use crate::submit::Submitter;
@@ -67,7 +68,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MattermostError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let rest = RestApi::new(&config.server_url, &config.token).map_err(MattermostError::Setup)?;
     let bot = identify(&rest).await?;
-    eprintln!("signed in to {} as @{} ({})", config.server_url, bot.username, bot.id);
+    info!("signed in to {} as @{} ({})", config.server_url, bot.username, bot.id);
     let recent = RecentMessages::new(REMEMBERED);
     let (submissions, queue) = mpsc::unbounded_channel();
     let progress = Progress::open(&config.media_dir);
@@ -99,7 +100,7 @@ async fn identify(rest: &RestApi) -> Result<BotUser, MattermostError> {
             Err(error) if error.is_token_problem() => return Err(MattermostError::Token(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("{error}; trying again in {wait:?}");
+                warn!("{error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }

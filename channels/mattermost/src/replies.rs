@@ -8,23 +8,19 @@
 //! or with the reason it could not be; a failed delivery is remembered, so the kernel's retry
 //! sends only what is missing.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Markup, Measure, Replies, SplitRules, serve_replies, split};
-use oxibot_plugin::{ChannelHandle, Delta, Outbound};
-use tokio::time::Instant;
+use oxibot_plugin::chat::{
+    EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
+};
+use oxibot_plugin::{ChannelHandle, Outbound};
 
-use crate::rest::{RestApi, RestError};
+use crate::api::{RestApi, RestError};
 
 /// Mattermost's limit for a post's message.
 pub const RULES: SplitRules = SplitRules { limit: 16_383, measure: Measure::Chars, markup: Markup::Markdown };
 /// The least time between two patches of a streamed post.
 const EDIT_INTERVAL: Duration = Duration::from_secs(1);
-/// A streamed reply nobody finished within this time is forgotten.
-const FORGET_AFTER: Duration = Duration::from_secs(600);
-/// How many partly delivered replies are remembered.
-const PARTIAL_REMEMBERED: usize = 100;
 
 /// Where a reply goes: the channel, and the thread (root post) when the chat id names one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,41 +43,21 @@ impl Destination {
     }
 }
 
-/// A reply being streamed.
-#[derive(Debug)]
-struct Stream {
-    /// The chat it goes to.
-    chat_id: String,
-    /// The Markdown received so far.
-    text: String,
-    /// The post showing it, once created.
-    post_id: Option<String>,
-    /// Whether `text` changed since the post last showed it.
-    dirty: bool,
-    /// The earliest time of the next patch.
-    next_edit: Instant,
-    /// When the last delta arrived.
-    touched: Instant,
-    /// Creating or patching the post failed: the final reply goes out whole instead.
-    broken: bool,
-}
-
 /// Delivers the kernel's messages to Mattermost.
 pub struct Deliverer {
     /// The REST API.
     api: RestApi,
-    /// `streaming`: whether deltas are shown at all.
-    streaming: bool,
-    /// Streamed replies by `stream_id`.
-    streams: HashMap<u64, Stream>,
-    /// Outbound id → parts already delivered, for replies whose delivery failed halfway.
-    sent: HashMap<u64, usize>,
+    /// Streamed replies, each shown in a post (named by its id).
+    streams: Streams<String>,
+    /// The parts already delivered of replies whose delivery failed halfway.
+    sent: PartsSent,
 }
 
 impl Deliverer {
-    /// A deliverer with nothing in flight.
+    /// A deliverer with nothing in flight; `streaming` (the setting) says whether deltas are
+    /// shown at all.
     pub fn new(api: RestApi, streaming: bool) -> Deliverer {
-        Deliverer { api, streaming, streams: HashMap::new(), sent: HashMap::new() }
+        Deliverer { api, streams: Streams::new(EDIT_INTERVAL).enabled(streaming), sent: PartsSent::default() }
     }
 
     /// Handles the kernel's events until it hangs up.
@@ -89,148 +65,58 @@ impl Deliverer {
         serve_replies(channel, &mut self).await;
     }
 
-    /// Grows a streamed reply: creates its post with the first words, patches it later.
-    async fn on_delta(&mut self, delta: Delta) {
-        if !self.streaming {
-            return;
-        }
-        let now = Instant::now();
-        self.streams.retain(|_, stream| now.duration_since(stream.touched) < FORGET_AFTER);
-        let stream = self.streams.entry(delta.stream_id).or_insert_with(|| Stream {
-            chat_id: delta.chat_id.clone(),
-            text: String::new(),
-            post_id: None,
-            dirty: false,
-            next_edit: now,
-            touched: now,
-            broken: false,
-        });
-        stream.text.push_str(&delta.text);
-        stream.touched = now;
-        stream.dirty = true;
-        if stream.broken || stream.text.trim().is_empty() || now < stream.next_edit {
-            return;
-        }
-        let (destination, shown) = (Destination::of(&stream.chat_id), first_part(&stream.text));
-        let outcome = match stream.post_id.clone() {
-            None => self.api.create_post(&destination.channel, destination.root.as_deref(), &shown).await.map(Some),
-            Some(post_id) => self.api.patch_post(&post_id, &shown).await.map(|()| None),
-        };
-        let Some(stream) = self.streams.get_mut(&delta.stream_id) else { return };
-        match outcome {
-            Ok(created) => {
-                stream.post_id = stream.post_id.take().or(created);
-                stream.dirty = false;
-                stream.next_edit = Instant::now() + EDIT_INTERVAL;
-            }
-            Err(error) => {
-                eprintln!("cannot show the streamed reply in {}: {error}", stream.chat_id);
-                stream.broken = true;
-            }
-        }
-    }
-
-    /// When the next pending patch of a streamed post is due.
-    fn next_due(&self) -> Option<Instant> {
-        self.streams
-            .values()
-            .filter(|stream| stream.dirty && stream.post_id.is_some() && !stream.broken)
-            .map(|stream| stream.next_edit)
-            .min()
-    }
-
-    /// Shows the latest text of every streamed post whose patch is due.
-    async fn flush_due(&mut self) {
-        let now = Instant::now();
-        let due: Vec<(u64, String, String)> = self
-            .streams
-            .iter()
-            .filter(|(_, stream)| stream.dirty && !stream.broken && stream.next_edit <= now)
-            .filter_map(|(id, stream)| Some((*id, stream.post_id.clone()?, first_part(&stream.text))))
-            .collect();
-        for (id, post_id, shown) in due {
-            let outcome = self.api.patch_post(&post_id, &shown).await;
-            let Some(stream) = self.streams.get_mut(&id) else { continue };
-            stream.dirty = false;
-            stream.next_edit = Instant::now() + EDIT_INTERVAL;
-            if let Err(error) = outcome {
-                eprintln!("cannot update the streamed reply in {}: {error}", stream.chat_id);
-                stream.broken = true;
-            }
-        }
-    }
-
     /// Delivers every part of `outbound` not delivered yet: the first into its streamed post
     /// when it has one, the others as new posts.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
         let parts = split(&outbound.content, RULES);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported)",
-                outbound.id,
-                outbound.media.len()
-            );
-        }
+        let files = leave_files_out(outbound, !parts.is_empty(), "mattermost");
         if parts.is_empty() {
-            self.streams.retain(|id, _| Some(*id) != outbound.stream_id);
-            if outbound.media.is_empty() {
-                return Ok(());
-            }
-            let reason = "the mattermost channel cannot send files".to_owned();
-            return Err(RestError::Malformed { what: "create post", reason });
+            self.streams.finish(outbound.stream_id);
+            return files.map_err(|reason| RestError::Malformed { what: "create post", reason });
         }
-        let streamed_post = outbound
-            .stream_id
-            .and_then(|id| self.streams.get(&id))
-            .filter(|stream| !stream.broken)
-            .and_then(|stream| stream.post_id.clone());
+        let streamed_post = self.streams.message_of(outbound.stream_id);
         let destination = Destination::of(&outbound.chat_id);
-        let already = self.sent.remove(&outbound.id).unwrap_or(0);
+        let already = self.sent.take(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let delivered = match (&streamed_post, index) {
                 (Some(post_id), 0) => self.api.patch_post(post_id, part).await,
                 _ => self.api.create_post(&destination.channel, destination.root.as_deref(), part).await.map(drop),
             };
             if let Err(error) = delivered {
-                self.remember_partial(outbound.id, index);
+                self.sent.remember(outbound.id, index);
                 return Err(error);
             }
         }
-        if let Some(id) = outbound.stream_id {
-            self.streams.remove(&id);
-        }
+        self.streams.finish(outbound.stream_id);
         Ok(())
-    }
-
-    /// Notes that the first `count` parts of reply `id` are delivered.
-    fn remember_partial(&mut self, id: u64, count: usize) {
-        if count == 0 {
-            return;
-        }
-        if self.sent.len() >= PARTIAL_REMEMBERED {
-            self.sent.clear();
-        }
-        self.sent.insert(id, count);
     }
 }
 
-impl Replies for Deliverer {
+impl EditedReplies for Deliverer {
+    type Message = String;
     type Error = RestError;
 
-    fn next_due(&self) -> Option<Instant> {
-        Deliverer::next_due(self)
+    fn streams(&mut self) -> &mut Streams<String> {
+        &mut self.streams
     }
 
-    async fn on_delta(&mut self, delta: Delta) {
-        Deliverer::on_delta(self, delta).await;
+    /// The part of the text that fits one post.
+    fn visible(&self, text: &str) -> String {
+        first_part(text)
     }
 
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
+    /// A new post in the channel (and thread) the chat id names.
+    async fn send(&mut self, chat_id: &str, text: &str) -> Result<String, RestError> {
+        let destination = Destination::of(chat_id);
+        self.api.create_post(&destination.channel, destination.root.as_deref(), text).await
+    }
+
+    async fn edit(&mut self, post_id: &String, text: &str) -> Result<(), RestError> {
+        self.api.patch_post(post_id, text).await
+    }
+
+    async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), RestError> {
         Deliverer::deliver(self, outbound).await
-    }
-
-    async fn flush_due(&mut self) {
-        Deliverer::flush_due(self).await;
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use oxibot_plugin::chat::write_atomically;
+use oxibot_plugin::warn;
 use serde_json::{Value, json};
 
 /// The file's name inside the media directory.
@@ -109,7 +110,7 @@ impl Inner {
         let next_seq = self.pending.first().copied().unwrap_or(self.next_seq);
         let text = json!({"connectionId": connection_id, "sequenceNumber": next_seq}).to_string();
         if let Err(error) = write_atomically(&self.path, text.as_bytes()) {
-            eprintln!("cannot keep the websocket position in {}: {error}", self.path.display());
+            warn!("cannot keep the websocket position in {}: {error}", self.path.display());
         }
     }
 }

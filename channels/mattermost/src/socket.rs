@@ -6,26 +6,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
+use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, OpenError};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use crate::api::BotUser;
 use crate::config::Config;
 use crate::events::{self, Frame};
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::rest::BotUser;
 use crate::resume::Progress;
 
-/// How often the connection is probed with a WebSocket ping.
-const PING_EVERY: Duration = Duration::from_secs(30);
-/// A connection silent for this long (not even a pong) is considered dead.
-const SILENCE_LIMIT: Duration = Duration::from_secs(90);
-/// How long opening the WebSocket (and authenticating) may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a closing handshake may take before the socket is just dropped.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The sequence number of the authentication challenge, the only action the channel sends.
 const CHALLENGE_SEQ: u64 = 1;
 /// The waits between attempts to connect: 1 s, 2 s, 4 s, … up to 30 s, as nanobot.
@@ -48,10 +41,8 @@ pub struct Listener {
 /// Why a connection ended.
 #[derive(Debug, thiserror::Error)]
 enum Ending {
-    #[error("cannot connect the websocket: {0}")]
-    Connect(#[from] tokio_tungstenite::tungstenite::Error),
-    #[error("cannot connect the websocket: no answer within {CONNECT_TIMEOUT:?}")]
-    Timeout,
+    #[error(transparent)]
+    Open(#[from] OpenError),
     #[error("the server refused the token on the websocket: {0}")]
     Refused(String),
     #[error("the websocket dropped: {0}")]
@@ -65,7 +56,7 @@ impl Listener {
         loop {
             let ending = self.connection(&mut backoff).await;
             let wait = backoff.next_wait();
-            eprintln!("{ending}; connecting again in {wait:?}");
+            warn!("{ending}; connecting again in {wait:?}");
             tokio::time::sleep(wait).await;
         }
     }
@@ -76,46 +67,17 @@ impl Listener {
         if let Some(from) = self.progress.resume_point() {
             url.push_str(&format!("?connection_id={}&sequence_number={}", from.connection_id, from.next_seq));
         }
-        let connecting = tokio_tungstenite::connect_async(url.as_str());
-        let socket = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-            Ok(Ok((socket, _))) => socket,
-            Ok(Err(error)) => return Ending::Connect(error),
-            Err(_) => return Ending::Timeout,
+        let mut socket = match socket::open(&url, CONNECT_TIMEOUT).await {
+            Ok(socket) => socket,
+            Err(error) => return Ending::Open(error),
         };
-        let (mut sink, mut stream) = socket.split();
         let challenge = events::authentication_challenge(CHALLENGE_SEQ, &self.config.token);
-        if let Err(error) = sink.send(WsMessage::Text(challenge.into())).await {
+        if let Err(error) = socket.send(WsMessage::Text(challenge.into())).await {
             return Ending::Dropped(error.to_string());
         }
-        let mut keepalive = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
-        let mut last_heard = Instant::now();
-        let ending = loop {
-            tokio::select! {
-                incoming = stream.next() => {
-                    last_heard = Instant::now();
-                    let text = match incoming {
-                        Some(Ok(WsMessage::Text(text))) => text,
-                        Some(Ok(WsMessage::Close(frame))) => break Ending::Dropped(format!("closed by the server ({frame:?})")),
-                        Some(Ok(_)) => continue,
-                        Some(Err(error)) => break Ending::Dropped(error.to_string()),
-                        None => break Ending::Dropped("closed".to_owned()),
-                    };
-                    if let Some(ending) = self.on_frame(events::parse(text.as_str()), backoff) {
-                        break ending;
-                    }
-                }
-                _ = keepalive.tick() => {
-                    if last_heard.elapsed() > SILENCE_LIMIT {
-                        break Ending::Dropped(format!("nothing heard for {SILENCE_LIMIT:?}"));
-                    }
-                    if let Err(error) = sink.send(WsMessage::Ping(Default::default())).await {
-                        break Ending::Dropped(error.to_string());
-                    }
-                }
-            }
-        };
-        let _ = tokio::time::timeout(CLOSE_TIMEOUT, sink.close()).await;
-        ending
+        let options = Drive { service: "the server", keepalive: Keepalive::DEFAULT, outgoing: None, ping: None };
+        let ending = socket::drive(socket, options, |text| self.on_frame(events::parse(text), backoff)).await;
+        ending.unwrap_or_else(Ending::Dropped)
     }
 
     /// Handles one frame; `Some` ends the connection.
@@ -127,9 +89,9 @@ impl Listener {
                 backoff.reset();
                 let known = self.progress.resume_point().is_some();
                 if self.progress.hello(connection_id, seq) {
-                    eprintln!("websocket connection resumed");
+                    info!("websocket connection resumed");
                 } else if known {
-                    eprintln!(
+                    warn!(
                         "the server could not resume the websocket connection; posts sent meanwhile are not replayed"
                     );
                 }
@@ -153,10 +115,10 @@ impl Listener {
             Seen::New => {
                 self.progress.queued(seq);
                 if self.submissions.send((message, seq)).is_err() {
-                    eprintln!("the submitter is gone; a post is dropped");
+                    warn!("the submitter is gone; a post is dropped");
                 }
             }
-            Seen::InFlight | Seen::Accepted => eprintln!("post {} arrived again; answered once", message.id),
+            Seen::InFlight | Seen::Accepted => info!("post {} arrived again; answered once", message.id),
         }
     }
 }

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 
 use oxibot_plugin::chat::RecentMessages;
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelError, ChannelHandle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::api::RestApi;
 use crate::incoming::UserMessage;
-use crate::rest::RestApi;
 use crate::resume::Progress;
 
 /// What the submitter needs besides the queue.
@@ -67,10 +68,7 @@ impl Submitter {
                 inside
             }
             Err(error) => {
-                eprintln!(
-                    "cannot tell the team of channel {} ({error}); leaving post {} out",
-                    message.channel, message.id
-                );
+                warn!("cannot tell the team of channel {} ({error}); leaving post {} out", message.channel, message.id);
                 false
             }
         }
@@ -87,7 +85,7 @@ impl Submitter {
                 return false;
             }
             Err(ChannelError::TooLarge(reason)) => {
-                eprintln!("post {} dropped: the kernel cannot take it ({reason})", message.id);
+                warn!("post {} dropped: the kernel cannot take it ({reason})", message.id);
             }
         }
         self.recent.accepted(&message.id);
@@ -95,7 +93,7 @@ impl Submitter {
             let (rest, bot, post, emoji) = (self.rest.clone(), self.bot_id.clone(), message.id, emoji.clone());
             tokio::spawn(async move {
                 if let Err(error) = rest.add_reaction(&bot, &post, &emoji).await {
-                    eprintln!("cannot add the reaction: {error}");
+                    warn!("cannot add the reaction: {error}");
                 }
             });
         }

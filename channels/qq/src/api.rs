@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{FileError, TransportError};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
@@ -25,17 +26,9 @@ const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(7200);
 /// Why an API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{call}: network error: {reason}")]
-    Network {
-        /// The call, e.g. `POST /v2/users/{openid}/messages`.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// QQ refused the call: an HTTP status other than 2xx, or an error code in the answer.
     #[error("{call}: http status {status}: code {code}, {message}")]
     Refused {
@@ -57,13 +50,8 @@ pub enum ApiError {
         reason: String,
     },
     /// A downloaded file could not be saved, or was too large.
-    #[error("cannot save {path}: {reason}")]
-    File {
-        /// Where it was to go.
-        path: String,
-        /// Why it could not.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl ApiError {
@@ -113,7 +101,7 @@ impl Api {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(Api {
             http,
             api_base: config.api_base.clone(),
@@ -181,11 +169,13 @@ impl Api {
     /// Saves the attachment at `url` (QQ's CDN) at `dest`, at most `limit` bytes.
     pub async fn download(&self, url: &str, dest: &Path, limit: u64) -> Result<(), ApiError> {
         const CALL: &str = "attachment download";
-        let file_error = |reason: String| ApiError::File { path: dest.display().to_string(), reason };
+        let file_error = |reason: String| ApiError::File(FileError { path: dest.display().to_string(), reason });
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|error| file_error(error.to_string()))?;
         }
-        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
+        };
         let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
@@ -207,26 +197,20 @@ impl Api {
         call: &'static str,
         build: impl Fn(String) -> reqwest::RequestBuilder,
     ) -> Result<Value, ApiError> {
-        let mut renewed = false;
-        loop {
-            let token = self.access_token().await?;
+        let make_call = |token: String| {
             let request =
                 build(format!("QQBot {token}")).header("X-Union-Appid", &self.app_id).timeout(REQUEST_TIMEOUT);
-            match self.answer(call, request).await {
-                Err(error) if error.is_token_problem() && !renewed => {
-                    eprintln!("{error}; fetching a new access token");
-                    self.token.forget(&token).await;
-                    renewed = true;
-                }
-                outcome => return outcome,
-            }
-        }
+            self.answer(call, request)
+        };
+        self.token.renewing(|| self.fetch_token(), ApiError::is_token_problem, make_call).await
     }
 
     /// Sends `request` and reads QQ's JSON answer; a status other than 2xx, or an answer with
     /// a non-zero `code`, is a refusal.
     async fn answer(&self, call: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
+        };
         let response = request.send().await.map_err(network)?;
         let status = response.status();
         let text = response.text().await.map_err(network)?;
@@ -264,6 +248,9 @@ mod tests {
         assert!(!refused("GET /gateway", 401).is_credentials_problem());
         assert!(refused("GET /gateway", 401).is_token_problem());
         assert!(!refused("GET /gateway", 500).is_token_problem());
-        assert!(!ApiError::Network { call: TOKEN_CALL, reason: "refused".into() }.is_credentials_problem());
+        assert!(
+            !ApiError::Transport(TransportError::Network { call: TOKEN_CALL.to_owned(), reason: "refused".into() })
+                .is_credentials_problem()
+        );
     }
 }

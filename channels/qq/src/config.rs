@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{SectionError, expand_tilde, load_section, media_dir};
+use oxibot_plugin::chat::{SectionError, expand_tilde, filled, load_section, media_dir};
 use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 use serde_json::Value;
@@ -98,8 +98,8 @@ impl Config {
                 .unwrap_or_else(|| default.to_owned())
         };
         Ok(Config {
-            app_id: required(raw.app_id, "appId")?,
-            secret: required(raw.secret, "secret")?,
+            app_id: filled(raw.app_id).ok_or(ConfigError::Missing("appId"))?,
+            secret: filled(raw.secret).ok_or(ConfigError::Missing("secret"))?,
             msg_format: raw.msg_format,
             ack_message: raw.ack_message.map_or_else(|| DEFAULT_ACK_MESSAGE.to_owned(), |text| text.trim().to_owned()),
             api_base: base(raw.api_base, DEFAULT_API_BASE),
@@ -108,11 +108,6 @@ impl Config {
             download_max_bytes: raw.download_max_bytes.unwrap_or(DEFAULT_DOWNLOAD_MAX_BYTES),
         })
     }
-}
-
-fn required(value: String, key: &'static str) -> Result<String, ConfigError> {
-    let value = value.trim().to_owned();
-    if value.is_empty() { Err(ConfigError::Missing(key)) } else { Ok(value) }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
@@ -29,7 +30,7 @@ const STEADY: Duration = Duration::from_secs(10);
 /// How long a closing handshake may take before the socket is just dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The waits between attempts to reach QQ: 1 s, 2 s, 4 s, … up to 60 s.
-pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+pub const BACKOFF: Backoff = Backoff::UP_TO_A_MINUTE;
 /// Close codes after which the session cannot be resumed.
 const SESSION_GONE: [u16; 3] = [4006, 4007, 4009];
 /// Close codes that mean the bot may not connect at all (banned, offline, over its limits).
@@ -97,15 +98,15 @@ impl Listener {
             }
             match outcome {
                 Ok(Ending::Reconnect) => {
-                    eprintln!("qq asked for a new connection; resuming");
+                    info!("qq asked for a new connection; resuming");
                     // At once, unless QQ keeps asking: then with the usual waits.
                     if lasted {
                         continue;
                     }
                 }
-                Ok(Ending::Dropped(reason)) => eprintln!("the gateway connection dropped: {reason}"),
+                Ok(Ending::Dropped(reason)) => warn!("the gateway connection dropped: {reason}"),
                 Ok(Ending::SessionGone(reason)) => {
-                    eprintln!("the gateway session is gone ({reason}); identifying anew");
+                    warn!("the gateway session is gone ({reason}); identifying anew");
                     session.id = None;
                     self.sequence.restart();
                 }
@@ -113,10 +114,10 @@ impl Listener {
                     return Err(QqError::Credentials(error));
                 }
                 Err(ConnectError::Fatal(code, reason)) => return Err(QqError::Refused { code, reason }),
-                Err(error) => eprintln!("{error}"),
+                Err(error) => warn!("{error}"),
             }
             let wait = backoff.next_wait();
-            eprintln!("connecting again in {wait:?}");
+            info!("connecting again in {wait:?}");
             tokio::time::sleep(wait).await;
         }
     }
@@ -217,11 +218,11 @@ impl Listener {
             "READY" => {
                 session.id = data["session_id"].as_str().map(str::to_owned);
                 let name = data["user"]["username"].as_str().unwrap_or_default();
-                eprintln!("connected to the qq gateway as {name} (session {:?})", session.id);
+                info!("connected to the qq gateway as {name} (session {:?})", session.id);
                 handled(&self.sequence);
             }
             "RESUMED" => {
-                eprintln!("the qq gateway session is resumed");
+                info!("the qq gateway session is resumed");
                 handled(&self.sequence);
             }
             C2C_MESSAGE | GROUP_AT_MESSAGE => match incoming::read(event, data) {
@@ -239,25 +240,16 @@ impl Listener {
             Seen::New => {
                 self.kinds.note(&message.chat_id, message.is_group);
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; a message is dropped");
+                    warn!("the submitter is gone; a message is dropped");
                 }
             }
-            Seen::InFlight => eprintln!("message {} arrived again while being submitted", message.id),
+            Seen::InFlight => info!("message {} arrived again while being submitted", message.id),
             Seen::Accepted => {
-                eprintln!("message {} arrived again; the kernel has it already", message.id);
+                info!("message {} arrived again; the kernel has it already", message.id);
                 if let Some(seq) = seq {
                     self.sequence.handled(seq);
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn waits_double_up_to_a_minute() {
-        let mut backoff = super::BACKOFF;
-        assert_eq!((0..8).map(|_| backoff.next_wait().as_secs()).collect::<Vec<_>>(), [1, 2, 4, 8, 16, 32, 60, 60]);
     }
 }

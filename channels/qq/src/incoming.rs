@@ -1,6 +1,7 @@
 //! Reading a message event (`C2C_MESSAGE_CREATE`, `GROUP_AT_MESSAGE_CREATE`) into what the
 //! kernel gets: who wrote, in which chat, the text, and the attachments to fetch.
 
+use oxibot_plugin::{info, warn};
 use serde_json::{Value, json};
 
 /// The event of a message in a one-to-one chat with the bot.
@@ -59,14 +60,14 @@ pub fn read(event: &str, data: &Value) -> Option<UserMessage> {
         (user.clone(), user)
     };
     let (Some(id), Some(sender_id), Some(chat_id)) = (text(&data["id"]), sender, chat) else {
-        eprintln!("a {event} without a message id, sender or chat is ignored");
+        warn!("a {event} without a message id, sender or chat is ignored");
         return None;
     };
     let attachments: Vec<Attachment> =
         data["attachments"].as_array().into_iter().flatten().filter_map(attachment).collect();
     let content = data["content"].as_str().unwrap_or_default().trim().to_owned();
     if content.is_empty() && attachments.is_empty() {
-        eprintln!("message {id} has neither text nor attachments; ignored");
+        info!("message {id} has neither text nor attachments; ignored");
         return None;
     }
     let metadata = json!({"is_group": is_group, "message_id": id, "chat_type": if is_group { "group" } else { "c2c" }});

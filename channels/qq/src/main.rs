@@ -38,10 +38,10 @@ mod replies;
 mod sequence;
 mod submit;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, serve_replies};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
 async fn serve(channel: ChannelHandle) -> Result<(), QqError> {
     let config = Config::from_value(channel.config())?;
     let api = Api::new(&config).map_err(QqError::Setup)?;
-    eprintln!("connecting to {} as app {} (media in {})", config.api_base, config.app_id, config.media_dir.display());
+    info!("connecting to {} as app {} (media in {})", config.api_base, config.app_id, config.media_dir.display());
     let (recent, sequence, kinds) = (RecentMessages::new(REMEMBERED), Sequence::default(), ChatKinds::default());
     let sender = Sender { api: api.clone(), format: config.msg_format };
     let (submissions, queue) = mpsc::unbounded_channel();
@@ -78,10 +78,10 @@ async fn serve(channel: ChannelHandle) -> Result<(), QqError> {
         download_max_bytes: config.download_max_bytes,
     };
     tokio::spawn(submitter.run(queue));
-    let replies = Replies { sender, kinds: kinds.clone(), sent: HashMap::new() };
+    let mut replies = Replies { sender, kinds: kinds.clone(), sent: PartsSent::default() };
     let listener = Listener { api, recent, sequence, kinds, submissions };
     tokio::select! {
         refused = listener.run() => refused,
-        () = replies.serve(&channel) => Ok(()),
+        () = serve_replies(&channel, &mut replies) => Ok(()),
     }
 }

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::Outbound;
+use oxibot_plugin::chat::{self, Markup, Measure, PartsSent, SplitRules, leave_files_out, split};
 use serde_json::{Value, json};
 
 use crate::api::{Api, ApiError, Target};
@@ -17,8 +17,6 @@ use crate::config::MsgFormat;
 /// QQ's messages: parts of at most 4000 characters (QQ documents no limit, and refuses
 /// messages far longer).
 pub const QQ: SplitRules = SplitRules { limit: 4000, measure: Measure::Chars, markup: Markup::Markdown };
-/// How many partly delivered replies are remembered.
-const PARTIAL_REMEMBERED: usize = 100;
 /// How many chats' kinds are remembered; past that the list starts over.
 const REMEMBERED_CHATS: usize = 1000;
 
@@ -91,56 +89,26 @@ pub struct Replies {
     /// Which chats are groups.
     pub kinds: ChatKinds,
     /// Outbound id → parts already sent, for replies whose delivery failed halfway.
-    pub sent: HashMap<u64, usize>,
+    pub sent: PartsSent,
 }
 
-impl Replies {
-    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(mut self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
-    }
+impl chat::Replies for Replies {
+    type Error = String;
 
     /// Sends every part of `outbound` not sent yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
         let parts = split(&outbound.content, QQ);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported)",
-                outbound.id,
-                outbound.media.len()
-            );
-            if parts.is_empty() {
-                return Err("the qq channel cannot send files".to_owned());
-            }
-        }
+        leave_files_out(outbound, !parts.is_empty(), "qq")?;
         let target = self.kinds.target(&outbound.chat_id, &outbound.metadata);
         let msg_id = outbound.metadata["message_id"].as_str();
-        let already = self.sent.remove(&outbound.id).unwrap_or(0);
+        let already = self.sent.take(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             if let Err(error) = self.sender.send(&target, part, msg_id).await {
-                self.remember_partial(outbound.id, index);
+                self.sent.remember(outbound.id, index);
                 return Err(error.to_string());
             }
         }
         Ok(())
-    }
-
-    /// Notes that the first `count` parts of reply `id` are sent.
-    fn remember_partial(&mut self, id: u64, count: usize) {
-        if count == 0 {
-            return;
-        }
-        if self.sent.len() >= PARTIAL_REMEMBERED {
-            self.sent.clear();
-        }
-        self.sent.insert(id, count);
     }
 }
 

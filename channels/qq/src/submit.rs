@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use oxibot_plugin::chat::RecentMessages;
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -49,7 +50,7 @@ impl Submitter {
                     return;
                 }
                 Err(ChannelError::TooLarge(reason)) => {
-                    eprintln!("message {id} dropped: the kernel cannot take it ({reason})");
+                    warn!("message {id} dropped: the kernel cannot take it ({reason})");
                     self.handled(&id);
                 }
             }
@@ -68,7 +69,7 @@ impl Submitter {
                     lines.push(attachment.placeholder());
                 }
                 Err(error) => {
-                    eprintln!("cannot fetch an attachment of message {}: {error}", message.id);
+                    warn!("cannot fetch an attachment of message {}: {error}", message.id);
                     lines.push(format!("{} (could not be downloaded)", attachment.placeholder()));
                 }
             }
@@ -97,7 +98,7 @@ impl Submitter {
         let (sender, text) = (self.sender.clone(), self.ack_message.clone());
         tokio::spawn(async move {
             if let Err(error) = sender.send(&target, &text, Some(&id)).await {
-                eprintln!("cannot send the notice for message {id}: {error}");
+                warn!("cannot send the notice for message {id}: {error}");
             }
         });
     }

@@ -2,7 +2,7 @@
 //! who may talk to the bot in direct and group chats, with nanobot's camelCase keys (snake_case
 //! accepted) and its defaults.
 
-use oxibot_plugin::chat::{SectionError, load_section};
+use oxibot_plugin::chat::{DmSection, SectionError, load_section};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -66,18 +66,8 @@ struct Raw {
     daemon_port: Option<u16>,
     #[serde(alias = "group_message_buffer_size")]
     group_message_buffer_size: Option<usize>,
-    dm: RawDm,
+    dm: DmSection,
     group: RawGroup,
-}
-
-/// The `dm` subsection.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-struct RawDm {
-    enabled: Option<bool>,
-    policy: Option<String>,
-    #[serde(alias = "allow_from")]
-    allow_from: Vec<String>,
 }
 
 /// The `group` subsection.

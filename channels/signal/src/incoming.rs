@@ -6,34 +6,23 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use oxibot_plugin::chat;
 use serde_json::{Value, json};
 
 use crate::config::{Config, Policy};
 
 /// A user's message as the kernel gets it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UserMessage {
-    /// `<sender>:<timestamp>`: a message's sender and timestamp identify it in Signal.
-    pub id: String,
-    /// The sender's phone number (its UUID when the envelope has no number).
-    pub sender_id: String,
-    /// The sender's number for a direct message, the group id for a group message.
-    pub chat_id: String,
-    /// The text (a group message with the sender's name in front, after earlier messages).
-    pub content: String,
-    /// `timestamp`, `sender_name`, `sender_number`, `sender_ids`, `is_group`, `group_id`, and
-    /// `authenticated` when the channel's own settings let the sender in.
-    pub metadata: Value,
-}
+///
+/// - `id`: `<sender>:<timestamp>`: a message's sender and timestamp identify it in Signal.
+/// - `sender_id`: The sender's phone number (its UUID when the envelope has no number).
+/// - `chat_id`: The sender's number for a direct message, the group id for a group message.
+/// - `content`: The text (a group message with the sender's name in front, after earlier messages).
+/// - `metadata`: `timestamp`, `sender_name`, `sender_number`, `sender_ids`, `is_group`, `group_id`,
+///   and `authenticated` when the channel's own settings let the sender in.
+pub type UserMessage = chat::UserMessage;
 
 /// What to do with one envelope.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// Hand it to the kernel.
-    Submit(UserMessage),
-    /// Leave it out, for this reason (for logs and tests).
-    Ignore(&'static str),
-}
+pub type Verdict = chat::Verdict<UserMessage>;
 
 /// The recent messages of each group, shown with the next one the bot answers there.
 #[derive(Debug, Default)]
@@ -126,7 +115,14 @@ pub fn judge(params: &Value, config: &Config, groups: &mut GroupContext) -> Verd
     if authenticated {
         metadata["authenticated"] = json!(true);
     }
-    Verdict::Submit(UserMessage { id: format!("{sender}:{timestamp}"), sender_id: sender, chat_id, content, metadata })
+    Verdict::Submit(UserMessage {
+        id: format!("{sender}:{timestamp}"),
+        sender_id: sender,
+        chat_id,
+        content,
+        attachments: Vec::new(),
+        metadata,
+    })
 }
 
 /// Every id the envelope gives the sender.

@@ -20,8 +20,8 @@
 //! An inbound's id is `<sender>:<timestamp>` (a message delivered twice is submitted once); the
 //! chat id is the sender's number, or the group id. Attachments are named, not copied.
 
+mod api;
 mod config;
-mod daemon;
 mod error;
 mod incoming;
 mod receive;
@@ -37,8 +37,8 @@ use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
+use crate::api::Daemon;
 use crate::config::Config;
-use crate::daemon::Daemon;
 use crate::error::SignalError;
 use crate::incoming::GroupContext;
 use crate::receive::Receiver;

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::api::{Daemon, DaemonError};
 use crate::config::Config;
-use crate::daemon::{Daemon, DaemonError};
 use crate::incoming::{self, GroupContext, UserMessage, Verdict};
 use crate::sse::EventReader;
 
@@ -40,8 +41,8 @@ impl Receiver {
             let ended = self.stream(&mut backoff).await;
             let wait = backoff.next_wait();
             match ended {
-                Ok(()) => eprintln!("the signal-cli event stream ended; opening it again in {wait:?}"),
-                Err(error) => eprintln!(
+                Ok(()) => info!("the signal-cli event stream ended; opening it again in {wait:?}"),
+                Err(error) => warn!(
                     "{error} (is `signal-cli -a {} daemon --http` running?); trying again in {wait:?}",
                     self.config.account
                 ),
@@ -55,7 +56,7 @@ impl Receiver {
         self.daemon.check().await?;
         let mut response = self.daemon.events().await?;
         backoff.reset();
-        eprintln!("receiving messages from the signal-cli daemon at {}", self.config.daemon_url);
+        info!("receiving messages from the signal-cli daemon at {}", self.config.daemon_url);
         let mut reader = EventReader::default();
         loop {
             let chunk = match response.chunk().await {
@@ -75,7 +76,7 @@ impl Receiver {
     /// Queues the message an event carries, unless it is left out or was seen before.
     fn on_event(&mut self, data: &str) {
         let Ok(params) = serde_json::from_str::<Value>(data) else {
-            eprintln!("ignoring an event that is not json");
+            warn!("ignoring an event that is not json");
             return;
         };
         let message = match incoming::judge(&params, &self.config, &mut self.groups) {
@@ -85,10 +86,10 @@ impl Receiver {
         match self.recent.arrived(&message.id, &message.id) {
             Seen::New => {
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; a message is dropped");
+                    warn!("the submitter is gone; a message is dropped");
                 }
             }
-            Seen::InFlight | Seen::Accepted => eprintln!("message {} arrived again; answered once", message.id),
+            Seen::InFlight | Seen::Accepted => info!("message {} arrived again; answered once", message.id),
         }
     }
 }

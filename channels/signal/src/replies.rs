@@ -2,11 +2,11 @@
 //! group, as plain text with text styles (from the reply's Markdown), cut into parts, then
 //! acknowledged to the kernel.
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules, split};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::chat::{self, Markup, Measure, SplitRules, serve_replies, split};
+use oxibot_plugin::{ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
-use crate::daemon::Daemon;
+use crate::api::Daemon;
 use crate::styles::{styles_of_part, to_signal};
 
 /// How long a part may be: nanobot's limit for signal-cli (Signal's own is about 64 KB).
@@ -20,15 +20,8 @@ pub struct Replies {
 
 impl Replies {
     /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
+    pub async fn serve(mut self, channel: &ChannelHandle) {
+        serve_replies(channel, &mut self).await;
     }
 
     /// Sends every part of `outbound`; files go along with the first.
@@ -61,6 +54,14 @@ impl Replies {
             self.daemon.call("send", params).await.map_err(|error| error.to_string())?;
         }
         Ok(())
+    }
+}
+
+impl chat::Replies for Replies {
+    type Error = String;
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        Replies::deliver(self, outbound).await
     }
 }
 

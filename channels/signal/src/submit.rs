@@ -1,6 +1,7 @@
 //! Handing users' messages to the kernel one at a time, in the order they came.
 
 use oxibot_plugin::chat::RecentMessages;
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelError, ChannelHandle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -18,7 +19,7 @@ pub async fn run(channel: ChannelHandle, recent: RecentMessages, mut queue: Unbo
                 return;
             }
             Err(ChannelError::TooLarge(reason)) => {
-                eprintln!("message {} dropped: the kernel cannot take it ({reason})", message.id)
+                warn!("message {} dropped: the kernel cannot take it ({reason})", message.id)
             }
         }
         recent.accepted(&message.id);

@@ -1,26 +1,13 @@
 //! The `channels.slack` config section: tokens, the Web API base and the reply policies, with
 //! nanobot's camelCase keys (snake_case accepted too) and its defaults.
 
-use oxibot_plugin::chat::{SectionError, load_section};
+pub use oxibot_plugin::chat::GroupPolicy;
+use oxibot_plugin::chat::{DEFAULT_REACT_EMOJI, SectionError, emoji_name, load_section};
 use serde::Deserialize;
 use serde_json::Value;
 
 /// Where the Web API lives unless the config says otherwise.
 pub const DEFAULT_API_BASE: &str = "https://slack.com/api";
-
-/// The emoji put on a message once the kernel has it, unless the config says otherwise.
-pub const DEFAULT_REACT_EMOJI: &str = "eyes";
-
-/// Which channel messages (not direct messages) reach the kernel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupPolicy {
-    /// Only messages that mention the bot (and `app_mention` events).
-    Mention,
-    /// Every message the bot can see.
-    Open,
-    /// Every message in the listed channels, none elsewhere.
-    Allowlist(Vec<String>),
-}
 
 /// The channel's settings, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +91,7 @@ impl Config {
             reply_in_thread: raw.reply_in_thread.unwrap_or(true),
             thread_sessions: raw.thread_sessions,
             dm_enabled: raw.dm.enabled.unwrap_or(true),
-            react_emoji: react_emoji(raw.react_emoji),
+            react_emoji: emoji_name(raw.react_emoji, DEFAULT_REACT_EMOJI),
         })
     }
 }
@@ -121,13 +108,6 @@ fn group_policy(name: Option<&str>, allow_from: Vec<String>) -> Result<GroupPoli
         "allowlist" => Ok(GroupPolicy::Allowlist(allow_from)),
         other => Err(ConfigError::UnknownGroupPolicy(other.to_owned())),
     }
-}
-
-/// The emoji name without colons; absent means the default, empty means none.
-fn react_emoji(configured: Option<String>) -> Option<String> {
-    let emoji = configured.unwrap_or_else(|| DEFAULT_REACT_EMOJI.to_owned());
-    let emoji = emoji.trim().trim_matches(':').to_owned();
-    (!emoji.is_empty()).then_some(emoji)
 }
 
 #[cfg(test)]

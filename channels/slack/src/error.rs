@@ -1,7 +1,7 @@
 //! Why the Slack channel stops: errors that no reconnecting or retrying can fix.
 
+use crate::api::WebError;
 use crate::config::ConfigError;
-use crate::web::WebError;
 
 /// A reason to end the channel service (the kernel then restarts it, and gives up after a few
 /// quick failures).

@@ -2,10 +2,11 @@
 //! bot's own posts, edits and channel chatter it was not asked about are left out, mentions of
 //! the bot are stripped, and the thread to answer in goes into the metadata.
 
+use oxibot_plugin::chat;
 use serde_json::{Value, json};
 
+use crate::api::BotIdentity;
 use crate::config::{Config, GroupPolicy};
-use crate::web::BotIdentity;
 
 /// A user's message as the kernel gets it.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,13 +29,7 @@ pub struct UserMessage {
 }
 
 /// What to do with one event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// Hand it to the kernel.
-    Submit(UserMessage),
-    /// Leave it out, for this reason (for logs and tests).
-    Ignore(&'static str),
-}
+pub type Verdict = chat::Verdict<UserMessage>;
 
 /// Subtypes that still carry a user's words.
 const USER_SUBTYPES: &[&str] = &["file_share", "thread_broadcast"];

@@ -24,6 +24,7 @@
 //! crash is delivered again by Slack.
 
 mod acks;
+mod api;
 mod config;
 mod envelope;
 mod error;
@@ -32,23 +33,22 @@ mod mrkdwn;
 mod replies;
 mod socket;
 mod submit;
-mod web;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, serve_replies};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
 
 use crate::acks::AckLine;
+use crate::api::{BotIdentity, WebApi};
 use crate::config::Config;
 use crate::error::SlackError;
 use crate::replies::Replies;
 use crate::socket::Listener;
 use crate::submit::{Reactions, Submitter};
-use crate::web::{BotIdentity, WebApi};
 
 fn main() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
@@ -62,7 +62,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
     let config = Arc::new(Config::from_value(channel.config())?);
     let web = WebApi::new(&config.api_base).map_err(SlackError::Setup)?;
     let bot = identify(&web, &config.bot_token).await?;
-    eprintln!("signed in to {} as {} ({})", bot.team, bot.user, bot.user_id);
+    info!("signed in to {} as {} ({})", bot.team, bot.user, bot.user_id);
     let recent = RecentMessages::new(REMEMBERED);
     let acks = AckLine::default();
     let (submissions, queue) = mpsc::unbounded_channel();
@@ -71,15 +71,15 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
     let submitter = Submitter { channel: channel.clone(), recent: recent.clone(), acks: acks.clone(), reactions };
     tokio::spawn(submitter.run(queue));
     let listener = Listener { web: web.clone(), config: config.clone(), bot, recent, acks, submissions };
-    let replies = Replies {
+    let mut replies = Replies {
         web,
         token: config.bot_token.clone(),
         reply_in_thread: config.reply_in_thread,
-        posted: HashMap::new(),
+        posted: PartsSent::default(),
     };
     tokio::select! {
         refused = listener.run() => refused,
-        () = replies.serve(&channel) => Ok(()),
+        () = serve_replies(&channel, &mut replies) => Ok(()),
     }
 }
 
@@ -92,7 +92,7 @@ async fn identify(web: &WebApi, bot_token: &str) -> Result<BotIdentity, SlackErr
             Err(error) if error.is_token_problem() => return Err(SlackError::BotToken(error)),
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("{error}; trying again in {wait:?}");
+                warn!("{error}; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
         }

@@ -1,18 +1,13 @@
 //! Delivering the kernel's replies with `chat.postMessage`: Markdown turned into mrkdwn, long
 //! texts posted in parts, in the thread the metadata names, then acknowledged to the kernel.
 
-use std::collections::HashMap;
-
-use oxibot_plugin::chat::{SplitRules, split};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::Outbound;
+use oxibot_plugin::chat::{self, PartsSent, SplitRules, leave_files_out, split};
 use serde_json::{Value, json};
 
+use crate::api::{WebApi, WebError};
 use crate::incoming::replies_go_to_thread;
 use crate::mrkdwn::to_mrkdwn;
-use crate::web::{WebApi, WebError};
-
-/// How many partly delivered replies are remembered (so a retry does not post parts twice).
-const PARTIAL_REMEMBERED: usize = 100;
 
 /// Where a reply goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,46 +50,10 @@ pub struct Replies {
     /// `replyInThread`.
     pub reply_in_thread: bool,
     /// Outbound id → parts already posted, for replies whose delivery failed halfway.
-    pub posted: HashMap<u64, usize>,
+    pub posted: PartsSent,
 }
 
 impl Replies {
-    /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(mut self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
-    }
-
-    /// Posts every part of `outbound` not posted yet.
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
-        let parts = split(&to_mrkdwn(&outbound.content), SplitRules::SLACK);
-        if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported yet)",
-                outbound.id,
-                outbound.media.len()
-            );
-            if parts.is_empty() {
-                return Err("the slack channel cannot send files yet".to_owned());
-            }
-        }
-        let destination = Destination::of(outbound, self.reply_in_thread);
-        let already = self.posted.remove(&outbound.id).unwrap_or(0);
-        for (index, part) in parts.iter().enumerate().skip(already) {
-            if let Err(error) = self.post(&destination, part).await {
-                self.remember_partial(outbound.id, index);
-                return Err(error.to_string());
-            }
-        }
-        Ok(())
-    }
-
     /// One `chat.postMessage`.
     async fn post(&self, destination: &Destination, text: &str) -> Result<(), WebError> {
         let mut body = json!({"channel": destination.channel, "text": text, "mrkdwn": true});
@@ -103,16 +62,24 @@ impl Replies {
         }
         self.web.call("chat.postMessage", &self.token, &body).await.map(drop)
     }
+}
 
-    /// Notes that the first `count` parts of reply `id` are posted.
-    fn remember_partial(&mut self, id: u64, count: usize) {
-        if count == 0 {
-            return;
+impl chat::Replies for Replies {
+    type Error = String;
+
+    /// Posts every part of `outbound` not posted yet.
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        let parts = split(&to_mrkdwn(&outbound.content), SplitRules::SLACK);
+        leave_files_out(outbound, !parts.is_empty(), "slack")?;
+        let destination = Destination::of(outbound, self.reply_in_thread);
+        let already = self.posted.take(outbound.id);
+        for (index, part) in parts.iter().enumerate().skip(already) {
+            if let Err(error) = self.post(&destination, part).await {
+                self.posted.remember(outbound.id, index);
+                return Err(error.to_string());
+            }
         }
-        if self.posted.len() >= PARTIAL_REMEMBERED {
-            self.posted.clear();
-        }
-        self.posted.insert(id, count);
+        Ok(())
     }
 }
 

@@ -4,30 +4,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, Next, OpenError, reconnect};
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc::{self, UnboundedSender};
-use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::acks::AckLine;
+use crate::api::{BotIdentity, WebApi, WebError};
 use crate::config::Config;
 use crate::envelope::{self, Frame};
 use crate::error::SlackError;
 use crate::incoming::{self, UserMessage, Verdict};
-use crate::web::{BotIdentity, WebApi, WebError};
 
-/// How often the connection is probed with a WebSocket ping.
-const PING_EVERY: Duration = Duration::from_secs(30);
-/// A connection silent for this long (not even a pong) is considered dead.
-const SILENCE_LIMIT: Duration = Duration::from_secs(90);
-/// How long opening the WebSocket may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// A connection that lasted this long worked: the next one starts over with short waits, and a
 /// `disconnect` is answered by connecting again at once.
 const STEADY: Duration = Duration::from_secs(10);
-/// How long a closing handshake may take before the socket is just dropped.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The waits between attempts to reach Slack: 1 s, 2 s, 4 s, … up to 30 s.
 pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
@@ -47,6 +38,15 @@ pub struct Listener {
     pub submissions: UnboundedSender<UserMessage>,
 }
 
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("cannot get a socket mode url: {0}")]
+    Open(WebError),
+    #[error(transparent)]
+    Socket(#[from] OpenError),
+}
+
 /// Why a connection ended.
 #[derive(Debug)]
 enum Ending {
@@ -56,94 +56,38 @@ enum Ending {
     Dropped(String),
 }
 
-/// Why a connection could not be made.
-#[derive(Debug, thiserror::Error)]
-enum ConnectError {
-    #[error("cannot get a socket mode url: {0}")]
-    Open(WebError),
-    #[error("cannot connect the websocket: {0}")]
-    WebSocket(#[from] tokio_tungstenite::tungstenite::Error),
-    #[error("cannot connect the websocket: no answer within {CONNECT_TIMEOUT:?}")]
-    Timeout,
-}
-
 impl Listener {
     /// Keeps a Socket Mode connection up for good; returns only when the app token is refused.
     pub async fn run(self) -> Result<(), SlackError> {
-        let mut backoff = BACKOFF;
-        loop {
-            let started = Instant::now();
-            let outcome = self.connection().await;
-            let lasted = started.elapsed() >= STEADY;
-            if lasted {
-                backoff.reset();
-            }
-            match outcome {
-                Ok(Ending::Refresh(reason)) => {
-                    eprintln!("slack asked for a new connection ({reason})");
-                    if lasted {
-                        continue;
-                    }
+        reconnect(BACKOFF, STEADY, || async {
+            match self.connection().await {
+                Ok(Ending::Refresh(reason)) => Next::Refresh(format!("slack asked for a new connection ({reason})")),
+                Ok(Ending::Dropped(reason)) => Next::Retry(format!("the socket mode connection dropped: {reason}")),
+                Err(ConnectError::Open(error)) if error.is_token_problem() => {
+                    Next::Stop(Err(SlackError::AppToken(error)))
                 }
-                Ok(Ending::Dropped(reason)) => eprintln!("the socket mode connection dropped: {reason}"),
-                Err(ConnectError::Open(error)) if error.is_token_problem() => return Err(SlackError::AppToken(error)),
-                Err(error) => eprintln!("{error}"),
+                Err(error) => Next::Retry(error.to_string()),
             }
-            let wait = backoff.next_wait();
-            eprintln!("connecting again in {wait:?}");
-            tokio::time::sleep(wait).await;
-        }
+        })
+        .await
     }
 
     /// Runs one connection until it ends.
     async fn connection(&self) -> Result<Ending, ConnectError> {
         let url = self.web.open_connection(&self.config.app_token).await.map_err(ConnectError::Open)?;
-        let connecting = tokio_tungstenite::connect_async(url.as_str());
-        let (socket, _) =
-            tokio::time::timeout(CONNECT_TIMEOUT, connecting).await.map_err(|_| ConnectError::Timeout)??;
-        let (mut sink, mut stream) = socket.split();
+        let socket = socket::open(url.as_str(), CONNECT_TIMEOUT).await?;
         let (frames, mut outgoing) = mpsc::unbounded_channel::<String>();
         self.acks.attach(frames);
-        let mut keepalive = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
-        let mut last_heard = Instant::now();
-        let ending = loop {
-            tokio::select! {
-                incoming = stream.next() => {
-                    last_heard = Instant::now();
-                    let text = match incoming {
-                        Some(Ok(WsMessage::Text(text))) => text,
-                        Some(Ok(WsMessage::Close(frame))) => break Ending::Dropped(format!("closed by slack ({frame:?})")),
-                        Some(Ok(_)) => continue,
-                        Some(Err(error)) => break Ending::Dropped(error.to_string()),
-                        None => break Ending::Dropped("closed".to_owned()),
-                    };
-                    if let Some(ending) = self.on_frame(envelope::parse(text.as_str())) {
-                        break ending;
-                    }
-                }
-                Some(frame) = outgoing.recv() => {
-                    if let Err(error) = sink.send(WsMessage::Text(frame.into())).await {
-                        break Ending::Dropped(error.to_string());
-                    }
-                }
-                _ = keepalive.tick() => {
-                    if last_heard.elapsed() > SILENCE_LIMIT {
-                        break Ending::Dropped(format!("nothing heard for {SILENCE_LIMIT:?}"));
-                    }
-                    if let Err(error) = sink.send(WsMessage::Ping(Default::default())).await {
-                        break Ending::Dropped(error.to_string());
-                    }
-                }
-            }
-        };
-        let _ = tokio::time::timeout(CLOSE_TIMEOUT, sink.close()).await;
-        Ok(ending)
+        let options =
+            Drive { service: "slack", keepalive: Keepalive::DEFAULT, outgoing: Some(&mut outgoing), ping: None };
+        let ending = socket::drive(socket, options, |text| self.on_frame(envelope::parse(text))).await;
+        Ok(ending.unwrap_or_else(Ending::Dropped))
     }
 
     /// Handles one frame; returns how the connection ends if it does.
     fn on_frame(&self, frame: Frame) -> Option<Ending> {
         match frame {
-            Frame::Hello => eprintln!("socket mode connection ready"),
+            Frame::Hello => info!("socket mode connection ready"),
             Frame::Disconnect(reason) => return Some(Ending::Refresh(reason)),
             Frame::Event { envelope_id, retry_attempt, payload } => {
                 self.on_event(&envelope_id, retry_attempt, &payload)
@@ -170,14 +114,14 @@ impl Listener {
         match seen {
             Seen::New => {
                 if retry_attempt > 0 {
-                    eprintln!("message {} arrived again (retry {retry_attempt}); submitting it", message.id);
+                    info!("message {} arrived again (retry {retry_attempt}); submitting it", message.id);
                 }
                 if self.submissions.send(message).is_err() {
-                    eprintln!("the submitter is gone; envelope {envelope_id} stays unacknowledged");
+                    warn!("the submitter is gone; envelope {envelope_id} stays unacknowledged");
                 }
             }
             Seen::InFlight => {
-                eprintln!("message {} arrived again while being submitted; acknowledged with the first", message.id)
+                info!("message {} arrived again while being submitted; acknowledged with the first", message.id)
             }
             Seen::Accepted => {
                 self.acks.ack(envelope_id);

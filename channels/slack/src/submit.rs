@@ -1,14 +1,14 @@
 //! Handing users' messages to the kernel one at a time, in the order Slack sent them, and
 //! acknowledging their envelopes only once the kernel has persisted them.
 
-use oxibot_plugin::chat::RecentMessages;
-use oxibot_plugin::{ChannelError, ChannelHandle};
+use oxibot_plugin::chat::{Handed, RecentMessages, hand_over, submit_in_order};
+use oxibot_plugin::{ChannelHandle, warn};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
+use crate::api::{WebApi, WebError};
 use crate::incoming::UserMessage;
-use crate::web::{WebApi, WebError};
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
@@ -35,44 +35,27 @@ pub struct Reactions {
 
 impl Submitter {
     /// Submits queued messages until the kernel hangs up or the queue ends.
-    pub async fn run(self, mut queue: UnboundedReceiver<UserMessage>) {
-        while let Some(message) = queue.recv().await {
-            if !self.submit(message).await {
-                return;
-            }
-        }
+    pub async fn run(self, queue: UnboundedReceiver<UserMessage>) {
+        submit_in_order(queue, |message| self.submit(message)).await;
     }
 
     /// Submits one message; false once the kernel is gone.
     async fn submit(&self, message: UserMessage) -> bool {
-        let mut inbound = self.channel.inbound(message.id.clone(), message.sender_id, message.chat_id, message.content);
+        let mut inbound = self.channel.inbound(message.id, message.sender_id, message.chat_id, message.content);
         inbound.metadata = message.metadata;
-        match self.channel.submit(inbound).await {
-            Ok(()) => {
-                self.acknowledge(&message.id);
-                if let Some(reactions) = &self.reactions {
-                    tokio::spawn(reactions.clone().add(message.channel, message.ts));
-                }
-                true
-            }
-            Err(ChannelError::Closed) => {
-                self.recent.abandoned(&message.id);
-                false
-            }
-            Err(ChannelError::TooLarge(reason)) => {
-                eprintln!("message {} dropped: the kernel cannot take it ({reason})", message.id);
-                self.acknowledge(&message.id);
-                true
-            }
+        let handed = hand_over(&self.channel, &self.recent, inbound).await;
+        self.acknowledge(handed.deliveries());
+        if let (Handed::Accepted(_), Some(reactions)) = (&handed, &self.reactions) {
+            tokio::spawn(reactions.clone().add(message.channel, message.ts));
         }
+        handed != Handed::KernelGone
     }
 
-    /// Acknowledges every envelope that brought the message `id`.
-    fn acknowledge(&self, id: &str) {
-        let envelopes = self.recent.accepted(id);
+    /// Acknowledges the envelopes that brought a message.
+    fn acknowledge(&self, envelopes: &[String]) {
         for envelope in envelopes {
-            if !self.acks.ack(&envelope) {
-                eprintln!("no connection to acknowledge envelope {envelope}; slack will deliver it again");
+            if !self.acks.ack(envelope) {
+                warn!("no connection to acknowledge envelope {envelope}; slack will deliver it again");
             }
         }
     }
@@ -85,7 +68,7 @@ impl Reactions {
         match self.web.call("reactions.add", &self.token, &body).await {
             Ok(_) => {}
             Err(WebError::Api { error, .. }) if error == "already_reacted" => {}
-            Err(error) => eprintln!("cannot add the reaction: {error}"),
+            Err(error) => warn!("cannot add the reaction: {error}"),
         }
     }
 }

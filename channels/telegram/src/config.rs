@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{expand_tilde, load_section, media_dir};
+use oxibot_plugin::warn;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -106,7 +107,7 @@ fn group_policy(value: Option<&str>) -> GroupPolicy {
         None | Some("") => GroupPolicy::Mention,
         Some(policy) if policy.eq_ignore_ascii_case("mention") => GroupPolicy::Mention,
         Some(other) => {
-            eprintln!("unknown groupPolicy {other:?}; answering only mentions in groups");
+            warn!("unknown groupPolicy {other:?}; answering only mentions in groups");
             GroupPolicy::Mention
         }
     }

@@ -11,14 +11,14 @@
 
 mod api;
 mod config;
-mod deliver;
 mod error;
-mod inbound;
+mod incoming;
 mod markdown;
 mod media;
 mod multipart;
 mod poll;
-mod reply;
+mod replies;
+mod reply_parts;
 mod service;
 mod target;
 mod types;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::api::BotApi;
 use crate::error::ApiError;
-use crate::inbound::Attachment;
+use crate::incoming::Attachment;
 
 /// Downloads `attachment` into `dir` (created when missing) and returns the local path.
 pub async fn fetch(api: &BotApi, dir: &Path, attachment: &Attachment) -> Result<PathBuf, ApiError> {
@@ -45,7 +45,7 @@ fn safe(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inbound::AttachmentKind;
+    use crate::incoming::AttachmentKind;
 
     fn attachment(kind: AttachmentKind, unique_id: Option<&str>, file_name: Option<&str>) -> Attachment {
         Attachment {

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use oxibot_plugin::chat::{Backoff, Typing};
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
+use oxibot_plugin::{info, warn};
 
 use crate::api::BotApi;
 use crate::config::GroupPolicy;
 use crate::error::{ApiError, TelegramError};
-use crate::inbound::{self, Bot, Draft, Skip};
+use crate::incoming::{self, Bot, Draft, Skip};
 use crate::media;
 use crate::target::LastMessages;
 use crate::types::Update;
@@ -79,7 +80,7 @@ impl Poller {
                 Ok(updates) => updates,
                 Err(error) => {
                     let wait = wait_after(&error, backoff.next_wait())?;
-                    eprintln!("{error}; polling again in {}s", wait.as_secs());
+                    warn!("{error}; polling again in {}s", wait.as_secs());
                     tokio::time::sleep(wait).await;
                     continue;
                 }
@@ -98,11 +99,11 @@ impl Poller {
     /// Reads, fetches and submits one update.
     async fn handle(&self, update: &Update) -> Handled {
         let Some(message) = &update.message else { return Handled::Done };
-        let draft = match inbound::read(message, &self.bot, self.group_policy) {
+        let draft = match incoming::read(message, &self.bot, self.group_policy) {
             Ok(draft) => draft,
             Err(Skip::NotAddressed) => return Handled::Done,
             Err(skip) => {
-                eprintln!("skipping update {}: {skip:?}", update.update_id);
+                info!("skipping update {}: {skip:?}", update.update_id);
                 return Handled::Done;
             }
         };
@@ -110,7 +111,7 @@ impl Poller {
         let inbound = self.inbound(update.update_id, draft).await;
         match tokio::time::timeout(self.accept_timeout, self.channel.submit(inbound)).await {
             Err(_) => {
-                eprintln!(
+                info!(
                     "the kernel has not accepted update {} within {}s; fetching it again",
                     update.update_id,
                     self.accept_timeout.as_secs()
@@ -119,7 +120,7 @@ impl Poller {
             }
             Ok(Err(ChannelError::Closed)) => Handled::Closed,
             Ok(Err(error)) => {
-                eprintln!("dropping update {}: {error}", update.update_id);
+                warn!("dropping update {}: {error}", update.update_id);
                 Handled::Done
             }
             Ok(Ok(())) => {
@@ -138,7 +139,7 @@ impl Poller {
             let (api, id) = (api.clone(), id.clone());
             async move {
                 let shown = api.send_typing(&id, thread).await;
-                shown.map_err(|error| eprintln!("cannot show typing in chat {id}: {error}"))
+                shown.map_err(|error| warn!("cannot show typing in chat {id}: {error}"))
             }
         });
     }
@@ -155,7 +156,7 @@ impl Poller {
                     placeholders.push(attachment.kind.placeholder().to_owned());
                 }
                 Err(error) => {
-                    eprintln!("cannot fetch a file of update {update_id}: {error}");
+                    warn!("cannot fetch a file of update {update_id}: {error}");
                     placeholders.push(format!("{} (could not be downloaded)", attachment.kind.placeholder()));
                 }
             }
@@ -173,7 +174,7 @@ fn wait_after(error: &ApiError, backoff: Duration) -> Result<Duration, TelegramE
     match error.code() {
         Some(401) => Err(TelegramError::Unauthorized),
         Some(409) => {
-            eprintln!(
+            warn!(
                 "Telegram reports a conflict: another process polls this bot, or a webhook is set (delete it with deleteWebhook)"
             );
             Ok(backoff.max(Duration::from_secs(5)))

@@ -2,13 +2,14 @@
 //! delivers the kernel's replies side by side until the kernel hangs up.
 
 use oxibot_plugin::ChannelHandle;
+use oxibot_plugin::{info, warn};
 
 use crate::api::BotApi;
 use crate::config::Config;
-use crate::deliver::Deliverer;
 use crate::error::TelegramError;
-use crate::inbound::Bot;
+use crate::incoming::Bot;
 use crate::poll::{self, Poller};
+use crate::replies::Deliverer;
 use crate::target::LastMessages;
 
 /// Runs the Telegram channel on `channel`.
@@ -16,7 +17,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), TelegramError> {
     let config = Config::from_value(channel.config())?;
     let api = BotApi::new(&config)?;
     let bot = identify(&api).await?;
-    eprintln!("polling Telegram as @{} (media in {})", bot.username, config.media_dir.display());
+    info!("polling Telegram as @{} (media in {})", bot.username, config.media_dir.display());
     let typing = poll::typing_indicators();
     let last_messages = LastMessages::default();
     let deliverer = Deliverer::new(api.clone(), typing.clone(), last_messages.clone(), config.reply_to_message);
@@ -49,7 +50,7 @@ async fn identify(api: &BotApi) -> Result<Bot, TelegramError> {
             }
             Err(error) => {
                 let wait = backoff.next_wait();
-                eprintln!("{error}; asking again in {}s", wait.as_secs());
+                warn!("{error}; asking again in {}s", wait.as_secs());
                 tokio::time::sleep(wait).await;
             }
         }

@@ -3,6 +3,7 @@
 
 use oxibot_plugin::serving::fresh_id;
 use oxibot_plugin::serving::slots::BusyMarker;
+use oxibot_plugin::warn;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,7 +108,7 @@ async fn upgrade(stream: TcpStream, config: &Config) -> Option<(Socket, Admissio
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(settings)).await {
         Ok(socket) => admission.map(|admitted| (socket, admitted)),
         Err(error) => {
-            eprintln!("websocket: a connection failed its handshake: {error}");
+            warn!("websocket: a connection failed its handshake: {error}");
             None
         }
     }
@@ -150,7 +151,7 @@ async fn read_frames(mut frames: SplitStream<Socket>, queue: &FrameQueue, pendin
             // tungstenite answers WebSocket pings by itself.
             Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
             Err(error) => {
-                eprintln!("websocket: a connection failed: {error}");
+                warn!("websocket: a connection failed: {error}");
                 break;
             }
         }

@@ -30,6 +30,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_plugin::channel::TOOL_HINT_KEY;
+use oxibot_plugin::info;
 use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
 use serde_json::Value;
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
 
 async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
     let (config, listener) = serving::start::<Config>(&channel).await?;
-    eprintln!("websocket: listening on ws://{}:{}{}", config.host, config.port, config.path);
+    info!("websocket: listening on ws://{}:{}{}", config.host, config.port, config.path);
     let server = Arc::new(Server { channel: channel.clone(), rooms: Rooms::default(), config });
     let shared = server.clone();
     tokio::spawn(serving::accept_forever(

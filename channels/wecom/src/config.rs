@@ -1,7 +1,7 @@
 //! The `channels.wecom` config section: the AI bot's id and secret, the welcome message, and
 //! where the long connection lives, with nanobot's camelCase keys (snake_case accepted too).
 
-use oxibot_plugin::chat::{SectionError, load_section};
+use oxibot_plugin::chat::{SectionError, filled, load_section};
 use oxibot_plugin::util::non_empty;
 use serde::Deserialize;
 use serde_json::Value;
@@ -59,17 +59,12 @@ impl Config {
             return Err(ConfigError::NotWebSocket(ws_url));
         }
         Ok(Config {
-            bot_id: required(raw.bot_id, "botId")?,
-            secret: required(raw.secret, "secret")?,
+            bot_id: filled(raw.bot_id).ok_or(ConfigError::Missing("botId"))?,
+            secret: filled(raw.secret).ok_or(ConfigError::Missing("secret"))?,
             welcome_message: raw.welcome_message.trim().to_owned(),
             ws_url,
         })
     }
-}
-
-fn required(value: String, key: &'static str) -> Result<String, ConfigError> {
-    let value = value.trim().to_owned();
-    if value.is_empty() { Err(ConfigError::Missing(key)) } else { Ok(value) }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! the text (pictures and files as placeholders: their URLs need the callback's AES key, and
 //! this channel downloads nothing).
 
+use oxibot_plugin::chat;
 use serde_json::{Value, json};
 
 /// A user's message, ready for the kernel.
@@ -22,13 +23,7 @@ pub struct UserMessage {
 }
 
 /// What to do with a message callback.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// Hand it to the kernel.
-    Submit(UserMessage),
-    /// Nothing the kernel can use; the reason is logged.
-    Ignore(String),
-}
+pub type Verdict = chat::Verdict<UserMessage, String>;
 
 /// Judges the body of the message callback `req_id`.
 pub fn judge(req_id: &str, body: &Value) -> Verdict {

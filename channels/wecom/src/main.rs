@@ -28,26 +28,27 @@
 mod chats;
 mod config;
 mod connection;
-mod deliver;
 mod error;
 mod frames;
 mod incoming;
 mod link;
+mod replies;
 mod submit;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
 use crate::chats::LatestCallbacks;
 use crate::config::Config;
 use crate::connection::Listener;
-use crate::deliver::Deliverer;
 use crate::error::WeComError;
 use crate::link::Link;
+use crate::replies::Deliverer;
 use crate::submit::Submitter;
 
 fn main() -> ExitCode {
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
 /// Runs the channel: holds the long connection and delivers replies until the kernel hangs up.
 async fn serve(channel: ChannelHandle) -> Result<(), WeComError> {
     let config = Arc::new(Config::from_value(channel.config())?);
-    eprintln!("connecting to {} as bot {}", config.ws_url, config.bot_id);
+    info!("connecting to {} as bot {}", config.ws_url, config.bot_id);
     let recent = RecentMessages::new(REMEMBERED);
     let (link, latest) = (Link::default(), LatestCallbacks::default());
     let (submissions, queue) = mpsc::unbounded_channel();

@@ -3,6 +3,7 @@
 //! has persisted it (the reply comes from the kernel).
 
 use oxibot_plugin::chat::RecentMessages;
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelError, ChannelHandle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -32,7 +33,7 @@ impl Submitter {
                     return;
                 }
                 Err(ChannelError::TooLarge(reason)) => {
-                    eprintln!("message {id} dropped: the kernel cannot take it ({reason})");
+                    warn!("message {id} dropped: the kernel cannot take it ({reason})");
                     self.recent.accepted(&id);
                 }
             }

@@ -338,7 +338,13 @@ impl Instance {
             broken.forget(&self.spec);
         }
         let channel_events = (kind == PeerKind::Channel).then(|| self.shared.events.clone());
-        let (conn, tasks) = Connection::start(&self.spec.name, handshaken.stream, handshaken.reader, channel_events);
+        let (conn, tasks) = Connection::start(
+            &self.spec.name,
+            handshaken.stream,
+            handshaken.reader,
+            channel_events,
+            process.tail().clone(),
+        );
         tracing::info!(plugin = %self.spec.name, pid, kind = %String::from(kind.clone()), tools = tools.len(), "plugin ready");
         self.state.send_replace(SlotState::Ready {
             conn: conn.clone(),

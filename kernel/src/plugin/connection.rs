@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::error::PluginError;
 use super::events::{EventBus, PluginEvent};
+use super::process::{OutputTail, log_at};
 use super::wire::{FrameReader, Outgoing, Shared, write_frames};
 
 /// Why a connection ended, as first noticed by the kernel.
@@ -89,6 +90,8 @@ struct Inner {
     /// Where a channel's unsolicited messages go; `None` on a tool's connection, whose
     /// channel messages are ignored.
     channel_events: Option<Arc<EventBus>>,
+    /// The plugin's last output lines, which its `log` lines join.
+    tail: OutputTail,
 }
 
 /// A cheap, cloneable handle to a live plugin connection.
@@ -109,12 +112,14 @@ impl Connection {
     /// Starts the reader and writer tasks for a connection that finished its handshake.
     ///
     /// `channel_events` is set for a channel plugin: its `inbound` and `delivery_ack`
-    /// messages become [`PluginEvent`]s there.
+    /// messages become [`PluginEvent`]s there. `tail` is the process's output tail, which the
+    /// plugin's `log` lines join.
     pub fn start(
         plugin: &str,
         stream: Arc<Stream>,
         reader: FrameReader,
         channel_events: Option<Arc<EventBus>>,
+        tail: OutputTail,
     ) -> (Connection, ConnectionTasks) {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let (trouble_tx, trouble) = mpsc::unbounded_channel();
@@ -127,6 +132,7 @@ impl Connection {
             trouble: trouble_tx,
             closing: AtomicBool::new(false),
             channel_events,
+            tail,
         });
         let reader = tokio::spawn(read_loop(reader, inner.clone()));
         (Connection { inner }, ConnectionTasks { reader, trouble })
@@ -262,7 +268,7 @@ async fn route_messages(mut reader: FrameReader, inner: &Inner) -> CloseCause {
     loop {
         match reader.next().await {
             Ok(Some(Message::Result(result))) => deliver(inner, result),
-            Ok(Some(Message::Log(log))) => forward_log(&inner.plugin, &log),
+            Ok(Some(Message::Log(log))) => forward_log(inner, &log),
             Ok(Some(Message::Ping(ping))) => {
                 if let Ok(frame) = oxibot_proto::encode(&Message::Pong(ping)) {
                     let _ = inner.outgoing.send(Outgoing::Frame(frame));
@@ -291,13 +297,9 @@ fn deliver(inner: &Inner, result: ToolResult) {
     }
 }
 
-fn forward_log(plugin: &str, log: &Log) {
-    let message = &log.message;
-    match log.level.as_str() {
-        "error" => tracing::error!(target: "oxibot::plugin", plugin, "{message}"),
-        "warn" => tracing::warn!(target: "oxibot::plugin", plugin, "{message}"),
-        "debug" => tracing::debug!(target: "oxibot::plugin", plugin, "{message}"),
-        "trace" => tracing::trace!(target: "oxibot::plugin", plugin, "{message}"),
-        _ => tracing::info!(target: "oxibot::plugin", plugin, "{message}"),
-    }
+/// Logs a plugin's `log` line at its level, and keeps it with the plugin's stderr lines, so an
+/// error message about the plugin's end shows it too.
+fn forward_log(inner: &Inner, log: &Log) {
+    log_at(&inner.plugin, &log.level, &log.message);
+    inner.tail.push(&format!("{}: {}", log.level, log.message));
 }

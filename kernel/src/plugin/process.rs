@@ -1,5 +1,6 @@
 //! Starting a plugin process (confined by the launcher's sandbox when its spec says so) and
-//! capturing its stderr into the log and a tail buffer.
+//! capturing its stderr into the log (at the level a line names in front, `warn: …`, else
+//! INFO) and a tail buffer.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -31,7 +32,8 @@ const TAIL_LINE_CHARS: usize = 400;
 pub struct OutputTail(Arc<Mutex<VecDeque<String>>>);
 
 impl OutputTail {
-    fn push(&self, line: &str) {
+    /// Keeps `line`, forgetting the oldest line when full.
+    pub fn push(&self, line: &str) {
         let mut lines = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if lines.len() == TAIL_LINES {
             lines.pop_front();
@@ -252,7 +254,56 @@ fn signal_name(signal: i32) -> &'static str {
 async fn forward_lines(stream: impl AsyncRead + Unpin, plugin: String, tail: OutputTail) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "oxibot::plugin", plugin = %plugin, "{line}");
+        let (level, message) = split_level(&line);
+        log_at(&plugin, level, message);
         tail.push(&line);
+    }
+}
+
+/// The level a stderr line names in front (`error: `, `warn: `, `warning: `, `info: `,
+/// `debug: `, `trace: `, as the SDK writes them before it is connected) and the rest of the
+/// line; `info` and the whole line when it names none.
+fn split_level(line: &str) -> (&str, &str) {
+    const LEVELS: [(&str, &str); 6] = [
+        ("error: ", "error"),
+        ("warn: ", "warn"),
+        ("warning: ", "warn"),
+        ("info: ", "info"),
+        ("debug: ", "debug"),
+        ("trace: ", "trace"),
+    ];
+    LEVELS
+        .iter()
+        .find_map(|(prefix, level)| line.strip_prefix(prefix).map(|rest| (*level, rest)))
+        .unwrap_or(("info", line))
+}
+
+/// Writes a plugin's line into the kernel's log at `level` (a protocol level name; anything
+/// else counts as `info`).
+pub(super) fn log_at(plugin: &str, level: &str, message: &str) {
+    match level {
+        "error" => tracing::error!(target: "oxibot::plugin", plugin, "{message}"),
+        "warn" => tracing::warn!(target: "oxibot::plugin", plugin, "{message}"),
+        "debug" => tracing::debug!(target: "oxibot::plugin", plugin, "{message}"),
+        "trace" => tracing::trace!(target: "oxibot::plugin", plugin, "{message}"),
+        _ => tracing::info!(target: "oxibot::plugin", plugin, "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_level;
+
+    #[test]
+    fn a_stderr_line_naming_its_level_is_logged_at_it_without_the_prefix() {
+        assert_eq!(split_level("warn: disk almost full"), ("warn", "disk almost full"));
+        assert_eq!(split_level("warning: old key"), ("warn", "old key"));
+        assert_eq!(split_level("error: cannot start"), ("error", "cannot start"));
+    }
+
+    #[test]
+    fn a_stderr_line_naming_no_level_is_logged_whole_at_info() {
+        assert_eq!(split_level("connected to slack"), ("info", "connected to slack"));
+        assert_eq!(split_level("warnings: none"), ("info", "warnings: none"));
     }
 }

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use oxibot_plugin::warn;
 use oxibot_plugin::{CallContext, Plugin};
 use oxibot_tool_mcp::bridge::Bridge;
 use oxibot_tool_mcp::config::ServerConfig;
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
         Err(error) => return fail(&error),
     };
     for key in &config.ignored_keys {
-        eprintln!("oxibot-tool-mcp: {key} is not a key this version reads; ignored");
+        warn!("oxibot-tool-mcp: {key} is not a key this version reads; ignored");
     }
     let server = config.name.clone();
     let plugin_name = format!("mcp-{}", oxibot_tool_mcp::naming::plugin_suffix(&server));
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
     let caller = bridge.caller(MediaDir::from_env(&plugin_name));
     runtime.spawn(async move {
         let reason = bridge.watch().await;
-        eprintln!("oxibot-tool-mcp: MCP server '{server}' went away ({reason}); exiting so the kernel restarts it");
+        warn!("oxibot-tool-mcp: MCP server '{server}' went away ({reason}); exiting so the kernel restarts it");
         tokio::time::sleep(REPORT_GRACE).await;
         std::process::exit(SERVER_GONE_EXIT);
     });
@@ -68,6 +69,6 @@ fn main() -> ExitCode {
 }
 
 fn fail(error: &dyn std::error::Error) -> ExitCode {
-    eprintln!("oxibot-tool-mcp: {error}");
+    warn!("oxibot-tool-mcp: {error}");
     ExitCode::from(START_FAILED_EXIT)
 }

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::warn;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Client, Url};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -190,10 +191,10 @@ async fn read_stream(
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => return,
-            Err(error) => return eprintln!("oxibot-tool-mcp: the event stream from {url} failed: {error}"),
+            Err(error) => return warn!("oxibot-tool-mcp: the event stream from {url} failed: {error}"),
         };
         if let Err(error) = parser.feed(&chunk, &mut events) {
-            return eprintln!("oxibot-tool-mcp: {error}; closing the stream from {url}");
+            return warn!("oxibot-tool-mcp: {error}; closing the stream from {url}");
         }
         for Event { name, data } in events.drain(..) {
             match name.as_str() {
@@ -208,7 +209,7 @@ async fn read_stream(
                             return;
                         }
                     }
-                    Err(error) => eprintln!("oxibot-tool-mcp: skipping a message that is not JSON-RPC ({error})"),
+                    Err(error) => warn!("oxibot-tool-mcp: skipping a message that is not JSON-RPC ({error})"),
                 },
                 _ => {}
             }

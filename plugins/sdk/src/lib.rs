@@ -31,6 +31,9 @@
 //! share beyond the protocol (splitting long replies, reconnect backoff, the typing indicator,
 //! escaping, config sections) is the [`chat`] kit.
 //!
+//! Plugins log with [`error!`], [`warn!`], [`info!`] and [`debug!`] (the [`log`] module): the
+//! kernel writes each line into its own log at the line's level.
+//!
 //! What this crate is not: it has no kernel types and no actor system, and it never decides
 //! policy for a tool (the workspace restriction is applied by the tool through [`workspace`]).
 
@@ -39,6 +42,7 @@ pub mod channel;
 pub mod chat;
 mod launch;
 mod link;
+pub mod log;
 mod serve;
 pub mod serving;
 mod tool;

@@ -72,7 +72,7 @@ where
     // Code stuck in blocking calls must not keep the process alive after the kernel left.
     runtime.shutdown_timeout(Duration::from_millis(100));
     outcome.unwrap_or_else(|error| {
-        eprintln!("{name}: {error}");
+        crate::error!("{name}: {error}");
         ExitCode::from(REFUSED_EXIT)
     })
 }
@@ -97,11 +97,13 @@ impl Link {
         let _ = queue_message(&outgoing, &Message::Hello(hello));
         await_kernel_hello(&mut reader).await?;
         let _ = queue_message(&outgoing, &Message::Manifest(manifest));
+        crate::log::attach(outgoing.clone());
         Ok(Link { reader, outgoing, writer })
     }
 
     /// Flushes what is queued (bounded by a grace period) and closes the connection.
     pub(crate) async fn close(self) {
+        crate::log::detach();
         let _ = self.outgoing.send(Outgoing::Close);
         let _ = tokio::time::timeout(FLUSH_GRACE, self.writer).await;
     }

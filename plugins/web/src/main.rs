@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use oxibot_plugin::warn;
 use oxibot_tool_web::config::WebConfig;
 use oxibot_tool_web::{Web, plugin};
 
@@ -11,13 +12,13 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = WebConfig::from_env().unwrap_or_else(|error| {
         // The safe default: no search key, no whitelisted internal addresses.
-        eprintln!("oxibot-tool-web: {error}; using the defaults");
+        warn!("oxibot-tool-web: {error}; using the defaults");
         WebConfig::default()
     });
     let web = match Web::new(&config) {
         Ok(web) => web,
         Err(error) => {
-            eprintln!("oxibot-tool-web: {error}");
+            warn!("oxibot-tool-web: {error}");
             return ExitCode::from(2);
         }
     };

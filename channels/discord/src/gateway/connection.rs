@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_plugin::chat::jitter;
+use oxibot_plugin::{info, warn};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -36,11 +37,11 @@ pub async fn run(state: &mut GatewayState, incoming: &UnboundedSender<Incoming>)
     let mut socket = match timeout(CONNECT_TIMEOUT, connect_async(url.as_str())).await {
         Ok(Ok((socket, _response))) => socket,
         Ok(Err(error)) => {
-            eprintln!("discord: cannot connect to the gateway at {url}: {error}");
+            warn!("discord: cannot connect to the gateway at {url}: {error}");
             return Ending::Reconnect;
         }
         Err(_) => {
-            eprintln!("discord: connecting to the gateway at {url} timed out");
+            warn!("discord: connecting to the gateway at {url} timed out");
             return Ending::Reconnect;
         }
     };
@@ -49,7 +50,7 @@ pub async fn run(state: &mut GatewayState, incoming: &UnboundedSender<Incoming>)
         Err(ending) => return ending,
     };
     if let Err(error) = socket.send(Frame::text(state.greeting())).await {
-        eprintln!("discord: the gateway connection failed while greeting: {error}");
+        warn!("discord: the gateway connection failed while greeting: {error}");
         return Ending::Reconnect;
     }
     let ending = converse(&mut socket, state, incoming, interval).await;
@@ -64,7 +65,7 @@ async fn await_hello(socket: &mut Socket, state: &mut GatewayState) -> Result<Du
         let frame = match timeout(deadline.saturating_duration_since(Instant::now()), socket.next()).await {
             Ok(frame) => frame,
             Err(_) => {
-                eprintln!("discord: the gateway sent no HELLO within {HELLO_TIMEOUT:?}");
+                warn!("discord: the gateway sent no HELLO within {HELLO_TIMEOUT:?}");
                 return Err(Ending::Reconnect);
             }
         };
@@ -95,7 +96,7 @@ async fn converse(
             () = sleep_until(heart.due()) => match heart.beat(Instant::now()) {
                 Beat::Send => Flow::BeatNow,
                 Beat::Zombie => {
-                    eprintln!("discord: no heartbeat ack since the last beat; the connection is dead, reconnecting");
+                    warn!("discord: no heartbeat ack since the last beat; the connection is dead, reconnecting");
                     Flow::End(Ending::Reconnect)
                 }
             },
@@ -106,7 +107,7 @@ async fn converse(
             Flow::Acked => heart.acknowledged(),
             Flow::BeatNow => {
                 if let Err(error) = socket.send(Frame::text(payload::heartbeat(state.seq))).await {
-                    eprintln!("discord: cannot send a heartbeat: {error}; reconnecting");
+                    warn!("discord: cannot send a heartbeat: {error}; reconnecting");
                     return Ending::Reconnect;
                 }
             }
@@ -130,12 +131,12 @@ fn on_frame(state: &mut GatewayState, frame: Option<Result<Frame, tokio_tungsten
         },
         Some(Ok(Frame::Close(Some(close)))) => state.on_close(u16::from(close.code), close.reason.as_str()),
         Some(Ok(Frame::Close(None))) | None => {
-            eprintln!("discord: the gateway connection closed; reconnecting");
+            info!("discord: the gateway connection closed; reconnecting");
             Flow::End(Ending::Reconnect)
         }
         Some(Ok(_)) => Flow::Continue,
         Some(Err(error)) => {
-            eprintln!("discord: the gateway connection failed: {error}; reconnecting");
+            warn!("discord: the gateway connection failed: {error}; reconnecting");
             Flow::End(Ending::Reconnect)
         }
     }

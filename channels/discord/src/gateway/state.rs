@@ -2,6 +2,7 @@
 //! bot's id) and how it reacts to each payload, without touching the socket.
 
 use oxibot_plugin::chat::Backoff;
+use oxibot_plugin::{info, warn};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -97,15 +98,15 @@ impl GatewayState {
             payload::HEARTBEAT => Flow::BeatNow,
             payload::HEARTBEAT_ACK => Flow::Acked,
             payload::RECONNECT => {
-                eprintln!("discord: the gateway asked to reconnect");
+                info!("discord: the gateway asked to reconnect");
                 Flow::End(Ending::Reconnect)
             }
             payload::INVALID_SESSION if payload.d == Value::Bool(true) && self.session.is_some() => {
-                eprintln!("discord: the gateway invalidated the session; resuming");
+                warn!("discord: the gateway invalidated the session; resuming");
                 Flow::End(Ending::Reconnect)
             }
             payload::INVALID_SESSION => {
-                eprintln!("discord: the gateway invalidated the session; identifying again");
+                warn!("discord: the gateway invalidated the session; identifying again");
                 self.forget_session();
                 Flow::End(Ending::NewSession)
             }
@@ -117,11 +118,11 @@ impl GatewayState {
     pub fn on_close(&mut self, code: u16, reason: &str) -> Flow {
         match payload::close_verdict(code) {
             CloseVerdict::Resume => {
-                eprintln!("discord: the gateway closed the connection ({code} {reason}); reconnecting");
+                info!("discord: the gateway closed the connection ({code} {reason}); reconnecting");
                 Flow::End(Ending::Reconnect)
             }
             CloseVerdict::Reidentify => {
-                eprintln!("discord: the gateway closed the session ({code} {reason}); identifying again");
+                info!("discord: the gateway closed the session ({code} {reason}); identifying again");
                 self.forget_session();
                 Flow::End(Ending::NewSession)
             }
@@ -135,12 +136,12 @@ impl GatewayState {
         match event {
             "READY" => self.on_ready(data),
             "RESUMED" => {
-                eprintln!("discord: session resumed");
+                info!("discord: session resumed");
                 self.backoff.reset();
             }
             "MESSAGE_CREATE" => match MessageCreate::deserialize(&data) {
                 Ok(message) => return Flow::Deliver(Box::new(message)),
-                Err(error) => eprintln!("discord: skipping a MESSAGE_CREATE that does not parse: {error}"),
+                Err(error) => warn!("discord: skipping a MESSAGE_CREATE that does not parse: {error}"),
             },
             _ => {}
         }
@@ -151,11 +152,11 @@ impl GatewayState {
         let ready = match Ready::deserialize(&data) {
             Ok(ready) => ready,
             Err(error) => {
-                eprintln!("discord: READY does not parse ({error}); the session cannot be resumed");
+                warn!("discord: READY does not parse ({error}); the session cannot be resumed");
                 return;
             }
         };
-        eprintln!("discord: connected as {} ({})", ready.user.username, ready.user.id);
+        info!("discord: connected as {} ({})", ready.user.username, ready.user.id);
         let resume_url = match &ready.resume_gateway_url {
             Some(url) => payload::resume_url(url, &self.gateway_url),
             None => self.gateway_url.clone(),

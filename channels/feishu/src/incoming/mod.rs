@@ -4,32 +4,25 @@
 //! Markdown; pictures, files, voice and videos listed for download; the chat (per topic with
 //! `topicIsolation`) and the message's ids in the metadata.
 
+use oxibot_plugin::chat;
 use serde_json::{Value, json};
 
+use crate::api::ResourceKind;
 use crate::config::{Config, GroupPolicy};
-use crate::openapi::ResourceKind;
 
 /// The event type of a message sent to the bot.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
 
 /// A user's message as the kernel gets it, files still to fetch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UserMessage {
-    /// Feishu's `message_id` (`om_…`): the same for every redelivery.
-    pub id: String,
-    /// The sender's open id (`ou_…`).
-    pub sender_id: String,
-    /// The sender's open id for one-to-one chats; the group's chat id (`oc_…`) for groups, or
-    /// `<chat id>:<root message id>` with `topicIsolation`.
-    pub chat_id: String,
-    /// The text.
-    pub content: String,
-    /// Files to download before submitting.
-    pub attachments: Vec<Attachment>,
-    /// `is_group`, `message_id`, `chat_id`, `chat_type`, `msg_type`, `parent_id`, `root_id`,
-    /// `thread_id`.
-    pub metadata: Value,
-}
+///
+/// - `id`: Feishu's `message_id` (`om_…`): the same for every redelivery.
+/// - `sender_id`: The sender's open id (`ou_…`).
+/// - `chat_id`: The sender's open id for one-to-one chats; the group's chat id (`oc_…`) for groups,
+///   or `<chat id>:<root message id>` with `topicIsolation`.
+/// - `content`: The text.
+/// - `metadata`: `is_group`, `message_id`, `chat_id`, `chat_type`, `msg_type`, `parent_id`,
+///   `root_id`, `thread_id`.
+pub type UserMessage = chat::UserMessage<Attachment>;
 
 /// A file a message carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,13 +38,7 @@ pub struct Attachment {
 }
 
 /// What to do with one event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// Hand it to the kernel.
-    Submit(UserMessage),
-    /// Leave it out, for this reason (for logs and tests).
-    Ignore(&'static str),
-}
+pub type Verdict = chat::Verdict<UserMessage>;
 
 /// Decides about one event (`schema` 2.0: `header` and `event`).
 pub fn judge(payload: &Value, bot_open_id: &str, config: &Config) -> Verdict {

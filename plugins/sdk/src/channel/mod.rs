@@ -386,7 +386,7 @@ fn service_ended<T: ServiceOutcome>(name: &str, finished: Result<T, JoinError>, 
         }
         Err(_) => ("the channel service was cancelled".to_owned(), ExitCode::FAILURE),
     };
-    eprintln!("{name}: {reason}");
+    crate::error!("{name}: {reason}");
     let _ = link::queue_message(outgoing, &Message::Goodbye(Goodbye { reason }));
     exit
 }

@@ -32,6 +32,9 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// Waits of 1 s, 2 s, 4 s, … up to a minute: what most chat services' own clients do.
+    pub const UP_TO_A_MINUTE: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+
     /// Waits of `initial`, then doubling up to `longest`; no jitter. A `const fn`, so a
     /// channel can name its schedule once as a constant.
     pub const fn new(initial: Duration, longest: Duration) -> Backoff {
@@ -99,6 +102,12 @@ mod tests {
         assert_eq!(secs(&mut backoff, 7), [1, 2, 4, 8, 16, 30, 30]);
         backoff.reset();
         assert_eq!(backoff.next_wait(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_usual_schedule_doubles_from_a_second_up_to_a_minute() {
+        let mut backoff = Backoff::UP_TO_A_MINUTE;
+        assert_eq!(secs(&mut backoff, 8), [1, 2, 4, 8, 16, 32, 60, 60]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -59,6 +60,60 @@ pub trait ChannelConfig: DeserializeOwned {
     }
 }
 
+/// A required text setting, trimmed; `None` when it is empty (the channel reports it missing).
+pub fn filled(value: String) -> Option<String> {
+    let value = value.trim().to_owned();
+    (!value.is_empty()).then_some(value)
+}
+
+/// The emoji a channel puts on a message once the kernel has it, unless its config says
+/// otherwise.
+pub const DEFAULT_REACT_EMOJI: &str = "eyes";
+
+/// Which messages of group chats (not direct messages) reach the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupPolicy {
+    /// Only messages that mention the bot.
+    Mention,
+    /// Every message the bot can see.
+    Open,
+    /// Every message in the listed chats, none elsewhere.
+    Allowlist(Vec<String>),
+}
+
+impl GroupPolicy {
+    /// Whether a message in chat `chat` passes, given whether it mentions the bot.
+    pub fn admits(&self, chat: &str, mentioned: bool) -> bool {
+        match self {
+            GroupPolicy::Mention => mentioned,
+            GroupPolicy::Open => true,
+            GroupPolicy::Allowlist(chats) => chats.iter().any(|allowed| allowed == chat),
+        }
+    }
+}
+
+/// The name of the emoji a channel reacts with (`eyes`, written `:eyes:` or `eyes`): `default`
+/// when unset, none when set empty.
+pub fn emoji_name(configured: Option<String>, default: &str) -> Option<String> {
+    let emoji = configured.unwrap_or_else(|| default.to_owned());
+    let emoji = emoji.trim().trim_matches(':').to_owned();
+    (!emoji.is_empty()).then_some(emoji)
+}
+
+/// The `dm` subsection as written (`enabled`, `policy`, `allowFrom`), shared by the channels
+/// that take nanobot's settings for direct messages; each channel reads the policy itself.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DmSection {
+    /// `dm.enabled`.
+    pub enabled: Option<bool>,
+    /// `dm.policy`, e.g. `open` or `allowlist`.
+    pub policy: Option<String>,
+    /// `dm.allowFrom`.
+    #[serde(alias = "allow_from")]
+    pub allow_from: Vec<String>,
+}
+
 /// The field named by serde's "missing field `x`".
 fn missing_key(reason: &str) -> Option<String> {
     let rest = reason.strip_prefix("missing field `")?;
@@ -78,6 +133,14 @@ fn key_at_fault<T: DeserializeOwned>(section: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_emoji_is_named_without_colons_and_an_empty_one_means_none() {
+        assert_eq!(super::emoji_name(Some(":+1:".into()), "eyes").as_deref(), Some("+1"));
+        assert_eq!(super::emoji_name(None, "eyes").as_deref(), Some("eyes"));
+        assert_eq!(super::emoji_name(Some(" ".into()), "eyes"), None);
+        assert_eq!(super::filled("  id ".into()).as_deref(), Some("id"));
+    }
+
     use serde::Deserialize;
     use serde_json::json;
 

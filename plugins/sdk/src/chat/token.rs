@@ -1,6 +1,7 @@
 //! An access token a service wants on every call, kept until shortly before the service says it
 //! expires, fetched by one caller at a time so concurrent replies share one fetch.
 
+use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +56,32 @@ impl TokenCache {
         let margin = RENEW_BEFORE.min(lifetime / 2);
         *current = Some(Cached { value: value.clone(), good_until: Instant::now() + (lifetime - margin) });
         Ok(value)
+    }
+
+    /// Makes `call` with the token (fetched by `fetch` when none is cached); when `refused`
+    /// says the service refused the token, fetches a new one (logged) and makes the call once
+    /// more.
+    pub async fn renewing<T, E, Fetch, Call>(
+        &self,
+        fetch: impl Fn() -> Fetch,
+        refused: impl Fn(&E) -> bool,
+        mut call: impl FnMut(String) -> Call,
+    ) -> Result<T, E>
+    where
+        E: Display,
+        Fetch: Future<Output = Result<(String, Duration), E>>,
+        Call: Future<Output = Result<T, E>>,
+    {
+        let token = self.get(&fetch).await?;
+        match call(token.clone()).await {
+            Err(error) if refused(&error) => {
+                crate::warn!("{error}; fetching a new access token");
+                self.forget(&token).await;
+                let token = self.get(&fetch).await?;
+                call(token).await
+            }
+            outcome => outcome,
+        }
     }
 
     /// Drops `stale` (a token the service refused), unless another caller replaced it already.

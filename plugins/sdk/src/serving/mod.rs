@@ -142,12 +142,12 @@ where
                     });
                 }
                 None => {
-                    eprintln!("{channel}: refusing {peer}: {max_connections} connections are being served already");
+                    crate::warn!("{channel}: refusing {peer}: {max_connections} connections are being served already");
                     drop(stream);
                 }
             },
             Err(error) => {
-                eprintln!("{channel}: accept failed: {error}");
+                crate::warn!("{channel}: accept failed: {error}");
                 tokio::time::sleep(ACCEPT_PAUSE).await;
             }
         }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use oxibot_plugin::warn;
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde_json::Value;
 
@@ -94,7 +95,7 @@ impl Rest {
                     if rate_limits > RATE_LIMIT_RETRIES || wait > LONGEST_WAIT {
                         return Err(RestError::RateLimited { retry_after: wait.as_secs_f64() });
                     }
-                    eprintln!("discord: rate limited; retrying in {:.2}s", wait.as_secs_f64());
+                    warn!("discord: rate limited; retrying in {:.2}s", wait.as_secs_f64());
                     tokio::time::sleep(wait).await;
                     continue;
                 }
@@ -106,7 +107,7 @@ impl Rest {
             if server_errors > SERVER_RETRIES {
                 return Err(error);
             }
-            eprintln!("discord: {error}; retrying");
+            warn!("discord: {error}; retrying");
             tokio::time::sleep(SERVER_BACKOFF * (1 << (server_errors - 1))).await;
         }
     }

@@ -7,15 +7,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use oxibot_plugin::chat::Typing;
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::api::Rest;
 use crate::attachments;
 use crate::config::{Config, GroupPolicy};
 use crate::events::MessageCreate;
 use crate::gateway::Incoming;
-use crate::rest::Rest;
 
 /// How often the typing indicator is renewed (Discord shows it for about ten seconds).
 const TYPING_RENEWAL: Duration = Duration::from_secs(8);
@@ -119,7 +120,7 @@ impl Pipeline {
             match self.channel.submit(inbound).await {
                 Ok(()) => self.show_typing(&message.channel_id),
                 Err(ChannelError::Closed) => return,
-                Err(error) => eprintln!("discord: message {} not submitted: {error}", message.id),
+                Err(error) => warn!("discord: message {} not submitted: {error}", message.id),
             }
         }
     }
@@ -132,7 +133,7 @@ impl Pipeline {
             let (rest, id) = (rest.clone(), id.clone());
             async move {
                 let shown = rest.trigger_typing(&id).await;
-                shown.map_err(|error| eprintln!("discord: cannot show typing in {id}: {error}"))
+                shown.map_err(|error| warn!("discord: cannot show typing in {id}: {error}"))
             }
         });
     }

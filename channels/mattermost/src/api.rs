@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
@@ -13,27 +14,13 @@ use serde_json::{Value, json};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one whole request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a rate-limited request is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when the server gives none.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer one fails the request instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RestError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{what}: network error: {reason}")]
-    Network {
-        /// The request, e.g. `create post`.
-        what: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An answer other than 2xx, with the server's error id and message.
     #[error("{what}: http status {status}: {message} ({id})")]
     Status {
@@ -46,14 +33,9 @@ pub enum RestError {
         /// The server's explanation.
         message: String,
     },
-    /// The server asked to slow down for longer than this channel waits, or too often.
-    #[error("{what}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The request.
-        what: &'static str,
-        /// How long the server asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// The answer was not the JSON Mattermost sends.
     #[error("{what}: unexpected answer: {reason}")]
     Malformed {
@@ -91,12 +73,6 @@ pub struct RestApi {
     authorization: HeaderValue,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait the server asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl RestApi {
     /// A client of `server_url` with `token`. The rustls crypto provider must be installed
     /// first.
@@ -105,9 +81,10 @@ impl RestApi {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|error| RestError::Setup(error_chain(&error)))?;
-        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| RestError::Setup("the token holds characters a header cannot".into()))?;
+            .map_err(|error| RestError::Transport(TransportError::Setup(error_chain(&error))))?;
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            RestError::Transport(TransportError::Setup("the token holds characters a header cannot".into()))
+        })?;
         authorization.set_sensitive(true);
         Ok(RestApi { http, server_url: server_url.trim_end_matches('/').to_owned(), authorization })
     }
@@ -162,18 +139,8 @@ impl RestApi {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, RestError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(what, method.clone(), path, body).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{what}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(RestError::RateLimited { what, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(what, method.clone(), path, body);
+        waiting_out_rate_limits(what, attempt).await
     }
 
     async fn attempt(
@@ -182,8 +149,10 @@ impl RestApi {
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Attempt, RestError> {
-        let network = |error: reqwest::Error| RestError::Network { what, reason: error_chain(&error) };
+    ) -> Result<Attempt<Value>, RestError> {
+        let network = |error: reqwest::Error| {
+            RestError::Transport(TransportError::Network { call: what.to_owned(), reason: error_chain(&error) })
+        };
         let url = format!("{}/api/v4{path}", self.server_url);
         let mut request = self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone());
         if let Some(body) = body {

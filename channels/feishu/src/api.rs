@@ -7,6 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{
+    Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, TransportError, waiting_out_rate_limits,
+};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
@@ -23,12 +26,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest file downloaded from a user.
 pub const MAX_DOWNLOAD: u64 = 30 * 1024 * 1024;
-/// How often a rate-limited call is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when Feishu limits the rate without saying for how long.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer one fails the call instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How often the client pings when the endpoint does not say.
 const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
 /// Codes meaning the access token is missing, invalid or expired: fetch a new one.
@@ -42,17 +39,9 @@ const ENDPOINT_TRANSIENT_CODES: &[i64] = &[1, 1000040343];
 /// Why an open API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{call}: network error: {reason}")]
-    Network {
-        /// The call, e.g. `im/v1/messages`.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An answer with a failure code or an HTTP error status.
     #[error("{call}: http status {status}, code {code}: {msg}")]
     Api {
@@ -65,14 +54,9 @@ pub enum ApiError {
         /// Feishu's explanation.
         msg: String,
     },
-    /// Feishu asked to slow down for longer than this channel waits, or too often.
-    #[error("{call}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The call.
-        call: &'static str,
-        /// How long Feishu asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// A successful answer without what it should hold.
     #[error("{call}: unexpected answer: {reason}")]
     Malformed {
@@ -82,13 +66,8 @@ pub enum ApiError {
         reason: String,
     },
     /// A downloaded file could not be saved.
-    #[error("cannot save {path}: {reason}")]
-    File {
-        /// Where it was to go.
-        path: String,
-        /// Why it could not.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl ApiError {
@@ -153,19 +132,13 @@ pub struct OpenApi {
     token: TokenCache,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait Feishu asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl OpenApi {
     /// A client for the app in `config`. The rustls crypto provider must be installed first.
     pub fn new(config: &Config) -> Result<OpenApi, ApiError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(OpenApi {
             http,
             base: config.api_base.clone(),
@@ -264,7 +237,9 @@ impl OpenApi {
     /// (removed again when the download fails halfway).
     pub async fn download(&self, message_id: &str, key: &str, kind: ResourceKind, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "im/v1/messages/resources";
-        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
+        };
         let kind = match kind {
             ResourceKind::Image => "image",
             ResourceKind::File => "file",
@@ -297,7 +272,7 @@ impl OpenApi {
             }
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
-                Err(ApiError::File { path: dest.display().to_string(), reason: error.to_string() })
+                Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
             }
         }
     }
@@ -310,18 +285,11 @@ impl OpenApi {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        let mut renewed = false;
-        loop {
-            let token = self.tenant_token().await?;
-            match self.request(method.clone(), call, path, body, Some(&token)).await {
-                Err(error) if error.is_token_problem() && !renewed => {
-                    eprintln!("{error}; fetching a new tenant access token");
-                    self.token.forget(&token).await;
-                    renewed = true;
-                }
-                outcome => return outcome,
-            }
-        }
+        let make_call = |token: String| {
+            let method = method.clone();
+            async move { self.request(method, call, path, body, Some(&token)).await }
+        };
+        self.token.renewing(|| self.fetch_token(), ApiError::is_token_problem, make_call).await
     }
 
     /// A call, waiting out rate limits a few times.
@@ -333,18 +301,8 @@ impl OpenApi {
         body: Option<&Value>,
         token: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(method.clone(), call, path, body, token).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{call}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { call, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(method.clone(), call, path, body, token);
+        waiting_out_rate_limits(call, attempt).await
     }
 
     /// One request.
@@ -355,8 +313,10 @@ impl OpenApi {
         path: &str,
         body: Option<&Value>,
         token: Option<&str>,
-    ) -> Result<Attempt, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+    ) -> Result<Attempt<Value>, ApiError> {
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
+        };
         let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(REQUEST_TIMEOUT);
         if let Some(body) = body {
             request = request.json(body);

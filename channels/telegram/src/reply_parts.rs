@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{SplitRules, split, visible_text};
+use oxibot_plugin::warn;
 use serde_json::{Value, json};
 
 use crate::api::{BotApi, chat_id_value};
@@ -99,7 +100,7 @@ impl Reply {
                 }
                 patiently(Effort::Final, || api.upload(method, field, &fields, path)).await?;
             } else {
-                eprintln!("not sending {file} to chat {}: no such file", self.chat_id);
+                warn!("not sending {file} to chat {}: no such file", self.chat_id);
             }
             self.files_sent += 1;
         }
@@ -130,7 +131,7 @@ impl Reply {
     async fn drop_parts_beyond(&mut self, api: &BotApi, keep: usize) {
         for part in self.parts.split_off(keep.min(self.parts.len())) {
             if let Err(error) = api.delete_message(&self.chat_id, part.message_id).await {
-                eprintln!("cannot delete an outdated part of a reply in chat {}: {error}", self.chat_id);
+                warn!("cannot delete an outdated part of a reply in chat {}: {error}", self.chat_id);
             }
         }
     }

@@ -7,11 +7,12 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use oxibot_plugin::chat::{SplitRules, Typing, split};
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
 
+use crate::api::Rest;
 use crate::error::RestError;
-use crate::rest::Rest;
 
 /// How many files Discord takes in one message.
 const FILES_PER_MESSAGE: usize = 10;
@@ -92,7 +93,7 @@ impl Outbox {
                 let outcome = self.deliver(&outbound).await;
                 self.typing.stop(&outbound.chat_id);
                 if let Err(error) = &outcome {
-                    eprintln!("discord: reply {} to {} not delivered: {error}", outbound.id, outbound.chat_id);
+                    warn!("discord: reply {} to {} not delivered: {error}", outbound.id, outbound.chat_id);
                 }
                 let _ = channel.ack(outbound.id, outcome.map_err(|e| e.to_string()));
             }

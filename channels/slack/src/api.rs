@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
@@ -12,12 +13,6 @@ use serde_json::{Value, json};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one whole request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a rate-limited call is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when Slack says `ratelimited` without a `Retry-After`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer `Retry-After` fails the call instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Slack's `error` codes that mean the token is wrong: trying again cannot help.
 const TOKEN_ERRORS: &[&str] = &[
@@ -34,25 +29,12 @@ const TOKEN_ERRORS: &[&str] = &[
 /// Why a Web API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{method}: network error: {reason}")]
-    Network {
-        /// The Web API method called.
-        method: String,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// Slack asked to slow down for longer than this channel waits, or too often.
-    #[error("{method}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The Web API method called.
-        method: String,
-        /// How long Slack asked to wait.
-        retry_after: Duration,
-    },
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// An HTTP status other than 2xx and 429.
     #[error("{method}: http status {status}")]
     Status {
@@ -108,12 +90,6 @@ pub struct WebApi {
     base: String,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait Slack asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl WebApi {
     /// A client for the API at `base`. The rustls crypto provider must be installed first.
     pub fn new(base: &str) -> Result<WebApi, WebError> {
@@ -121,7 +97,7 @@ impl WebApi {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|error| WebError::Setup(error_chain(&error)))?;
+            .map_err(|error| WebError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(WebApi { http, base: base.trim_end_matches('/').to_owned() })
     }
 
@@ -149,26 +125,15 @@ impl WebApi {
     /// Calls `method` with a JSON `body`, waiting out rate limits a few times; returns the
     /// answer of a call Slack says was `ok`.
     pub async fn call(&self, method: &str, token: &str, body: &Value) -> Result<Value, WebError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(method, token, body).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{method}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => {
-                    return Err(WebError::RateLimited { method: method.to_owned(), retry_after });
-                }
-            }
-        }
+        let attempt = || self.attempt(method, token, body);
+        waiting_out_rate_limits(method, attempt).await
     }
 
     /// One POST of `method`.
-    async fn attempt(&self, method: &str, token: &str, body: &Value) -> Result<Attempt, WebError> {
-        let network =
-            |error: reqwest::Error| WebError::Network { method: method.to_owned(), reason: error_chain(&error) };
+    async fn attempt(&self, method: &str, token: &str, body: &Value) -> Result<Attempt<Value>, WebError> {
+        let network = |error: reqwest::Error| {
+            WebError::Transport(TransportError::Network { call: method.to_owned(), reason: error_chain(&error) })
+        };
         let mut authorization = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| WebError::Api { method: method.to_owned(), error: "invalid_auth".into() })?;
         authorization.set_sensitive(true);

@@ -6,6 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use oxibot_plugin::chat::http::{
+    Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, TransportError, waiting_out_rate_limits,
+};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
@@ -23,12 +26,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The largest file downloaded from a user.
 pub const MAX_DOWNLOAD: u64 = 20 * 1024 * 1024;
-/// How often a rate-limited call is tried again before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The wait when DingTalk says 429 without a `Retry-After`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured; a longer `Retry-After` fails the call instead.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// The header carrying the access token.
 const TOKEN_HEADER: &str = "x-acs-dingtalk-access-token";
 /// How this client introduces itself when registering a connection.
@@ -37,17 +34,9 @@ const USER_AGENT: &str = concat!("oxibot-channel-dingtalk/", env!("CARGO_PKG_VER
 /// Why an open API call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
-    /// The HTTP client could not be built.
-    #[error("cannot set up the http client: {0}")]
-    Setup(String),
-    /// No answer: connection refused, timeout, broken TLS, ….
-    #[error("{call}: network error: {reason}")]
-    Network {
-        /// The call, e.g. `groupMessages/send`.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        reason: String,
-    },
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
     /// An HTTP status other than 2xx (429 aside).
     #[error("{call}: http status {status}: {code} {message}")]
     Status {
@@ -60,14 +49,9 @@ pub enum ApiError {
         /// DingTalk's explanation (empty when it gave none).
         message: String,
     },
-    /// DingTalk asked to slow down for longer than this channel waits, or too often.
-    #[error("{call}: rate limited (retry after {retry_after:?})")]
-    RateLimited {
-        /// The call.
-        call: &'static str,
-        /// How long DingTalk asked to wait.
-        retry_after: Duration,
-    },
+    /// The service asked to slow down for longer than this channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
     /// A 2xx answer that says the message did not reach someone, or is not what DingTalk
     /// sends.
     #[error("{call}: {reason}")]
@@ -78,13 +62,8 @@ pub enum ApiError {
         reason: String,
     },
     /// A downloaded file could not be saved.
-    #[error("cannot save {path}: {reason}")]
-    File {
-        /// Where it was to go.
-        path: String,
-        /// Why it could not.
-        reason: String,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 impl ApiError {
@@ -149,19 +128,13 @@ pub struct OpenApi {
     token: TokenCache,
 }
 
-/// What one attempt that did not fail gave: an answer, or a wait DingTalk asked for.
-enum Attempt {
-    Answer(Value),
-    Wait(Duration),
-}
-
 impl OpenApi {
     /// A client for the app in `config`. The rustls crypto provider must be installed first.
     pub fn new(config: &Config) -> Result<OpenApi, ApiError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Setup(error_chain(&error)))?;
+            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
         Ok(OpenApi {
             http,
             api_base: config.api_base.clone(),
@@ -190,11 +163,6 @@ impl OpenApi {
             (Some(endpoint), Some(ticket)) => Ok(StreamTicket { endpoint, ticket }),
             _ => Err(ApiError::Refused { call: CALL, reason: "no endpoint or ticket in the answer".into() }),
         }
-    }
-
-    /// The access token, fetched with the app's credentials when none is cached.
-    pub async fn access_token(&self) -> Result<String, ApiError> {
-        self.token.get(|| self.fetch_token()).await
     }
 
     /// `POST /v1.0/oauth2/accessToken`: a new token and how long it lasts.
@@ -250,7 +218,9 @@ impl OpenApi {
     /// GETs `url` into `dest` (removed again when the download fails halfway).
     async fn fetch_file(&self, url: &str, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "file download";
-        let network = |error: reqwest::Error| ApiError::Network { call: CALL, reason: error_chain(&error) };
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
+        };
         let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
@@ -267,7 +237,7 @@ impl OpenApi {
             Err(error @ SaveError::TooLarge { .. }) => Err(ApiError::Refused { call: CALL, reason: error.to_string() }),
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
-                Err(ApiError::File { path: dest.display().to_string(), reason: error.to_string() })
+                Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
             }
         }
     }
@@ -275,34 +245,14 @@ impl OpenApi {
     /// POSTs `body` with the access token; a refused token is replaced and the call made again
     /// once, a rate limit waited out a few times.
     async fn with_token(&self, call: &'static str, url: &str, body: &Value) -> Result<Value, ApiError> {
-        let mut renewed = false;
-        loop {
-            let token = self.access_token().await?;
-            match self.post(call, url, Some(&token), body).await {
-                Err(error) if error.is_token_problem() && !renewed => {
-                    eprintln!("{error}; fetching a new access token");
-                    self.token.forget(&token).await;
-                    renewed = true;
-                }
-                outcome => return outcome,
-            }
-        }
+        let make_call = |token: String| async move { self.post(call, url, Some(&token), body).await };
+        self.token.renewing(|| self.fetch_token(), ApiError::is_token_problem, make_call).await
     }
 
     /// POSTs `body` to `url`, waiting out rate limits a few times.
     async fn post(&self, call: &'static str, url: &str, token: Option<&str>, body: &Value) -> Result<Value, ApiError> {
-        let mut waits = 0;
-        loop {
-            match self.attempt(call, url, token, body).await? {
-                Attempt::Answer(answer) => return Ok(answer),
-                Attempt::Wait(retry_after) if waits < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER => {
-                    waits += 1;
-                    eprintln!("{call}: rate limited; trying again in {retry_after:?}");
-                    tokio::time::sleep(retry_after).await;
-                }
-                Attempt::Wait(retry_after) => return Err(ApiError::RateLimited { call, retry_after }),
-            }
-        }
+        let attempt = || self.attempt(call, url, token, body);
+        waiting_out_rate_limits(call, attempt).await
     }
 
     /// One POST.
@@ -312,8 +262,10 @@ impl OpenApi {
         url: &str,
         token: Option<&str>,
         body: &Value,
-    ) -> Result<Attempt, ApiError> {
-        let network = |error: reqwest::Error| ApiError::Network { call, reason: error_chain(&error) };
+    ) -> Result<Attempt<Value>, ApiError> {
+        let network = |error: reqwest::Error| {
+            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
+        };
         let mut request = self.http.post(url).timeout(REQUEST_TIMEOUT).json(body);
         if let Some(token) = token {
             request = request.header(TOKEN_HEADER, token);
@@ -374,7 +326,10 @@ mod tests {
         assert!(status(403, "InvalidAuthentication").is_token_problem());
         assert!(!status(500, "").is_credentials_problem());
         assert!(!status(500, "").is_token_problem());
-        assert!(!ApiError::Network { call: "x", reason: "refused".into() }.is_credentials_problem());
+        assert!(
+            !ApiError::Transport(TransportError::Network { call: "x".to_owned(), reason: "refused".into() })
+                .is_credentials_problem()
+        );
     }
 
     #[test]

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use oxibot_plugin::chat::{Replies, Typing, serve_replies};
+use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
 use crate::api::BotApi;
 use crate::error::ApiError;
-use crate::reply::{Effort, Reply};
+use crate::reply_parts::{Effort, Reply};
 use crate::target::{LastMessages, ReplyTarget};
 
 /// The least time between two edits of a streamed reply.
@@ -141,7 +142,7 @@ impl Deliverer {
 impl Replies for Deliverer {
     type Error = ApiError;
 
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&mut self) -> Option<Instant> {
         Deliverer::next_due(self)
     }
 
@@ -173,7 +174,7 @@ async fn show_draft(api: &BotApi, stream: &mut Stream) {
     // next delta or the final text.
     stream.dirty = false;
     if let Err(error) = result {
-        eprintln!("cannot update a streamed reply in chat {}: {error}", stream.reply.chat_id());
+        warn!("cannot update a streamed reply in chat {}: {error}", stream.reply.chat_id());
         if let Some(retry_after) = error.retry_after() {
             wait = wait.max(retry_after);
             stream.dirty = true;

@@ -8,7 +8,9 @@ use lettre::message::header::ContentType;
 use lettre::message::{Mailbox, Message};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
-use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
+use oxibot_plugin::chat::{self, serve_replies};
+use oxibot_plugin::{ChannelHandle, Outbound};
+use oxibot_plugin::{info, warn};
 use serde_json::Value;
 
 use crate::config::{Config, SmtpSecurity};
@@ -53,15 +55,8 @@ impl Mailer {
     }
 
     /// Delivers the kernel's outbound messages until it hangs up, acknowledging each.
-    pub async fn serve(self, channel: &ChannelHandle) {
-        while let Some(event) = channel.next_event().await {
-            let ChannelEvent::Outbound(outbound) = event else { continue };
-            let outcome = self.deliver(&outbound).await;
-            if let Err(reason) = &outcome {
-                eprintln!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
-            }
-            let _ = channel.ack(outbound.id, outcome);
-        }
+    pub async fn serve(mut self, channel: &ChannelHandle) {
+        serve_replies(channel, &mut self).await;
     }
 
     /// Sends `outbound` as one mail (none when it answers a mail and `autoReplyEnabled` is off).
@@ -69,15 +64,11 @@ impl Mailer {
         let metadata = &outbound.metadata;
         let answers = metadata["message_id"].as_str().filter(|id| !id.is_empty());
         if answers.is_some() && !self.auto_reply {
-            eprintln!("reply {} to {} not sent: autoReplyEnabled is off", outbound.id, outbound.chat_id);
+            info!("reply {} to {} not sent: autoReplyEnabled is off", outbound.id, outbound.chat_id);
             return Ok(());
         }
         if !outbound.media.is_empty() {
-            eprintln!(
-                "reply {}: {} attachment(s) not sent (files are not supported)",
-                outbound.id,
-                outbound.media.len()
-            );
+            warn!("reply {}: {} attachment(s) not sent (files are not supported)", outbound.id, outbound.media.len());
             if outbound.content.trim().is_empty() {
                 return Err("the email channel cannot send files".to_owned());
             }
@@ -105,6 +96,14 @@ impl Mailer {
         } else {
             format!("{}{subject}", self.subject_prefix)
         }
+    }
+}
+
+impl chat::Replies for Mailer {
+    type Error = String;
+
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        Mailer::deliver(self, outbound).await
     }
 }
 
