@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use oxibot_plugin::chat::http::{
-    Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, TransportError, waiting_out_rate_limits,
+    Attempt, DEFAULT_RETRY_AFTER, FileError, Malformed, RateLimited, TransportError, waiting_out_rate_limits,
 };
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
@@ -57,14 +57,9 @@ pub enum ApiError {
     /// The service asked to slow down for longer than this channel waits, or too often.
     #[error(transparent)]
     RateLimited(#[from] RateLimited),
-    /// A successful answer without what it should hold.
-    #[error("{call}: unexpected answer: {reason}")]
-    Malformed {
-        /// The call.
-        call: &'static str,
-        /// What was missing.
-        reason: String,
-    },
+    /// A successful answer that is not what the service sends.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
     /// A downloaded file could not be saved.
     #[error(transparent)]
     File(#[from] FileError),
@@ -154,7 +149,7 @@ impl OpenApi {
         let answer = self.request(Method::POST, ENDPOINT_CALL, "/callback/ws/endpoint", Some(&body), None).await?;
         let data = &answer["data"];
         let Some(url) = data["URL"].as_str().filter(|url| !url.is_empty()) else {
-            return Err(ApiError::Malformed { call: ENDPOINT_CALL, reason: "no URL".into() });
+            return Err(ApiError::Malformed(Malformed::new(ENDPOINT_CALL, "no URL")));
         };
         let service_id = Url::parse(url)
             .ok()
@@ -178,7 +173,7 @@ impl OpenApi {
         let path = "/open-apis/auth/v3/tenant_access_token/internal";
         let answer = self.request(Method::POST, TOKEN_CALL, path, Some(&body), None).await?;
         let Some(token) = answer["tenant_access_token"].as_str().filter(|token| !token.is_empty()) else {
-            return Err(ApiError::Malformed { call: TOKEN_CALL, reason: "no tenant_access_token".into() });
+            return Err(ApiError::Malformed(Malformed::new(TOKEN_CALL, "no tenant_access_token")));
         };
         Ok((token.to_owned(), Duration::from_secs(answer["expire"].as_u64().unwrap_or(7200))))
     }
@@ -190,7 +185,7 @@ impl OpenApi {
         let bot = if answer["bot"].is_object() { &answer["bot"] } else { &answer["data"]["bot"] };
         match bot["open_id"].as_str().filter(|id| !id.is_empty()) {
             Some(open_id) => Ok(open_id.to_owned()),
-            None => Err(ApiError::Malformed { call: CALL, reason: "no bot.open_id".into() }),
+            None => Err(ApiError::Malformed(Malformed::new(CALL, "no bot.open_id"))),
         }
     }
 
@@ -268,7 +263,7 @@ impl OpenApi {
         match save_limited(response.bytes_stream(), dest, MAX_DOWNLOAD, declared).await {
             Ok(_) => Ok(()),
             Err(error @ SaveError::TooLarge { .. }) => {
-                Err(ApiError::Malformed { call: CALL, reason: error.to_string() })
+                Err(ApiError::Malformed(Malformed::new(CALL, error.to_string())))
             }
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
@@ -351,7 +346,7 @@ fn api_error(call: &'static str, status: StatusCode, answer: &Value) -> ApiError
 fn message_id(call: &'static str, answer: &Value) -> Result<String, ApiError> {
     match answer["data"]["message_id"].as_str().filter(|id| !id.is_empty()) {
         Some(id) => Ok(id.to_owned()),
-        None => Err(ApiError::Malformed { call, reason: "no data.message_id".into() }),
+        None => Err(ApiError::Malformed(Malformed::new(call, "no data.message_id"))),
     }
 }
 

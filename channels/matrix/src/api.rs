@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{
+    Attempt, DEFAULT_RETRY_AFTER, Malformed, RateLimited, TransportError, waiting_out_rate_limits,
+};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -42,14 +44,9 @@ pub enum ApiError {
     /// The service asked to slow down for longer than this channel waits, or too often.
     #[error(transparent)]
     RateLimited(#[from] RateLimited),
-    /// The answer was not the JSON Matrix sends.
-    #[error("{what}: unexpected answer: {reason}")]
-    Malformed {
-        /// The request.
-        what: &'static str,
-        /// What was wrong with it.
-        reason: String,
-    },
+    /// A successful answer that is not what the service sends.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
 }
 
 impl ApiError {
@@ -111,7 +108,7 @@ impl ClientApi {
         let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
         let login = Login { access_token: field("access_token"), device_id: field("device_id") };
         if login.access_token.is_empty() {
-            return Err(ApiError::Malformed { what: "login", reason: "no access_token".into() });
+            return Err(ApiError::Malformed(Malformed::new("login", "no access_token")));
         }
         Ok(login)
     }
@@ -121,7 +118,7 @@ impl ClientApi {
         let answer = self.request("whoami", Method::GET, "/account/whoami", None, REQUEST_TIMEOUT).await?;
         match answer["user_id"].as_str() {
             Some(user) if !user.is_empty() => Ok(user.to_owned()),
-            _ => Err(ApiError::Malformed { what: "whoami", reason: "no user_id".into() }),
+            _ => Err(ApiError::Malformed(Malformed::new("whoami", "no user_id"))),
         }
     }
 
@@ -134,7 +131,7 @@ impl ClientApi {
         }
         let answer = self.request("sync", Method::GET, &path, None, timeout + SYNC_GRACE).await?;
         if answer["next_batch"].as_str().is_none_or(str::is_empty) {
-            return Err(ApiError::Malformed { what: "sync", reason: "no next_batch".into() });
+            return Err(ApiError::Malformed(Malformed::new("sync", "no next_batch")));
         }
         Ok(answer)
     }
@@ -151,7 +148,7 @@ impl ClientApi {
         let answer = self.request("joined_members", Method::GET, &path, None, REQUEST_TIMEOUT).await?;
         match answer["joined"].as_object() {
             Some(joined) => Ok(joined.len()),
-            None => Err(ApiError::Malformed { what: "joined_members", reason: "no joined map".into() }),
+            None => Err(ApiError::Malformed(Malformed::new("joined_members", "no joined map"))),
         }
     }
 
@@ -223,7 +220,7 @@ impl ClientApi {
             });
         }
         if !answer.is_object() {
-            return Err(ApiError::Malformed { what, reason: "not a json object".into() });
+            return Err(ApiError::Malformed(Malformed::new(what, "not a json object")));
         }
         Ok(Attempt::Answer(answer))
     }

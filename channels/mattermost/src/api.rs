@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{Attempt, DEFAULT_RETRY_AFTER, RateLimited, TransportError, waiting_out_rate_limits};
+use oxibot_plugin::chat::http::{
+    Attempt, DEFAULT_RETRY_AFTER, Malformed, RateLimited, TransportError, waiting_out_rate_limits,
+};
 use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
@@ -36,14 +38,9 @@ pub enum RestError {
     /// The service asked to slow down for longer than this channel waits, or too often.
     #[error(transparent)]
     RateLimited(#[from] RateLimited),
-    /// The answer was not the JSON Mattermost sends.
-    #[error("{what}: unexpected answer: {reason}")]
-    Malformed {
-        /// The request.
-        what: &'static str,
-        /// What was wrong with it.
-        reason: String,
-    },
+    /// A successful answer that is not what the service sends.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
 }
 
 impl RestError {
@@ -95,7 +92,7 @@ impl RestApi {
         let text = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
         let user = BotUser { id: text("id"), username: text("username") };
         if user.id.is_empty() || user.username.is_empty() {
-            return Err(RestError::Malformed { what: "users/me", reason: "no id or username".into() });
+            return Err(RestError::Malformed(Malformed::new("users/me", "no id or username")));
         }
         Ok(user)
     }
@@ -109,7 +106,7 @@ impl RestApi {
         let answer = self.request("create post", Method::POST, "/posts", Some(&body)).await?;
         match answer["id"].as_str() {
             Some(id) if !id.is_empty() => Ok(id.to_owned()),
-            _ => Err(RestError::Malformed { what: "create post", reason: "no post id".into() }),
+            _ => Err(RestError::Malformed(Malformed::new("create post", "no post id"))),
         }
     }
 
@@ -176,7 +173,7 @@ impl RestApi {
             });
         }
         if answer.is_null() {
-            return Err(RestError::Malformed { what, reason: "not json".into() });
+            return Err(RestError::Malformed(Malformed::new(what, "not json")));
         }
         Ok(Attempt::Answer(answer))
     }

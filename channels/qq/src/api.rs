@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{FileError, TransportError};
+use oxibot_plugin::chat::http::{FileError, Malformed, TransportError};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
 use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
@@ -41,14 +41,9 @@ pub enum ApiError {
         /// QQ's explanation.
         message: String,
     },
-    /// A 2xx answer that is not what QQ sends.
-    #[error("{call}: {reason}")]
-    Malformed {
-        /// The call.
-        call: &'static str,
-        /// What is wrong with the answer.
-        reason: String,
-    },
+    /// A successful answer that is not what the service sends.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
     /// A downloaded file could not be saved, or was too large.
     #[error(transparent)]
     File(#[from] FileError),
@@ -148,7 +143,7 @@ impl Api {
             .await?;
         match answer["url"].as_str().filter(|url| !url.is_empty()) {
             Some(url) => Ok(url.to_owned()),
-            None => Err(ApiError::Malformed { call: CALL, reason: "no url in the answer".into() }),
+            None => Err(ApiError::Malformed(Malformed::new(CALL, "no url in the answer"))),
         }
     }
 
@@ -220,7 +215,7 @@ impl Api {
             return Err(refusal(call, status.as_u16(), &answer));
         }
         if answer.is_null() && !text.trim().is_empty() && status != StatusCode::NO_CONTENT {
-            return Err(ApiError::Malformed { call, reason: "the answer is not json".into() });
+            return Err(ApiError::Malformed(Malformed::new(call, "the answer is not json")));
         }
         Ok(answer)
     }

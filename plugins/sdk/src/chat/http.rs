@@ -39,6 +39,23 @@ pub struct RateLimited {
     pub retry_after: Duration,
 }
 
+/// A successful answer that is not what the service sends (no JSON, a field missing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call}: unexpected answer: {reason}")]
+pub struct Malformed {
+    /// The call.
+    pub call: String,
+    /// What is wrong with the answer.
+    pub reason: String,
+}
+
+impl Malformed {
+    /// The answer to `call` was wrong in the way `reason` says.
+    pub fn new(call: impl Into<String>, reason: impl Into<String>) -> Malformed {
+        Malformed { call: call.into(), reason: reason.into() }
+    }
+}
+
 /// A file downloaded from a service that could not be saved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot save {path}: {reason}")]
