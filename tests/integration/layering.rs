@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 /// and none on its own or a higher one. `cli` (the binary) sits above them all; `testing`
 /// is test-only support that any module's tests may use.
 const RUNGS: &[&[&str]] = &[
-    &["paths", "fsutil", "watch", "message", "launcher"],
+    &["paths", "fsutil", "watch", "launcher"],
     &["plugin"],
     &["config"],
-    &["session", "history", "usage", "provider", "plugin_specs"],
+    &["session", "history", "usage", "plugin_specs"],
     &["context", "settings"],
     &["turn"],
     &["cron"],
@@ -239,6 +239,7 @@ fn workspace_source_dirs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut dirs =
         vec![root.join("kernel/src"), root.join("proto/src"), root.join("tests/util"), root.join("tests/integration")];
+    dirs.push(root.join("llm/src"));
     for group in ["plugins", "channels"] {
         for entry in std::fs::read_dir(root.join(group)).unwrap().flatten() {
             let src = entry.path().join("src");
