@@ -1,15 +1,16 @@
-//! The oxibot kernel: configuration, the plugin host, LLM providers, the session and runner
-//! actors, scheduled jobs, memory (consolidation, Dream, git) and the gateway. The `oxibot` binary in
-//! `main.rs` is a thin shell over it.
+//! The oxibot kernel: configuration, the plugin host, the session and runner actors (over the
+//! LLM client of the `oxibot-llm` crate, re-exported as `provider` and `message`), scheduled
+//! jobs, memory (consolidation, Dream, git) and the gateway. The `oxibot` binary in `main.rs`
+//! is a thin shell over it.
 //!
 //! The modules form a ladder; each may import only those on lower rungs (ARCHITECTURE.md
 //! lists the rungs, and a test in `tests/integration/layering.rs` enforces them):
 //!
-//! 1. `paths`, `fsutil`, `watch`, `message`, `launcher` — no kernel imports beyond each other;
+//! 1. `paths`, `fsutil`, `watch`, `launcher` — no kernel imports beyond each other;
 //! 2. `plugin` — the plugin host;
 //! 3. `config`;
-//! 4. `session`, `history`, `usage`, `provider`, `plugin_specs` — stores, the LLM client, the
-//!    plugin specs the config asks for;
+//! 4. `session`, `history`, `usage`, `plugin_specs` — stores, the plugin specs the config asks
+//!    for;
 //! 5. `context` — the system prompt; `settings` — the config's typed sections, one snapshot;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
@@ -31,11 +32,9 @@ pub mod history;
 pub mod import;
 pub mod launcher;
 pub mod memory;
-pub mod message;
 pub mod paths;
 pub mod plugin;
 pub mod plugin_specs;
-pub mod provider;
 pub mod services;
 pub mod session;
 pub mod settings;
@@ -44,3 +43,8 @@ mod testing;
 pub mod turn;
 pub mod usage;
 pub mod watch;
+
+/// The LLM client, a crate of its own so it cannot reach the kernel's conversations.
+pub use oxibot_llm as provider;
+/// Chat messages, as the LLM client carries them and the sessions keep them.
+pub use oxibot_llm::message;

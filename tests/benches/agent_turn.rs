@@ -43,7 +43,7 @@ fn main() {
     seed_long_session(&workspace, home.path(), "bench:long", 10_000);
 
     actix::System::new().block_on(async {
-        let provider = Provider::from_config(&config).unwrap();
+        let provider = Provider::from_config(&config.llm()).unwrap();
         let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
         let services = Arc::new(Services::new(config.clone(), workspace.clone(), home.path(), provider, host, true));
         let manager = SessionManager::new(services.clone());
@@ -81,7 +81,7 @@ fn seed_long_session(workspace: &Path, home: &Path, key: &str, count: usize) {
 }
 
 async fn llm_round_trip(llm: &ScriptedLlm, config: &Config) -> Vec<Duration> {
-    let provider = Provider::from_config(config).unwrap();
+    let provider = Provider::from_config(&config.llm()).unwrap();
     let request = ChatRequest {
         model: "bench-model".into(),
         messages: vec![ChatMessage::text(Role::System, "s".repeat(6000)), ChatMessage::text(Role::User, "hi")],

@@ -322,7 +322,7 @@ fn main() {
         config.agents.defaults.model = "test-model".into();
         config.agents.defaults.provider = "custom".into();
         config.providers.insert("custom".into(), ProviderConfig { api_key: Some("k".into()), api_base: Some(llm.base_url()), ..Default::default() });
-        let embedder = Embedder::from_config(&config, "scripted-embedding").unwrap();
+        let embedder = Embedder::from_config(&config.llm(), "scripted-embedding").unwrap();
         let settings = RecallSettings { embedding: Some("scripted-embedding".into()), ..RecallSettings::default() };
         let recall = start_recall(ws.path(), &ws.path().join("index/hybrid.sqlite"), settings, Some(embedder));
         let start = Instant::now();

@@ -390,7 +390,7 @@ async fn stop_ends_a_running_turn_and_the_session_stays_valid() {
     // A reply that takes ten minutes to start: only the stop can end the turn within the test.
     env.llm.push(Reply::SlowFirstToken { delay_ms: 600_000, text: "too late".into() });
     let config = Config::load(&env.home.path().join("config.json")).unwrap();
-    let provider = Provider::from_config(&config).unwrap();
+    let provider = Provider::from_config(&config.llm()).unwrap();
     let host = oxibot_tests::start_host(vec![oxibot_tests::tool_spec("fs")]).await;
     let services = Arc::new(Services::new(config, env.workspace.clone(), env.home.path(), provider, host, true));
     let manager = Arc::new(SessionManager::new(services.clone()));

@@ -32,7 +32,7 @@ impl Setup {
         let config = config(
             json!({"agents": {"defaults": {"model": model}}, "providers": {name: {"apiKey": "test-key", "apiBase": llm.base_url()}}}),
         );
-        let provider = Provider::from_config(&config).unwrap().with_retry_delays(FAST_RETRIES.to_vec());
+        let provider = Provider::from_config(&config.llm()).unwrap().with_retry_delays(FAST_RETRIES.to_vec());
         assert_eq!(provider.wire(), wire);
         Setup { llm, provider, model: model.to_owned() }
     }
@@ -393,7 +393,7 @@ async fn the_registry_picks_custom_when_only_an_api_base_is_configured() {
     let config = config(
         json!({"agents": {"defaults": {"model": "some-local-model"}}, "providers": {"custom": {"apiBase": llm.base_url()}}}),
     );
-    let provider = Provider::from_config(&config).unwrap();
+    let provider = Provider::from_config(&config.llm()).unwrap();
     assert_eq!(
         (provider.name(), provider.wire_model(), provider.wire()),
         ("custom", "some-local-model", Wire::OpenAiCompatible)
@@ -418,7 +418,7 @@ async fn an_unreachable_endpoint_is_a_network_error_after_the_retries() {
     let config = config(
         json!({"agents": {"defaults": {"model": "m"}}, "providers": {"custom": {"apiBase": format!("http://127.0.0.1:{port}/v1")}}}),
     );
-    let provider = Provider::from_config(&config).unwrap().with_retry_delays(FAST_RETRIES.to_vec());
+    let provider = Provider::from_config(&config.llm()).unwrap().with_retry_delays(FAST_RETRIES.to_vec());
     let request = ChatRequest {
         model: "m".into(),
         messages: vec![ChatMessage::text(Role::User, "hi")],

@@ -38,7 +38,7 @@ pub struct AgentOptions {
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
     let style = Style::detect(options.no_markdown);
     let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
-    let provider = match Provider::from_config(&setup.settings.config) {
+    let provider = match Provider::from_config(&setup.settings.config.llm()) {
         Ok(provider) => with_retry_override(provider)?,
         Err(error) => return Err(without_provider(error)),
     };

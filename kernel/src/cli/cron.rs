@@ -344,8 +344,9 @@ fn run_now(common: &CommonArgs, id: &str, no_markdown: bool) -> anyhow::Result<E
     }
     let session = job.payload.target().map_or_else(|| "cli:direct".to_owned(), |target| target.session_key);
     let style = Style::detect(no_markdown);
-    let provider =
-        with_retry_override(Provider::from_config(&setup.settings.config).context("cannot use the configured model")?)?;
+    let provider = with_retry_override(
+        Provider::from_config(&setup.settings.config.llm()).context("cannot use the configured model")?,
+    )?;
     let started_ms = now_ms();
     let started = Instant::now();
     let outcome = actix::System::new().block_on(async {

@@ -72,7 +72,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     print_web_ui(&settings)?;
     print_api(&settings, &filled, &secrets);
     let provider = super::agent::with_retry_override(
-        Provider::from_config(&setup.settings.config).context("cannot use the configured model")?,
+        Provider::from_config(&setup.settings.config.llm()).context("cannot use the configured model")?,
     )?;
     actix::System::new().block_on(async move {
         let host = setup.start_host()?;
@@ -86,7 +86,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
             bundled_dir: bundled.clone(),
             secrets: secrets.clone(),
             provider: Box::new(|config: &Config| {
-                let provider = Provider::from_config(config).map_err(|error| error.to_string())?;
+                let provider = Provider::from_config(&config.llm()).map_err(|error| error.to_string())?;
                 super::agent::with_retry_override(provider).map_err(|error| format!("{error:#}"))
             }),
         });

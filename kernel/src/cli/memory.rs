@@ -144,7 +144,7 @@ fn recall_setup(common: &CommonArgs) -> anyhow::Result<(Setup, RecallSettings)> 
 /// Opens the index the kernel uses for this workspace (inside an actix system), polling off.
 fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recall> {
     let embedder = match &settings.embedding {
-        Some(model) => Some(Embedder::from_config(&setup.settings.config, model)?),
+        Some(model) => Some(Embedder::from_config(&setup.settings.config.llm(), model)?),
         None => None,
     };
     let recall = Recall::start(RecallSetup {

@@ -49,7 +49,7 @@ pub fn run(common: &CommonArgs, local: bool) -> anyhow::Result<ExitCode> {
 /// when `local` is given or the person says yes at the terminal, never silently. Returns
 /// whether the config now uses one.
 fn offer_local_server(config_path: &Path, config: &Config, local: bool) -> anyhow::Result<bool> {
-    if !local && oxibot_kernel::provider::Provider::from_config(config).is_ok() {
+    if !local && oxibot_kernel::provider::Provider::from_config(&config.llm()).is_ok() {
         return Ok(false);
     }
     let Some(server) = super::local_server::find().into_iter().next() else {

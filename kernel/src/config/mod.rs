@@ -15,6 +15,7 @@ pub mod fresh;
 pub mod memory;
 mod unknown_keys;
 
+pub use oxibot_llm::config::ProviderConfig;
 pub use unknown_keys::UnknownKey;
 
 /// A config file could not be used.
@@ -140,24 +141,6 @@ fn default_workspace() -> String {
     }
 }
 
-/// `providers.<name>`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ProviderConfig {
-    /// The API key (`${VAR}` expands from the environment).
-    #[serde(alias = "api_key")]
-    pub api_key: Option<String>,
-    /// The API base URL, e.g. `http://localhost:8000/v1`.
-    #[serde(alias = "api_base")]
-    pub api_base: Option<String>,
-    /// Extra HTTP headers sent with every request.
-    #[serde(alias = "extra_headers")]
-    pub extra_headers: Option<BTreeMap<String, String>>,
-    /// Keys this version does not use.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
 /// `tools`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -243,6 +226,17 @@ impl Config {
     /// The workspace directory with `~` expanded.
     pub fn workspace(&self) -> PathBuf {
         paths::expand_tilde(Path::new(&self.agents.defaults.workspace))
+    }
+
+    /// What the LLM client needs of this config: the model choice and the providers.
+    pub fn llm(&self) -> oxibot_llm::config::LlmConfig {
+        let defaults = &self.agents.defaults;
+        oxibot_llm::config::LlmConfig {
+            model: defaults.model.clone(),
+            provider: defaults.provider.clone(),
+            fallback_models: defaults.fallback_models.clone(),
+            providers: self.providers.clone(),
+        }
     }
 }
 

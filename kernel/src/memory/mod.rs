@@ -81,7 +81,7 @@ fn start_recall(services: &Services) -> Option<Recall> {
     }
     let settings = snapshot.memory_or_default();
     let embedder = settings.embedding.as_deref().and_then(|model| {
-        crate::provider::Embedder::from_config(&snapshot.config, model)
+        crate::provider::Embedder::from_config(&snapshot.config.llm(), model)
             .inspect_err(|error| tracing::warn!(%error, "memory search runs on keywords alone"))
             .ok()
     });

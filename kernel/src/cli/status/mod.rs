@@ -24,7 +24,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     println!("config:    {}{}", config_path.display(), exists(&config_path));
     println!("workspace: {}", setup.workspace.display());
     println!("data dir:  {}", paths::data_dir().display());
-    let provider = match Provider::from_config(&setup.settings.config) {
+    let provider = match Provider::from_config(&setup.settings.config.llm()) {
         Ok(provider) => format!("via {} (sends model '{}')", provider.name(), provider.wire_model()),
         Err(error) => format!("— no usable provider: {error}"),
     };
@@ -106,7 +106,7 @@ fn memory_line(setup: &Setup) -> String {
     };
     let mut line = settings.describe();
     if let Some(model) = &settings.embedding {
-        if let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.settings.config, model) {
+        if let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.settings.config.llm(), model) {
             line = format!("keyword search (BM25) only — embeddings from '{model}' unavailable: {error}");
         }
     }

@@ -1,16 +1,20 @@
-//! LLM provider clients: OpenAI Chat Completions (spoken by most providers) and Anthropic
-//! Messages, picked from config by the registry, with nanobot's retry policy.
+//! oxibot's LLM client: OpenAI Chat Completions (spoken by most providers) and Anthropic
+//! Messages, picked by the registry from plain settings ([`config::LlmConfig`]), with nanobot's
+//! retry policy, and the chat messages they carry ([`message`]).
 //!
 //! `Provider::chat` is the one entry point (`Provider::chat_in_session` for a conversation's
 //! requests): it sends a `ChatRequest`, streams `StreamEvent`s to a callback when asked to,
 //! retries what can be retried, fails over to the fallback models, and returns the assembled
-//! `ChatResponse`. This module does not keep history, run tools or count context; the runner
-//! does. What it keeps of a conversation is the wire form of its last request, by session key,
-//! so the next one encodes only what changed (inside the OpenAI client).
+//! `ChatResponse`. This crate does not keep history, run tools or count context; the kernel's
+//! runner does, and this crate cannot reach it (it does not depend on the kernel). What it
+//! keeps of a conversation is the wire form of its last request, by session key, so the next
+//! one encodes only what changed (inside the OpenAI client).
 
 mod anthropic;
+pub mod config;
 pub mod embeddings;
 mod error;
+pub mod message;
 mod openai;
 pub mod redact;
 pub mod registry;
@@ -29,7 +33,7 @@ pub use retry::RetryPolicy;
 pub use transport::{CONNECT_TIMEOUT, IDLE_TIMEOUT, install_crypto_provider};
 pub use types::{ChatRequest, ChatResponse, StreamEvent, Usage};
 
-use crate::config::Config;
+use crate::config::LlmConfig;
 
 /// A configured LLM: the registry's choice for a model, ready to call.
 #[derive(Debug, Clone)]
@@ -61,9 +65,9 @@ enum Client {
 
 impl Provider {
     /// The provider for `agents.defaults.model` (and `agents.defaults.provider`).
-    pub fn from_config(config: &Config) -> Result<Provider, ProviderError> {
-        let mut provider = Provider::for_model(config, &config.agents.defaults.model)?;
-        for model in &config.agents.defaults.fallback_models {
+    pub fn from_config(config: &LlmConfig) -> Result<Provider, ProviderError> {
+        let mut provider = Provider::for_model(config, &config.model)?;
+        for model in &config.fallback_models {
             let fallback = Provider::for_model(config, model).map_err(|error| {
                 ProviderError::NotConfigured(format!("agents.defaults.fallbackModels: {model}: {error}"))
             })?;
@@ -73,7 +77,7 @@ impl Provider {
     }
 
     /// The provider for another model under the same config (Dream's model override).
-    pub fn for_model(config: &Config, model: &str) -> Result<Provider, ProviderError> {
+    pub fn for_model(config: &LlmConfig, model: &str) -> Result<Provider, ProviderError> {
         let resolution = registry::resolve(config, model)?;
         let mut provider = Provider::from_resolution(model, &resolution)?;
         provider.secrets = Secrets::from_config(Some(config), &resolution);
@@ -255,11 +259,10 @@ mod tests {
 
     #[test]
     fn a_chat_future_can_move_between_threads() {
-        let mut config = Config::default();
-        config.agents.defaults.model = "local-model".into();
+        let mut config = LlmConfig { model: "local-model".into(), ..LlmConfig::default() };
         config.providers.insert(
             "custom".into(),
-            crate::config::ProviderConfig { api_base: Some("http://127.0.0.1:9/v1".into()), ..Default::default() },
+            config::ProviderConfig { api_base: Some("http://127.0.0.1:9/v1".into()), ..Default::default() },
         );
         let provider = Provider::from_config(&config).unwrap();
         let request = ChatRequest {

@@ -11,11 +11,11 @@ mod prefix;
 mod stream;
 mod usage;
 
+use crate::error::{ProviderError, shorten};
 use crate::message::ToolCall;
-use crate::provider::error::{ProviderError, shorten};
-use crate::provider::registry::Resolution;
-use crate::provider::transport::{Transport, is_event_stream};
-use crate::provider::types::{
+use crate::registry::Resolution;
+use crate::transport::{Transport, is_event_stream};
+use crate::types::{
     ChatRequest, ChatResponse, Collector, StreamEvent, finish_tool_calls, non_empty, replay_as_stream, text_of,
 };
 use history::{Conversation, HistoryCache};

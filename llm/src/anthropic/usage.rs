@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::provider::types::Usage;
+use crate::types::Usage;
 
 /// Anthropic's stop reason in OpenAI words.
 pub(crate) fn finish_reason(stop_reason: &str) -> String {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::provider::types::Usage;
+use crate::types::Usage;
 
 /// `usage`, with cached tokens from wherever the provider puts them.
 pub(crate) fn parse_usage(usage: &Value) -> Usage {

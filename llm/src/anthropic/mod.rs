@@ -7,13 +7,11 @@ mod convert;
 mod stream;
 mod usage;
 
+use crate::error::{ProviderError, shorten};
 use crate::message::ToolCall;
-use crate::provider::error::{ProviderError, shorten};
-use crate::provider::registry::Resolution;
-use crate::provider::transport::{Transport, is_event_stream};
-use crate::provider::types::{
-    ChatRequest, ChatResponse, Collector, StreamEvent, finish_tool_calls, non_empty, replay_as_stream,
-};
+use crate::registry::Resolution;
+use crate::transport::{Transport, is_event_stream};
+use crate::types::{ChatRequest, ChatResponse, Collector, StreamEvent, finish_tool_calls, non_empty, replay_as_stream};
 use convert::{convert, mark_cache_points};
 use stream::EventReader;
 use usage::{AnthropicUsage, finish_reason};

@@ -10,7 +10,7 @@ use super::error::ProviderError;
 use super::redact::Secrets;
 use super::registry::{self, Resolution, Wire};
 use super::transport::Transport;
-use crate::config::Config;
+use crate::config::LlmConfig;
 
 /// Most texts sent in one request (providers cap the batch; 96–2048 are common limits).
 pub const MAX_BATCH: usize = 64;
@@ -32,8 +32,8 @@ impl Embedder {
     /// A client for embedding model `model`, through the provider the chat model resolves to,
     /// or, when that one speaks Anthropic's wire, through the provider `model` itself
     /// resolves to (e.g. `openai/text-embedding-3-small`).
-    pub fn from_config(config: &Config, model: &str) -> Result<Embedder, ProviderError> {
-        let chat = registry::resolve(config, &config.agents.defaults.model);
+    pub fn from_config(config: &LlmConfig, model: &str) -> Result<Embedder, ProviderError> {
+        let chat = registry::resolve(config, &config.model);
         let resolution = match chat {
             Ok(resolution) if resolution.wire == Wire::OpenAiCompatible => {
                 Resolution { wire_model: registry::wire_model_for(&resolution.name, model), ..resolution }
@@ -124,8 +124,7 @@ mod tests {
 
     #[test]
     fn an_anthropic_only_setup_is_refused_with_the_key_to_change() {
-        let mut config = Config::default();
-        config.agents.defaults.model = "anthropic/claude-opus-4-5".into();
+        let mut config = LlmConfig { model: "anthropic/claude-opus-4-5".into(), ..LlmConfig::default() };
         config.providers.insert(
             "anthropic".into(),
             crate::config::ProviderConfig { api_key: Some("k".into()), ..Default::default() },

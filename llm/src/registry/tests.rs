@@ -1,11 +1,15 @@
 //! The resolution table: which provider serves which model under which config.
 
-use std::path::Path;
+use serde_json::Value;
 
 use super::*;
 
-fn config(json: &str) -> Config {
-    Config::parse(json, Path::new("config.json")).unwrap()
+/// The settings a config.json of `json` gives: its `providers` and `agents.defaults.provider`.
+fn config(json: &str) -> LlmConfig {
+    let mut file: Value = serde_json::from_str(json).unwrap();
+    let provider = file.pointer("/agents/defaults/provider").and_then(Value::as_str).unwrap_or("auto").to_owned();
+    let providers = serde_json::from_value(file["providers"].take()).unwrap();
+    LlmConfig { provider, providers, ..LlmConfig::default() }
 }
 
 fn no_env(_: &str) -> Option<String> {

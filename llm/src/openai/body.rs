@@ -15,7 +15,7 @@ use oxibot_proto::ToolSpec;
 
 use super::prefix::PrefixCache;
 use crate::message::{ChatMessage, Role, ToolCall};
-use crate::provider::types::{ChatRequest, text_of};
+use crate::types::{ChatRequest, text_of};
 
 /// The body's settings besides the messages and tools.
 pub(crate) struct Settings<'a> {

@@ -21,7 +21,7 @@ use forms::{Forms, Windows};
 
 use super::error::ProviderError;
 use super::registry::Resolution;
-use crate::config::Config;
+use crate::config::LlmConfig;
 
 /// What stands in for a secret in error text.
 pub const REDACTED: &str = "[redacted]";
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Secrets {
 impl Secrets {
     /// Every key and extra-header value in `config`'s providers plus `resolution`'s own (which
     /// may come from the environment).
-    pub fn from_config(config: Option<&Config>, resolution: &Resolution) -> Secrets {
+    pub fn from_config(config: Option<&LlmConfig>, resolution: &Resolution) -> Secrets {
         let configured = config.into_iter().flat_map(|config| config.providers.values()).flat_map(|provider| {
             provider.api_key.iter().chain(provider.extra_headers.iter().flat_map(|headers| headers.values()))
         });

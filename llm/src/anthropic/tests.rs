@@ -5,7 +5,7 @@ use serde_json::json;
 use super::convert::tool_id;
 use super::*;
 use crate::message::{ChatMessage, Role};
-use crate::provider::types::Usage;
+use crate::types::Usage;
 
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {

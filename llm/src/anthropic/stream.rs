@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::usage::{AnthropicUsage, finish_reason};
+use crate::error::ProviderError;
 use crate::message::ToolCall;
-use crate::provider::error::ProviderError;
-use crate::provider::transport::parse_json;
-use crate::provider::types::{ChatResponse, Collector, finish_tool_calls};
+use crate::transport::parse_json;
+use crate::types::{ChatResponse, Collector, finish_tool_calls};
 
 /// One content block as it grows.
 enum Block {

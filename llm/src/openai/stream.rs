@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::usage::parse_usage;
+use crate::error::ProviderError;
 use crate::message::ToolCall;
-use crate::provider::error::ProviderError;
-use crate::provider::transport::parse_json;
-use crate::provider::types::{ChatResponse, Collector, Usage, finish_tool_calls, text_of};
+use crate::transport::parse_json;
+use crate::types::{ChatResponse, Collector, Usage, finish_tool_calls, text_of};
 
 /// The state of one streamed reply.
 pub(crate) struct ChunkReader<'a> {

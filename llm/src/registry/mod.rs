@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{Config, ProviderConfig};
+use crate::config::{LlmConfig, ProviderConfig};
 
-use crate::provider::error::ProviderError;
-use crate::provider::types::non_empty;
+use crate::error::ProviderError;
+use crate::types::non_empty;
 
 /// The HTTP API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,13 +217,13 @@ impl std::fmt::Debug for Resolution {
 }
 
 /// Picks the provider for `model` from `config`, reading keys from the process environment.
-pub fn resolve(config: &Config, model: &str) -> Result<Resolution, ProviderError> {
+pub fn resolve(config: &LlmConfig, model: &str) -> Result<Resolution, ProviderError> {
     resolve_with_env(config, model, &|name| std::env::var(name).ok())
 }
 
 /// `resolve` with the environment given as a lookup function (tests pass a fixed one).
 pub fn resolve_with_env(
-    config: &Config,
+    config: &LlmConfig,
     model: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Resolution, ProviderError> {
@@ -275,14 +275,14 @@ fn set(value: Option<&String>) -> Option<String> {
 
 /// One resolution in progress.
 struct Resolver<'a> {
-    config: &'a Config,
+    config: &'a LlmConfig,
     model: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
 }
 
 impl Resolver<'_> {
     fn run(&self) -> Result<Resolution, ProviderError> {
-        let forced = self.config.agents.defaults.provider.trim();
+        let forced = self.config.provider.trim();
         if !forced.is_empty() && forced != "auto" {
             return self.forced(forced);
         }
