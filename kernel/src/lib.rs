@@ -6,8 +6,9 @@
 //! The modules form a ladder; each may import only those on lower rungs (ARCHITECTURE.md
 //! lists the rungs, and a test in `tests/integration/layering.rs` enforces them):
 //!
-//! 1. `paths`, `fsutil`, `watch`, `launcher` — no kernel imports beyond each other;
-//! 2. `plugin` — the plugin host;
+//! 1. `fsutil`, `watch` — no kernel imports beyond each other;
+//! 2. `plugin`, `launcher`, `paths` — the plugin host: the `oxibot-host` crate, re-exported; it
+//!    imports no kernel module at all;
 //! 3. `config`;
 //! 4. `session`, `history`, `usage`, `plugin_specs` — stores, the plugin specs the config asks
 //!    for;
@@ -21,6 +22,9 @@
 //! 12. `import` — bringing a nanobot data dir over;
 //! 13. `cli` (in the binary) — the edge.
 
+pub use oxibot_host as plugin;
+pub use oxibot_host::{launcher, paths};
+
 pub mod agent;
 pub mod automation;
 pub mod config;
@@ -30,10 +34,7 @@ pub mod fsutil;
 pub mod gateway;
 pub mod history;
 pub mod import;
-pub mod launcher;
 pub mod memory;
-pub mod paths;
-pub mod plugin;
 pub mod plugin_specs;
 pub mod services;
 pub mod session;

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 /// The kernel library's rungs, lowest first. A module may import any module on a lower rung
 /// and none on its own or a higher one. `cli` (the binary) sits above them all; `testing`
-/// is test-only support that any module's tests may use.
+/// is test-only support that any module's tests may use. The second rung is the plugin host,
+/// the `oxibot-host` crate that `lib.rs` re-exports: it has no files here, and cannot import
+/// the kernel at all.
 const RUNGS: &[&[&str]] = &[
-    &["paths", "fsutil", "watch", "launcher"],
-    &["plugin"],
+    &["fsutil", "watch"],
+    &["plugin", "launcher", "paths"],
     &["config"],
     &["session", "history", "usage", "plugin_specs"],
     &["context", "settings"],
@@ -253,11 +255,55 @@ fn the_names_below_the_ladder_are_crates_the_kernel_re_exports_not_its_modules()
     }
 }
 
+/// The names `lib.rs` gives the `oxibot-host` crate and its modules (`pub use oxibot_host as
+/// plugin;`, `pub use oxibot_host::{launcher, paths};`).
+fn host_reexports(lib: &str) -> Vec<String> {
+    fn names(tree: &syn::UseTree, found: &mut Vec<String>) {
+        match tree {
+            syn::UseTree::Path(path) => names(&path.tree, found),
+            syn::UseTree::Name(name) => found.push(name.ident.to_string()),
+            syn::UseTree::Rename(rename) => found.push(rename.rename.to_string()),
+            syn::UseTree::Group(group) => group.items.iter().for_each(|item| names(item, found)),
+            syn::UseTree::Glob(_) => found.push("*".to_owned()),
+        }
+    }
+    let file = syn::parse_file(lib).unwrap_or_else(|error| panic!("lib.rs does not parse: {error}"));
+    let mut found = Vec::new();
+    for item in &file.items {
+        if let syn::Item::Use(item) = item {
+            let from_host = match &item.tree {
+                syn::UseTree::Path(path) => path.ident == "oxibot_host",
+                syn::UseTree::Rename(rename) => rename.ident == "oxibot_host",
+                _ => false,
+            };
+            if from_host {
+                names(&item.tree, &mut found);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_name_the_kernel_gives_the_plugin_host_is_on_the_host_rung() {
+    let lib = std::fs::read_to_string(kernel_src().join("lib.rs")).unwrap();
+    let names = host_reexports(&lib);
+    assert!(names.contains(&"plugin".to_owned()), "lib.rs no longer re-exports the host as `plugin`: {names:?}");
+    let host_rung = rung_of("plugin");
+    let misplaced: Vec<&String> = names.iter().filter(|name| rung_of(name) != host_rung).collect();
+    assert!(misplaced.is_empty(), "host re-exports not on the host's rung of RUNGS: {misplaced:?}");
+}
+
 /// Source folders of every crate in the workspace.
 fn workspace_source_dirs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut dirs =
-        vec![root.join("kernel/src"), root.join("proto/src"), root.join("tests/util"), root.join("tests/integration")];
+    let mut dirs = vec![
+        root.join("kernel/src"),
+        root.join("host/src"),
+        root.join("proto/src"),
+        root.join("tests/util"),
+        root.join("tests/integration"),
+    ];
     dirs.push(root.join("llm/src"));
     for group in ["plugins", "channels"] {
         for entry in std::fs::read_dir(root.join(group)).unwrap().flatten() {

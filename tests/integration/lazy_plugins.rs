@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 
 use crate::agent::AgentEnv;
 
-/// Runs `oxibot agent -m message` with the kernel's info log on stderr.
+/// Runs `oxibot agent -m message` with the info log of the kernel and its plugin host on stderr.
 fn agent_logged(env: &AgentEnv, message: &str) -> Output {
-    let output = env.command(&["agent", "-m", message]).env("RUST_LOG", "oxibot_kernel=info").output().unwrap();
+    let output =
+        env.command(&["agent", "-m", message]).env("RUST_LOG", "oxibot_kernel=info,oxibot_host=info").output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     output
 }

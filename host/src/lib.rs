@@ -1,5 +1,7 @@
 //! The plugin host: discovers, starts, supervises and talks to out-of-process tool and
-//! channel plugins.
+//! channel plugins. A crate of its own, below the kernel: it knows plugins, specs and calls,
+//! never turns, sessions or the config file, and the compiler keeps it so (the kernel
+//! re-exports it as `oxibot_kernel::plugin`).
 //!
 //! Code map: [`discover`] finds plugins (and builds channel specs); [`host::PluginHost`]
 //! starts one [`actor::PluginActor`] per plugin and routes calls through the [`registry`];
@@ -11,7 +13,9 @@
 //! (built-ins, bundled tools without `replaces`) and caps a tool's description and schema;
 //! [`broken`] remembers plugins that failed to start, so the next commands skip them.
 //! Channel messages and lifecycle changes reach the gateway through [`events`]. A confined
-//! plugin gets a harmless copy of the user's git identity from [`gitconfig`].
+//! plugin gets a harmless copy of the user's git identity from [`gitconfig`]. Every plugin
+//! starts through the [`launcher`], which ties it to the kernel's life and confines it;
+//! [`paths`] says where the data dir is, and [`fsutil`] replaces files whole.
 
 pub mod actor;
 pub mod broken;
@@ -21,11 +25,14 @@ pub mod discover;
 pub mod environment;
 pub mod error;
 pub mod events;
+pub mod fsutil;
 pub mod gitconfig;
 pub mod handshake;
 pub mod host;
+pub mod launcher;
 pub mod manifest_cache;
 pub mod mcp;
+pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod registry;

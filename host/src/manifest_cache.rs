@@ -165,7 +165,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
-    use crate::plugin::spec::Origin;
+    use crate::spec::Origin;
 
     fn program(dir: &Path, text: &str) -> PathBuf {
         let path = dir.join("oxibot-tool-sample");

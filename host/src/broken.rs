@@ -125,7 +125,7 @@ mod tests {
     use super::*;
 
     fn spec(args: &[&str]) -> PluginSpec {
-        let mut spec = PluginSpec::for_executable(PathBuf::from("/bin/sh"), super::super::spec::Origin::Config);
+        let mut spec = PluginSpec::for_executable(PathBuf::from("/bin/sh"), crate::spec::Origin::Config);
         spec.args = args.iter().map(|arg| (*arg).to_owned()).collect();
         spec
     }
