@@ -18,7 +18,8 @@ use crate::session::SessionKey;
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What to send where.
-pub(super) struct Reply {
+#[derive(Debug, Clone)]
+pub struct Reply {
     /// The channel plugin.
     pub channel: String,
     /// The chat.
@@ -59,13 +60,7 @@ impl Router {
         let id = self.fresh_id();
         self.outbox.add(PendingDelivery {
             id,
-            channel: reply.channel,
-            chat_id: reply.chat_id,
-            content: reply.content,
-            media: reply.media,
-            stream_id: reply.stream_id,
-            metadata: reply.metadata,
-            record_late_in: reply.record_late_in,
+            reply,
             since: Instant::now(),
             failures: 0,
             last_error: String::new(),
@@ -87,7 +82,7 @@ impl Router {
         let mut first = Some(first);
         loop {
             let Some(delivery) = self.outbox.get(id) else { return };
-            let mut ready = self.outbox.watch_ready(&delivery.channel);
+            let mut ready = self.outbox.watch_ready(&delivery.reply.channel);
             ready.mark_unchanged();
             let outcome = self.attempt(&delivery).await;
             if let Some(first) = first.take() {
@@ -104,11 +99,11 @@ impl Router {
                 return self.given_up(id, &reason);
             }
             let wait = policy.wait_after(failures);
-            tracing::warn!(channel = %delivery.channel, chat_id = %delivery.chat_id, %error, retry_in = ?wait, "delivery failed; retrying");
+            tracing::warn!(channel = %delivery.reply.channel, chat_id = %delivery.reply.chat_id, %error, retry_in = ?wait, "delivery failed; retrying");
             // A channel that comes back is tried at once.
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                _ = ready.changed() => tracing::info!(channel = %delivery.channel, "channel ready again; retrying its delivery"),
+                _ = ready.changed() => tracing::info!(channel = %delivery.reply.channel, "channel ready again; retrying its delivery"),
             }
         }
     }
@@ -117,14 +112,14 @@ impl Router {
     async fn attempt(&self, delivery: &PendingDelivery) -> Result<(), String> {
         let outbound = Outbound {
             id: delivery.id,
-            chat_id: delivery.chat_id.clone(),
-            content: delivery.content.clone(),
-            media: delivery.media.clone(),
-            stream_id: delivery.stream_id,
-            metadata: delivery.metadata.clone(),
+            chat_id: delivery.reply.chat_id.clone(),
+            content: delivery.reply.content.clone(),
+            media: delivery.reply.media.clone(),
+            stream_id: delivery.reply.stream_id,
+            metadata: delivery.reply.metadata.clone(),
         };
-        let acked = self.outbox.expect_ack(delivery.id, &delivery.channel);
-        if let Err(error) = self.host().send(&delivery.channel, Message::Outbound(outbound)) {
+        let acked = self.outbox.expect_ack(delivery.id, &delivery.reply.channel);
+        if let Err(error) = self.host().send(&delivery.reply.channel, Message::Outbound(outbound)) {
             self.outbox.forget_ack(delivery.id);
             return Err(error.to_string());
         }
@@ -146,8 +141,8 @@ impl Router {
         if delivery.refused {
             return Some(format!("{}; the channel says no retry can deliver it", delivery.last_error_or_unknown()));
         }
-        if !self.serves(&delivery.channel) {
-            return Some(format!("the channel '{}' no longer runs", delivery.channel));
+        if !self.serves(&delivery.reply.channel) {
+            return Some(format!("the channel '{}' no longer runs", delivery.reply.channel));
         }
         (delivery.since.elapsed() >= policy.window).then(|| delivery.last_error_or_unknown())
     }
@@ -155,9 +150,9 @@ impl Router {
     fn delivered(&self, id: u64) {
         let Some(delivery) = self.outbox.remove(id) else { return };
         if delivery.failures > 0 {
-            tracing::info!(channel = %delivery.channel, chat_id = %delivery.chat_id, attempts = delivery.failures + 1, "delivered after retrying");
-            if let Some(key) = &delivery.record_late_in {
-                self.manager.record_sent(key, &delivery.content);
+            tracing::info!(channel = %delivery.reply.channel, chat_id = %delivery.reply.chat_id, attempts = delivery.failures + 1, "delivered after retrying");
+            if let Some(key) = &delivery.reply.record_late_in {
+                self.manager.record_sent(key, &delivery.reply.content);
             }
         }
     }
@@ -166,10 +161,10 @@ impl Router {
     /// model on its next turn) without waiting for the session.
     fn given_up(&self, id: u64, reason: &str) {
         let Some(delivery) = self.outbox.remove(id) else { return };
-        let (channel, chat_id) = (&delivery.channel, &delivery.chat_id);
+        let (channel, chat_id) = (&delivery.reply.channel, &delivery.reply.chat_id);
         let attempts = delivery.failures;
         tracing::error!(%channel, %chat_id, error = %reason, attempts, "delivery failed for good");
-        self.manager.record_undelivered(SessionKey::new(channel, chat_id), &delivery.content, reason);
+        self.manager.record_undelivered(SessionKey::new(channel, chat_id), &delivery.reply.content, reason);
     }
 }
 

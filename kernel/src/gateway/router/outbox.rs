@@ -12,10 +12,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::session::SessionKey;
+use super::delivery::Reply;
 
 /// Waits between the first delivery attempts: 1 s, 2 s, 4 s; later waits double up to
 /// [`DEFAULT_RETRY_CAP`].
@@ -64,21 +63,8 @@ impl RetryPolicy {
 pub struct PendingDelivery {
     /// Its outbound id, the same for every attempt.
     pub id: u64,
-    /// The channel plugin that delivers it.
-    pub channel: String,
-    /// The chat it goes to.
-    pub chat_id: String,
-    /// The text.
-    pub content: String,
-    /// Local paths of attachments.
-    pub media: Vec<String>,
-    /// The stream the reply ends, for channels that stream.
-    pub stream_id: Option<u64>,
-    /// The channel's details (thread, message replied to, usage).
-    pub metadata: Value,
-    /// The session to record the text in if it is delivered only after a failed attempt (a
-    /// `message` tool send, whose turn was told it was not delivered yet).
-    pub record_late_in: Option<SessionKey>,
+    /// What to send where.
+    pub reply: Reply,
     /// When the first attempt was made.
     pub since: Instant,
     /// Attempts that failed so far.
