@@ -1,6 +1,6 @@
 //! Small file-system helpers shared by the stores: whole-file replacement that a crash can
 //! never leave half-written, and the one policy for a JSON state file that does not parse
-//! (`pairing.json`, `cron/jobs.json`, `local-secrets.json`): it is moved aside to
+//! (`pairing.json`, `cron/jobs.json`, `local-secrets.json`, `outbox.jsonl`): it is moved aside to
 //! `<name>.corrupt-<unix seconds>`, reported with a warning naming the file and the parse
 //! error, and never written over.
 
@@ -79,11 +79,15 @@ pub fn read_state<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateFi
 /// warning names the file and the parse error: the caller may start afresh and write a new
 /// file, and what was there is kept.
 pub fn parse_state<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, CorruptFile> {
-    serde_json::from_slice(bytes).map_err(|error| {
-        let corrupt = set_aside(path, error.to_string());
-        tracing::warn!(file = %path.display(), error = %corrupt, "a state file does not parse");
-        corrupt
-    })
+    serde_json::from_slice(bytes).map_err(|error| move_aside(path, error.to_string()))
+}
+
+/// Moves the state file `path`, found unusable for `reason`, aside as [`parse_state`] does
+/// and warns: for stores that parse their file themselves (the outbox's log of lines).
+pub fn move_aside(path: &Path, reason: String) -> CorruptFile {
+    let corrupt = set_aside(path, reason);
+    tracing::warn!(file = %path.display(), error = %corrupt, "a state file does not parse");
+    corrupt
 }
 
 /// Moves the unreadable `path` to the first free `<name>.corrupt-<unix seconds>[-<n>]`.

@@ -105,7 +105,8 @@ pub async fn run(
         (None, true) => local_secrets::LocalSecrets::new(services.data_dir()).get_or_create(Surface::WebUi)?.0,
         (None, false) => String::new(),
     };
-    let router = Router::new(manager.clone(), services.clone(), settings, access, retry_waits);
+    let outbox = router::outbox_file::OutboxFile::open(&services.data_dir().join(router::outbox_file::FILE_NAME));
+    let router = Router::new(manager.clone(), services.clone(), settings, access, retry_waits, Box::new(outbox));
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
     if let Some(reload) = reload {
@@ -131,6 +132,7 @@ pub async fn run(
     // Plugins first: a resumed turn may call tools, and its reply goes to a channel.
     services.host().wait_settled(PLUGIN_START_LIMIT).await;
     resume_unanswered(&services, &router, &channels);
+    router.resend_left_pending();
 
     tokio::select! {
         _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
@@ -145,8 +147,10 @@ pub async fn run(
         tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
     }
     if router.undelivered() > 0 {
-        // The outbox lives in memory until it is made durable (issue 26).
-        tracing::warn!(replies = router.undelivered(), "replies not yet delivered are dropped at shutdown");
+        tracing::warn!(replies = router.undelivered(), "replies not yet delivered are resent at the next start");
+    }
+    if let Ok(Err(error)) = router.outbox_flushed().await {
+        tracing::warn!(%error, "the outbox's last changes may be lost; the next start may resend a delivered reply");
     }
     services.host().shutdown().await;
     drop(scheduler);

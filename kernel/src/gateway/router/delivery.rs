@@ -1,10 +1,12 @@
-//! Sending one reply until its channel acknowledges it: attempts under one outbound id, waits
-//! from the [`RetryPolicy`] cut short when the channel becomes ready again, and a final
-//! failure logged and handed to the session without waiting for it (the session may be busy
-//! with the very turn that sent the reply: nothing waits on a session from inside its turn).
+//! Sending one reply until its channel acknowledges it: recorded in the outbox's store before
+//! its first attempt, attempts under one outbound id (the same after a kernel restart, which
+//! resends what was left pending), waits from the [`RetryPolicy`] cut short when the channel
+//! becomes ready again, and a final failure logged and handed to the session without waiting
+//! for it (the session may be busy with the very turn that sent the reply: nothing waits on a
+//! session from inside its turn); the model reads it on the session's next turn.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use oxibot_proto::{Message, Outbound};
 use serde_json::Value;
@@ -12,6 +14,7 @@ use tokio::sync::oneshot;
 
 use super::Router;
 use super::outbox::{PendingDelivery, RetryPolicy};
+use super::outbox_store::StoredDelivery;
 use crate::session::SessionKey;
 
 /// How long a channel has to acknowledge one delivery attempt.
@@ -53,22 +56,45 @@ impl Reply {
 
 impl Router {
     /// Starts delivering `reply` in the background; the receiver tells how its first attempt
-    /// went. A failed first attempt is retried (see [`RetryPolicy`]) until it is delivered or
-    /// given up.
+    /// went. The reply is recorded in the outbox's store before that attempt (a crash from
+    /// then on resends it at the next start). A failed first attempt is retried (see
+    /// [`RetryPolicy`]) until it is delivered or given up.
     pub(super) fn start_delivery(self: &Rc<Self>, reply: Reply) -> oneshot::Receiver<Result<(), String>> {
         let (first, first_rx) = oneshot::channel();
         let id = self.fresh_id();
-        self.outbox.add(PendingDelivery {
-            id,
-            reply,
-            since: Instant::now(),
-            failures: 0,
-            last_error: String::new(),
-            refused: false,
-        });
+        let since = SystemTime::now();
+        let recorded = self.outbox.store().record_pending(&StoredDelivery::of(id, &reply, since));
+        self.outbox.add(PendingDelivery { id, reply, since, failures: 0, last_error: String::new(), refused: false });
         let router = self.clone();
-        actix::spawn(async move { router.deliver_pending(id, first).await });
+        actix::spawn(async move {
+            if let Ok(Err(error)) = recorded.await {
+                tracing::warn!(%error, "a reply goes out without being kept for a restart");
+            }
+            router.deliver_pending(id, Some(first)).await;
+        });
         first_rx
+    }
+
+    /// Resends the replies a previous run left pending, under their own outbound ids, within
+    /// what is left of their retry window (gateway start, once the channels are up).
+    pub fn resend_left_pending(self: &Rc<Self>) {
+        for stored in self.outbox.store().left_pending() {
+            let id = stored.id;
+            // New ids stay above the old ones, even if the clock went back.
+            self.last_id.set(self.last_id.get().max(id));
+            tracing::info!(channel = %stored.channel, chat_id = %stored.chat_id, id, "resending a reply a previous run left pending");
+            let (reply, since) = (stored.reply(), stored.since());
+            self.outbox.add(PendingDelivery {
+                id,
+                reply,
+                since,
+                failures: 0,
+                last_error: String::new(),
+                refused: false,
+            });
+            let router = self.clone();
+            actix::spawn(async move { router.deliver_pending(id, None).await });
+        }
     }
 
     /// Delivers `reply` and waits for its first attempt: the caller is told at once whether the
@@ -78,8 +104,7 @@ impl Router {
     }
 
     /// Attempts pending delivery `id` until it is delivered or given up.
-    async fn deliver_pending(&self, id: u64, first: oneshot::Sender<Result<(), String>>) {
-        let mut first = Some(first);
+    async fn deliver_pending(&self, id: u64, mut first: Option<oneshot::Sender<Result<(), String>>>) {
         loop {
             let Some(delivery) = self.outbox.get(id) else { return };
             let mut ready = self.outbox.watch_ready(&delivery.reply.channel);
@@ -93,6 +118,12 @@ impl Router {
                 Err(error) => error,
             };
             let failures = self.outbox.failed(id, &error);
+            if !self.accepting.get() {
+                // Kept in the store: the next start resends it.
+                self.outbox.remove(id);
+                tracing::info!(channel = %delivery.reply.channel, %error, "the gateway is shutting down; the reply is resent at the next start");
+                return;
+            }
             let policy = self.retry_policy();
             let delivery = self.outbox.get(id).unwrap_or(delivery);
             if let Some(reason) = self.give_up_reason(&delivery, &policy) {
@@ -135,20 +166,18 @@ impl Router {
 
     /// Why a failed delivery is not tried again, if it is not.
     fn give_up_reason(&self, delivery: &PendingDelivery, policy: &RetryPolicy) -> Option<String> {
-        if !self.accepting.get() {
-            return Some(format!("{}; the gateway is shutting down", delivery.last_error_or_unknown()));
-        }
         if delivery.refused {
             return Some(format!("{}; the channel says no retry can deliver it", delivery.last_error_or_unknown()));
         }
         if !self.serves(&delivery.reply.channel) {
             return Some(format!("the channel '{}' no longer runs", delivery.reply.channel));
         }
-        (delivery.since.elapsed() >= policy.window).then(|| delivery.last_error_or_unknown())
+        (delivery.since.elapsed().unwrap_or_default() >= policy.window).then(|| delivery.last_error_or_unknown())
     }
 
     fn delivered(&self, id: u64) {
         let Some(delivery) = self.outbox.remove(id) else { return };
+        self.outbox.store().record_settled(id);
         if delivery.failures > 0 {
             tracing::info!(channel = %delivery.reply.channel, chat_id = %delivery.reply.chat_id, attempts = delivery.failures + 1, "delivered after retrying");
             if let Some(key) = &delivery.reply.record_late_in {
@@ -161,6 +190,7 @@ impl Router {
     /// model on its next turn) without waiting for the session.
     fn given_up(&self, id: u64, reason: &str) {
         let Some(delivery) = self.outbox.remove(id) else { return };
+        self.outbox.store().record_settled(id);
         let (channel, chat_id) = (&delivery.reply.channel, &delivery.reply.chat_id);
         let attempts = delivery.failures;
         tracing::error!(%channel, %chat_id, error = %reason, attempts, "delivery failed for good");

@@ -15,10 +15,13 @@ use tokio::sync::{mpsc, oneshot};
 
 mod delivery;
 pub mod outbox;
+pub mod outbox_file;
+pub mod outbox_store;
 mod requests;
 
 use delivery::Reply;
 use outbox::{Outbox, RetryPolicy};
+use outbox_store::{OutboxStore, Written};
 
 use super::access::{Access, Decision};
 use super::settings::{AllowFrom, ChannelChanges, GatewaySettings};
@@ -64,13 +67,15 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router over `manager`'s sessions and the channels in `services`' plugin host.
+    /// A router over `manager`'s sessions and the channels in `services`' plugin host, whose
+    /// pending replies are kept in `outbox`.
     pub fn new(
         manager: Rc<SessionManager>,
         services: Arc<Services>,
         settings: GatewaySettings,
         access: Access,
         retry_waits: Option<Vec<Duration>>,
+        outbox: Box<dyn OutboxStore>,
     ) -> Rc<Router> {
         Rc::new(Router {
             manager,
@@ -79,7 +84,7 @@ impl Router {
             access,
             streaming: RefCell::default(),
             tool_hints: RefCell::default(),
-            outbox: Outbox::default(),
+            outbox: Outbox::new(outbox),
             last_id: Cell::new(0),
             accepting: Cell::new(true),
             in_flight: Cell::new(0),
@@ -191,9 +196,14 @@ impl Router {
         self.in_flight.get()
     }
 
-    /// Replies not yet delivered (a restart loses them until the outbox is durable).
+    /// Replies not yet delivered (kept in the outbox's store for the next start).
     pub fn undelivered(&self) -> usize {
         self.outbox.pending()
+    }
+
+    /// Resolves once every change to the outbox so far is on disk (shutdown).
+    pub fn outbox_flushed(&self) -> Written {
+        self.outbox.store().flushed()
     }
 
     /// How long and how often replies are retried, under the settings in force.

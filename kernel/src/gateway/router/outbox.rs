@@ -4,17 +4,18 @@
 //! attempts grow to a cap for the configured window; a channel that comes back (`Ready`) wakes
 //! its pending replies at once instead of after their wait.
 //!
-//! Only memory holds the outbox for now: a kernel restart loses the replies still pending.
-//! [`Outbox::pending`] is the one record to write to disk when the durable outbox comes
-//! (issue 26).
+//! What is pending is also kept in an [`OutboxStore`] (the data dir's `outbox.jsonl`): a
+//! reply is recorded before its first attempt and settled when delivered or given up, so a
+//! kernel restart resends what was pending under the same id (issue 26).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{oneshot, watch};
 
 use super::delivery::Reply;
+use super::outbox_store::{OutboxStore, Volatile};
 
 /// Waits between the first delivery attempts: 1 s, 2 s, 4 s; later waits double up to
 /// [`DEFAULT_RETRY_CAP`].
@@ -65,8 +66,8 @@ pub struct PendingDelivery {
     pub id: u64,
     /// What to send where.
     pub reply: Reply,
-    /// When the first attempt was made.
-    pub since: Instant,
+    /// When the first attempt was made (by this run or an earlier one).
+    pub since: SystemTime,
     /// Attempts that failed so far.
     pub failures: u32,
     /// Why the last attempt failed.
@@ -80,8 +81,9 @@ type AckWaiter = (String, oneshot::Sender<Result<(), String>>);
 
 /// Every reply not yet acknowledged, the attempts waiting for an acknowledgement, and the
 /// channels' restarts. Lives on the actix system's thread, with the router.
-#[derive(Default)]
 pub struct Outbox {
+    /// Keeps the pending replies across restarts.
+    store: Box<dyn OutboxStore>,
     /// The replies not yet delivered, by outbound id.
     pending: RefCell<HashMap<u64, PendingDelivery>>,
     /// Attempts sent and waiting for their `DeliveryAck`: the channel, and who to tell.
@@ -90,7 +92,24 @@ pub struct Outbox {
     ready: RefCell<HashMap<String, watch::Sender<u64>>>,
 }
 
+impl Default for Outbox {
+    /// An outbox kept in memory only.
+    fn default() -> Outbox {
+        Outbox::new(Box::new(Volatile))
+    }
+}
+
 impl Outbox {
+    /// An empty outbox that keeps its pending replies in `store`.
+    pub fn new(store: Box<dyn OutboxStore>) -> Outbox {
+        Outbox { store, pending: RefCell::default(), acks: RefCell::default(), ready: RefCell::default() }
+    }
+
+    /// Where the pending replies are kept across restarts.
+    pub fn store(&self) -> &dyn OutboxStore {
+        self.store.as_ref()
+    }
+
     /// Keeps `delivery` until [`Outbox::remove`].
     pub fn add(&self, delivery: PendingDelivery) {
         self.pending.borrow_mut().insert(delivery.id, delivery);
