@@ -2,14 +2,16 @@
 //! channel's delivery faults (`failFirst`, `announce`, `holdWithoutClient`) and the api
 //! channel: one outbound id for every attempt of a reply (so a service that de-duplicates by
 //! it posts once), a reply that outlives an outage and a restart of its channel's plugin, and
-//! a `message` to the turn's own chat that cannot be delivered (issues 26 and 27).
+//! a `message` to the turn's own chat that cannot be delivered, and the outbox kept across a
+//! kernel restart: resent under the same id, a final failure told to the model, a corrupt
+//! outbox file moved aside (issues 26 and 27).
 
 use std::time::{Duration, Instant};
 
 use oxibot_tests::channels::free_port;
 use oxibot_tests::http;
 use oxibot_tests::llm::Reply;
-use oxibot_tests::procs::{sigkill, wait_until};
+use oxibot_tests::procs::{is_alive, sigkill, wait_until};
 use oxibot_tests::wait::block_on;
 use serde_json::{Value, json};
 
@@ -190,4 +192,120 @@ fn an_api_reply_nobody_waits_for_is_given_up_at_once_and_never_answers_a_later_r
     });
     let reply = reply.unwrap_or_else(|_| panic!("no answer: {}", env.log()));
     assert_eq!(reply["choices"][0]["message"]["content"], "Your own answer.");
+}
+
+/// The gateway's outbox file in the data dir.
+const OUTBOX: &str = "outbox.jsonl";
+
+/// SIGKILLs the gateway and waits until its loopback plugin is gone too (and its port free).
+fn kill_gateway_and_its_channel(env: &GatewayEnv, gateway: &mut super::gateway::Gateway) {
+    let channel_pid = env.plugin_status("loopback")["pid"].as_u64().unwrap() as u32;
+    gateway.kill();
+    assert!(wait_until(Duration::from_secs(10), || !is_alive(channel_pid)), "the channel outlived its kernel");
+}
+
+/// Changes the loopback channel's section of the config.
+fn edit_loopback(env: &GatewayEnv, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) {
+    env.edit_config(|config| edit(config["channels"]["loopback"].as_object_mut().unwrap()));
+}
+
+// Issue 26 (durable outbox): a reply the channel took but had not acknowledged when the kernel
+// died was lost with the kernel's memory; now it is resent under the same id, and a channel
+// that de-duplicates by id shows it once.
+#[test]
+fn a_reply_unacknowledged_when_the_kernel_dies_is_resent_with_its_id_and_shown_once() {
+    let seen = oxibot_tests::TempDir::new("seen-ids");
+    let seen_file = seen.path().join("seen");
+    let (env, port) = loopback_env(json!({"announce": true, "stallAcks": true, "seenIdsFile": seen_file}));
+    let mut gateway = env.start_with("loopback");
+    env.llm.push(Reply::Text("the only copy".into()));
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "hello");
+    let tried = client.expect("TRY ");
+    let id = tried.split(' ').nth(1).unwrap().to_owned();
+    assert_eq!(client.expect("OUT c1"), "OUT c1 the only copy");
+    // Shown, never acknowledged: the kernel dies waiting for the acknowledgement.
+    kill_gateway_and_its_channel(&env, &mut gateway);
+    drop(client);
+
+    edit_loopback(&env, |loopback| {
+        loopback.remove("stallAcks");
+    });
+    env.llm.push(Reply::Text("the second answer".into()));
+    let _gateway = env.start_with("loopback");
+    let resent = || std::fs::read_to_string(&seen_file).unwrap_or_default().lines().filter(|l| *l == id).count() == 2;
+    assert!(
+        wait_until(Duration::from_secs(15), resent),
+        "the reply was not resent under its id {id} after the restart: seen {:?}\n{}",
+        std::fs::read_to_string(&seen_file),
+        env.log()
+    );
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "again");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 the second answer", "the first reply was not shown twice");
+    let settled =
+        || !std::fs::read_to_string(env.data_dir().join(OUTBOX)).unwrap_or_default().contains("the only copy");
+    assert!(wait_until(Duration::from_secs(10), settled), "the resent reply is still pending once acknowledged");
+}
+
+// Issue 26 (durable outbox): a reply still pending at a kernel restart was forgotten, so when
+// it could never be delivered nobody — not the model — learnt of it.
+#[test]
+fn a_reply_that_fails_for_good_after_a_restart_is_told_to_the_model_on_the_next_turn() {
+    let (env, port) = loopback_env(json!({"holdWithoutClient": true}));
+    env.edit_config(|config| config["channels"]["deliveryRetryHours"] = json!(0.0005));
+    let mut gateway = env.start_with("loopback");
+    env.llm.push(Reply::Text("Your flight leaves at nine.".into()));
+    {
+        let mut client = Loopback::connect(port);
+        client.say("alice", "c1", "when is my flight?");
+        client.expect("ACCEPTED");
+    } // the client leaves: the plugin holds the reply without acknowledging it
+    let pending = || std::fs::read_to_string(env.data_dir().join(OUTBOX)).unwrap_or_default().contains("nine");
+    assert!(wait_until(Duration::from_secs(15), pending), "the reply was never recorded as pending: {}", env.log());
+    kill_gateway_and_its_channel(&env, &mut gateway);
+
+    // The channel now refuses every delivery, and the retry window (1.8 s) has passed.
+    std::thread::sleep(Duration::from_secs(2));
+    edit_loopback(&env, |loopback| {
+        loopback.remove("holdWithoutClient");
+        loopback.insert("failFirst".into(), json!(1000));
+    });
+    env.llm.push(Reply::Text("Sorry about that.".into()));
+    let _gateway = env.start_with_env("loopback", &[(WAITS, "50")]);
+    let given_up = || env.session_file("loopback:c1").lines().next().unwrap_or_default().contains("nine");
+    assert!(wait_until(Duration::from_secs(15), given_up), "the failure was never recorded: {}", env.log());
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "hello?");
+    client.expect("ACCEPTED");
+    let asked = || env.llm.requests().len() == 2;
+    assert!(wait_until(Duration::from_secs(15), asked), "no second turn: {}", env.log());
+    let told = env.llm.requests()[1]["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(
+        told.contains("Not delivered") && told.contains("Your flight leaves at nine."),
+        "the next turn tells the model what never arrived: {told}"
+    );
+}
+
+// Issue 26 (durable outbox): a corrupt outbox file is moved aside and reported, never written
+// over; the gateway starts with an empty outbox.
+#[test]
+fn a_corrupt_outbox_file_is_moved_aside_and_reported_and_replies_still_flow() {
+    let (env, port) = loopback_env(json!({}));
+    let garbage = "this is not an outbox\n{\"pending\": 1}\n";
+    std::fs::write(env.data_dir().join(OUTBOX), garbage).unwrap();
+    let _gateway = env.start_with("loopback");
+    env.llm.push(Reply::Text("still answering".into()));
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "hi");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 still answering");
+    let copies: Vec<_> = std::fs::read_dir(env.data_dir())
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("outbox.jsonl.corrupt-"))
+        .collect();
+    assert_eq!(copies.len(), 1, "moved aside once: {}", env.log());
+    assert_eq!(std::fs::read_to_string(copies[0].path()).unwrap(), garbage, "kept as it was");
+    let log = env.log();
+    assert!(log.contains("outbox.jsonl") && log.contains("moved to"), "reported: {log}");
 }

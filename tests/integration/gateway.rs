@@ -68,6 +68,11 @@ impl GatewayEnv {
         self.health_port
     }
 
+    /// The data dir (`OXIBOT_HOME`): config, pairing, the outbox.
+    pub(crate) fn data_dir(&self) -> &std::path::Path {
+        self.home.path()
+    }
+
     /// The workspace directory.
     pub(crate) fn workspace(&self) -> &std::path::Path {
         &self.workspace

@@ -13,7 +13,7 @@
 //! | ← `DELTA <chat_id> <text>` | a `delta` (the channel announces streaming); sent to every client |
 //!
 //! Tests can ask for delivery faults in the config section (`failFirst`, `announce`,
-//! `holdWithoutClient`; see `faults.rs`).
+//! `holdWithoutClient`, `stallAcks`, `seenIdsFile`; see `faults.rs`).
 //!
 //! A client's lines are submitted one at a time, each after the previous one was accepted: the
 //! discipline a real channel follows. Inbound ids are `<pid>-<n>`; nothing is redelivered after
@@ -130,8 +130,16 @@ fn deliver(channel: &ChannelHandle, clients: &Clients, faults: &FaultState, even
                 let _ = channel.ack(outbound.id, Err(error));
                 return;
             }
-            if clients.broadcast(&out_line(&outbound)) > 0 {
+            if faults.seen_before(outbound.id) {
+                // Shown already: a service that de-duplicates by id takes it without posting.
                 let _ = channel.ack(outbound.id, Ok(()));
+                return;
+            }
+            if clients.broadcast(&out_line(&outbound)) > 0 {
+                faults.remember(outbound.id);
+                if !faults.stalls_acks() {
+                    let _ = channel.ack(outbound.id, Ok(()));
+                }
             } else if let Some(outbound) = faults.hold(outbound) {
                 let _ = channel.ack(outbound.id, Err("no client is connected".to_owned()));
             }
