@@ -214,9 +214,12 @@ fn edit_loopback(env: &GatewayEnv, edit: impl FnOnce(&mut serde_json::Map<String
 // that de-duplicates by id shows it once.
 #[test]
 fn a_reply_unacknowledged_when_the_kernel_dies_is_resent_with_its_id_and_shown_once() {
-    let seen = oxibot_tests::TempDir::new("seen-ids");
-    let seen_file = seen.path().join("seen");
-    let (env, port) = loopback_env(json!({"announce": true, "stallAcks": true, "seenIdsFile": seen_file}));
+    let (env, port) = loopback_env(json!({"announce": true, "stallAcks": true}));
+    // In the channel's media directory: a channel plugin may write there under the sandbox.
+    let seen_file = env.data_dir().join("media/loopback/seen-ids");
+    edit_loopback(&env, |loopback| {
+        loopback.insert("seenIdsFile".into(), json!(seen_file));
+    });
     let mut gateway = env.start_with("loopback");
     env.llm.push(Reply::Text("the only copy".into()));
     let mut client = Loopback::connect(port);
@@ -243,8 +246,8 @@ fn a_reply_unacknowledged_when_the_kernel_dies_is_resent_with_its_id_and_shown_o
     let mut client = Loopback::connect(port);
     client.say("alice", "c1", "again");
     assert_eq!(client.expect("OUT c1"), "OUT c1 the second answer", "the first reply was not shown twice");
-    let settled =
-        || !std::fs::read_to_string(env.data_dir().join(OUTBOX)).unwrap_or_default().contains("the only copy");
+    let settled_line = format!("{{\"settled\":{id}}}");
+    let settled = || std::fs::read_to_string(env.data_dir().join(OUTBOX)).unwrap_or_default().contains(&settled_line);
     assert!(wait_until(Duration::from_secs(10), settled), "the resent reply is still pending once acknowledged");
 }
 
