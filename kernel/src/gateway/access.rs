@@ -1,19 +1,17 @@
 //! Who may talk to the assistant: each channel's `allowFrom`, and pairing — an unknown sender
 //! in a direct chat gets a one-time code, which the owner approves with
-//! `oxibot pairing approve <code>`. Approvals persist in `<data dir>/pairing.json`; a file
-//! that does not parse is moved aside and reported (see [`fsutil::parse_state`]), never
-//! written over.
+//! `oxibot pairing approve <code>`. Approvals are kept in a [`PairingStore`] (today
+//! `<data dir>/pairing.json`, see [`super::pairing_store`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::pairing_store::{PairingFile, PairingStore, Pairings};
 use super::settings::AllowFrom;
-use crate::fsutil::{self, CorruptFile, StateFileError, write_atomic};
 
 /// What to do with a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,17 +37,6 @@ pub struct PendingPairing {
     pub issued: u64,
 }
 
-/// `pairing.json`.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct PairingFile {
-    /// Approved sender ids per channel.
-    #[serde(default)]
-    approved: BTreeMap<String, Vec<String>>,
-    /// Codes issued and not yet approved.
-    #[serde(default)]
-    pending: BTreeMap<String, PendingPairing>,
-}
-
 /// A pairing operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PairingError {
@@ -70,24 +57,25 @@ pub enum PairingError {
 
 /// The pairing store and the access decisions built on it.
 pub struct Access {
+    /// Where approvals and codes are kept (shared with other processes).
+    store: Box<dyn PairingStore>,
+    /// The file the default store keeps, for error messages.
     path: PathBuf,
-    /// The file's content, read at start and written after each change.
-    state: Mutex<PairingFile>,
-    /// Set when the file did not parse and could not be moved aside: it is then never
-    /// written, so what it holds is not lost.
-    left_in_place: AtomicBool,
+    /// The approvals as last read, for deciding without reading the store each time.
+    state: Mutex<Pairings>,
 }
 
 impl Access {
     /// The store at `path` (usually `<data dir>/pairing.json`); a missing or unreadable
     /// file starts empty.
     pub fn open(path: &Path) -> Access {
-        let access =
-            Access { path: path.to_path_buf(), state: Mutex::default(), left_in_place: AtomicBool::new(false) };
-        if let Some(state) = access.read() {
-            *access.lock() = state;
-        }
-        access
+        Access::with_store(Box::new(PairingFile::new(path)), path)
+    }
+
+    /// Decisions over `store`; `path` names it in error messages.
+    pub fn with_store(store: Box<dyn PairingStore>, path: &Path) -> Access {
+        let state = Mutex::new(store.load());
+        Access { store, path: path.to_path_buf(), state }
     }
 
     /// Whether a message from `sender_id` (or `username`) in a direct or group chat may pass.
@@ -108,56 +96,80 @@ impl Access {
             AllowFrom::Only(ids) if listed(ids) => Decision::Allow,
             AllowFrom::Only(_) => Decision::Deny,
             AllowFrom::Pairing => {
-                let mut state = self.lock();
-                if state.approved.get(channel).is_some_and(|ids| listed(ids)) {
+                if self.lock().approved.get(channel).is_some_and(|ids| listed(ids)) {
                     return Decision::Allow;
                 }
-                if is_group || state.pending.values().any(|p| p.channel == channel && p.sender_id == sender_id) {
-                    return Decision::Deny;
+                let mut decision = Decision::Deny;
+                let updated = self.store.update(&mut |state| {
+                    if state.approved.get(channel).is_some_and(|ids| listed(ids)) {
+                        decision = Decision::Allow;
+                        return false;
+                    }
+                    if is_group || state.pending.values().any(|p| p.channel == channel && p.sender_id == sender_id) {
+                        return false;
+                    }
+                    let code = new_code(state);
+                    let pending = PendingPairing {
+                        channel: channel.to_owned(),
+                        sender_id: sender_id.to_owned(),
+                        chat_id: chat_id.to_owned(),
+                        issued: now(),
+                    };
+                    state.pending.insert(code.clone(), pending);
+                    decision = Decision::SendCode(code);
+                    true
+                });
+                match updated {
+                    Ok(state) => *self.lock() = state,
+                    Err(error) => {
+                        tracing::warn!(path = %self.path.display(), %error, "cannot save pairing state; no code sent");
+                        return Decision::Deny;
+                    }
                 }
-                let code = new_code(&state);
-                let pending = PendingPairing {
-                    channel: channel.to_owned(),
-                    sender_id: sender_id.to_owned(),
-                    chat_id: chat_id.to_owned(),
-                    issued: now(),
-                };
-                state.pending.insert(code.clone(), pending);
-                self.save(&state);
-                Decision::SendCode(code)
+                decision
             }
         }
     }
 
     /// Approves the request with `code`: its sender may talk from now on.
     pub fn approve(&self, code: &str) -> Result<PendingPairing, PairingError> {
-        let mut state = self.reload();
         let code = code.trim().to_ascii_uppercase();
-        let pending = state.pending.remove(&code).ok_or_else(|| PairingError::UnknownCode(code.clone()))?;
-        let approved = state.approved.entry(pending.channel.clone()).or_default();
-        if !approved.contains(&pending.sender_id) {
-            approved.push(pending.sender_id.clone());
-        }
-        self.write(&state).map_err(|source| PairingError::File { action: "write", path: self.path.clone(), source })?;
-        Ok(pending)
+        let mut approved = None;
+        let state = self
+            .store
+            .update(&mut |state| {
+                let Some(pending) = state.pending.remove(&code) else { return false };
+                let senders = state.approved.entry(pending.channel.clone()).or_default();
+                if !senders.contains(&pending.sender_id) {
+                    senders.push(pending.sender_id.clone());
+                }
+                approved = Some(pending);
+                true
+            })
+            .map_err(|source| self.write_error(source))?;
+        *self.lock() = state;
+        approved.ok_or(PairingError::UnknownCode(code))
     }
 
     /// Approves `sender_ids` on `channel` without a code (bringing over approvals made
     /// elsewhere, e.g. by nanobot); returns the ids that were not approved yet.
     pub fn approve_senders(&self, channel: &str, sender_ids: &[String]) -> Result<Vec<String>, PairingError> {
-        let mut state = self.reload();
-        let approved = state.approved.entry(channel.to_owned()).or_default();
         let mut added: Vec<String> = Vec::new();
-        for id in sender_ids {
-            if !approved.contains(id) && !added.contains(id) {
-                added.push(id.clone());
-            }
-        }
-        if added.is_empty() {
-            return Ok(added);
-        }
-        approved.extend(added.iter().cloned());
-        self.write(&state).map_err(|source| PairingError::File { action: "write", path: self.path.clone(), source })?;
+        let state = self
+            .store
+            .update(&mut |state| {
+                let approved = state.approved.entry(channel.to_owned()).or_default();
+                added.clear();
+                for id in sender_ids {
+                    if !approved.contains(id) && !added.contains(id) {
+                        added.push(id.clone());
+                    }
+                }
+                approved.extend(added.iter().cloned());
+                !added.is_empty()
+            })
+            .map_err(|source| self.write_error(source))?;
+        *self.lock() = state;
         Ok(added)
     }
 
@@ -176,54 +188,22 @@ impl Access {
         drop(self.reload());
     }
 
-    /// The file as it is on disk now (another process — `oxibot pairing approve` — may have
-    /// changed it).
-    fn reload(&self) -> MutexGuard<'_, PairingFile> {
+    /// The pairings as stored now (another process — `oxibot pairing approve` — may have
+    /// changed them).
+    fn reload(&self) -> MutexGuard<'_, Pairings> {
+        let fresh = self.store.load();
         let mut state = self.lock();
-        if let Some(fresh) = self.read() {
-            *state = fresh;
-        }
+        *state = fresh;
         state
     }
 
-    /// The file as it is on disk; `None` when there is none or it cannot be used (reported).
-    fn read(&self) -> Option<PairingFile> {
-        match fsutil::read_state(&self.path) {
-            Ok(state) => state,
-            Err(StateFileError::Corrupt(CorruptFile::LeftInPlace { .. })) => {
-                self.left_in_place.store(true, Ordering::Relaxed);
-                None
-            }
-            Err(StateFileError::Corrupt(CorruptFile::MovedAside { .. })) => None,
-            Err(error) => {
-                tracing::warn!(%error, "cannot read the pairing state");
-                None
-            }
-        }
+    fn write_error(&self, source: std::io::Error) -> PairingError {
+        PairingError::File { action: "write", path: self.path.clone(), source }
     }
 
-    /// Replaces the file with `state`, unless it holds something unreadable that could not
-    /// be moved aside.
-    fn write(&self, state: &PairingFile) -> std::io::Result<()> {
-        if self.left_in_place.load(Ordering::Relaxed) {
-            return Err(std::io::Error::other("it does not parse and could not be moved aside; fix or remove it"));
-        }
-        write_atomic(&self.path, &json_bytes(state))
-    }
-
-    fn save(&self, state: &PairingFile) {
-        if let Err(error) = self.write(state) {
-            tracing::warn!(path = %self.path.display(), %error, "cannot save pairing state");
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, PairingFile> {
+    fn lock(&self) -> MutexGuard<'_, Pairings> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-fn json_bytes(state: &PairingFile) -> Vec<u8> {
-    serde_json::to_vec_pretty(state).unwrap_or_default()
 }
 
 fn now() -> u64 {
@@ -231,7 +211,7 @@ fn now() -> u64 {
 }
 
 /// A fresh 6-character code (no 0/O/1/I), unique among pending ones.
-fn new_code(state: &PairingFile) -> String {
+fn new_code(state: &Pairings) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let mut seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) as u64
         ^ (u64::from(std::process::id()) << 32);
@@ -253,6 +233,7 @@ fn new_code(state: &PairingFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsutil;
     use crate::testing::TempDir;
 
     #[test]

@@ -11,6 +11,7 @@
 pub mod access;
 pub mod health;
 pub mod local_secrets;
+pub mod pairing_store;
 pub mod reload;
 pub mod resume;
 pub mod router;
