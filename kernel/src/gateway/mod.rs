@@ -1,12 +1,13 @@
 //! The gateway: the long-running kernel that serves chat channels.
 //!
 //! Code map: [`settings`] reads `gateway` and `channels.<name>`; [`access`] decides who may
-//! talk (`allowFrom`, pairing codes); [`router::Router`] turns channel plugin events into
-//! session turns and replies; [`reload`] applies config edits while it runs; [`resume`] finds
+//! talk (`allowFrom`, pairing codes), over the approvals [`pairing_store`] keeps;
+//! [`router::Router`] turns channel plugin events into session turns and replies (pending ones
+//! kept across restarts by [`router::outbox_store`]); [`reload`] applies config edits while it runs; [`resume`] finds
 //! messages a crash left unanswered; [`health`] builds the `GET /health` report; [`web`]
 //! serves it and the web UI. [`run`] ties them together and owns the shutdown order: stop
-//! taking messages, let running turns finish (they are checkpointed anyway), say goodbye to
-//! the plugins, exit.
+//! taking messages, let running turns finish (they are checkpointed anyway), flush the
+//! outbox (pending replies stay in it for the next start), say goodbye to the plugins, exit.
 
 pub mod access;
 pub mod health;
@@ -150,10 +151,11 @@ pub async fn run(
     if router.undelivered() > 0 {
         tracing::warn!(replies = router.undelivered(), "replies not yet delivered are resent at the next start");
     }
+    services.host().shutdown().await;
+    // After the plugins: an acknowledgement that came in while they stopped is on disk too.
     if let Ok(Err(error)) = router.outbox_flushed().await {
         tracing::warn!(%error, "the outbox's last changes may be lost; the next start may resend a delivered reply");
     }
-    services.host().shutdown().await;
     drop(scheduler);
     Ok(())
 }
