@@ -15,10 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 
 mod delivery;
 pub mod outbox;
+mod reply;
 mod requests;
 
-use delivery::Reply;
 use outbox::{Outbox, RetryPolicy};
+use reply::Reply;
 
 use super::access::{Access, Decision};
 use super::settings::{AllowFrom, ChannelChanges, GatewaySettings};
