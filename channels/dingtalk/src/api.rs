@@ -7,10 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use oxibot_plugin::chat::http::{
-    Attempt, DEFAULT_RETRY_AFTER, FileError, RateLimited, TransportError, waiting_out_rate_limits,
+    Attempt, DEFAULT_RETRY_AFTER, FileError, Refusal, Service, ServiceError, waiting_out_rate_limits,
 };
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
-use oxibot_plugin::util::error_chain;
 use reqwest::header::RETRY_AFTER;
 use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
@@ -32,50 +31,23 @@ const TOKEN_HEADER: &str = "x-acs-dingtalk-access-token";
 const USER_AGENT: &str = concat!("oxibot-channel-dingtalk/", env!("CARGO_PKG_VERSION"));
 
 /// Why an open API call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    /// No answer, or no HTTP client.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// An HTTP status other than 2xx (429 aside).
-    #[error("{call}: http status {status}: {code} {message}")]
-    Status {
-        /// The call.
-        call: &'static str,
-        /// The status code.
-        status: u16,
-        /// DingTalk's error code, e.g. `InvalidAuthentication` (empty when it gave none).
-        code: String,
-        /// DingTalk's explanation (empty when it gave none).
-        message: String,
-    },
-    /// The service asked to slow down for longer than this channel waits, or too often.
-    #[error(transparent)]
-    RateLimited(#[from] RateLimited),
-    /// A 2xx answer that says the message did not reach someone, or is not what DingTalk
-    /// sends.
-    #[error("{call}: {reason}")]
-    Refused {
-        /// The call.
-        call: &'static str,
-        /// What the answer said.
-        reason: String,
-    },
-    /// A downloaded file could not be saved.
-    #[error(transparent)]
-    File(#[from] FileError),
-}
+pub type ApiError = ServiceError<DingTalk>;
 
-impl ApiError {
-    /// Whether DingTalk refused the credentials themselves, which no retry fixes.
-    pub fn is_credentials_problem(&self) -> bool {
-        matches!(self, ApiError::Status { status: 400 | 401 | 403, .. })
+/// DingTalk's open API, as a service whose refusals carry a code such as
+/// `InvalidAuthentication`; a 2xx answer listing users a message did not reach is a refusal
+/// too, with the list's name as its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DingTalk {}
+
+impl Service for DingTalk {
+    type Code = String;
+
+    fn is_token_problem(refusal: &Refusal<String>) -> bool {
+        refusal.status == 401 || refusal.code == "InvalidAuthentication"
     }
 
-    /// Whether DingTalk refused the access token (expired or revoked early): fetch a new one.
-    fn is_token_problem(&self) -> bool {
-        matches!(self, ApiError::Status { status: 401, .. })
-            || matches!(self, ApiError::Status { code, .. } if code == "InvalidAuthentication")
+    fn is_credentials_problem(refusal: &Refusal<String>) -> bool {
+        matches!(refusal.status, 400 | 401 | 403)
     }
 }
 
@@ -91,9 +63,11 @@ pub struct StreamTicket {
 impl StreamTicket {
     /// The URL to open the WebSocket at.
     pub fn url(&self) -> Result<String, ApiError> {
-        let mut url = Url::parse(&self.endpoint).map_err(|error| ApiError::Refused {
-            call: "gateway/connections/open",
-            reason: format!("the endpoint {:?} is not a url: {error}", self.endpoint),
+        let mut url = Url::parse(&self.endpoint).map_err(|error| {
+            ApiError::malformed(
+                "gateway/connections/open",
+                format!("the endpoint {:?} is not a url: {error}", self.endpoint),
+            )
         })?;
         url.query_pairs_mut().append_pair("ticket", &self.ticket);
         Ok(url.into())
@@ -134,7 +108,7 @@ impl OpenApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
+            .map_err(|error| ApiError::setup(&error))?;
         Ok(OpenApi {
             http,
             api_base: config.api_base.clone(),
@@ -161,7 +135,7 @@ impl OpenApi {
         let text = |key: &str| answer[key].as_str().filter(|value| !value.is_empty()).map(str::to_owned);
         match (text("endpoint"), text("ticket")) {
             (Some(endpoint), Some(ticket)) => Ok(StreamTicket { endpoint, ticket }),
-            _ => Err(ApiError::Refused { call: CALL, reason: "no endpoint or ticket in the answer".into() }),
+            _ => Err(ApiError::malformed(CALL, "no endpoint or ticket in the answer")),
         }
     }
 
@@ -172,7 +146,7 @@ impl OpenApi {
         let url = format!("{}/v1.0/oauth2/accessToken", self.api_base);
         let answer = self.post(CALL, &url, None, &body).await?;
         let Some(token) = answer["accessToken"].as_str().filter(|token| !token.is_empty()) else {
-            return Err(ApiError::Refused { call: CALL, reason: "no accessToken in the answer".into() });
+            return Err(ApiError::malformed(CALL, "no accessToken in the answer"));
         };
         let lifetime = answer["expireIn"].as_u64().unwrap_or(7200);
         Ok((token.to_owned(), Duration::from_secs(lifetime)))
@@ -196,7 +170,8 @@ impl OpenApi {
             [("invalidStaffIdList", "not a user the robot can reach"), ("flowControlledStaffIdList", "flow controlled")]
         {
             if let Some(users) = answer[list].as_array().filter(|users| !users.is_empty()) {
-                return Err(ApiError::Refused { call, reason: format!("{what}: {}", Value::from(users.clone())) });
+                let message = format!("{what}: {}", Value::from(users.clone()));
+                return Err(ApiError::refused(call, 200, list.to_owned(), message));
             }
         }
         Ok(())
@@ -210,7 +185,7 @@ impl OpenApi {
         let body = json!({"downloadCode": download_code, "robotCode": self.robot_code});
         let answer = self.with_token(CALL, &url, &body).await?;
         let Some(file_url) = answer["downloadUrl"].as_str().filter(|url| !url.is_empty()) else {
-            return Err(ApiError::Refused { call: CALL, reason: "no downloadUrl in the answer".into() });
+            return Err(ApiError::malformed(CALL, "no downloadUrl in the answer"));
         };
         self.fetch_file(file_url, dest).await
     }
@@ -218,23 +193,18 @@ impl OpenApi {
     /// GETs `url` into `dest` (removed again when the download fails halfway).
     async fn fetch_file(&self, url: &str, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "file download";
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(CALL, &error);
         let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
-            return Err(ApiError::Status {
-                call: CALL,
-                status: status.as_u16(),
-                code: String::new(),
-                message: String::new(),
-            });
+            return Err(ApiError::refused(CALL, status.as_u16(), String::new(), ""));
         }
         let declared = response.content_length();
         match save_limited(response.bytes_stream(), dest, MAX_DOWNLOAD, declared).await {
             Ok(_) => Ok(()),
-            Err(error @ SaveError::TooLarge { .. }) => Err(ApiError::Refused { call: CALL, reason: error.to_string() }),
+            Err(error @ SaveError::TooLarge { .. }) => {
+                Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
+            }
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
                 Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
@@ -263,9 +233,7 @@ impl OpenApi {
         token: Option<&str>,
         body: &Value,
     ) -> Result<Attempt<Value>, ApiError> {
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(call, &error);
         let mut request = self.http.post(url).timeout(REQUEST_TIMEOUT).json(body);
         if let Some(token) = token {
             request = request.header(TOKEN_HEADER, token);
@@ -280,15 +248,10 @@ impl OpenApi {
         let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if !status.is_success() {
             let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
-            return Err(ApiError::Status {
-                call,
-                status: status.as_u16(),
-                code: field("code"),
-                message: field("message"),
-            });
+            return Err(ApiError::refused(call, status.as_u16(), field("code"), field("message")));
         }
         if answer.is_null() && !text.trim().is_empty() {
-            return Err(ApiError::Refused { call, reason: "the answer is not json".into() });
+            return Err(ApiError::malformed(call, "the answer is not json"));
         }
         Ok(Attempt::Answer(answer))
     }
@@ -319,16 +282,18 @@ mod tests {
 
     #[test]
     fn refused_credentials_and_tokens_are_told_apart_from_other_failures() {
-        let status =
-            |status: u16, code: &str| ApiError::Status { call: "x", status, code: code.into(), message: String::new() };
+        let status = |status: u16, code: &str| ApiError::refused("x", status, code.into(), "");
         assert!(status(400, "invalidClientSecret").is_credentials_problem());
         assert!(status(401, "").is_token_problem());
         assert!(status(403, "InvalidAuthentication").is_token_problem());
         assert!(!status(500, "").is_credentials_problem());
         assert!(!status(500, "").is_token_problem());
         assert!(
-            !ApiError::Transport(TransportError::Network { call: "x".to_owned(), reason: "refused".into() })
-                .is_credentials_problem()
+            !ApiError::Transport(oxibot_plugin::chat::http::TransportError::Network {
+                call: "x".to_owned(),
+                reason: "refused".into()
+            })
+            .is_credentials_problem()
         );
     }
 

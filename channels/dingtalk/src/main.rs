@@ -28,7 +28,6 @@
 //! has persisted its message, so a message lost to a crash is delivered again by DingTalk; a
 //! callback delivered again is answered once.
 
-mod acks;
 mod api;
 mod config;
 mod error;
@@ -42,12 +41,11 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, serve_replies};
+use oxibot_plugin::chat::{AckLine, Handover, PartsSent, REMEMBERED, RecentMessages, serve_replies};
 use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
 
-use crate::acks::AckLine;
 use crate::api::OpenApi;
 use crate::config::Config;
 use crate::error::DingTalkError;
@@ -67,12 +65,10 @@ async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
     let api = OpenApi::new(&config).map_err(DingTalkError::Setup)?;
     info!("connecting to dingtalk as app {} (media in {})", config.client_id, config.media_dir.display());
     let recent = RecentMessages::new(REMEMBERED);
-    let acks = AckLine::default();
+    let acks = AckLine::new(frames::ack);
     let (submissions, queue) = mpsc::unbounded_channel();
     let submitter = Submitter {
-        channel: channel.clone(),
-        recent: recent.clone(),
-        acks: acks.clone(),
+        handover: Handover::new(channel.clone(), recent.clone(), acks.clone(), "dingtalk"),
         api: api.clone(),
         media_dir: config.media_dir.clone(),
     };

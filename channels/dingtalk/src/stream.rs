@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, Next, OpenError, reconnect};
-use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::chat::{AckLine, Backoff, RecentMessages, Seen};
 use oxibot_plugin::info;
 use oxibot_plugin::warn;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{self, UnboundedSender};
 
-use crate::acks::AckLine;
 use crate::api::{ApiError, OpenApi, Recipient};
 use crate::config::Config;
 use crate::error::DingTalkError;

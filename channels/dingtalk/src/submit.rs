@@ -4,22 +4,17 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{Handed, RecentMessages, fetch_each, hand_over, submit_in_order};
-use oxibot_plugin::{ChannelHandle, Inbound, warn};
+use oxibot_plugin::Inbound;
+use oxibot_plugin::chat::{AckLine, Handed, Handover, fetch_each, submit_in_order};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::acks::AckLine;
 use crate::api::OpenApi;
 use crate::incoming::UserMessage;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
-    /// The kernel.
-    pub channel: ChannelHandle,
-    /// Which callbacks wait for which message.
-    pub recent: RecentMessages,
-    /// Where acknowledgements go.
-    pub acks: AckLine,
+    /// The kernel, and the callbacks to acknowledge.
+    pub handover: Handover<AckLine>,
     /// The open API, for downloads.
     pub api: OpenApi,
     /// Where downloads go.
@@ -35,9 +30,7 @@ impl Submitter {
     /// Submits one message; false once the kernel is gone.
     async fn submit(&self, message: UserMessage) -> bool {
         let inbound = self.inbound(message).await;
-        let handed = hand_over(&self.channel, &self.recent, inbound).await;
-        self.acknowledge(handed.deliveries());
-        handed != Handed::KernelGone
+        self.handover.hand(inbound).await != Handed::KernelGone
     }
 
     /// The inbound message, its files fetched (a file that cannot be fetched is named in the
@@ -48,18 +41,9 @@ impl Submitter {
         })
         .await;
         let content = if message.content.is_empty() { fetched.labels.join(" ") } else { message.content };
-        let mut inbound = self.channel.inbound(message.id, message.sender_id, message.chat_id, content);
+        let mut inbound = self.handover.channel().inbound(message.id, message.sender_id, message.chat_id, content);
         inbound.media = fetched.media;
         inbound.metadata = message.metadata;
         inbound
-    }
-
-    /// Acknowledges the callbacks that brought a message.
-    fn acknowledge(&self, frame_ids: &[String]) {
-        for frame_id in frame_ids {
-            if !self.acks.ack(frame_id) {
-                warn!("no connection to acknowledge callback {frame_id}; dingtalk will deliver it again");
-            }
-        }
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use oxibot_plugin::chat::Acknowledge;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
@@ -48,18 +49,20 @@ impl AckLine {
         inner.held.insert(key.to_owned(), (frame, Instant::now()));
     }
 
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves the state usable.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Acknowledge for AckLine {
     /// Answers the frame held as `key` with success; false when it is not held or no
     /// connection takes the answer (Feishu then pushes the event again).
-    pub fn ack(&self, key: &str) -> bool {
+    fn ack(&self, key: &str) -> bool {
         let mut inner = self.lock();
         let Some((frame, arrived)) = inner.held.remove(key) else { return false };
         let answer = frame.answer(200, arrived.elapsed().as_millis()).encode();
         inner.current.as_ref().is_some_and(|queue| queue.send(answer).is_ok())
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic elsewhere while holding the lock leaves the state usable.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -8,10 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use oxibot_plugin::chat::http::{
-    Attempt, DEFAULT_RETRY_AFTER, FileError, Malformed, RateLimited, TransportError, waiting_out_rate_limits,
+    Attempt, DEFAULT_RETRY_AFTER, FileError, Refusal, Service, ServiceError, waiting_out_rate_limits,
 };
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
-use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Value, json};
@@ -37,44 +36,25 @@ const RATE_LIMIT_CODE: i64 = 99991400;
 const ENDPOINT_TRANSIENT_CODES: &[i64] = &[1, 1000040343];
 
 /// Why an open API call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    /// No answer, or no HTTP client.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// An answer with a failure code or an HTTP error status.
-    #[error("{call}: http status {status}, code {code}: {msg}")]
-    Api {
-        /// The call.
-        call: &'static str,
-        /// The HTTP status.
-        status: u16,
-        /// Feishu's code (0 when the answer had none).
-        code: i64,
-        /// Feishu's explanation.
-        msg: String,
-    },
-    /// The service asked to slow down for longer than this channel waits, or too often.
-    #[error(transparent)]
-    RateLimited(#[from] RateLimited),
-    /// A successful answer that is not what the service sends.
-    #[error(transparent)]
-    Malformed(#[from] Malformed),
-    /// A downloaded file could not be saved.
-    #[error(transparent)]
-    File(#[from] FileError),
-}
+pub type ApiError = ServiceError<Feishu>;
 
-impl ApiError {
-    /// Whether the endpoint call refused the app's credentials, which no retry fixes.
-    pub fn is_credentials_problem(&self) -> bool {
-        matches!(self, ApiError::Api { call: ENDPOINT_CALL | TOKEN_CALL, code, status, .. }
-            if !ENDPOINT_TRANSIENT_CODES.contains(code) && *status < 500)
+/// Feishu's open API, as a service whose refusals carry a numeric code (0 when the answer had
+/// none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Feishu {}
+
+impl Service for Feishu {
+    type Code = i64;
+
+    fn is_token_problem(refusal: &Refusal<i64>) -> bool {
+        TOKEN_CODES.contains(&refusal.code) || refusal.status == 401
     }
 
-    /// Whether Feishu refused the access token: fetch a new one.
-    fn is_token_problem(&self) -> bool {
-        matches!(self, ApiError::Api { code, status, .. } if TOKEN_CODES.contains(code) || *status == 401)
+    /// The endpoint or token call refused the app's credentials (a busy endpoint aside).
+    fn is_credentials_problem(refusal: &Refusal<i64>) -> bool {
+        matches!(refusal.call, ENDPOINT_CALL | TOKEN_CALL)
+            && !ENDPOINT_TRANSIENT_CODES.contains(&refusal.code)
+            && refusal.status < 500
     }
 }
 
@@ -133,7 +113,7 @@ impl OpenApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
+            .map_err(|error| ApiError::setup(&error))?;
         Ok(OpenApi {
             http,
             base: config.api_base.clone(),
@@ -149,7 +129,7 @@ impl OpenApi {
         let answer = self.request(Method::POST, ENDPOINT_CALL, "/callback/ws/endpoint", Some(&body), None).await?;
         let data = &answer["data"];
         let Some(url) = data["URL"].as_str().filter(|url| !url.is_empty()) else {
-            return Err(ApiError::Malformed(Malformed::new(ENDPOINT_CALL, "no URL")));
+            return Err(ApiError::malformed(ENDPOINT_CALL, "no URL"));
         };
         let service_id = Url::parse(url)
             .ok()
@@ -173,7 +153,7 @@ impl OpenApi {
         let path = "/open-apis/auth/v3/tenant_access_token/internal";
         let answer = self.request(Method::POST, TOKEN_CALL, path, Some(&body), None).await?;
         let Some(token) = answer["tenant_access_token"].as_str().filter(|token| !token.is_empty()) else {
-            return Err(ApiError::Malformed(Malformed::new(TOKEN_CALL, "no tenant_access_token")));
+            return Err(ApiError::malformed(TOKEN_CALL, "no tenant_access_token"));
         };
         Ok((token.to_owned(), Duration::from_secs(answer["expire"].as_u64().unwrap_or(7200))))
     }
@@ -185,7 +165,7 @@ impl OpenApi {
         let bot = if answer["bot"].is_object() { &answer["bot"] } else { &answer["data"]["bot"] };
         match bot["open_id"].as_str().filter(|id| !id.is_empty()) {
             Some(open_id) => Ok(open_id.to_owned()),
-            None => Err(ApiError::Malformed(Malformed::new(CALL, "no bot.open_id"))),
+            None => Err(ApiError::malformed(CALL, "no bot.open_id")),
         }
     }
 
@@ -232,9 +212,7 @@ impl OpenApi {
     /// (removed again when the download fails halfway).
     pub async fn download(&self, message_id: &str, key: &str, kind: ResourceKind, dest: &Path) -> Result<(), ApiError> {
         const CALL: &str = "im/v1/messages/resources";
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(CALL, &error);
         let kind = match kind {
             ResourceKind::Image => "image",
             ResourceKind::File => "file",
@@ -262,9 +240,7 @@ impl OpenApi {
         let declared = response.content_length();
         match save_limited(response.bytes_stream(), dest, MAX_DOWNLOAD, declared).await {
             Ok(_) => Ok(()),
-            Err(error @ SaveError::TooLarge { .. }) => {
-                Err(ApiError::Malformed(Malformed::new(CALL, error.to_string())))
-            }
+            Err(error @ SaveError::TooLarge { .. }) => Err(ApiError::malformed(CALL, error.to_string())),
             Err(SaveError::Source(error)) => Err(network(error)),
             Err(SaveError::File(error)) => {
                 Err(ApiError::File(FileError { path: dest.display().to_string(), reason: error.to_string() }))
@@ -309,9 +285,7 @@ impl OpenApi {
         body: Option<&Value>,
         token: Option<&str>,
     ) -> Result<Attempt<Value>, ApiError> {
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(call, &error);
         let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(REQUEST_TIMEOUT);
         if let Some(body) = body {
             request = request.json(body);
@@ -339,25 +313,21 @@ impl OpenApi {
 /// The error an unsuccessful answer stands for.
 fn api_error(call: &'static str, status: StatusCode, answer: &Value) -> ApiError {
     let msg = answer["msg"].as_str().unwrap_or(if answer.is_null() { "the answer is not json" } else { "" });
-    ApiError::Api { call, status: status.as_u16(), code: answer["code"].as_i64().unwrap_or(0), msg: msg.to_owned() }
+    ApiError::refused(call, status.as_u16(), answer["code"].as_i64().unwrap_or(0), msg)
 }
 
 /// `data.message_id` of an answer.
 fn message_id(call: &'static str, answer: &Value) -> Result<String, ApiError> {
     match answer["data"]["message_id"].as_str().filter(|id| !id.is_empty()) {
         Some(id) => Ok(id.to_owned()),
-        None => Err(ApiError::Malformed(Malformed::new(call, "no data.message_id"))),
+        None => Err(ApiError::malformed(call, "no data.message_id")),
     }
 }
 
 /// The `Authorization` header for `token`, kept out of logs.
 fn bearer(token: &str) -> Result<HeaderValue, ApiError> {
-    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ApiError::Api {
-        call: TOKEN_CALL,
-        status: 0,
-        code: 99991663,
-        msg: "the token cannot be a header".into(),
-    })?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| ApiError::refused(TOKEN_CALL, 0, 99991663, "the token cannot be a header"))?;
     value.set_sensitive(true);
     Ok(value)
 }
@@ -385,7 +355,7 @@ mod tests {
     use super::*;
 
     fn api(call: &'static str, status: u16, code: i64) -> ApiError {
-        ApiError::Api { call, status, code, msg: String::new() }
+        ApiError::refused(call, status, code, "")
     }
 
     #[test]

@@ -45,7 +45,7 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{Handover, REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
@@ -78,9 +78,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), FeishuError> {
     let last_messages = LastMessages::default();
     let (submissions, queue) = mpsc::unbounded_channel();
     let submitter = Submitter {
-        channel: channel.clone(),
-        recent: recent.clone(),
-        acks: acks.clone(),
+        handover: Handover::new(channel.clone(), recent.clone(), acks.clone(), "feishu"),
         api: api.clone(),
         media_dir: config.media_dir.clone(),
         react_emoji: config.react_emoji.clone(),

@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::Malformed;
 use oxibot_plugin::chat::{EditedReplies, PartsSent, Streams, leave_files_out, serve_replies, split};
 use oxibot_plugin::{ChannelHandle, Outbound};
 
@@ -52,7 +51,7 @@ impl Deliverer {
         let files = leave_files_out(outbound, !parts.is_empty(), "feishu");
         if parts.is_empty() {
             self.streams.finish(outbound.stream_id);
-            return files.map_err(|reason| ApiError::Malformed(Malformed::new("im/v1/messages", reason)));
+            return files.map_err(|reason| ApiError::malformed("im/v1/messages", reason));
         }
         let streamed_card = self.streams.message_of(outbound.stream_id);
         let quote = quote(&outbound.metadata, self.reply_to_message);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::chat::{Acknowledge, Backoff, RecentMessages, Seen};
 use oxibot_plugin::{info, warn};
 use serde_json::Value;
 use tokio::sync::mpsc::{self, UnboundedSender};

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{Handed, RecentMessages, fetch_each, hand_over, submit_in_order};
-use oxibot_plugin::{ChannelHandle, Inbound, warn};
+use oxibot_plugin::chat::{Handed, Handover, fetch_each, submit_in_order};
+use oxibot_plugin::{Inbound, warn};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::acks::AckLine;
@@ -15,12 +15,8 @@ use crate::incoming::UserMessage;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
-    /// The kernel.
-    pub channel: ChannelHandle,
-    /// Which frames wait for which message.
-    pub recent: RecentMessages,
-    /// Where answers go.
-    pub acks: AckLine,
+    /// The kernel, and the event frames to answer.
+    pub handover: Handover<AckLine>,
     /// The open API, for downloads and reactions.
     pub api: OpenApi,
     /// Where downloads go.
@@ -42,8 +38,7 @@ impl Submitter {
         let id = message.id.clone();
         let inbound = self.inbound(message).await;
         let (chat_id, metadata) = (inbound.chat_id.clone(), inbound.metadata.clone());
-        let handed = hand_over(&self.channel, &self.recent, inbound).await;
-        self.acknowledge(handed.deliveries());
+        let handed = self.handover.hand(inbound).await;
         if let Handed::Accepted(_) = handed {
             self.last_messages.remember(&chat_id, metadata);
             if let Some(emoji) = &self.react_emoji {
@@ -72,18 +67,9 @@ impl Submitter {
             (false, true) => message.content,
             (false, false) => format!("{}\n{}", message.content, labels.join(" ")),
         };
-        let mut inbound = self.channel.inbound(message.id, message.sender_id, message.chat_id, content);
+        let mut inbound = self.handover.channel().inbound(message.id, message.sender_id, message.chat_id, content);
         inbound.media = fetched.media;
         inbound.metadata = message.metadata;
         inbound
-    }
-
-    /// Answers the frames that brought a message.
-    fn acknowledge(&self, keys: &[String]) {
-        for key in keys {
-            if !self.acks.ack(key) {
-                warn!("no connection to answer event {key}; feishu will push it again");
-            }
-        }
     }
 }

@@ -5,9 +5,8 @@
 use std::time::Duration;
 
 use oxibot_plugin::chat::http::{
-    Attempt, DEFAULT_RETRY_AFTER, Malformed, RateLimited, TransportError, waiting_out_rate_limits,
+    Attempt, DEFAULT_RETRY_AFTER, Refusal, Service, ServiceError, TransportError, waiting_out_rate_limits,
 };
-use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -24,36 +23,18 @@ pub const TYPING_TIMEOUT: Duration = Duration::from_secs(30);
 const CLIENT_V3: &str = "/_matrix/client/v3";
 
 /// Why a request failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    /// No answer, or no HTTP client.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// An answer other than 2xx: the server's `errcode` and `error`, when it gave them.
-    #[error("{what}: http status {status}: {errcode} {error}")]
-    Status {
-        /// The request.
-        what: &'static str,
-        /// The status code.
-        status: u16,
-        /// E.g. `M_UNKNOWN_TOKEN`, `M_FORBIDDEN`.
-        errcode: String,
-        /// The server's explanation.
-        error: String,
-    },
-    /// The service asked to slow down for longer than this channel waits, or too often.
-    #[error(transparent)]
-    RateLimited(#[from] RateLimited),
-    /// A successful answer that is not what the service sends.
-    #[error(transparent)]
-    Malformed(#[from] Malformed),
-}
+pub type ApiError = ServiceError<Matrix>;
 
-impl ApiError {
-    /// Whether the server refused the access token, which no retry fixes.
-    pub fn is_token_problem(&self) -> bool {
-        matches!(self, ApiError::Status { status: 401, .. })
-            || matches!(self, ApiError::Status { errcode, .. } if errcode == "M_UNKNOWN_TOKEN" || errcode == "M_MISSING_TOKEN")
+/// The Matrix client-server API, as a service whose refusals carry an `errcode` such as
+/// `M_UNKNOWN_TOKEN`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Matrix {}
+
+impl Service for Matrix {
+    type Code = String;
+
+    fn is_token_problem(refusal: &Refusal<String>) -> bool {
+        refusal.status == 401 || refusal.code == "M_UNKNOWN_TOKEN" || refusal.code == "M_MISSING_TOKEN"
     }
 }
 
@@ -84,7 +65,7 @@ impl ClientApi {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
+            .map_err(|error| ApiError::setup(&error))?;
         Ok(ClientApi { http, homeserver: homeserver.trim_end_matches('/').to_owned(), authorization: None })
     }
 
@@ -108,7 +89,7 @@ impl ClientApi {
         let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
         let login = Login { access_token: field("access_token"), device_id: field("device_id") };
         if login.access_token.is_empty() {
-            return Err(ApiError::Malformed(Malformed::new("login", "no access_token")));
+            return Err(ApiError::malformed("login", "no access_token"));
         }
         Ok(login)
     }
@@ -118,7 +99,7 @@ impl ClientApi {
         let answer = self.request("whoami", Method::GET, "/account/whoami", None, REQUEST_TIMEOUT).await?;
         match answer["user_id"].as_str() {
             Some(user) if !user.is_empty() => Ok(user.to_owned()),
-            _ => Err(ApiError::Malformed(Malformed::new("whoami", "no user_id"))),
+            _ => Err(ApiError::malformed("whoami", "no user_id")),
         }
     }
 
@@ -131,7 +112,7 @@ impl ClientApi {
         }
         let answer = self.request("sync", Method::GET, &path, None, timeout + SYNC_GRACE).await?;
         if answer["next_batch"].as_str().is_none_or(str::is_empty) {
-            return Err(ApiError::Malformed(Malformed::new("sync", "no next_batch")));
+            return Err(ApiError::malformed("sync", "no next_batch"));
         }
         Ok(answer)
     }
@@ -148,7 +129,7 @@ impl ClientApi {
         let answer = self.request("joined_members", Method::GET, &path, None, REQUEST_TIMEOUT).await?;
         match answer["joined"].as_object() {
             Some(joined) => Ok(joined.len()),
-            None => Err(ApiError::Malformed(Malformed::new("joined_members", "no joined map"))),
+            None => Err(ApiError::malformed("joined_members", "no joined map")),
         }
     }
 
@@ -191,9 +172,7 @@ impl ClientApi {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<Attempt<Value>, ApiError> {
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: what.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(what, &error);
         let url = format!("{}{CLIENT_V3}{path}", self.homeserver);
         let mut request = self.http.request(method, url).timeout(timeout);
         if let Some(authorization) = &self.authorization {
@@ -212,15 +191,10 @@ impl ClientApi {
         }
         if !status.is_success() {
             let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
-            return Err(ApiError::Status {
-                what,
-                status: status.as_u16(),
-                errcode: field("errcode"),
-                error: field("error"),
-            });
+            return Err(ApiError::refused(what, status.as_u16(), field("errcode"), field("error")));
         }
         if !answer.is_object() {
-            return Err(ApiError::Malformed(Malformed::new(what, "not a json object")));
+            return Err(ApiError::malformed(what, "not a json object"));
         }
         Ok(Attempt::Answer(answer))
     }
@@ -253,12 +227,7 @@ mod tests {
 
     #[test]
     fn a_refused_token_is_told_apart_from_other_failures() {
-        let status = |status: u16, errcode: &str| ApiError::Status {
-            what: "sync",
-            status,
-            errcode: errcode.into(),
-            error: String::new(),
-        };
+        let status = |status: u16, errcode: &str| ApiError::refused("sync", status, errcode.into(), "");
         assert!(status(401, "M_UNKNOWN_TOKEN").is_token_problem());
         assert!(status(403, "M_MISSING_TOKEN").is_token_problem());
         assert!(!status(403, "M_FORBIDDEN").is_token_problem());

@@ -8,6 +8,8 @@ use oxibot_plugin::chat::write_atomically;
 use oxibot_plugin::{info, warn};
 use serde_json::{Value, json};
 
+use oxibot_plugin::chat::http::Refusal;
+
 use crate::api::{ApiError, ClientApi, Login};
 use crate::config::{Config, Credentials};
 use crate::error::MatrixError;
@@ -70,7 +72,9 @@ async fn login(api: &ClientApi, user_id: &str, password: &str, device: Option<&s
     loop {
         match api.login(user_id, password, device).await {
             Ok(login) => return Ok(login),
-            Err(error @ ApiError::Status { status: 400..=499, .. }) => return Err(MatrixError::Password(error)),
+            Err(error @ ApiError::Refused(Refusal { status: 400..=499, .. })) => {
+                return Err(MatrixError::Password(error));
+            }
             Err(error) => {
                 let wait = backoff.next_wait();
                 warn!("{error}; trying again in {wait:?}");

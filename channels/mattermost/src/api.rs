@@ -5,9 +5,8 @@
 use std::time::Duration;
 
 use oxibot_plugin::chat::http::{
-    Attempt, DEFAULT_RETRY_AFTER, Malformed, RateLimited, TransportError, waiting_out_rate_limits,
+    Attempt, DEFAULT_RETRY_AFTER, Refusal, Service, ServiceError, TransportError, waiting_out_rate_limits,
 };
-use oxibot_plugin::util::error_chain;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -18,35 +17,18 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a request failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RestError {
-    /// No answer, or no HTTP client.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// An answer other than 2xx, with the server's error id and message.
-    #[error("{what}: http status {status}: {message} ({id})")]
-    Status {
-        /// The request.
-        what: &'static str,
-        /// The status code.
-        status: u16,
-        /// E.g. `api.context.session_expired.app_error`.
-        id: String,
-        /// The server's explanation.
-        message: String,
-    },
-    /// The service asked to slow down for longer than this channel waits, or too often.
-    #[error(transparent)]
-    RateLimited(#[from] RateLimited),
-    /// A successful answer that is not what the service sends.
-    #[error(transparent)]
-    Malformed(#[from] Malformed),
-}
+pub type RestError = ServiceError<Mattermost>;
 
-impl RestError {
-    /// Whether the server refused the token, which no retry fixes.
-    pub fn is_token_problem(&self) -> bool {
-        matches!(self, RestError::Status { status: 401, .. })
+/// Mattermost's REST API, as a service whose refusals carry an error id such as
+/// `api.context.session_expired.app_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mattermost {}
+
+impl Service for Mattermost {
+    type Code = String;
+
+    fn is_token_problem(refusal: &Refusal<String>) -> bool {
+        refusal.status == 401
     }
 }
 
@@ -78,7 +60,7 @@ impl RestApi {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|error| RestError::Transport(TransportError::Setup(error_chain(&error))))?;
+            .map_err(|error| RestError::setup(&error))?;
         let mut authorization = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
             RestError::Transport(TransportError::Setup("the token holds characters a header cannot".into()))
         })?;
@@ -92,7 +74,7 @@ impl RestApi {
         let text = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
         let user = BotUser { id: text("id"), username: text("username") };
         if user.id.is_empty() || user.username.is_empty() {
-            return Err(RestError::Malformed(Malformed::new("users/me", "no id or username")));
+            return Err(RestError::malformed("users/me", "no id or username"));
         }
         Ok(user)
     }
@@ -106,7 +88,7 @@ impl RestApi {
         let answer = self.request("create post", Method::POST, "/posts", Some(&body)).await?;
         match answer["id"].as_str() {
             Some(id) if !id.is_empty() => Ok(id.to_owned()),
-            _ => Err(RestError::Malformed(Malformed::new("create post", "no post id"))),
+            _ => Err(RestError::malformed("create post", "no post id")),
         }
     }
 
@@ -147,9 +129,7 @@ impl RestApi {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Attempt<Value>, RestError> {
-        let network = |error: reqwest::Error| {
-            RestError::Transport(TransportError::Network { call: what.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| RestError::network(what, &error);
         let url = format!("{}/api/v4{path}", self.server_url);
         let mut request = self.http.request(method, url).header(AUTHORIZATION, self.authorization.clone());
         if let Some(body) = body {
@@ -165,15 +145,10 @@ impl RestApi {
         }
         if !status.is_success() {
             let field = |key: &str| answer[key].as_str().unwrap_or_default().to_owned();
-            return Err(RestError::Status {
-                what,
-                status: status.as_u16(),
-                id: field("id"),
-                message: field("message"),
-            });
+            return Err(RestError::refused(what, status.as_u16(), field("id"), field("message")));
         }
         if answer.is_null() {
-            return Err(RestError::Malformed(Malformed::new(what, "not json")));
+            return Err(RestError::malformed(what, "not json"));
         }
         Ok(Attempt::Answer(answer))
     }
@@ -202,7 +177,7 @@ mod tests {
 
     #[test]
     fn only_a_401_is_a_token_problem() {
-        let status = |status: u16| RestError::Status { what: "x", status, id: String::new(), message: String::new() };
+        let status = |status: u16| RestError::refused("x", status, String::new(), "");
         assert!(status(401).is_token_problem());
         assert!(!status(403).is_token_problem());
         assert!(!status(500).is_token_problem());

@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::Malformed;
 use oxibot_plugin::chat::{
     EditedReplies, Markup, Measure, PartsSent, SplitRules, Streams, leave_files_out, serve_replies, split,
 };
@@ -73,7 +72,7 @@ impl Deliverer {
         let files = leave_files_out(outbound, !parts.is_empty(), "mattermost");
         if parts.is_empty() {
             self.streams.finish(outbound.stream_id);
-            return files.map_err(|reason| RestError::Malformed(Malformed::new("create post", reason)));
+            return files.map_err(|reason| RestError::malformed("create post", reason));
         }
         let streamed_post = self.streams.message_of(outbound.stream_id);
         let destination = Destination::of(&outbound.chat_id);

@@ -6,9 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::http::{FileError, Malformed, TransportError};
+use oxibot_plugin::chat::http::{FileError, Refusal, Service, ServiceError};
 use oxibot_plugin::chat::{SaveError, TokenCache, save_limited};
-use oxibot_plugin::util::error_chain;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -24,40 +23,23 @@ const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(7200);
 
 /// Why an API call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    /// No answer, or no HTTP client.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// QQ refused the call: an HTTP status other than 2xx, or an error code in the answer.
-    #[error("{call}: http status {status}: code {code}, {message}")]
-    Refused {
-        /// The call.
-        call: &'static str,
-        /// The status code.
-        status: u16,
-        /// QQ's error code (0 when it gave none).
-        code: i64,
-        /// QQ's explanation.
-        message: String,
-    },
-    /// A successful answer that is not what the service sends.
-    #[error(transparent)]
-    Malformed(#[from] Malformed),
-    /// A downloaded file could not be saved, or was too large.
-    #[error(transparent)]
-    File(#[from] FileError),
-}
+pub type ApiError = ServiceError<Qq>;
 
-impl ApiError {
-    /// Whether the token endpoint refused the app's id and secret, which no retry fixes.
-    pub fn is_credentials_problem(&self) -> bool {
-        matches!(self, ApiError::Refused { call: TOKEN_CALL, status, .. } if *status < 500)
+/// QQ's bot API, as a service whose refusals carry a numeric code (0 when it gave none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Qq {}
+
+impl Service for Qq {
+    type Code = i64;
+
+    /// A token expired early or revoked: fetch a new one.
+    fn is_token_problem(refusal: &Refusal<i64>) -> bool {
+        refusal.status == 401
     }
 
-    /// Whether QQ refused the access token (expired early or revoked): fetch a new one.
-    fn is_token_problem(&self) -> bool {
-        matches!(self, ApiError::Refused { status: 401, .. })
+    /// The token endpoint refused the app's id and secret.
+    fn is_credentials_problem(refusal: &Refusal<i64>) -> bool {
+        refusal.call == TOKEN_CALL && refusal.status < 500
     }
 }
 
@@ -96,7 +78,7 @@ impl Api {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
-            .map_err(|error| ApiError::Transport(TransportError::Setup(error_chain(&error))))?;
+            .map_err(|error| ApiError::setup(&error))?;
         Ok(Api {
             http,
             api_base: config.api_base.clone(),
@@ -143,7 +125,7 @@ impl Api {
             .await?;
         match answer["url"].as_str().filter(|url| !url.is_empty()) {
             Some(url) => Ok(url.to_owned()),
-            None => Err(ApiError::Malformed(Malformed::new(CALL, "no url in the answer"))),
+            None => Err(ApiError::malformed(CALL, "no url in the answer")),
         }
     }
 
@@ -168,13 +150,11 @@ impl Api {
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(|error| file_error(error.to_string()))?;
         }
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: CALL.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(CALL, &error);
         let response = self.http.get(url).timeout(DOWNLOAD_TIMEOUT).send().await.map_err(network)?;
         let status = response.status();
         if !status.is_success() {
-            return Err(ApiError::Refused { call: CALL, status: status.as_u16(), code: 0, message: String::new() });
+            return Err(ApiError::refused(CALL, status.as_u16(), 0, ""));
         }
         let declared = response.content_length();
         match save_limited(response.bytes_stream(), dest, limit, declared).await {
@@ -203,9 +183,7 @@ impl Api {
     /// Sends `request` and reads QQ's JSON answer; a status other than 2xx, or an answer with
     /// a non-zero `code`, is a refusal.
     async fn answer(&self, call: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-        let network = |error: reqwest::Error| {
-            ApiError::Transport(TransportError::Network { call: call.to_owned(), reason: error_chain(&error) })
-        };
+        let network = |error: reqwest::Error| ApiError::network(call, &error);
         let response = request.send().await.map_err(network)?;
         let status = response.status();
         let text = response.text().await.map_err(network)?;
@@ -215,7 +193,7 @@ impl Api {
             return Err(refusal(call, status.as_u16(), &answer));
         }
         if answer.is_null() && !text.trim().is_empty() && status != StatusCode::NO_CONTENT {
-            return Err(ApiError::Malformed(Malformed::new(call, "the answer is not json")));
+            return Err(ApiError::malformed(call, "the answer is not json"));
         }
         Ok(answer)
     }
@@ -223,12 +201,8 @@ impl Api {
 
 /// The refusal QQ's answer `answer` (with HTTP `status`) describes.
 fn refusal(call: &'static str, status: u16, answer: &Value) -> ApiError {
-    ApiError::Refused {
-        call,
-        status,
-        code: answer["code"].as_i64().unwrap_or_default(),
-        message: answer["message"].as_str().unwrap_or("no access_token in the answer").to_owned(),
-    }
+    let code = answer["code"].as_i64().unwrap_or_default();
+    ApiError::refused(call, status, code, answer["message"].as_str().unwrap_or("no access_token in the answer"))
 }
 
 #[cfg(test)]
@@ -237,15 +211,18 @@ mod tests {
 
     #[test]
     fn refused_credentials_and_tokens_are_told_apart_from_other_failures() {
-        let refused = |call, status| ApiError::Refused { call, status, code: 0, message: String::new() };
+        let refused = |call, status| ApiError::refused(call, status, 0, "");
         assert!(refused(TOKEN_CALL, 200).is_credentials_problem());
         assert!(!refused(TOKEN_CALL, 502).is_credentials_problem());
         assert!(!refused("GET /gateway", 401).is_credentials_problem());
         assert!(refused("GET /gateway", 401).is_token_problem());
         assert!(!refused("GET /gateway", 500).is_token_problem());
         assert!(
-            !ApiError::Transport(TransportError::Network { call: TOKEN_CALL.to_owned(), reason: "refused".into() })
-                .is_credentials_problem()
+            !ApiError::Transport(oxibot_plugin::chat::http::TransportError::Network {
+                call: TOKEN_CALL.to_owned(),
+                reason: "refused".into()
+            })
+            .is_credentials_problem()
         );
     }
 }

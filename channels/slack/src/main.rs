@@ -23,7 +23,6 @@
 //! acknowledged to Slack only once the kernel has persisted its message, so a message lost to a
 //! crash is delivered again by Slack.
 
-mod acks;
 mod api;
 mod config;
 mod envelope;
@@ -37,12 +36,11 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, serve_replies};
+use oxibot_plugin::chat::{AckLine, Handover, PartsSent, REMEMBERED, RecentMessages, serve_replies};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
 
-use crate::acks::AckLine;
 use crate::api::{BotIdentity, WebApi};
 use crate::config::Config;
 use crate::error::SlackError;
@@ -64,11 +62,12 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
     let bot = identify(&web, &config.bot_token).await?;
     info!("signed in to {} as {} ({})", bot.team, bot.user, bot.user_id);
     let recent = RecentMessages::new(REMEMBERED);
-    let acks = AckLine::default();
+    let acks = AckLine::new(envelope::ack);
     let (submissions, queue) = mpsc::unbounded_channel();
     let reactions =
         config.react_emoji.clone().map(|emoji| Reactions { web: web.clone(), token: config.bot_token.clone(), emoji });
-    let submitter = Submitter { channel: channel.clone(), recent: recent.clone(), acks: acks.clone(), reactions };
+    let handover = Handover::new(channel.clone(), recent.clone(), acks.clone(), "slack");
+    let submitter = Submitter { handover, reactions };
     tokio::spawn(submitter.run(queue));
     let listener = Listener { web: web.clone(), config: config.clone(), bot, recent, acks, submissions };
     let mut replies = Replies {

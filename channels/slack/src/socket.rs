@@ -5,11 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oxibot_plugin::chat::socket::{self, CONNECT_TIMEOUT, Drive, Keepalive, Next, OpenError, reconnect};
-use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
+use oxibot_plugin::chat::{AckLine, Acknowledge, Backoff, RecentMessages, Seen};
 use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc::{self, UnboundedSender};
 
-use crate::acks::AckLine;
 use crate::api::{BotIdentity, WebApi, WebError};
 use crate::config::Config;
 use crate::envelope::{self, Frame};

@@ -1,23 +1,18 @@
 //! Handing users' messages to the kernel one at a time, in the order Slack sent them, and
 //! acknowledging their envelopes only once the kernel has persisted them.
 
-use oxibot_plugin::chat::{Handed, RecentMessages, hand_over, submit_in_order};
-use oxibot_plugin::{ChannelHandle, warn};
+use oxibot_plugin::chat::{AckLine, Handed, Handover, submit_in_order};
+use oxibot_plugin::warn;
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::acks::AckLine;
 use crate::api::{WebApi, WebError};
 use crate::incoming::UserMessage;
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
-    /// The kernel.
-    pub channel: ChannelHandle,
-    /// Which envelopes wait for which message.
-    pub recent: RecentMessages,
-    /// Where acknowledgements go.
-    pub acks: AckLine,
+    /// The kernel, and the envelopes to acknowledge.
+    pub handover: Handover<AckLine>,
     /// Adds the "seen" reaction, when configured.
     pub reactions: Option<Reactions>,
 }
@@ -41,23 +36,14 @@ impl Submitter {
 
     /// Submits one message; false once the kernel is gone.
     async fn submit(&self, message: UserMessage) -> bool {
-        let mut inbound = self.channel.inbound(message.id, message.sender_id, message.chat_id, message.content);
+        let mut inbound =
+            self.handover.channel().inbound(message.id, message.sender_id, message.chat_id, message.content);
         inbound.metadata = message.metadata;
-        let handed = hand_over(&self.channel, &self.recent, inbound).await;
-        self.acknowledge(handed.deliveries());
+        let handed = self.handover.hand(inbound).await;
         if let (Handed::Accepted(_), Some(reactions)) = (&handed, &self.reactions) {
             tokio::spawn(reactions.clone().add(message.channel, message.ts));
         }
         handed != Handed::KernelGone
-    }
-
-    /// Acknowledges the envelopes that brought a message.
-    fn acknowledge(&self, envelopes: &[String]) {
-        for envelope in envelopes {
-            if !self.acks.ack(envelope) {
-                warn!("no connection to acknowledge envelope {envelope}; slack will deliver it again");
-            }
-        }
     }
 }
 

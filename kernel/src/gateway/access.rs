@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
+pub use super::pairing_store::PendingPairing;
 use super::pairing_store::{PairingFile, PairingStore, Pairings};
 use super::settings::AllowFrom;
 
@@ -22,19 +21,6 @@ pub enum Decision {
     Deny,
     /// Drop it and send the sender this pairing code (first contact only).
     SendCode(String),
-}
-
-/// A pairing request waiting for the owner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingPairing {
-    /// The channel.
-    pub channel: String,
-    /// The sender's id.
-    pub sender_id: String,
-    /// The chat the code was sent to.
-    pub chat_id: String,
-    /// When the code was issued (seconds since the epoch).
-    pub issued: u64,
 }
 
 /// A pairing operation failed.

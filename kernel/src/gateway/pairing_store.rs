@@ -13,8 +13,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::fs::FlockOperation;
 use serde::{Deserialize, Serialize};
 
-use super::access::PendingPairing;
 use crate::fsutil::{self, CorruptFile, StateFileError, write_atomic};
+
+/// A pairing request waiting for the owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPairing {
+    /// The channel.
+    pub channel: String,
+    /// The sender's id.
+    pub sender_id: String,
+    /// The chat the code was sent to.
+    pub chat_id: String,
+    /// When the code was issued (seconds since the epoch).
+    pub issued: u64,
+}
 
 /// Approved senders and codes waiting for approval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

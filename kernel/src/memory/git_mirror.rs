@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use git2::build::RepoBuilder;
 use git2::{ConfigLevel, ErrorCode, Repository};
 
-use super::git::{GitError, MANAGED_KEY};
+use super::git_error::{GitError, MANAGED_KEY};
 
 /// Where fetched commits land in the mirror before its branch is moved to them.
 const INCOMING: &str = "refs/oxibot/incoming";

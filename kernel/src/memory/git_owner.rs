@@ -12,7 +12,8 @@ use std::fs;
 
 use git2::{ConfigLevel, Repository, RepositoryOpenFlags, Sort};
 
-use super::git::{GitError, GitStore, MANAGED_KEY, is_managed};
+use super::git::{GitStore, is_managed};
+use super::git_error::{GitError, MANAGED_KEY};
 
 /// The message of the first commit of nanobot's memory repository.
 pub const NANOBOT_INIT_MESSAGE: &str = "init: nanobot memory store";

@@ -13,6 +13,7 @@ pub mod flush;
 pub mod gate;
 pub mod git;
 pub mod git_actor;
+mod git_error;
 pub mod git_mirror;
 pub mod git_owner;
 pub mod prompts;

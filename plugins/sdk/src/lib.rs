@@ -43,6 +43,7 @@ pub mod chat;
 mod launch;
 mod link;
 pub mod log;
+mod queue;
 mod serve;
 pub mod serving;
 mod tool;

@@ -12,11 +12,12 @@ use interprocess::local_socket::{GenericFilePath, ToFsName};
 pub(crate) use oxibot_proto::encode;
 pub(crate) use oxibot_proto::framing::Outgoing;
 use oxibot_proto::framing::{Shared, write_frames};
-use oxibot_proto::{DecodeError, EncodeError, Hello, Manifest, Message, PROTOCOL_NAME, PROTOCOL_VERSION};
+use oxibot_proto::{DecodeError, Hello, Manifest, Message, PROTOCOL_NAME, PROTOCOL_VERSION};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::launch::LaunchEnv;
+pub(crate) use crate::queue::{Sender, queue_message};
 
 /// Exit status after the plugin's own code panicked (EX_SOFTWARE).
 pub(crate) const PANIC_EXIT: u8 = 70;
@@ -43,9 +44,6 @@ pub(crate) enum ServeError {
     #[error("{0}")]
     Launch(#[from] crate::launch::LaunchError),
 }
-
-/// Where frames for the kernel are queued.
-pub(crate) type Sender = mpsc::UnboundedSender<Outgoing>;
 
 /// Reads the launch environment, runs `serve` on a small runtime, and maps the outcome to the
 /// process's exit status (errors are printed to stderr, which the kernel logs).
@@ -107,13 +105,6 @@ impl Link {
         let _ = self.outgoing.send(Outgoing::Close);
         let _ = tokio::time::timeout(FLUSH_GRACE, self.writer).await;
     }
-}
-
-/// Encodes a message and queues it; fails when it does not fit in a frame. A closed queue
-/// (the connection is gone) is not an error here: the reader notices that.
-pub(crate) fn queue_message(outgoing: &Sender, message: &Message) -> Result<(), EncodeError> {
-    let _ = outgoing.send(Outgoing::Frame(encode(message)?));
-    Ok(())
 }
 
 /// The text of a panic payload.

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use oxibot_proto::{Log, Message};
 
-use crate::link::{Sender, queue_message};
+use crate::queue::{Sender, queue_message};
 
 /// How much a log line matters; the names are the protocol's `level` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use oxibot_sandbox::namespaces::{enter_container, probe_here};
 use rustix::process::Pid;
 
 use crate::confine::{CONFINE_ARG, USER_FLAG, refuse, split_command};
-use crate::guard::exit_status_byte;
+use crate::exit_code::exit_status_byte;
 use crate::plan::Plan;
 
 /// The first argument of the mode that builds the namespaces.

@@ -21,15 +21,15 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::{Mutex, PoisonError};
 
 use rustix::process::{Pid, Signal, getpgrp, getpid, kill_process, set_child_subreaper};
 
 use crate::confine::{CONFINE_ARG, split_command};
 use crate::contain::{CONTAIN_ARG, PARENT_VAR};
+use crate::exit_code::exit_status_byte;
 use crate::group::kill_group;
 use crate::plan::Plan;
 use crate::tree::kill_own_descendants;
@@ -154,12 +154,6 @@ fn kill_everything(leads_group: bool, child: Pid) -> ! {
     std::process::exit(KILLED_EXIT)
 }
 
-/// The exit status byte a shell would report for `status`: its code, or 128 plus the signal.
-pub fn exit_status_byte(status: ExitStatus) -> u8 {
-    let code = status.code().or_else(|| status.signal().map(|signal| 128 + signal)).unwrap_or(1);
-    u8::try_from(code).unwrap_or(u8::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,11 +178,5 @@ mod tests {
         assert_eq!(rest, &args[2..]);
         assert!(split_command(&os(&["sh", "-c", "true"])).is_none());
         assert!(split_command(&os(&["--"])).is_none());
-    }
-
-    #[test]
-    fn exit_statuses_map_to_codes_and_signals_to_128_plus_the_signal() {
-        assert_eq!(exit_status_byte(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(exit_status_byte(ExitStatus::from_raw(9)), 137);
     }
 }

@@ -23,6 +23,7 @@
 pub mod confine;
 pub mod contain;
 pub mod exec;
+mod exit_code;
 pub mod group;
 pub mod guard;
 pub mod output;

@@ -23,8 +23,9 @@ use rustix::process::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 
+use crate::exit_code::exit_status_byte;
 use crate::group::{CLEAN_UP_GRACE, Lifeline};
-use crate::guard::{GUARD_ARG, exit_status_byte};
+use crate::guard::GUARD_ARG;
 use crate::output::Capture;
 use crate::sandbox::Confinement;
 

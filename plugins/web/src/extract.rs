@@ -2,6 +2,7 @@
 //! text passed through (both decoded by their charset, [`charset`]), PDFs as their text
 //! ([`pdf`]), other binaries described; plus truncation and the untrusted-content header.
 
+use crate::blank_lines::collapse_blank_lines;
 use crate::http::Fetched;
 use crate::{charset, pdf};
 
@@ -195,25 +196,6 @@ fn strip_links(line: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Runs of blank lines as one, and no blank lines at either end.
-pub(crate) fn collapse_blank_lines(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut blank = false;
-    for line in text.lines().map(str::trim_end) {
-        if line.is_empty() {
-            blank = !out.is_empty();
-            continue;
-        }
-        if blank {
-            out.push('\n');
-            blank = false;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.trim_end().to_owned()
 }
 
 /// The handful of entities that appear in titles.

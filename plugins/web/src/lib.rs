@@ -10,6 +10,7 @@
 //!
 //! What this crate is not: no browser (no JavaScript runs), no cache, no cookies.
 
+mod blank_lines;
 pub mod charset;
 pub mod config;
 pub mod error;

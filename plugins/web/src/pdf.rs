@@ -58,7 +58,7 @@ pub fn text(bytes: &[u8]) -> Result<PdfText, PdfError> {
 
 /// A page's text with trailing spaces cut and runs of blank lines made one.
 fn tidy(page: &str) -> String {
-    crate::extract::collapse_blank_lines(page)
+    crate::blank_lines::collapse_blank_lines(page)
 }
 
 #[cfg(test)]

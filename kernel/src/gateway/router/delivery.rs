@@ -9,50 +9,16 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use oxibot_proto::{Message, Outbound};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::Router;
 use super::outbox::{PendingDelivery, RetryPolicy};
 use super::outbox_store::StoredDelivery;
+use super::reply::Reply;
 use crate::session::SessionKey;
 
 /// How long a channel has to acknowledge one delivery attempt.
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What to send where.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    /// The channel plugin.
-    pub channel: String,
-    /// The chat.
-    pub chat_id: String,
-    /// The text.
-    pub content: String,
-    /// Local paths of attachments.
-    pub media: Vec<String>,
-    /// The stream the reply ends, for channels that stream.
-    pub stream_id: Option<u64>,
-    /// The channel's details.
-    pub metadata: Value,
-    /// The session to record the text in when it is delivered only after a failed attempt.
-    pub record_late_in: Option<SessionKey>,
-}
-
-impl Reply {
-    /// A reply of `content` to `chat_id` of `channel`.
-    pub fn new(channel: &str, chat_id: &str, content: String, stream_id: Option<u64>, metadata: Value) -> Reply {
-        Reply {
-            channel: channel.to_owned(),
-            chat_id: chat_id.to_owned(),
-            content,
-            media: Vec::new(),
-            stream_id,
-            metadata,
-            record_late_in: None,
-        }
-    }
-}
 
 impl Router {
     /// Starts delivering `reply` in the background; the receiver tells how its first attempt

@@ -17,11 +17,12 @@ mod delivery;
 pub mod outbox;
 pub mod outbox_file;
 pub mod outbox_store;
+mod reply;
 mod requests;
 
-use delivery::Reply;
 use outbox::{Outbox, RetryPolicy};
 use outbox_store::{OutboxStore, Written};
+use reply::Reply;
 
 use super::access::{Access, Decision};
 use super::settings::{AllowFrom, ChannelChanges, GatewaySettings};

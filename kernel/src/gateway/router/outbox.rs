@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{oneshot, watch};
 
-use super::delivery::Reply;
 use super::outbox_store::{OutboxStore, Volatile};
+use super::reply::Reply;
 
 /// Waits between the first delivery attempts: 1 s, 2 s, 4 s; later waits double up to
 /// [`DEFAULT_RETRY_CAP`].

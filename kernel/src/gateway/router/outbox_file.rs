@@ -268,7 +268,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::gateway::router::delivery::Reply;
+    use crate::gateway::router::reply::Reply;
     use crate::testing::TempDir;
 
     fn delivery(id: u64, text: &str) -> StoredDelivery {

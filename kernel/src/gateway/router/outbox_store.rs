@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::delivery::Reply;
+use super::reply::Reply;
 use crate::session::SessionKey;
 
 /// Resolves once what was recorded is on disk (or failed to get there, with the reason).

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Router;
-use super::delivery::Reply;
+use super::reply::Reply;
 use crate::agent::TurnReply;
 use crate::automation::dispatch::{Request, RunRequest, SendRequest, Target};
 use crate::session::SessionKey;

@@ -3,6 +3,7 @@
 //! once more with a new access token when the service refuses the token
 //! ([`TokenCache::renewing`](super::TokenCache::renewing)).
 
+use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
@@ -64,6 +65,93 @@ pub struct FileError {
     pub path: String,
     /// Why it could not.
     pub reason: String,
+}
+
+/// A service's refusal of a call: its HTTP status, and the error code and explanation its
+/// answer gave (empty or zero when it gave none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call}: http status {status}: code {code}: {message}")]
+pub struct Refusal<C: fmt::Display> {
+    /// The call.
+    pub call: &'static str,
+    /// The HTTP status.
+    pub status: u16,
+    /// The service's error code, e.g. `M_FORBIDDEN`, `99991663`.
+    pub code: C,
+    /// The service's explanation.
+    pub message: String,
+}
+
+/// What a service's refusals mean for its client: whether to fetch a new access token, or to
+/// give up because the app's own credentials are refused. A channel implements it on a type
+/// of its own that names the service.
+pub trait Service {
+    /// The type of the service's error codes.
+    type Code: fmt::Display + fmt::Debug + Clone + PartialEq + Eq + Send + Sync + 'static;
+
+    /// Whether the service refused the access token: fetch a new one (or give up, for a
+    /// fixed token).
+    fn is_token_problem(refusal: &Refusal<Self::Code>) -> bool;
+
+    /// Whether the service refused the app's own credentials, which no retry fixes.
+    fn is_credentials_problem(_refusal: &Refusal<Self::Code>) -> bool {
+        false
+    }
+}
+
+/// Why a call to service `S`'s HTTP API failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError<S: Service> {
+    /// No answer, or no HTTP client.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The service refused the call.
+    #[error(transparent)]
+    Refused(Refusal<S::Code>),
+    /// The service asked to slow down for longer than the channel waits, or too often.
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
+    /// A successful answer that is not what the service sends.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+    /// A downloaded file could not be saved.
+    #[error(transparent)]
+    File(#[from] FileError),
+}
+
+impl<S: Service> ServiceError<S> {
+    /// `call` was refused with HTTP `status`, the service's `code` and `message`.
+    pub fn refused(call: &'static str, status: u16, code: S::Code, message: impl Into<String>) -> ServiceError<S> {
+        ServiceError::Refused(Refusal { call, status, code, message: message.into() })
+    }
+
+    /// The HTTP client could not be built.
+    pub fn setup(error: &dyn std::error::Error) -> ServiceError<S> {
+        ServiceError::Transport(TransportError::Setup(crate::util::error_chain(error)))
+    }
+
+    /// `call` got no answer.
+    pub fn network(call: &str, error: &dyn std::error::Error) -> ServiceError<S> {
+        ServiceError::Transport(TransportError::Network {
+            call: call.to_owned(),
+            reason: crate::util::error_chain(error),
+        })
+    }
+
+    /// The answer to `call` was wrong in the way `reason` says.
+    pub fn malformed(call: impl Into<String>, reason: impl Into<String>) -> ServiceError<S> {
+        ServiceError::Malformed(Malformed::new(call, reason))
+    }
+
+    /// Whether the service refused the access token.
+    pub fn is_token_problem(&self) -> bool {
+        matches!(self, ServiceError::Refused(refusal) if S::is_token_problem(refusal))
+    }
+
+    /// Whether the service refused the app's own credentials.
+    pub fn is_credentials_problem(&self) -> bool {
+        matches!(self, ServiceError::Refused(refusal) if S::is_credentials_problem(refusal))
+    }
 }
 
 /// What one attempt of a call that did not fail gave.

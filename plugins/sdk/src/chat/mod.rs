@@ -33,6 +33,7 @@
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
 //! listening and accepting in [`crate::serving`].
 
+mod acks;
 mod backoff;
 mod config;
 mod download;
@@ -52,6 +53,7 @@ mod submit;
 mod token;
 mod typing;
 
+pub use acks::AckLine;
 pub use backoff::{Backoff, jitter};
 pub use config::{
     ChannelConfig, DEFAULT_REACT_EMOJI, DmSection, GroupPolicy, SectionError, emoji_name, filled, load_section,
@@ -66,7 +68,8 @@ pub use split::{Markup, Measure, SplitRules, split, visible_text};
 pub use state::write_atomically;
 pub use streamed::{Edit, Stream, Streams};
 pub use submit::{
-    Attachment, Fetched, Handed, UserMessage, Verdict, fetch_each, hand_over, media_file_name, submit_in_order,
+    Acknowledge, Attachment, Fetched, Handed, Handover, UserMessage, Verdict, fetch_each, hand_over, media_file_name,
+    submit_in_order,
 };
 pub use token::TokenCache;
 pub use typing::{Typing, TypingLoop};

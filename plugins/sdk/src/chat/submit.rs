@@ -91,6 +91,50 @@ pub async fn hand_over(channel: &ChannelHandle, recent: &RecentMessages, inbound
     }
 }
 
+/// The line on which a channel acknowledges its service's deliveries of a message (callbacks,
+/// envelopes, event frames) once the kernel has it.
+pub trait Acknowledge {
+    /// Acknowledges the delivery `key`; false when no connection takes it (the service then
+    /// delivers the message again, and it is acknowledged at once).
+    fn ack(&self, key: &str) -> bool;
+}
+
+/// What hands a channel's messages to the kernel and acknowledges their deliveries: the
+/// kernel, the deliveries awaiting acknowledgement, and the line they are acknowledged on.
+#[derive(Clone)]
+pub struct Handover<A> {
+    channel: ChannelHandle,
+    recent: RecentMessages,
+    acks: A,
+    /// The service's name, for the log.
+    service: &'static str,
+}
+
+impl<A: Acknowledge> Handover<A> {
+    /// A handover to `channel` of messages from `service` that `recent` keeps track of,
+    /// acknowledged on `acks`.
+    pub fn new(channel: ChannelHandle, recent: RecentMessages, acks: A, service: &'static str) -> Handover<A> {
+        Handover { channel, recent, acks, service }
+    }
+
+    /// The kernel.
+    pub fn channel(&self) -> &ChannelHandle {
+        &self.channel
+    }
+
+    /// Hands `inbound` to the kernel ([`hand_over`]) and acknowledges the deliveries that
+    /// brought it.
+    pub async fn hand(&self, inbound: Inbound) -> Handed {
+        let handed = hand_over(&self.channel, &self.recent, inbound).await;
+        for key in handed.deliveries() {
+            if !self.acks.ack(key) {
+                crate::warn!("no connection to acknowledge delivery {key}; {} will send it again", self.service);
+            }
+        }
+        handed
+    }
+}
+
 /// A message's files, fetched.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Fetched {
