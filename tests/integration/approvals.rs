@@ -197,3 +197,36 @@ fn a_cron_turns_ask_call_is_refused_at_once_and_the_owner_is_told() {
     assert!(results[0].contains("runs unattended (a scheduled job)"), "{results:?}");
     assert!(!env.workspace().join("cleaned").exists());
 }
+
+#[test]
+fn telegram_shows_approve_and_deny_buttons_and_only_the_asker_pressing_one_counts() {
+    use oxibot_tests::TempDir;
+    use oxibot_tests::fakes_telegram::{FakeTelegram, private_text, user};
+    use oxibot_tests::wait::block_on;
+    let telegram = FakeTelegram::start();
+    let media = TempDir::new("telegram-media");
+    let mut section = telegram.config(media.path());
+    section["allowFrom"] = json!(["42", "43"]);
+    let env = GatewayEnv::with_channels(json!({"telegram": section}));
+    env.edit_config(|config| config["tools"] = json!({"approval": {"write_file": "ask"}}));
+    let _gateway = env.start_with("telegram");
+    env.llm.push(Reply::ToolCalls(vec![("write_file".into(), json!({"path": "tg.txt", "content": "tg"}).to_string())]));
+    env.llm.push(Reply::Text("Saved.".into()));
+    let (ada, eve) = (user(42, "Ada", "ada"), user(43, "Eve", "eve"));
+    telegram.push_message(private_text(5, &ada, "save it"));
+    let request = block_on(telegram.wait_for("sendMessage", |body| body.get("reply_markup").is_some()));
+    let buttons = request["reply_markup"]["inline_keyboard"][0].as_array().unwrap().clone();
+    let labels: Vec<&str> = buttons.iter().map(|b| b["text"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["Approve", "Always", "Deny"]);
+    let approve = buttons[0]["callback_data"].as_str().unwrap().to_owned();
+    assert!(approve.starts_with("/approve "), "{approve}");
+    let shown = json!({"message_id": 900, "date": 1_700_000_000, "chat": {"id": 42, "type": "private"}, "text": "Approval needed"});
+
+    telegram.push_button_press(&eve, &shown, &approve);
+    block_on(telegram.wait_for("sendMessage", |body| body["text"].as_str().is_some_and(|t| t.contains("Not taken"))));
+    assert!(!env.workspace().join("tg.txt").exists(), "another person's press ran the call");
+    telegram.push_button_press(&ada, &shown, &approve);
+    block_on(telegram.wait_for("answerCallbackQuery", |_| true));
+    block_on(telegram.wait_for("sendMessage", |body| body["text"] == "Saved."));
+    assert_eq!(std::fs::read_to_string(env.workspace().join("tg.txt")).unwrap(), "tg");
+}
