@@ -230,3 +230,33 @@ fn telegram_shows_approve_and_deny_buttons_and_only_the_asker_pressing_one_count
     block_on(telegram.wait_for("sendMessage", |body| body["text"] == "Saved."));
     assert_eq!(std::fs::read_to_string(env.workspace().join("tg.txt")).unwrap(), "tg");
 }
+
+#[test]
+fn slack_shows_buttons_and_a_press_counts_only_from_the_asker() {
+    use oxibot_tests::fakes_slack::{FakeSlack, block_actions, direct_message};
+    use oxibot_tests::wait::block_on;
+    let slack = FakeSlack::start();
+    let env = GatewayEnv::with_channels(json!({"slack": slack.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    env.edit_config(|config| config["tools"] = json!({"approval": {"write_file": "ask"}}));
+    let _gateway = env.start_with("slack");
+    env.llm.push(Reply::ToolCalls(vec![("write_file".into(), json!({"path": "sl.txt", "content": "sl"}).to_string())]));
+    env.llm.push(Reply::Text("Stored.".into()));
+    block_on(async {
+        slack.deliver("env-1", direct_message("D1", "U42", "store it", "1700000000.000100"), 0).await;
+        let request = slack.wait_calls("chat.postMessage", 1).await.remove(0).body;
+        let buttons = request["blocks"][1]["elements"].as_array().unwrap().clone();
+        let labels: Vec<&str> = buttons.iter().map(|b| b["text"]["text"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["Approve", "Always", "Deny"], "{request}");
+        let approve = buttons[0]["value"].as_str().unwrap().to_owned();
+
+        slack.interact("env-2", block_actions("U43", "D1", "1700000000.000200", &approve)).await;
+        let refused = slack.wait_calls("chat.postMessage", 2).await.remove(1).body;
+        assert!(refused["text"].as_str().unwrap().contains("Not taken"), "{refused}");
+        assert!(!env.workspace().join("sl.txt").exists(), "another person's press ran the call");
+        slack.interact("env-3", block_actions("U42", "D1", "1700000000.000200", &approve)).await;
+        slack.wait_ack("env-3").await;
+        let posts = slack.wait_calls("chat.postMessage", 4).await;
+        assert_eq!(posts[3].body["text"], "Stored.", "{:?}", posts.iter().map(|p| &p.body["text"]).collect::<Vec<_>>());
+    });
+    assert_eq!(std::fs::read_to_string(env.workspace().join("sl.txt")).unwrap(), "sl");
+}
