@@ -260,3 +260,35 @@ fn slack_shows_buttons_and_a_press_counts_only_from_the_asker() {
     });
     assert_eq!(std::fs::read_to_string(env.workspace().join("sl.txt")).unwrap(), "sl");
 }
+
+#[test]
+fn discord_shows_buttons_and_a_press_counts_only_from_the_asker() {
+    use oxibot_tests::fakes_discord::{FakeDiscord, button_press, direct_message};
+    use oxibot_tests::wait::block_on;
+    let discord = FakeDiscord::start();
+    let env = GatewayEnv::with_channels(json!({"discord": discord.config(json!({"enabled": true, "allowFrom": "*"}))}));
+    env.edit_config(|config| config["tools"] = json!({"approval": {"write_file": "ask"}}));
+    let _gateway = env.start_with("discord");
+    env.llm.push(Reply::ToolCalls(vec![("write_file".into(), json!({"path": "dc.txt", "content": "dc"}).to_string())]));
+    env.llm.push(Reply::Text("Kept.".into()));
+    block_on(async {
+        discord.wait_until("the gateway identifies", |d| !d.identifies().is_empty()).await;
+        discord.message_create(direct_message("111", "dm-7", "42", "alice", "keep it"));
+        discord.wait_until("the approval request is posted", |d| !d.posts().is_empty()).await;
+        let request = discord.posts()[0].json.clone();
+        let buttons = request["components"][0]["components"].as_array().unwrap().clone();
+        let labels: Vec<&str> = buttons.iter().map(|b| b["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["Approve", "Always", "Deny"], "{request}");
+        let approve = buttons[0]["custom_id"].as_str().unwrap().to_owned();
+
+        discord.interaction_create(button_press("501", "dm-7", "43", "mallory", &approve));
+        discord.wait_until("the refusal", |d| d.posts().len() >= 2).await;
+        assert!(discord.posts()[1].json["content"].as_str().unwrap().contains("Not taken"));
+        assert!(!env.workspace().join("dc.txt").exists(), "another person's press ran the call");
+        discord.interaction_create(button_press("502", "dm-7", "42", "alice", &approve));
+        discord.wait_until("the final reply", |d| d.posts().iter().any(|p| p.json["content"] == "Kept.")).await;
+        let acknowledged = discord.requests().iter().filter(|r| r.path.ends_with("/callback")).count();
+        assert_eq!(acknowledged, 2, "every press is answered");
+    });
+    assert_eq!(std::fs::read_to_string(env.workspace().join("dc.txt")).unwrap(), "dc");
+}
