@@ -17,6 +17,7 @@ use crate::provider::Provider;
 use crate::session::SessionStore;
 use crate::settings::Settings;
 use crate::turn::Engine;
+use crate::turn::approval::Approvals;
 use crate::turn::builtin::BuiltinTools;
 use crate::turn::runner::RunSpec;
 use crate::usage::UsageLog;
@@ -64,11 +65,12 @@ impl Services {
     ) -> Services {
         let settings: Settings = settings.into();
         let spec = run_spec(&settings.config, stream);
+        let approvals = Arc::new(Approvals::new(settings.config.tools.approval.clone(), data_dir));
         Services {
             sessions: Arc::new(SessionStore::for_workspace(&workspace, data_dir)),
             history: Arc::new(HistoryStore::new(&workspace)),
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
-            engine: Arc::new(Engine::new(provider, host, spec)),
+            engine: Arc::new(Engine::new(provider, host, spec, approvals)),
             settings: RwLock::new(Arc::new(settings)),
             workspace,
             data_dir: data_dir.to_path_buf(),
@@ -100,7 +102,13 @@ impl Services {
     /// Puts edited settings in force (a config reload); readers get them from their next
     /// [`Services::settings`] on.
     pub fn replace_settings(&self, settings: Settings) {
+        self.engine.approvals().replace_policy(settings.config.tools.approval.clone());
         *self.settings.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(settings);
+    }
+
+    /// The approval policy, the calls waiting for a person, the standing approvals.
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        self.engine.approvals()
     }
 
     /// The workspace directory.

@@ -155,6 +155,26 @@ export async function chatView(main) {
         scroll();
         break;
       }
+      case 'approval': {
+        // A tool call waits for a yes: the call as it will run, and one button per answer,
+        // each sent as the text a person could type (the kernel checks who sent it).
+        const box = el('div', { class: 'approval', role: 'dialog', 'data-code': frame.code },
+          el('p', {}, `Approval needed: ${frame.tool}`), el('pre', {}, frame.shown));
+        const buttons = el('div', { class: 'buttons' });
+        for (const [label, answer] of [['Approve', `/approve ${frame.code}`], ['Always', `/approve ${frame.code} always`], ['Deny', `/deny ${frame.code}`]]) {
+          const button = el('button', { type: 'button' }, label);
+          button.addEventListener('click', () => {
+            if (!send(answer)) return;
+            setWaiting(waiting + 1);
+            buttons.replaceChildren(el('span', {}, `${label} sent`));
+          });
+          buttons.append(button);
+        }
+        box.append(buttons);
+        log.append(box);
+        scroll();
+        break;
+      }
       case 'error':
         log.append(el('p', { class: 'error' }, frame.error));
         scroll();

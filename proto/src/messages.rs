@@ -325,6 +325,13 @@ pub struct Outbound {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_id: Option<u64>,
     /// Channel-specific extras copied from the inbound message (thread to reply in, …).
+    ///
+    /// An approval request (a tool call waiting for the person's yes) is an `Outbound` whose
+    /// metadata holds `approval`: `{"code", "tool", "shown", "timeout_secs"}`; its `content`
+    /// already tells the person to reply `/approve CODE`, `/approve CODE always` or
+    /// `/deny CODE`. A channel that can draw buttons may offer those three answers and submit
+    /// the pressed one as an ordinary `Inbound` from the person who pressed it; a channel that
+    /// cannot just shows the text. Older channels ignore the key, so no version changes.
     #[serde(default)]
     pub metadata: Value,
 }

@@ -70,6 +70,47 @@ fn on_a_terminal_the_agent_renders_markdown_shows_progress_and_keeps_a_history()
     assert_eq!(entries, ["what is the word?", "exit"]);
 }
 
+/// Issue 28: with `"terminal": "ask"`, a call the policy asks for waits for the person at
+/// the terminal: `n` refuses it, `a` runs it and keeps a standing approval for that path,
+/// which the next identical call needs no prompt for.
+#[test]
+fn on_a_terminal_an_ask_call_waits_for_y_n_or_always() {
+    let env = AgentEnv::new();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home.path().join("config.json")).unwrap()).unwrap();
+    config["tools"] = serde_json::json!({"approval": {"write_file": "ask", "terminal": "ask"}});
+    env.write_config(&config);
+    let call = || Reply::ToolCalls(vec![("write_file".into(), r#"{"path": "t.txt", "content": "typed"}"#.into())]);
+    env.llm.push(call());
+    env.llm.push(Reply::Text("Refused, fine.".into()));
+    env.llm.push(call());
+    env.llm.push(Reply::Text("Written now.".into()));
+    env.llm.push(call());
+    env.llm.push(Reply::Text("Written again.".into()));
+    let mut terminal = Terminal::start(&env, &["agent"]);
+    terminal.wait_for("the first prompt", |out| out.contains("you ›"));
+    terminal.send("write it\r");
+    terminal.wait_for("the approval prompt", |out| out.contains("Run it? [y]es / [n]o / [a]lways"));
+    assert!(!env.workspace.join("t.txt").exists(), "the call ran before the answer");
+    terminal.send("n\r");
+    terminal.wait_for("the reply after the refusal", |out| out.contains("Refused, fine."));
+    assert!(!env.workspace.join("t.txt").exists());
+    terminal.send("again\r");
+    terminal.wait_for("the second prompt", |out| out.matches("Run it?").count() == 2);
+    terminal.send("a\r");
+    terminal.wait_for("the reply after always", |out| out.contains("Written now."));
+    assert_eq!(std::fs::read_to_string(env.workspace.join("t.txt")).unwrap(), "typed");
+    terminal.send("once more\r");
+    terminal.wait_for("the third reply", |out| out.contains("Written again."));
+    terminal.send("exit\r");
+    let status = terminal.finish();
+    let out = terminal.output();
+    assert!(status.success(), "{out}");
+    assert_eq!(out.matches("Run it?").count(), 2, "the standing approval covered the third call: {out:?}");
+    let granted = env.command(&["approvals", "list"]).output().unwrap();
+    assert!(stdout(&granted).contains("write_file path==t.txt"), "{}", stdout(&granted));
+}
+
 #[test]
 fn on_a_terminal_ctrl_c_stops_the_reply_and_the_conversation_goes_on() {
     let env = AgentEnv::new();

@@ -75,6 +75,7 @@ fn the_message_tool_delivers_to_another_channels_chat_and_records_it_there() {
         "loopback": {"enabled": true, "port": loopback_port, "allowFrom": "*"},
         "websocket": {"enabled": true, "port": ws_port, "allowFrom": "*"}
     }));
+    env.allow_every_call();
     let _gateway = env.start_with("websocket");
     env.wait_running("loopback");
     block_on(async {
@@ -103,6 +104,7 @@ fn the_message_tool_delivers_to_another_channels_chat_and_records_it_there() {
 fn a_message_to_a_channel_that_does_not_run_is_an_error_the_model_reads() {
     let port = free_port();
     let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    env.allow_every_call();
     let _gateway = env.start_with("loopback");
     let arguments = json!({"content": "hi", "channel": "slack", "chat_id": "C1"});
     env.llm.push(Reply::ToolCalls(vec![("message".into(), arguments.to_string())]));
@@ -323,6 +325,7 @@ fn in_the_interactive_agent_a_background_helpers_report_is_answered_and_printed(
 fn websocket_gateway() -> (GatewayEnv, u16) {
     let port = free_port();
     let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port}}));
+    env.allow_every_call();
     (env, port)
 }
 

@@ -63,6 +63,14 @@ impl GatewayEnv {
         std::fs::write(path, config.to_string()).unwrap();
     }
 
+    /// Sets `tools.approval` to allow every call without asking: for tests of what a call
+    /// does in a chat, not of who approves it (the default asks before `exec`, `cron` and a
+    /// `message` to another chat).
+    pub(crate) fn allow_every_call(&self) {
+        let allow = json!({"exec": "allow", "cron": "allow", "message": "allow", "mcp_*": "allow"});
+        self.edit_config(|config| config["tools"] = json!({"approval": allow}));
+    }
+
     /// The port of the gateway's HTTP server (`/health` and the web UI).
     pub(crate) fn http_port(&self) -> u16 {
         self.health_port

@@ -117,6 +117,7 @@ fn a_local_process_without_the_secrets_is_refused_everywhere_and_with_them_serve
 #[test]
 fn a_command_the_assistant_runs_reads_no_other_chat_through_the_gateways_port() {
     let (env, _ws_port, _api_port) = default_env();
+    env.allow_every_call();
     let _gateway = env.start_with("websocket");
     env.llm.push(Reply::Text("Noted.".into()));
     env.chat_once("pin-chat", "my PIN is 4711");

@@ -8,6 +8,8 @@
 //! - `automation`: the assistant acting on its own through `oxibot gateway`: the `message` tool,
 //!   background and waited-for helpers (`spawn`), `/stop` of helpers, the heartbeat;
 //! - `agent_terminal`: interactive `oxibot agent` through a pipe and a pseudo-terminal;
+//! - `approvals`: approvals the model cannot forge, through `oxibot gateway`: the sender's
+//!   `/approve`, refused forgeries, denial, timeout, an approved `exec`, a refused cron call;
 //! - `memory`: consolidation, /new, Dream, git versioning and kills, through `oxibot agent`;
 //! - `recall`: the memory index and search: auto-recall across sessions, the `memory` tool,
 //!   editor edits, `oxibot memory search|reindex`, the overflow guard, daily logs and flushes;
@@ -83,6 +85,7 @@
 
 mod agent;
 mod agent_terminal;
+mod approvals;
 mod automation;
 mod channel_api;
 mod channel_dingtalk;

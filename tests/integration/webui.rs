@@ -589,3 +589,25 @@ fn http_get(port: u16, path: &str, headers: &[(&str, &str)]) -> String {
     stream.read_to_string(&mut response).unwrap();
     response
 }
+
+/// Issue 28: a call that asks shows a dialog in the page with the call as it will run; its
+/// Approve button sends the answer from the page's own chat, and the call runs.
+#[test]
+fn an_approval_request_shows_a_dialog_whose_approve_button_runs_the_call() {
+    let env = web_env();
+    env.edit_config(|config| config["tools"] = json!({"approval": {"write_file": "ask"}}));
+    let _gateway = start(&env);
+    env.llm.push(Reply::ToolCalls(vec![("write_file".into(), json!({"path": "ui.txt", "content": "ui"}).to_string())]));
+    env.llm.push(Reply::Text("Done from the page.".into()));
+    let browser = signed_in(&env, 1200, 900);
+    open_chat(&browser, &env);
+    browser.type_into("#chat-input", "save it");
+    browser.click("#chat-send");
+    let shown = browser.wait_for("the approval dialog", "return document.querySelector('.approval pre')?.innerText;");
+    assert!(shown.as_str().unwrap().contains("\"path\": \"ui.txt\""), "{shown}");
+    assert!(!env.workspace().join("ui.txt").exists(), "the call ran before the click");
+    browser.click(".approval .buttons button");
+    let script = "return [...document.querySelectorAll('.msg.assistant.done')].map(n => n.innerText).find(t => t.includes('Done from the page.'));";
+    browser.wait_for("the reply after approving", script);
+    assert_eq!(std::fs::read_to_string(env.workspace().join("ui.txt")).unwrap(), "ui");
+}

@@ -174,6 +174,17 @@ impl FakeDiscord {
         seq
     }
 
+    /// Dispatches an `INTERACTION_CREATE` with `interaction` as its data (a button press from
+    /// [`button_press`]); returns its sequence number.
+    pub fn interaction_create(&self, interaction: Value) -> u64 {
+        let mut state = self.lock();
+        let seq = state.next_seq();
+        let payload = json!({"op": 0, "t": "INTERACTION_CREATE", "s": seq, "d": interaction}).to_string();
+        let sent = state.current.as_ref().is_some_and(|current| current.send(Command::Send(payload)).is_ok());
+        assert!(sent, "no live gateway connection to dispatch to");
+        seq
+    }
+
     /// Drops the live connection without a close frame, as a network failure would.
     pub fn disconnect(&self) {
         if let Some(current) = self.lock().current.take() {
@@ -250,6 +261,17 @@ pub fn direct_message(id: &str, channel_id: &str, author_id: &str, username: &st
     json!({
         "id": id, "channel_id": channel_id, "content": content, "mentions": [], "attachments": [], "type": 0,
         "author": {"id": author_id, "username": username, "global_name": null},
+    })
+}
+
+/// The `INTERACTION_CREATE` data of `user_id` pressing the button `custom_id` in the direct
+/// message channel `channel_id`.
+pub fn button_press(id: &str, channel_id: &str, user_id: &str, username: &str, custom_id: &str) -> Value {
+    json!({
+        "id": id, "application_id": "777", "type": 3, "token": format!("tok-{id}"), "version": 1,
+        "channel_id": channel_id, "user": {"id": user_id, "username": username, "global_name": null},
+        "data": {"custom_id": custom_id, "component_type": 2},
+        "message": {"id": "90001", "channel_id": channel_id, "content": "Approval needed"},
     })
 }
 
@@ -408,7 +430,9 @@ fn route(
             Some(bytes) => (200, bytes.clone()),
             None => (404, br#"{"message": "Unknown file"}"#.to_vec()),
         }
-    } else if method == "POST" && path.ends_with("/typing") {
+    } else if method == "POST"
+        && (path.ends_with("/typing") || (path.contains("/interactions/") && path.ends_with("/callback")))
+    {
         (204, Vec::new())
     } else if method == "POST" && path.ends_with("/messages") {
         answer_post(&mut state, &path)

@@ -122,6 +122,14 @@ impl FakeSlack {
         self.send(Command::Text(envelope(envelope_id, event, retry_attempt).to_string()));
     }
 
+    /// Sends an `interactive` envelope carrying `payload` (a `block_actions` from
+    /// [`block_actions`]) on the newest connection, as Slack does when a button is pressed.
+    pub async fn interact(&self, envelope_id: &str, payload: Value) {
+        self.wait_connections(1).await;
+        let frame = json!({"type": "interactive", "envelope_id": envelope_id, "accepts_response_payload": false, "payload": payload});
+        self.send(Command::Text(frame.to_string()));
+    }
+
     /// Asks the plugin for a new connection, as Slack does before recycling one.
     pub async fn disconnect(&self) {
         self.wait_connections(1).await;
@@ -193,6 +201,20 @@ pub fn envelope(envelope_id: &str, event: Value, retry_attempt: u64) -> Value {
         "retry_attempt": retry_attempt, "retry_reason": if retry_attempt > 0 { "timeout" } else { "" },
         "payload": {"token": "verification", "team_id": TEAM, "api_app_id": "A1", "type": "event_callback",
                     "event_id": event_id, "event_time": 1_700_000_000, "event": event},
+    })
+}
+
+/// The `block_actions` interaction of `user` pressing the button with `value` under the bot's
+/// message `message_ts` in `channel`.
+pub fn block_actions(user: &str, channel: &str, message_ts: &str, value: &str) -> Value {
+    json!({
+        "type": "block_actions", "team": {"id": TEAM, "domain": "fake"}, "user": {"id": user, "team_id": TEAM},
+        "api_app_id": "A1", "trigger_id": format!("trigger-{user}-{message_ts}"),
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel, "is_ephemeral": false},
+        "channel": {"id": channel, "name": "directmessage"},
+        "message": {"type": "message", "ts": message_ts, "text": "Approval needed"},
+        "actions": [{"type": "button", "action_id": "oxibot_approval_0", "block_id": "b1", "value": value,
+                     "action_ts": "1700000100.000001", "text": {"type": "plain_text", "text": "Approve"}}]
     })
 }
 

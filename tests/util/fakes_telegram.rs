@@ -107,6 +107,18 @@ impl FakeTelegram {
         id
     }
 
+    /// Queues a `callback_query` update: `from` pressed the inline button with `data` under
+    /// the bot's message `message` (as `sendMessage` returned it); returns its update id.
+    pub fn push_button_press(&self, from: &Value, message: &Value, data: &str) -> i64 {
+        let mut state = self.state.lock().unwrap();
+        let id = state.next_update_id;
+        state.next_update_id += 1;
+        let query =
+            json!({"id": format!("cb{id}"), "from": from, "message": message, "chat_instance": "1", "data": data});
+        state.updates.push(json!({"update_id": id, "callback_query": query}));
+        id
+    }
+
     /// Makes `file_id` downloadable as `path` with `bytes`.
     pub fn add_file(&self, file_id: &str, unique_id: &str, path: &str, bytes: &[u8]) {
         let file = FakeFile { unique_id: unique_id.into(), path: path.into(), bytes: bytes.to_vec() };
@@ -288,7 +300,7 @@ fn call(method: &str, params: &Value, state: &mut State) -> Result<Value, (u16, 
             Ok(sent_message(params, state, method == "sendMessage"))
         }
         "sendPhoto" | "sendDocument" => Ok(sent_message(params, state, true)),
-        "sendChatAction" | "deleteMessage" => Ok(json!(true)),
+        "sendChatAction" | "deleteMessage" | "answerCallbackQuery" => Ok(json!(true)),
         "getFile" => {
             let file_id = params["file_id"].as_str().unwrap_or_default();
             let file = state.files.get(file_id).ok_or((400, "Bad Request: invalid file_id".to_owned()))?;

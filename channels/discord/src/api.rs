@@ -68,6 +68,15 @@ impl Rest {
         self.send(request).await.map(drop)
     }
 
+    /// Answers a button press with "deferred update" (type 6): Discord stops waiting, and the
+    /// message stays as it is. Not retried (the interaction's token is good for 3 seconds).
+    pub async fn acknowledge_interaction(&self, id: &str, token: &str) -> Result<(), RestError> {
+        let url = format!("{}/interactions/{id}/{token}/callback", self.api_base);
+        let body = serde_json::json!({"type": 6});
+        let response = self.client.post(&url).json(&body).send().await?;
+        ok_or_status(response).await.map(drop)
+    }
+
     /// Shows "… is typing" in a channel for about ten seconds. Not retried.
     pub async fn trigger_typing(&self, channel_id: &str) -> Result<(), RestError> {
         let url = format!("{}/channels/{channel_id}/typing", self.api_base);

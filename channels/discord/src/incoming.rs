@@ -114,8 +114,18 @@ pub struct Pipeline {
 impl Pipeline {
     /// Submits the Gateway's messages one by one until the kernel or the Gateway goes away.
     pub async fn run(self, mut incoming: UnboundedReceiver<Incoming>) {
-        while let Some(Incoming { message, bot_id }) = incoming.recv().await {
-            let Some(text) = self.filter.admit(&message, &bot_id) else { continue };
+        while let Some(Incoming { message, bot_id, pressed }) = incoming.recv().await {
+            let admitted = match &pressed {
+                // A button press is its answer text, from its presser: no mention needed.
+                Some((id, token)) => {
+                    if let Err(error) = self.rest.acknowledge_interaction(id, token).await {
+                        warn!("discord: cannot acknowledge a button press: {error}");
+                    }
+                    Some(message.content.clone())
+                }
+                None => self.filter.admit(&message, &bot_id),
+            };
+            let Some(text) = admitted else { continue };
             let inbound = self.build(&message, text).await;
             match self.channel.submit(inbound).await {
                 Ok(()) => self.show_typing(&message.channel_id),

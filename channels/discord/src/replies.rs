@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{SplitRules, Typing, split};
+use oxibot_plugin::chat::{Choice, SplitRules, Typing, approval_choices, split};
 use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
@@ -40,6 +40,19 @@ impl Post {
         }
         body
     }
+}
+
+/// One action row with a button per approval choice; the answer is the button's `custom_id`,
+/// which comes back in the `INTERACTION_CREATE` of a press.
+fn approval_components(choices: &[Choice]) -> Value {
+    let buttons: Vec<Value> = choices
+        .iter()
+        .map(|choice| {
+            let style = if choice.refuses { 4 } else { 1 };
+            json!({"type": 2, "style": style, "label": choice.label, "custom_id": choice.answer})
+        })
+        .collect();
+    json!([{"type": 1, "components": buttons}])
 }
 
 /// The messages a reply becomes.
@@ -105,7 +118,10 @@ impl Outbox {
         let posts = plan(outbound);
         let done = self.posted.iter().find(|(id, _)| *id == outbound.id).map_or(0, |(_, done)| *done);
         for (index, post) in posts.iter().enumerate().skip(done) {
-            let body = post.body();
+            let mut body = post.body();
+            if let (0, Some(choices)) = (index, approval_choices(&outbound.metadata)) {
+                body["components"] = approval_components(&choices);
+            }
             let sent = if post.files.is_empty() {
                 self.rest.create_message(&outbound.chat_id, &body).await
             } else {

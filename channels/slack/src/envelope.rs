@@ -19,7 +19,14 @@ pub enum Frame {
         /// The event callback: `event`, `event_id`, `team_id`, ….
         payload: Value,
     },
-    /// Another envelope (slash command, interaction): acknowledged and otherwise ignored.
+    /// An interaction (a button pressed): only an approval button's answer is taken.
+    Interaction {
+        /// Acknowledge with this id.
+        envelope_id: String,
+        /// The interaction: `type` (`block_actions`), `user`, `channel`, `message`, `actions`.
+        payload: Value,
+    },
+    /// Another envelope (slash command, …): acknowledged and otherwise ignored.
     OtherEnvelope(String),
     /// Anything else.
     Unknown,
@@ -37,6 +44,7 @@ pub fn parse(text: &str) -> Frame {
             retry_attempt: frame["retry_attempt"].as_u64().unwrap_or(0),
             payload: frame["payload"].clone(),
         },
+        ("interactive", Some(envelope_id)) => Frame::Interaction { envelope_id, payload: frame["payload"].clone() },
         (_, Some(envelope_id)) => Frame::OtherEnvelope(envelope_id),
         _ => Frame::Unknown,
     }

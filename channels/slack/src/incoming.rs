@@ -77,6 +77,37 @@ pub fn judge(payload: &Value, bot: &BotIdentity, config: &Config) -> Verdict {
     })
 }
 
+/// A press of an approval button (a `block_actions` interaction whose action's value is an
+/// approval answer) as the message of the person who pressed it; the kernel decides whether
+/// that person may answer. Any other interaction is none.
+pub fn button_press(payload: &Value, config: &Config) -> Option<UserMessage> {
+    if payload["type"].as_str() != Some("block_actions") {
+        return None;
+    }
+    let answer = payload["actions"].as_array()?.iter().find_map(|action| action["value"].as_str())?;
+    if !chat::is_approval_answer(answer) {
+        return None;
+    }
+    let user = payload["user"]["id"].as_str()?;
+    let channel = payload["channel"]["id"].as_str().or_else(|| payload["container"]["channel_id"].as_str())?;
+    let message = &payload["message"];
+    let ts = message["ts"].as_str().unwrap_or_default();
+    let thread_ts = message["thread_ts"].as_str().unwrap_or(ts);
+    let is_group = !channel.starts_with('D');
+    let chat_id =
+        if config.thread_sessions && thread_ts != ts { format!("{channel}:{thread_ts}") } else { channel.to_owned() };
+    let pressed = payload["trigger_id"].as_str().or_else(|| payload["actions"][0]["action_ts"].as_str()).unwrap_or(ts);
+    Some(UserMessage {
+        id: format!("action:{pressed}"),
+        channel: channel.to_owned(),
+        ts: ts.to_owned(),
+        sender_id: user.to_owned(),
+        chat_id,
+        content: answer.to_owned(),
+        metadata: json!({"ts": ts, "thread_ts": thread_ts, "is_group": is_group, "team": payload["team"]["id"]}),
+    })
+}
+
 /// Whether a reply to a message goes into a thread: always when the message is in one, and for
 /// a channel's top-level message when replies in threads are wanted.
 pub fn replies_go_to_thread(is_group: bool, ts: &str, thread_ts: &str, reply_in_thread: bool) -> bool {

@@ -2,7 +2,7 @@
 //! texts posted in parts, in the thread the metadata names, then acknowledged to the kernel.
 
 use oxibot_plugin::Outbound;
-use oxibot_plugin::chat::{self, PartsSent, SplitRules, leave_files_out, split};
+use oxibot_plugin::chat::{self, Choice, PartsSent, SplitRules, approval_choices, leave_files_out, split};
 use serde_json::{Value, json};
 
 use crate::api::{WebApi, WebError};
@@ -41,6 +41,25 @@ fn metadata_thread(metadata: &Value, reply_in_thread: bool) -> Option<&str> {
     }
 }
 
+/// Block Kit for an approval request: its text, then one button per choice (the answer as
+/// the button's value, which comes back in the `block_actions` interaction).
+fn approval_blocks(text: &str, choices: &[Choice]) -> Value {
+    let shown: String = text.chars().take(2900).collect();
+    let buttons: Vec<Value> = choices
+        .iter()
+        .enumerate()
+        .map(|(index, choice)| {
+            let style = if choice.refuses { "danger" } else { "primary" };
+            json!({"type": "button", "text": {"type": "plain_text", "text": choice.label}, "value": choice.answer,
+                   "action_id": format!("oxibot_approval_{index}"), "style": style})
+        })
+        .collect();
+    json!([
+        {"type": "section", "text": {"type": "mrkdwn", "text": shown}},
+        {"type": "actions", "elements": buttons}
+    ])
+}
+
 /// Posts replies for the bot.
 pub struct Replies {
     /// The Web API.
@@ -55,8 +74,11 @@ pub struct Replies {
 
 impl Replies {
     /// One `chat.postMessage`.
-    async fn post(&self, destination: &Destination, text: &str) -> Result<(), WebError> {
+    async fn post(&self, destination: &Destination, text: &str, buttons: Option<&[Choice]>) -> Result<(), WebError> {
         let mut body = json!({"channel": destination.channel, "text": text, "mrkdwn": true});
+        if let Some(choices) = buttons {
+            body["blocks"] = approval_blocks(text, choices);
+        }
         if let Some(thread_ts) = &destination.thread_ts {
             body["thread_ts"] = json!(thread_ts);
         }
@@ -74,7 +96,8 @@ impl chat::Replies for Replies {
         let destination = Destination::of(outbound, self.reply_in_thread);
         let already = self.posted.take(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
-            if let Err(error) = self.post(&destination, part).await {
+            let buttons = if index == 0 { approval_choices(&outbound.metadata) } else { None };
+            if let Err(error) = self.post(&destination, part, buttons.as_deref()).await {
                 self.posted.remember(outbound.id, index);
                 return Err(error.to_string());
             }

@@ -91,6 +91,12 @@ impl Listener {
             Frame::Event { envelope_id, retry_attempt, payload } => {
                 self.on_event(&envelope_id, retry_attempt, &payload)
             }
+            Frame::Interaction { envelope_id, payload } => match incoming::button_press(&payload, &self.config) {
+                Some(message) => self.queue(&envelope_id, 0, message),
+                None => {
+                    self.acks.ack(&envelope_id);
+                }
+            },
             Frame::OtherEnvelope(envelope_id) => {
                 self.acks.ack(&envelope_id);
             }
@@ -109,6 +115,12 @@ impl Listener {
                 return;
             }
         };
+        self.queue(envelope_id, retry_attempt, message);
+    }
+
+    /// Queues a user's message for the kernel (once, however often it arrives); its envelope
+    /// is acknowledged once the kernel accepted it.
+    fn queue(&self, envelope_id: &str, retry_attempt: u64, message: UserMessage) {
         let seen = self.recent.arrived(&message.id, envelope_id);
         match seen {
             Seen::New => {

@@ -108,7 +108,7 @@ impl BotApi {
 
     /// New messages from `offset` on, waiting up to `wait` for the first one.
     pub async fn get_updates(&self, offset: Option<i64>, wait: Duration) -> Result<Vec<Update>, ApiError> {
-        let mut params = json!({"timeout": wait.as_secs(), "allowed_updates": ["message"]});
+        let mut params = json!({"timeout": wait.as_secs(), "allowed_updates": ["message", "callback_query"]});
         if let Some(offset) = offset {
             params["offset"] = json!(offset);
         }
@@ -118,6 +118,12 @@ impl BotApi {
     /// Sends a text message built by the caller (`chat_id`, `text`, …).
     pub async fn send_message(&self, params: &Value) -> Result<SentMessage, ApiError> {
         self.call("sendMessage", params, REQUEST_TIMEOUT).await
+    }
+
+    /// Tells Telegram a button press was taken (the person's client stops its spinner).
+    pub async fn answer_callback_query(&self, id: &str, text: &str) -> Result<(), ApiError> {
+        let params = json!({"callback_query_id": id, "text": text});
+        self.call::<Value>("answerCallbackQuery", &params, REQUEST_TIMEOUT).await.map(drop)
     }
 
     /// Replaces the text of a message the bot sent; an unchanged text counts as success.

@@ -1,12 +1,13 @@
 //! The long-polling loop: `getUpdates` from the offset, each message read, its files fetched,
 //! submitted to the kernel, and only once the kernel accepted it the offset moves past it. A
+//! press of an approval button is submitted as its answer text, from the person who pressed it. A
 //! message the kernel does not accept in time stays unconfirmed, so the next `getUpdates`
 //! brings it again (with the same id: the update id).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Backoff, Typing};
+use oxibot_plugin::chat::{Backoff, Typing, is_approval_answer};
 use oxibot_plugin::{ChannelError, ChannelHandle, Inbound};
 use oxibot_plugin::{info, warn};
 
@@ -16,7 +17,7 @@ use crate::error::{ApiError, TelegramError};
 use crate::incoming::{self, Bot, Draft, Skip};
 use crate::media;
 use crate::target::LastMessages;
-use crate::types::Update;
+use crate::types::{CallbackQuery, Update};
 
 /// The first wait after a failed request; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -98,6 +99,9 @@ impl Poller {
 
     /// Reads, fetches and submits one update.
     async fn handle(&self, update: &Update) -> Handled {
+        if let Some(query) = &update.callback_query {
+            return self.handle_button(update.update_id, query).await;
+        }
         let Some(message) = &update.message else { return Handled::Done };
         let draft = match incoming::read(message, &self.bot, self.group_policy) {
             Ok(draft) => draft,
@@ -129,6 +133,36 @@ impl Poller {
                 Handled::Done
             }
         }
+    }
+
+    /// Submits an approval button's answer as the message of the person who pressed it (the
+    /// kernel checks that person); any other button press is only acknowledged.
+    async fn handle_button(&self, update_id: i64, query: &CallbackQuery) -> Handled {
+        let answer = query.data.as_deref().filter(|data| is_approval_answer(data));
+        let (Some(answer), Some(message)) = (answer, &query.message) else {
+            let _ = self.api.answer_callback_query(&query.id, "").await;
+            return Handled::Done;
+        };
+        let chat_id = message.chat.id.to_string();
+        let mut inbound =
+            self.channel.inbound(update_id.to_string(), query.from.id.to_string(), chat_id, answer.to_owned());
+        inbound.metadata = serde_json::json!({
+            "message_id": message.message_id,
+            "is_group": message.chat.is_group(),
+            "chat_type": message.chat.kind,
+            "user_id": query.from.id,
+            "first_name": query.from.first_name,
+            "username": query.from.username,
+        });
+        let handled = match tokio::time::timeout(self.accept_timeout, self.channel.submit(inbound)).await {
+            Err(_) => return Handled::Pending,
+            Ok(Err(ChannelError::Closed)) => Handled::Closed,
+            Ok(_) => Handled::Done,
+        };
+        if let Err(error) = self.api.answer_callback_query(&query.id, "Sent").await {
+            warn!("cannot acknowledge a button press: {error}");
+        }
+        handled
     }
 
     /// Shows "typing…" in `chat_id` (in topic `thread`) until the reply arrives; stops at the

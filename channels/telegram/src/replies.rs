@@ -125,7 +125,8 @@ impl Deliverer {
         match stream {
             Some(stream) => (stream.reply, stream.text),
             None => (
-                Reply::new(&outbound.chat_id, ReplyTarget::from_metadata(&outbound.metadata), self.quote),
+                Reply::new(&outbound.chat_id, ReplyTarget::from_metadata(&outbound.metadata), self.quote)
+                    .with_approval_buttons(&outbound.metadata),
                 String::new(),
             ),
         }

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{SplitRules, split, visible_text};
+use oxibot_plugin::chat::{SplitRules, approval_choices, split, visible_text};
 use oxibot_plugin::warn;
 use serde_json::{Value, json};
 
@@ -49,12 +49,23 @@ pub struct Reply {
     parts: Vec<SentPart>,
     /// How many of the outbound message's files were sent.
     files_sent: usize,
+    /// An inline keyboard for the first part (an approval request's buttons).
+    keyboard: Option<Value>,
 }
 
 impl Reply {
     /// A reply not yet shown.
     pub fn new(chat_id: &str, target: ReplyTarget, quote: bool) -> Reply {
-        Reply { chat_id: chat_id.to_owned(), target, quote, parts: Vec::new(), files_sent: 0 }
+        Reply { chat_id: chat_id.to_owned(), target, quote, parts: Vec::new(), files_sent: 0, keyboard: None }
+    }
+
+    /// The same reply with the buttons of the approval request in `metadata`, if it is one.
+    pub fn with_approval_buttons(mut self, metadata: &Value) -> Reply {
+        self.keyboard = approval_choices(metadata).map(|choices| {
+            let row: Vec<Value> = choices.iter().map(|c| json!({"text": c.label, "callback_data": c.answer})).collect();
+            json!({"inline_keyboard": [row]})
+        });
+        self
     }
 
     /// The chat it goes to.
@@ -111,6 +122,9 @@ impl Reply {
     async fn send(&self, api: &BotApi, index: usize, html: &str) -> Result<i64, ApiError> {
         let mut params = json!({"chat_id": chat_id_value(&self.chat_id), "text": html, "parse_mode": "HTML"});
         self.target.apply(&mut params, self.quote && index == 0);
+        if let (0, Some(keyboard)) = (index, &self.keyboard) {
+            params["reply_markup"] = keyboard.clone();
+        }
         let sent: Result<SentMessage, ApiError> = match api.send_message(&params).await {
             Err(error) if error.is_bad_html() => api.send_message(&as_plain(params, html)).await,
             other => other,

@@ -11,6 +11,24 @@ pub struct Update {
     /// A new message; absent for the other update kinds (edits, callbacks, …).
     #[serde(default)]
     pub message: Option<Message>,
+    /// A press of an inline keyboard button (an approval's answer).
+    #[serde(default)]
+    pub callback_query: Option<CallbackQuery>,
+}
+
+/// A press of an inline keyboard button.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CallbackQuery {
+    /// Answered with `answerCallbackQuery`, so the person's client stops waiting.
+    pub id: String,
+    /// Who pressed it.
+    pub from: User,
+    /// The message the button belongs to (absent when it is too old to be shown).
+    #[serde(default)]
+    pub message: Option<Message>,
+    /// The button's `callback_data`.
+    #[serde(default)]
+    pub data: Option<String>,
 }
 
 /// A chat message.

@@ -10,6 +10,7 @@
 //! | ← server | `{"type":"delta","text":"…","stream_id":N}` a piece of a reply being written |
 //! | ← server | `{"type":"tool_hint","text":"…","stream_id":N}` a tool the reply being written calls |
 //! | ← server | `{"type":"message","text":"…","stream_id":N}` a whole reply (`stream_id` only when streamed) |
+//! | ← server | `{"type":"approval","code":"…","tool":"…","shown":"…","text":"…"}` a tool call waiting for the person's yes (answer with a `message` `/approve CODE` or `/deny CODE`) |
 //! | ← server | `{"type":"error","error":"…"}` a refused frame, a failed submit, or no authorisation |
 //! | ← server | `{"type":"pong"}` |
 
@@ -130,6 +131,18 @@ pub enum ServerFrame<'a> {
         /// The stream the reply was written in, when it was streamed.
         #[serde(skip_serializing_if = "Option::is_none")]
         stream_id: Option<u64>,
+    },
+    /// A tool call waits for the person's approval; answer with a `message` whose text is
+    /// `/approve CODE`, `/approve CODE always` or `/deny CODE`.
+    Approval {
+        /// The code the answer names.
+        code: &'a str,
+        /// The tool.
+        tool: &'a str,
+        /// The call as it will run.
+        shown: &'a str,
+        /// The request in words (what a client without a dialog shows).
+        text: &'a str,
     },
     /// Something went wrong.
     Error {

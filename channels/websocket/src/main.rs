@@ -30,6 +30,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use oxibot_plugin::channel::TOOL_HINT_KEY;
+use oxibot_plugin::chat::approval::APPROVAL_KEY;
 use oxibot_plugin::info;
 use oxibot_plugin::serving::{self, StartError};
 use oxibot_plugin::{ChannelEvent, ChannelHandle, ChannelPlugin};
@@ -66,8 +67,12 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
 fn deliver(channel: &ChannelHandle, rooms: &Rooms, event: ChannelEvent) {
     match event {
         ChannelEvent::Outbound(outbound) => {
+            let approval = outbound.metadata.get(APPROVAL_KEY);
+            let field = |name: &str| approval.and_then(|a| a.get(name)).and_then(Value::as_str);
             let frame = if outbound.metadata.get(TOOL_HINT_KEY).and_then(Value::as_bool) == Some(true) {
                 ServerFrame::ToolHint { text: &outbound.content, stream_id: outbound.stream_id }
+            } else if let (Some(code), Some(tool), Some(shown)) = (field("code"), field("tool"), field("shown")) {
+                ServerFrame::Approval { code, tool, shown, text: &outbound.content }
             } else {
                 ServerFrame::Message { text: &outbound.content, stream_id: outbound.stream_id }
             };

@@ -185,6 +185,7 @@ impl Helpers {
                 // A helper's steps are not part of any conversation; its report is.
                 checkpoint: Box::new(|_| Ok(())),
                 gate: None,
+                approvals: Some(std::sync::Arc::clone(engine.approvals())),
                 compact_on_overflow: false,
                 session: None,
             };

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 mod agent;
+mod approvals;
 mod background;
 mod cron;
 mod gateway;
@@ -76,6 +77,10 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Which tool calls wait for a person's yes: the policy, standing approvals (grant,
+    /// revoke), and the log of who or what allowed each recorded call.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// Approve senders who asked to talk to the assistant (they received a pairing code).
     #[command(subcommand)]
     Pairing(PairingCommand),
@@ -275,6 +280,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Gateway { port, common } => gateway::run(&common, port),
         Command::Ui { port, common } => gateway::ui(&common, port),
+        Command::Approvals(command) => approvals::run(command),
         Command::Pairing(PairingCommand::Approve { code }) => gateway::approve(&code),
         Command::Pairing(PairingCommand::List) => gateway::list(),
         Command::Onboard { common, local } => onboard::run(&common, local),

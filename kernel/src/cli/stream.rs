@@ -7,6 +7,7 @@
 use std::io::{IsTerminal, Write};
 
 use oxibot_kernel::agent::TurnReply;
+use oxibot_kernel::turn::approval::Answer;
 use oxibot_kernel::turn::runner::TurnEvent;
 
 use super::markdown::MarkdownRenderer;
@@ -102,6 +103,16 @@ impl TurnView {
                 self.running.push(name.clone());
                 self.spin_for_tools();
             }
+            TurnEvent::ApprovalRequested(request) => {
+                self.flush_partial_line();
+                self.pause_spinner();
+                self.end_line();
+                eprintln!(
+                    "\nApproval needed (no answer within {} s counts as no):\n  {}\nRun it? [y]es / [n]o / [a]lways for this: ",
+                    request.timeout_secs,
+                    request.shown.replace('\n', "\n  ")
+                );
+            }
             TurnEvent::ToolFinished { name, .. } => {
                 if let Some(index) = self.running.iter().position(|running| running == name) {
                     self.running.remove(index);
@@ -109,6 +120,17 @@ impl TurnView {
                 self.spin_for_tools();
             }
         }
+    }
+
+    /// Shows what the person answered to an approval request, and goes on waiting.
+    pub fn answered(&mut self, said: Answer) {
+        let word = match said {
+            Answer::Yes => "approved",
+            Answer::Always => "approved, and calls like it from now on",
+            Answer::No => "denied",
+        };
+        eprintln!("[{word}]");
+        self.spin_for_tools();
     }
 
     /// Ends the turn: erases the spinner, prints the rest of the reply (or the reply

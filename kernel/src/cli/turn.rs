@@ -1,8 +1,12 @@
 //! Sending one message to a session and showing its turn as it happens, with Ctrl-C (or
 //! `/stop` typed on the terminal) to stop it: shared by the one-shot `oxibot agent -m` and the interactive conversation.
 
+use std::collections::VecDeque;
+
 use futures_util::FutureExt as _;
 use oxibot_kernel::agent::{SessionManager, TurnReply};
+use oxibot_kernel::turn::approval::{Answer, ApprovalRequest};
+use oxibot_kernel::turn::runner::TurnEvent;
 use tokio::signal::unix::Signal;
 use tokio::sync::mpsc;
 
@@ -27,19 +31,44 @@ pub async fn send(
     let mut view = TurnView::start(style);
     let turn = manager.send(session, text, events);
     tokio::pin!(turn);
+    // Calls waiting for the person's answer, oldest first: the next typed line answers it.
+    let mut asking: VecDeque<ApprovalRequest> = VecDeque::new();
     let reply = loop {
         tokio::select! {
             biased;
-            Some(event) = rx.recv() => view.event(&event),
+            Some(event) = rx.recv() => {
+                view.event(&event);
+                if let TurnEvent::ApprovalRequested(request) = event {
+                    if typed.is_some() {
+                        asking.push_back(request);
+                    } else {
+                        // No terminal to ask on: no answer is a no, at once.
+                        answer(manager, &request, Answer::No);
+                    }
+                }
+            }
             reply = &mut turn => break reply,
             Some(()) = interrupted(interrupts.as_deref_mut()) => {
                 manager.stop(session);
                 view.stopping();
             }
-            () = stop_typed(typed.as_deref_mut()) => {
-                manager.stop(session);
-                view.stopping();
-            }
+            typed_now = next_typed(typed.as_deref_mut(), !asking.is_empty()) => match (typed_now, asking.pop_front()) {
+                (Typed::Line(line), Some(request)) => {
+                    let said = parse_answer(&line);
+                    answer(manager, &request, said);
+                    view.answered(said);
+                    if let Some(next) = asking.front() {
+                        view.event(&TurnEvent::ApprovalRequested(next.clone()));
+                    }
+                }
+                (_, waiting) => {
+                    if let Some(request) = waiting {
+                        answer(manager, &request, Answer::No);
+                    }
+                    manager.stop(session);
+                    view.stopping();
+                }
+            },
         }
     };
     // Every event was sent before the reply: show the ones not taken yet.
@@ -50,11 +79,44 @@ pub async fn send(
     Ok(reply?)
 }
 
-/// The next `/stop` typed, or never without a watcher.
-async fn stop_typed(typed: Option<&mut TypeAhead>) {
+/// What was typed during a turn.
+enum Typed {
+    /// `/stop`.
+    Stop,
+    /// A line answering an approval request.
+    Line(String),
+}
+
+/// The next `/stop` typed, or, while a call waits for approval, the next line; never without a
+/// watcher.
+async fn next_typed(typed: Option<&mut TypeAhead>, answering: bool) -> Typed {
     match typed {
-        Some(typed) => typed.stop_requested().await,
+        Some(typed) if answering => match typed.next_line().await {
+            line if line.trim() == "/stop" => Typed::Stop,
+            line => Typed::Line(line),
+        },
+        Some(typed) => {
+            typed.stop_requested().await;
+            Typed::Stop
+        }
         None => std::future::pending().await,
+    }
+}
+
+/// `y`/`yes` runs the call, `a`/`always` runs it and calls like it from now on; anything
+/// else refuses it.
+fn parse_answer(line: &str) -> Answer {
+    match line.trim().to_lowercase().as_str() {
+        "y" | "yes" => Answer::Yes,
+        "a" | "always" => Answer::Always,
+        _ => Answer::No,
+    }
+}
+
+/// Gives the person's answer to the kernel's approvals.
+fn answer(manager: &SessionManager, request: &ApprovalRequest, said: Answer) {
+    if let Err(error) = manager.services().approvals().answer_in_terminal(&request.code, said) {
+        eprintln!("[{error}]");
     }
 }
 

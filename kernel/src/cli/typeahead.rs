@@ -1,7 +1,8 @@
 //! Lines typed on the terminal while a reply is being shown. The line editor is not reading
 //! then, so the terminal is in its ordinary line mode: it echoes what is typed and hands over
-//! a whole line at Enter. `/stop` stops the reply (as Ctrl-C does); any other line waits and
-//! is sent once the reply is over.
+//! a whole line at Enter. `/stop` stops the reply (as Ctrl-C does); while a call waits for
+//! approval, the next line is the answer; any other line waits and is sent once the reply is
+//! over.
 //!
 //! Standard input is only read when `poll` says a line is there, so nothing is left reading
 //! when the line editor takes the terminal back.
@@ -41,6 +42,16 @@ impl TypeAhead {
                 if !line.trim().is_empty() {
                     self.queued.push_back(line);
                 }
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+
+    /// The next line typed from now on (an approval's answer), waiting for it.
+    pub async fn next_line(&mut self) -> String {
+        loop {
+            if let Some(line) = self.read_ready_line() {
+                return line;
             }
             tokio::time::sleep(POLL_EVERY).await;
         }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::paths;
 
+pub mod approval;
 pub mod fresh;
 pub mod memory;
 mod unknown_keys;
@@ -152,6 +153,8 @@ pub struct ToolsConfig {
     /// which reads the entry).
     #[serde(alias = "mcp_servers")]
     pub mcp_servers: BTreeMap<String, Value>,
+    /// Which calls run at once, wait for a person's yes, or never run (`tools.approval`).
+    pub approval: approval::ApprovalPolicy,
     /// Keys this version does not use.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -159,7 +162,12 @@ pub struct ToolsConfig {
 
 impl Default for ToolsConfig {
     fn default() -> Self {
-        ToolsConfig { restrict_to_workspace: true, mcp_servers: BTreeMap::new(), extra: Map::new() }
+        ToolsConfig {
+            restrict_to_workspace: true,
+            mcp_servers: BTreeMap::new(),
+            approval: approval::ApprovalPolicy::default(),
+            extra: Map::new(),
+        }
     }
 }
 

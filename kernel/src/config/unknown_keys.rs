@@ -31,7 +31,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ),
     ("providers.*", &["apiKey", "apiBase", "extraHeaders"]),
     ("gateway", &["host", "port", "token", "webUi", "heartbeat"]),
-    ("tools", &["restrictToWorkspace", "mcpServers", "exec", "web", "ssrfWhitelist"]),
+    ("tools", &["restrictToWorkspace", "mcpServers", "exec", "web", "ssrfWhitelist", "approval"]),
     ("plugins.*", &["name", "command", "args", "env", "enabled", "allowPaths"]),
 ];
 

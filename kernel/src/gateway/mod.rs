@@ -111,6 +111,7 @@ pub async fn run(
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_waits, Box::new(outbox));
     actix::spawn(router.clone().run(events));
     actix::spawn(router.clone().serve_requests(requests));
+    actix::spawn(router.clone().tell_owner_of_refusals());
     if let Some(reload) = reload {
         actix::spawn(reload::watch_config(reload, router.clone(), services.clone()));
     }

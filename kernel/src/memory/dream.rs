@@ -191,6 +191,7 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
         // Dream's turn is not a conversation: nothing of it is kept but the edits themselves.
         checkpoint: Box::new(|_| Ok(())),
         gate: Some(Arc::new(DreamGate::new(services.workspace()))),
+        approvals: None,
         compact_on_overflow: false,
         session: None,
     };

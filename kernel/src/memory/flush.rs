@@ -143,6 +143,7 @@ pub async fn flush_before_archive(
         // Silent: nothing of this turn is kept but what the tool stores.
         checkpoint: Box::new(|_| Ok(())),
         gate: Some(Arc::new(OnlyMemory)),
+        approvals: None,
         compact_on_overflow: false,
         session: None,
     };

@@ -8,6 +8,7 @@
 //! with them (a session spawns that future as a task `/stop` can abort). Nothing here knows
 //! about sessions, memory or channels; those layers call down into this one.
 
+pub mod approval;
 pub mod budget;
 pub mod builtin;
 pub mod hooks;
@@ -37,6 +38,8 @@ pub struct Engine {
     model: RwLock<(Arc<Provider>, Arc<RunSpec>)>,
     /// Where tools run (and, in the gateway, the channels).
     host: PluginHost,
+    /// The approval policy and the calls waiting for a person's answer.
+    approvals: Arc<approval::Approvals>,
     /// The tool list turns offered last, reused while the plugins' tools and the built-ins
     /// are the same, so a turn does not copy every tool's schema.
     offered: Mutex<Option<Offered>>,
@@ -54,8 +57,13 @@ struct Offered {
 
 impl Engine {
     /// An engine over `provider` and `host` with `spec`'s settings.
-    pub fn new(provider: Provider, host: PluginHost, spec: RunSpec) -> Engine {
-        Engine { model: RwLock::new((Arc::new(provider), Arc::new(spec))), host, offered: Mutex::new(None) }
+    pub fn new(provider: Provider, host: PluginHost, spec: RunSpec, approvals: Arc<approval::Approvals>) -> Engine {
+        Engine { model: RwLock::new((Arc::new(provider), Arc::new(spec))), host, approvals, offered: Mutex::new(None) }
+    }
+
+    /// The approvals every turn's calls go through.
+    pub fn approvals(&self) -> &Arc<approval::Approvals> {
+        &self.approvals
     }
 
     /// The LLM client.
@@ -109,6 +117,7 @@ impl Engine {
             events: turn.events,
             checkpoint: turn.checkpoint,
             gate: None,
+            approvals: Some(Arc::clone(&self.approvals)),
             compact_on_overflow: turn.compact_on_overflow,
             session: Some(&turn.session),
         };

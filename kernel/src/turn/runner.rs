@@ -58,6 +58,9 @@ pub enum TurnEvent {
         /// Its arguments as the model wrote them.
         arguments: String,
     },
+    /// A call waits for a person's approval: ask them (the answer goes to
+    /// `Approvals::answer` or `Approvals::answer_in_terminal`, never through the model).
+    ApprovalRequested(super::approval::ApprovalRequest),
     /// A tool call finished.
     ToolFinished {
         /// The tool.
@@ -142,6 +145,9 @@ pub struct Turn<'a> {
     pub checkpoint: Checkpoint,
     /// Refuses calls before they run, when set.
     pub gate: Option<std::sync::Arc<dyn tool_batch::ToolGate>>,
+    /// The approvals calls go through (a person's yes for `ask` calls); none lets every call
+    /// through (the kernel's own memory turns, whose gate allows only memory files).
+    pub approvals: Option<std::sync::Arc<super::approval::Approvals>>,
     /// When the request would only fit by dropping older turns, end the turn with a context
     /// overflow instead, so the caller can have those turns archived (a session's turn);
     /// otherwise they are left out of the request.
@@ -166,6 +172,7 @@ impl Turn<'_> {
         let mut retried_empty = false;
         let mut repeats = RepeatGuard::default();
         let mut iteration = 0;
+        let turn_id = super::approval::shown::turn_id();
         while iteration < self.spec.max_iterations {
             iteration += 1;
             let messages = &mut request.messages;
@@ -196,7 +203,7 @@ impl Turn<'_> {
             });
             if !response.tool_calls.is_empty() {
                 let calls = response.tool_calls.clone();
-                if self.run_tools(&mut request.messages, response, &mut repeats).await? {
+                if self.run_tools(&mut request.messages, response, &mut repeats, &turn_id).await? {
                     let content = repeats::stuck_message(&calls);
                     self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
                     return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
@@ -250,6 +257,7 @@ impl Turn<'_> {
         messages: &mut Vec<ChatMessage>,
         response: ChatResponse,
         repeats: &mut RepeatGuard,
+        turn_id: &str,
     ) -> Result<bool, RunError> {
         let calls = response.tool_calls.clone();
         let assistant = assistant_message(response.content.as_deref().unwrap_or(""), &response);
@@ -265,11 +273,17 @@ impl Turn<'_> {
         let verdicts: Vec<Verdict> = calls.iter().map(|call| repeats.check(call)).collect();
         let to_run: Vec<ToolCall> =
             calls.iter().zip(&verdicts).filter(|(_, v)| **v == Verdict::Run).map(|(c, _)| c.clone()).collect();
+        let approval = self.approvals.as_deref().map(|approvals| super::approval::gate::ApprovalGate {
+            approvals,
+            events: &self.events,
+            turn: turn_id,
+        });
         let toolbox = tool_batch::Toolbox {
             host: self.host,
             builtins: &self.builtins,
             context: &self.context,
             gate: self.gate.as_deref(),
+            approval: approval.as_ref(),
         };
         let mut ran = tool_batch::execute(&toolbox, &to_run, self.spec.max_tool_result_chars).await.into_iter();
         let results: Vec<ToolOutput> = calls

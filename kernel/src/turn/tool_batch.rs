@@ -5,6 +5,7 @@ use futures_util::future::join_all;
 use oxibot_proto::CallContext;
 use serde_json::Value;
 
+use super::approval::gate::{ApprovalGate, admit};
 use super::builtin::{BuiltinContext, BuiltinTools};
 use crate::message::{ChatMessage, ToolCall};
 use crate::plugin::{PluginError, PluginHost};
@@ -40,6 +41,8 @@ pub struct Toolbox<'a> {
     pub context: &'a BuiltinContext,
     /// Refuses calls before they run, when set.
     pub gate: Option<&'a dyn ToolGate>,
+    /// Asks a person before a call the approval policy says `ask` for, when set.
+    pub approval: Option<&'a ApprovalGate<'a>>,
 }
 
 /// Runs `calls` and returns one output per call, in the calls' order.
@@ -76,17 +79,37 @@ async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, max_chars: usize) -> To
     let name = &call.function.name;
     let arguments = parse_arguments(name, &call.function.arguments)
         .and_then(|arguments| toolbox.gate.map_or(Ok(()), |g| g.check(name, &arguments)).map(|()| arguments));
+    let mut audit = None;
     let (content, is_error) = match arguments {
         Err(message) => (format!("Error: {message}{ERROR_HINT}"), true),
-        Ok(arguments) => match toolbox.builtins.get(name) {
-            Some(tool) => {
-                let reply = tool.call(arguments, toolbox.context).await;
-                if reply.is_error { (format!("{}{ERROR_HINT}", reply.content), true) } else { (reply.content, false) }
+        // The approval check sees the very arguments that run: nothing is parsed again.
+        Ok(arguments) => match admit(toolbox.approval, name, &arguments, toolbox.context).await {
+            Err((note, record)) => {
+                audit = Some(record);
+                (format!("Error: {note}"), true)
             }
-            None => run_in_plugin(toolbox.host, name, arguments, &toolbox.context.call).await,
+            Ok(record) => {
+                audit = record;
+                run_admitted(toolbox, name, arguments).await
+            }
         },
     };
-    ToolOutput { message: ChatMessage::tool_result(call, truncate(content, max_chars)), is_error }
+    let mut message = ChatMessage::tool_result(call, truncate(content, max_chars));
+    if let Some(record) = audit {
+        message.extra.insert("approval".to_owned(), record);
+    }
+    ToolOutput { message, is_error }
+}
+
+/// Runs a call the approval check let through, in the built-in of its name or its plugin.
+async fn run_admitted(toolbox: &Toolbox<'_>, name: &str, arguments: Value) -> (String, bool) {
+    match toolbox.builtins.get(name) {
+        Some(tool) => {
+            let reply = tool.call(arguments, toolbox.context).await;
+            if reply.is_error { (format!("{}{ERROR_HINT}", reply.content), true) } else { (reply.content, false) }
+        }
+        None => run_in_plugin(toolbox.host, name, arguments, &toolbox.context.call).await,
+    }
 }
 
 async fn run_in_plugin(host: &PluginHost, tool: &str, arguments: Value, context: &CallContext) -> (String, bool) {

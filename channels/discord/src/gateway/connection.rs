@@ -113,7 +113,13 @@ async fn converse(
             }
             Flow::Deliver(message) => {
                 let bot_id = state.bot_id.clone().unwrap_or_default();
-                if incoming.send(Incoming { message: *message, bot_id }).is_err() {
+                if incoming.send(Incoming { message: *message, bot_id, pressed: None }).is_err() {
+                    return Ending::Stopped;
+                }
+            }
+            Flow::Pressed(message, interaction) => {
+                let bot_id = state.bot_id.clone().unwrap_or_default();
+                if incoming.send(Incoming { message: *message, bot_id, pressed: Some(interaction) }).is_err() {
                     return Ending::Stopped;
                 }
             }

@@ -23,6 +23,8 @@ pub struct Incoming {
     pub message: MessageCreate,
     /// The bot's own user id (from READY).
     pub bot_id: String,
+    /// For an approval button's answer: the interaction's id and token, to respond to it.
+    pub pressed: Option<(String, String)>,
 }
 
 /// Runs the Gateway client until Discord refuses the config for good (an error) or nobody

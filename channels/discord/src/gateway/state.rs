@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::payload::{self, CloseVerdict, Payload};
 use crate::error::DiscordError;
-use crate::events::{MessageCreate, Ready};
+use crate::events::{InteractionCreate, MessageCreate, Ready};
 
 /// A session that can be resumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub enum Flow {
     BeatNow,
     /// Hand a user's message to the inbound pipeline.
     Deliver(Box<MessageCreate>),
+    /// Hand an approval button's answer to the inbound pipeline, with the interaction's id and
+    /// token to respond with.
+    Pressed(Box<MessageCreate>, (String, String)),
     /// Close this connection.
     End(Ending),
 }
@@ -139,6 +142,14 @@ impl GatewayState {
                 info!("discord: session resumed");
                 self.backoff.reset();
             }
+            "INTERACTION_CREATE" => match InteractionCreate::deserialize(&data) {
+                Ok(interaction) => {
+                    if let Some(message) = interaction.approval_answer() {
+                        return Flow::Pressed(Box::new(message), (interaction.id, interaction.token));
+                    }
+                }
+                Err(error) => warn!("discord: skipping an INTERACTION_CREATE that does not parse: {error}"),
+            },
             "MESSAGE_CREATE" => match MessageCreate::deserialize(&data) {
                 Ok(message) => return Flow::Deliver(Box::new(message)),
                 Err(error) => warn!("discord: skipping a MESSAGE_CREATE that does not parse: {error}"),

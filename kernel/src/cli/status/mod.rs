@@ -44,6 +44,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     if !setup.settings.config.tools.restrict_to_workspace {
         println!("{}", sandbox_off_warning(&config_path));
     }
+    println!("approvals: {}", approvals_line(&setup.settings.config.tools.approval));
     println!("memory:    {}", memory_line(&setup));
     println!(
         "surfaces:  the web UI and the api and websocket channels require a secret, on loopback too (`oxibot ui` signs in; keys in {})",
@@ -138,6 +139,20 @@ pub fn sandbox_off_warning(config_path: &std::path::Path) -> String {
 }
 
 /// Which sandbox confines `exec` and the plugins, in one line.
+/// The approval policy in one line: what asks, what is denied, the terminal, the timeout.
+fn approvals_line(policy: &oxibot_kernel::config::approval::ApprovalPolicy) -> String {
+    let source = if policy.is_default { "defaults" } else { "tools.approval" };
+    let terminal = match policy.terminal {
+        oxibot_kernel::config::approval::Outcome::Allow => "the terminal runs ask calls without asking",
+        _ => "the terminal asks too",
+    };
+    format!(
+        "{} ({source}); {terminal}; no answer in {} s = no; `oxibot approvals list` for standing approvals",
+        policy.describe().join("; "),
+        policy.timeout_secs
+    )
+}
+
 /// Which sandbox confines `exec` and the plugins, in one line, then which layers are active.
 fn sandbox_line(restricted: bool, workspace: &std::path::Path) -> String {
     let support = oxibot_sandbox::detect();

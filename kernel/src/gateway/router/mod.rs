@@ -13,6 +13,7 @@ use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message, Outbound, 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+mod approvals;
 mod delivery;
 pub mod outbox;
 pub mod outbox_file;
@@ -254,6 +255,11 @@ impl Router {
             }
         }
         *self.last_active.borrow_mut() = Some((channel.clone(), inbound.chat_id.clone(), inbound.metadata.clone()));
+        if let Some(command) = approvals::ApprovalCommand::parse(&inbound.content) {
+            self.accept(&channel, &inbound.id);
+            self.answer_approval(&channel, &inbound, command).await;
+            return;
+        }
         if let Some(code) = inbound.content.trim().strip_prefix("/pairing approve ") {
             self.accept(&channel, &inbound.id);
             let text = match self.access.approve(code) {
@@ -280,7 +286,8 @@ impl Router {
             }
         });
         let origin = ChannelOrigin { inbound_id: inbound.id.clone(), metadata: inbound.metadata.clone() };
-        let (events, stream_id) = self.stream_to(&channel, &inbound.chat_id);
+        let approver = self.approver(&channel, &inbound);
+        let (events, stream_id) = self.stream_to(&channel, &inbound.chat_id, approver);
         let reply = self.manager.send_from_channel(&key, &inbound.content, origin, persisted, events).await;
         self.deliver_reply(&channel, &inbound.chat_id, reply, stream_id, inbound.metadata).await;
     }
@@ -289,7 +296,8 @@ impl Router {
     pub async fn resume(self: Rc<Self>, key: SessionKey, metadata: Value) {
         let (channel, chat_id) = (key.channel(), key.chat_id());
         self.in_flight.set(self.in_flight.get() + 1);
-        let (events, stream_id) = self.stream_to(channel, chat_id);
+        // Nobody is bound to answer approvals of a resumed turn: its calls that ask time out.
+        let (events, stream_id) = self.stream_to(channel, chat_id, None);
         let reply = self.manager.resume(&key, events).await;
         match &reply {
             Ok(TurnReply::AlreadyAnswered) => tracing::info!(session = %key, "nothing to resume"),
@@ -302,11 +310,25 @@ impl Router {
         self.in_flight.set(self.in_flight.get() - 1);
     }
 
-    /// An event sink for a turn: deltas go to the channel when it streams.
-    fn stream_to(self: &Rc<Self>, channel: &str, chat_id: &str) -> (mpsc::UnboundedSender<TurnEvent>, Option<u64>) {
+    /// An event sink for a turn: deltas go to the channel when it streams; approval requests
+    /// go to the chat, answerable by `approver` alone.
+    fn stream_to(
+        self: &Rc<Self>,
+        channel: &str,
+        chat_id: &str,
+        approver: Option<approvals::Approver>,
+    ) -> (mpsc::UnboundedSender<TurnEvent>, Option<u64>) {
         let (events, mut rx) = mpsc::unbounded_channel();
         if !self.streaming.borrow().get(channel).copied().unwrap_or(false) {
-            actix::spawn(async move { while rx.recv().await.is_some() {} });
+            let router = self.clone();
+            let (channel, chat_id) = (channel.to_owned(), chat_id.to_owned());
+            actix::spawn(async move {
+                while let Some(event) = rx.recv().await {
+                    if let TurnEvent::ApprovalRequested(request) = event {
+                        router.ask_in_chat(&channel, &chat_id, approver.as_ref(), request);
+                    }
+                }
+            });
             return (events, None);
         }
         let stream_id = self.fresh_id();
@@ -322,6 +344,9 @@ impl Router {
                     }
                     TurnEvent::ToolStarted { name, arguments } if hints => {
                         router.send_tool_hint(&channel, &chat_id, stream_id, &name, &arguments);
+                    }
+                    TurnEvent::ApprovalRequested(request) => {
+                        router.ask_in_chat(&channel, &chat_id, approver.as_ref(), request);
                     }
                     _ => {}
                 }

@@ -39,7 +39,8 @@ impl Router {
         let (channel, chat_id) = (request.key.channel().to_owned(), request.key.chat_id().to_owned());
         let deliver = request.deliver && self.serves(&channel);
         let (events, stream_id) = if deliver {
-            self.stream_to(&channel, &chat_id)
+            // Unattended turns never ask (see `turn::approval::gate`); nobody is bound.
+            self.stream_to(&channel, &chat_id, None)
         } else {
             let (events, mut rx) = mpsc::unbounded_channel();
             actix::spawn(async move { while rx.recv().await.is_some() {} });
