@@ -254,8 +254,8 @@ pub struct CommonArgs {
     /// Config file [default: $OXIBOT_HOME/config.json, else ~/.oxibot/config.json].
     #[arg(long, value_name = "PATH", global = true)]
     config: Option<PathBuf>,
-    /// Workspace the tools work in [default: --workspace, else the config's
-    /// agents.defaults.workspace when a config file exists, else the current directory].
+    /// Workspace the tools work in [default: the config's agents.defaults.workspace, which
+    /// defaults to $OXIBOT_HOME/workspace, i.e. ~/.oxibot/workspace; the same for every command].
     #[arg(long, value_name = "PATH", global = true)]
     workspace: Option<PathBuf>,
 }
