@@ -26,7 +26,7 @@ use crate::turn::TurnInput;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, PartialReply, StripThinking, UsageHook, UsageTotals, strip_think_blocks};
 use crate::turn::runner::{CheckpointError, TurnEvent, TurnOutcome};
-use crate::usage::UsageEntry;
+use crate::usage::{USER_SOURCE, UsageEntry, UsageStore};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
 const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
@@ -63,6 +63,7 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
+            job: None,
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -93,6 +94,8 @@ pub enum UserTurn {
         /// Who wrote it: the user, or the kernel (a cron job, the heartbeat, a helper's
         /// result). Only the user's messages are read as slash commands.
         source: TurnSource,
+        /// The cron job that wrote it, whose id the usage log records.
+        job: Option<String>,
         /// Progress of the turn.
         events: UnboundedSender<TurnEvent>,
     },
@@ -216,6 +219,8 @@ struct TurnJob {
     memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
+    /// The cron job whose message this job answers (set per message, never shared).
+    job: Option<String>,
 }
 
 impl TurnJob {
@@ -230,13 +235,16 @@ impl TurnJob {
         change(session, self.services.sessions())
     }
 
-    async fn run(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
+    async fn run(mut self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
         match turn {
-            UserTurn::Message { text, source, events } => match self.store_message(&text, source, None)? {
-                Stored::Command(command) => self.command(command).await,
-                Stored::Message => self.answer(events, source).await,
-            },
+            UserTurn::Message { text, source, job, events } => {
+                self.job = job;
+                match self.store_message(&text, source, None)? {
+                    Stored::Command(command) => self.command(command).await,
+                    Stored::Message => self.answer(events, source).await,
+                }
+            }
             UserTurn::FromChannel { text, origin, persisted, events } => {
                 match self.find_inbound(&origin.inbound_id) {
                     Some(Seen::Answered) => {
@@ -299,10 +307,11 @@ impl TurnJob {
         let recalled = self.recalled(&system, source).await;
         let recalled = undelivered::with_notes(&self.take_undelivered_notes(), recalled);
         let messages = self.request_messages(system, recalled.as_deref());
+        let started = Instant::now();
         let outcome = self.run_guarded(messages, events, source, &fixed, recalled.as_deref()).await;
         match outcome {
             Ok(outcome) => {
-                self.record_usage(&outcome);
+                self.record_usage(&outcome, source, started.elapsed());
                 // In the background: the reply is not held up, and the next turn of this
                 // session waits in the consolidator if it arrives before this is done.
                 if self.services.background_consolidation() && self.near_budget(&fixed) {
@@ -428,8 +437,9 @@ impl TurnJob {
         TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow }
     }
 
-    /// Adds the turn's token counts to the usage log (a failure to write is logged only).
-    fn record_usage(&self, outcome: &TurnOutcome) {
+    /// Adds the turn's token counts, what spent them and how long it took to the usage log
+    /// (a failure to write is logged only).
+    fn record_usage(&self, outcome: &TurnOutcome, source: TurnSource, took: Duration) {
         let now = chrono::Utc::now();
         let entry = UsageEntry {
             at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -439,6 +449,10 @@ impl TurnJob {
             cached: outcome.usage.cached_tokens,
             completion: outcome.usage.completion_tokens,
             calls: u64::from(outcome.iterations),
+            source: Some(source_name(source).unwrap_or(USER_SOURCE).to_owned()),
+            job: self.job.clone(),
+            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            context: Some(lock(&self.usage).last_prompt_tokens),
         };
         if let Err(error) = self.services.usage().record(&entry, now) {
             tracing::warn!(session = %self.key, %error, "cannot record token usage");

@@ -16,10 +16,11 @@ use tokio::sync::oneshot;
 
 use super::dispatch::{Dispatcher, RunRequest, Target};
 use crate::message::{ChatMessage, Role};
-use crate::provider::ChatRequest;
+use crate::provider::{ChatRequest, ChatResponse};
 use crate::session::SessionKey;
 use crate::turn::Engine;
 use crate::turn::builtin::TurnSource;
+use crate::usage::{UsageEntry, UsageLog, UsageStore};
 
 /// The session heartbeat turns run in.
 pub const SESSION: &str = "heartbeat:direct";
@@ -146,14 +147,22 @@ pub struct HeartbeatActor {
     interval: Duration,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
+    /// Where the notify decision's tokens are recorded (the beat's turn records its own).
+    usage: UsageLog,
     /// Set while a beat runs: a slow beat is never overlapped by the next one.
     busy: Arc<AtomicBool>,
 }
 
 impl HeartbeatActor {
     /// A heartbeat over `workspace`'s `HEARTBEAT.md`, asking `dispatcher` for its turns.
-    pub fn new(workspace: PathBuf, interval: Duration, engine: Arc<Engine>, dispatcher: Dispatcher) -> HeartbeatActor {
-        HeartbeatActor { workspace, interval, engine, dispatcher, busy: Arc::default() }
+    pub fn new(
+        workspace: PathBuf,
+        interval: Duration,
+        engine: Arc<Engine>,
+        dispatcher: Dispatcher,
+        usage: UsageLog,
+    ) -> HeartbeatActor {
+        HeartbeatActor { workspace, interval, engine, dispatcher, usage, busy: Arc::default() }
     }
 }
 
@@ -170,6 +179,7 @@ impl Actor for HeartbeatActor {
                 file: actor.workspace.join("HEARTBEAT.md"),
                 engine: actor.engine.clone(),
                 dispatcher: actor.dispatcher.clone(),
+                usage: actor.usage.clone(),
             };
             let busy = actor.busy.clone();
             ctx.spawn(
@@ -188,6 +198,7 @@ struct Beat {
     file: PathBuf,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
+    usage: UsageLog,
 }
 
 impl Beat {
@@ -222,6 +233,7 @@ impl Beat {
             key: SessionKey::from(SESSION),
             text: RUN_PROMPT.replace("{tasks}", list.trim_end()),
             source: TurnSource::Heartbeat,
+            job: None,
             deliver: false,
             done: Some(done),
         };
@@ -252,7 +264,9 @@ impl Beat {
             temperature: self.engine.spec().temperature,
             reasoning_effort: None,
         };
+        let started = std::time::Instant::now();
         let response = self.engine.provider().chat(&request, false, &mut |_| {}).await.map_err(|e| e.to_string())?;
+        self.record_decision(&request.model, &response, started.elapsed());
         let Some(call) = response.tool_calls.iter().find(|c| c.function.name == "notify") else {
             return Err("the model answered without calling notify".to_owned());
         };
@@ -262,6 +276,28 @@ impl Beat {
         }
         let message = arguments.get("message").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty());
         Ok(Some(message.unwrap_or(report).to_owned()))
+    }
+}
+
+impl Beat {
+    /// The notify decision's tokens, attributed to the heartbeat (a failure to write is logged).
+    fn record_decision(&self, model: &str, response: &ChatResponse, took: Duration) {
+        let now = chrono::Utc::now();
+        let entry = UsageEntry {
+            at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            session: SESSION.to_owned(),
+            model: model.to_owned(),
+            prompt: response.usage.prompt_tokens,
+            cached: response.usage.cached_tokens,
+            completion: response.usage.completion_tokens,
+            calls: 1,
+            source: Some("heartbeat".to_owned()),
+            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            ..UsageEntry::default()
+        };
+        if let Err(error) = self.usage.record(&entry, now) {
+            tracing::warn!(%error, "heartbeat: cannot record token usage");
+        }
     }
 }
 

@@ -110,6 +110,7 @@ fn turn_for(job: &CronJob) -> Option<RunRequest> {
         key: SessionKey::from(target.session_key.as_str()),
         text: job.payload.message.clone(),
         source: TurnSource::Cron,
+        job: Some(job.id.clone()),
         deliver: true,
         done: None,
     })

@@ -232,6 +232,7 @@ impl Helpers {
             key: SessionKey::from(session),
             text: notice,
             source: TurnSource::System,
+            job: None,
             deliver: true,
             done: None,
         };
