@@ -114,7 +114,8 @@ pub struct Price {
 }
 
 impl Price {
-    fn cost(&self, entry: &UsageEntry) -> f64 {
+    /// What `entry` cost at this price.
+    pub fn cost(&self, entry: &UsageEntry) -> f64 {
         let fresh = entry.prompt.saturating_sub(entry.cached) as f64;
         let cached = entry.cached as f64;
         (fresh * self.input + cached * self.cached_input.unwrap_or(self.input) + entry.completion as f64 * self.output)

@@ -1,11 +1,14 @@
-//! What spent the tokens (issue 33), through the real `oxibot gateway` and the scripted LLM: a
-//! cron job's and the heartbeat's turns attributed to them in the usage log and in
-//! `oxibot usage --by source|job`.
+//! What spent the tokens and caps on it (issue 33), through the real `oxibot gateway` and the
+//! scripted LLM: a cron job's and the heartbeat's turns attributed to them in the usage log and
+//! in `oxibot usage --by source|job`; a job over its budget stops calling the model, its owner
+//! is told once in the chat, and `oxibot status` says it is capped.
 
+use futures_util::StreamExt;
 use oxibot_tests::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply};
 use oxibot_tests::procs::wait_until;
-use oxibot_tests::wait::DEADLINE;
-use serde_json::json;
+use oxibot_tests::wait::{DEADLINE, block_on};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::gateway::GatewayEnv;
 
@@ -20,18 +23,39 @@ fn gateway_env() -> GatewayEnv {
     env
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
 /// Writes a one-shot job `id`, due a minute ago, into the workspace's jobs file.
 fn write_due_job(env: &GatewayEnv, id: &str, message: &str) {
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let due = now_ms - 60_000;
-    let file = json!({"version": 1, "jobs": [{
-        "id": id, "name": id, "enabled": true,
-        "schedule": {"kind": "at", "atMs": due},
+    let due = now_ms() - 60_000;
+    write_job(
+        env,
+        json!({"id": id, "name": id, "enabled": true, "schedule": {"kind": "at", "atMs": due},
         "payload": {"kind": "agent_turn", "message": message, "sessionKey": "websocket:owner"},
-        "state": {"nextRunAtMs": due}, "createdAtMs": due - 1000, "updatedAtMs": due - 1000, "deleteAfterRun": true
-    }]});
+        "state": {"nextRunAtMs": due}, "createdAtMs": due - 1000, "updatedAtMs": due - 1000, "deleteAfterRun": true}),
+    );
+}
+
+fn write_job(env: &GatewayEnv, job: Value) {
     std::fs::create_dir_all(env.workspace().join("cron")).unwrap();
-    std::fs::write(env.workspace().join("cron/jobs.json"), file.to_string()).unwrap();
+    std::fs::write(env.workspace().join("cron/jobs.json"), json!({"version": 1, "jobs": [job]}).to_string()).unwrap();
+}
+
+/// The text of the next message frame on `socket`.
+async fn next_text<S>(socket: &mut S) -> String
+where
+    S: StreamExt<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        let frame = tokio::time::timeout(DEADLINE, socket.next()).await.expect("a frame in time").unwrap().unwrap();
+        let WsMessage::Text(text) = frame else { continue };
+        let frame: Value = serde_json::from_str(&text).unwrap();
+        if frame["type"] == "message" {
+            return frame["text"].as_str().unwrap_or_default().to_owned();
+        }
+    }
 }
 
 /// The row of `oxibot usage --by <by>` whose first column is `name`, split into columns.
@@ -70,4 +94,37 @@ fn a_cron_jobs_and_the_heartbeats_tokens_are_attributed_to_them() {
     assert_eq!(cron[2], "1", "the job's one call, not the heartbeat's: {cron:?}");
     let user = usage_row(&env, "source", "user");
     assert!(user.is_none(), "nobody typed a message, yet a user turn is counted: {user:?}");
+}
+
+#[test]
+fn a_job_over_its_budget_stops_calling_the_model_and_its_owner_is_told_once() {
+    let port = oxibot_tests::channels::free_port();
+    let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port}}));
+    // One turn of the scripted LLM spends more than this.
+    env.edit_config(|config| config["agents"]["defaults"]["budgets"] = json!({"job:stretch42": {"dailyTokens": 10}}));
+    let first = now_ms() + 2_000;
+    write_job(
+        &env,
+        json!({"id": "stretch42", "name": "stretch", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 1000},
+        "payload": {"kind": "agent_turn", "message": "Tell me to stretch", "sessionKey": "websocket:owner"},
+        "state": {"nextRunAtMs": first}, "createdAtMs": first - 5000, "updatedAtMs": first - 5000}),
+    );
+    env.llm.push(Reply::Text("Time to stretch!".into()));
+    env.llm.push(Reply::Text("A second stretch, which the budget forbids.".into()));
+    let _gateway = env.start_with("websocket");
+    block_on(async {
+        let (mut owner, _) = tokio_tungstenite::connect_async(env.ws_url(port, "owner")).await.unwrap();
+        assert_eq!(next_text(&mut owner).await, "Time to stretch!");
+        let notice = next_text(&mut owner).await;
+        assert!(notice.contains("job:stretch42 budget is spent") && notice.contains("dailyTokens"), "{notice}");
+        // The job fires every second; the capped runs after the first notice are quiet.
+        let more = tokio::time::timeout(std::time::Duration::from_millis(3_000), next_text(&mut owner)).await;
+        assert!(more.is_err(), "the owner was told more than once: {more:?}");
+        owner.close(None).await.ok();
+    });
+    assert_eq!(env.llm.requests().len(), 1, "the capped job called the model again");
+    let status = env.command(&["status"]).output().unwrap();
+    let report = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(report.lines().any(|line| line.contains("job:stretch42: CAPPED")), "{report}");
 }

@@ -12,6 +12,7 @@ use super::commands::{self, Command};
 use super::oversize;
 use super::undelivered;
 use super::{AgentError, TurnControl, TurnFailure, TurnReply};
+use crate::budget::{self, Breach};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::{Budget, catch_up};
@@ -297,6 +298,9 @@ impl TurnJob {
 
     /// Runs the model on the session, whose last message is the user's.
     async fn answer(self, events: UnboundedSender<TurnEvent>, source: TurnSource) -> Result<TurnReply, AgentError> {
+        if let Some(breach) = self.over_budget(source) {
+            return self.refuse_over_budget(&breach, source);
+        }
         let channel = self.key.channel();
         let mut system = self.services.system_prompt(channel);
         let fixed = self.fixed_prompt(&system);
@@ -435,6 +439,35 @@ impl TurnJob {
         let builtins = self.services.builtins();
         let session = self.key.to_string();
         TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow }
+    }
+
+    /// The cap of `agents.defaults.budgets` this turn would go over, if any.
+    fn over_budget(&self, source: TurnSource) -> Option<Breach> {
+        let settings = self.services.settings();
+        let budgets = match budget::budgets(settings.config.agents.defaults.extra.get("budgets")) {
+            Ok(budgets) => budgets,
+            Err(error) => {
+                tracing::warn!(%error, "the budgets section is wrong; no cap is checked");
+                return None;
+            }
+        };
+        let source = source_name(source).unwrap_or(USER_SOURCE);
+        let today = chrono::Utc::now().date_naive();
+        budgets.breach(&self.services.usage(), &settings.prices_or_none(), today, source, self.job.as_deref())
+    }
+
+    /// Answers without calling the model: the cap's message is the reply, stored in the
+    /// session. A user sees it every time; a background turn's owner is told once per cap
+    /// and period (later capped runs end quietly).
+    fn refuse_over_budget(&self, breach: &Breach, source: TurnSource) -> Result<TurnReply, AgentError> {
+        let message = breach.message();
+        tracing::warn!(session = %self.key, scope = %breach.scope, setting = breach.setting, "over budget; the model is not called");
+        self.close_turn(Some(&message))?;
+        if source == TurnSource::User || breach.first_notice(self.services.data_dir()) {
+            Ok(TurnReply::Answer(message, Default::default()))
+        } else {
+            Ok(TurnReply::AlreadyAnswered)
+        }
     }
 
     /// Adds the turn's token counts, what spent them and how long it took to the usage log

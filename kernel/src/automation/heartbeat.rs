@@ -15,12 +15,14 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::dispatch::{Dispatcher, RunRequest, Target};
+use crate::budget::{self, Breach};
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ChatResponse};
+use crate::services::Services;
 use crate::session::SessionKey;
 use crate::turn::Engine;
 use crate::turn::builtin::TurnSource;
-use crate::usage::{UsageEntry, UsageLog, UsageStore};
+use crate::usage::{UsageEntry, UsageStore};
 
 /// The session heartbeat turns run in.
 pub const SESSION: &str = "heartbeat:direct";
@@ -147,8 +149,9 @@ pub struct HeartbeatActor {
     interval: Duration,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
-    /// Where the notify decision's tokens are recorded (the beat's turn records its own).
-    usage: UsageLog,
+    /// The usage log (the notify decision's tokens; the beat's turn records its own) and the
+    /// budgets checked before a beat.
+    services: Arc<Services>,
     /// Set while a beat runs: a slow beat is never overlapped by the next one.
     busy: Arc<AtomicBool>,
 }
@@ -160,9 +163,9 @@ impl HeartbeatActor {
         interval: Duration,
         engine: Arc<Engine>,
         dispatcher: Dispatcher,
-        usage: UsageLog,
+        services: Arc<Services>,
     ) -> HeartbeatActor {
-        HeartbeatActor { workspace, interval, engine, dispatcher, usage, busy: Arc::default() }
+        HeartbeatActor { workspace, interval, engine, dispatcher, services, busy: Arc::default() }
     }
 }
 
@@ -179,7 +182,7 @@ impl Actor for HeartbeatActor {
                 file: actor.workspace.join("HEARTBEAT.md"),
                 engine: actor.engine.clone(),
                 dispatcher: actor.dispatcher.clone(),
-                usage: actor.usage.clone(),
+                services: actor.services.clone(),
             };
             let busy = actor.busy.clone();
             ctx.spawn(
@@ -198,7 +201,7 @@ struct Beat {
     file: PathBuf,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
-    usage: UsageLog,
+    services: Arc<Services>,
 }
 
 impl Beat {
@@ -213,6 +216,9 @@ impl Beat {
             return tracing::debug!("heartbeat: no active task");
         }
         tracing::info!(tasks = tasks.len(), "heartbeat: running the active tasks");
+        if let Some(breach) = self.over_budget() {
+            return self.tell_capped(&breach).await;
+        }
         let list: String = tasks.iter().map(|t| format!("- {t}\n")).collect();
         let Some(report) = self.run_tasks(&list).await else { return };
         match self.decide(&list, &report).await {
@@ -280,6 +286,24 @@ impl Beat {
 }
 
 impl Beat {
+    /// The cap of `agents.defaults.budgets` the heartbeat has reached, if any.
+    fn over_budget(&self) -> Option<Breach> {
+        let settings = self.services.settings();
+        let budgets = budget::budgets(settings.config.agents.defaults.extra.get("budgets")).ok()?;
+        let today = chrono::Utc::now().date_naive();
+        budgets.breach(&self.services.usage(), &settings.prices_or_none(), today, "heartbeat", None)
+    }
+
+    /// Tells the last active chat, once per cap and period, that the heartbeat is capped.
+    async fn tell_capped(&self, breach: &Breach) {
+        tracing::warn!(scope = %breach.scope, setting = breach.setting, "heartbeat: over budget; the model is not called");
+        if breach.first_notice(self.services.data_dir()) {
+            if let Err(error) = self.dispatcher.send(Target::LastActive, breach.message(), Vec::new(), None).await {
+                tracing::warn!(%error, "heartbeat: the budget notice was not delivered");
+            }
+        }
+    }
+
     /// The notify decision's tokens, attributed to the heartbeat (a failure to write is logged).
     fn record_decision(&self, model: &str, response: &ChatResponse, took: Duration) {
         let now = chrono::Utc::now();
@@ -295,7 +319,7 @@ impl Beat {
             ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
             ..UsageEntry::default()
         };
-        if let Err(error) = self.usage.record(&entry, now) {
+        if let Err(error) = self.services.usage().record(&entry, now) {
             tracing::warn!(%error, "heartbeat: cannot record token usage");
         }
     }

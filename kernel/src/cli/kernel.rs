@@ -94,6 +94,8 @@ impl Setup {
         if let Err(error) = &settings.memory {
             anyhow::bail!("{}: {error}", config_path.display());
         }
+        oxibot_kernel::budget::budgets(settings.config.agents.defaults.extra.get("budgets"))
+            .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
         let config = &settings.config;
         let workspace = common.workspace.as_deref().map_or_else(|| config.workspace(), paths::expand_tilde);
         if missing == MissingWorkspace::Create && !workspace.exists() {

@@ -47,6 +47,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         println!("{}", sandbox_off_warning(&config_path));
     }
     println!("memory:    {}", memory_line(&setup));
+    print_budgets(&setup);
     println!(
         "surfaces:  the web UI and the api and websocket channels require a secret, on loopback too (`oxibot ui` signs in; keys in {})",
         LocalSecrets::new(&paths::data_dir()).path().display()
@@ -97,6 +98,22 @@ fn warn_of_missing_bundled_plugins() {
             dir.display(),
             names.join(", ")
         );
+    }
+}
+
+/// Each cap of `agents.defaults.budgets`, with what was spent and `CAPPED` once reached.
+fn print_budgets(setup: &Setup) {
+    use oxibot_kernel::usage::UsageLog;
+    let section = setup.settings.config.agents.defaults.extra.get("budgets");
+    let Ok(budgets) = oxibot_kernel::budget::budgets(section) else { return };
+    if budgets.is_empty() {
+        return println!("budgets:   none (agents.defaults.budgets sets caps per day or month)");
+    }
+    let log = UsageLog::new(&paths::data_dir());
+    let today = chrono::Utc::now().date_naive();
+    println!("budgets:");
+    for line in budgets.report(&log, &setup.settings.prices_or_none(), today) {
+        println!("  {line}");
     }
 }
 
