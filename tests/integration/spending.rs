@@ -1,7 +1,8 @@
 //! What spent the tokens and caps on it (issue 33), through the real `oxibot gateway` and the
 //! scripted LLM: a cron job's and the heartbeat's turns attributed to them in the usage log and
 //! in `oxibot usage --by source|job`; a job over its budget stops calling the model, its owner
-//! is told once in the chat, and `oxibot status` says it is capped.
+//! is told once in the chat, and `oxibot status` says it is capped; the heartbeat's own model
+//! serves the heartbeat only.
 
 use futures_util::StreamExt;
 use oxibot_tests::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply};
@@ -127,4 +128,25 @@ fn a_job_over_its_budget_stops_calling_the_model_and_its_owner_is_told_once() {
     let status = env.command(&["status"]).output().unwrap();
     let report = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(report.lines().any(|line| line.contains("job:stretch42: CAPPED")), "{report}");
+}
+
+#[test]
+fn the_heartbeats_own_model_serves_its_turn_and_decision_and_nothing_else() {
+    let env = gateway_env();
+    env.edit_config(|config| config["gateway"]["heartbeat"]["model"] = json!("cheap-model"));
+    env.llm.push(Reply::Text("Hello.".into()));
+    let _gateway = env.start_with("websocket");
+    env.chat_once("owner", "hello");
+    env.llm.push(Reply::Text("The disk is fine.".into()));
+    let quiet = json!({"notify": false});
+    env.llm.route(NOTIFY_DECISION, Reply::ToolCalls(vec![("notify".into(), quiet.to_string())]));
+    std::fs::write(env.workspace().join("HEARTBEAT.md"), "## Tasks\n\n- Check the disk usage\n").unwrap();
+    let counted = || usage_row(&env, "model", "cheap-model").is_some_and(|row| row[2] == "2");
+    assert!(wait_until(DEADLINE, counted), "{:?}", usage_row(&env, "model", "cheap-model"));
+    std::fs::write(env.workspace().join("HEARTBEAT.md"), "## Tasks\n").unwrap();
+    let models: Vec<String> =
+        env.llm.requests().iter().map(|request| request["model"].as_str().unwrap_or_default().to_owned()).collect();
+    assert_eq!(models, ["test-model", "cheap-model", "cheap-model"], "the user's turn, then the heartbeat's two calls");
+    let user = usage_row(&env, "model", "test-model").unwrap();
+    assert_eq!(user[2], "1", "{user:?}");
 }

@@ -266,12 +266,12 @@ impl SessionManager {
         text: &str,
         source: TurnSource,
         job: Option<String>,
+        model: Option<String>,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
-        addr.send(UserTurn::Message { text: text.to_owned(), source, job, events })
-            .await
-            .map_err(|_| AgentError::Gone)?
+        let turn = UserTurn::Message { text: text.to_owned(), source, job, model, events };
+        addr.send(turn).await.map_err(|_| AgentError::Gone)?
     }
 
     async fn deliver(
@@ -281,7 +281,7 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
     ) -> Result<TurnReply, AgentError> {
-        addr.send(UserTurn::Message { text: text.to_owned(), source, job: None, events })
+        addr.send(UserTurn::Message { text: text.to_owned(), source, job: None, model: None, events })
             .await
             .map_err(|_| AgentError::Gone)?
     }

@@ -65,6 +65,7 @@ impl SessionActor {
             memory,
             control,
             job: None,
+            model: None,
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -97,6 +98,8 @@ pub enum UserTurn {
         source: TurnSource,
         /// The cron job that wrote it, whose id the usage log records.
         job: Option<String>,
+        /// The model its source uses instead of the configured one (heartbeat, cron job).
+        model: Option<String>,
         /// Progress of the turn.
         events: UnboundedSender<TurnEvent>,
     },
@@ -222,6 +225,8 @@ struct TurnJob {
     control: Arc<TurnControl>,
     /// The cron job whose message this job answers (set per message, never shared).
     job: Option<String>,
+    /// The model its source asks for instead of the configured one (set per message).
+    model: Option<String>,
 }
 
 impl TurnJob {
@@ -239,8 +244,9 @@ impl TurnJob {
     async fn run(mut self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
         match turn {
-            UserTurn::Message { text, source, job, events } => {
+            UserTurn::Message { text, source, job, model, events } => {
                 self.job = job;
+                self.model = model;
                 match self.store_message(&text, source, None)? {
                     Stored::Command(command) => self.command(command).await,
                     Stored::Message => self.answer(events, source).await,
@@ -438,7 +444,8 @@ impl TurnJob {
         let context = BuiltinContext { call: call_context, source };
         let builtins = self.services.builtins();
         let session = self.key.to_string();
-        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow }
+        let model = self.model.clone();
+        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow, model }
     }
 
     /// The cap of `agents.defaults.budgets` this turn would go over, if any.
@@ -477,7 +484,7 @@ impl TurnJob {
         let entry = UsageEntry {
             at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             session: self.key.to_string(),
-            model: self.services.spec().model.clone(),
+            model: self.model.clone().unwrap_or_else(|| self.services.spec().model.clone()),
             prompt: outcome.usage.prompt_tokens,
             cached: outcome.usage.cached_tokens,
             completion: outcome.usage.completion_tokens,

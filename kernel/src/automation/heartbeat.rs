@@ -43,11 +43,14 @@ pub struct HeartbeatSettings {
     pub enabled: bool,
     /// Time between beats (`intervalS`, default 1800).
     pub interval: Duration,
+    /// The model of the beat's turn and decision (`model`; default: the agent's), e.g. a
+    /// cheaper one; the agent's fallback models follow it.
+    pub model: Option<String>,
 }
 
 impl Default for HeartbeatSettings {
     fn default() -> Self {
-        HeartbeatSettings { enabled: true, interval: DEFAULT_INTERVAL }
+        HeartbeatSettings { enabled: true, interval: DEFAULT_INTERVAL, model: None }
     }
 }
 
@@ -63,6 +66,11 @@ impl HeartbeatSettings {
             None | Some(Value::Null) => {}
             Some(Value::Bool(on)) => settings.enabled = *on,
             Some(other) => return Err(problem("enabled", format!("expected true or false, got {other}"))),
+        }
+        match section.get("model") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(model)) if !model.trim().is_empty() => settings.model = Some(model.trim().to_owned()),
+            Some(other) => return Err(problem("model", format!("expected a model name, got {other}"))),
         }
         match section.get("intervalS").or_else(|| section.get("interval_s")) {
             None | Some(Value::Null) => {}
@@ -147,6 +155,8 @@ fn without_comments(text: &str) -> String {
 pub struct HeartbeatActor {
     workspace: PathBuf,
     interval: Duration,
+    /// `gateway.heartbeat.model`, when set.
+    model: Option<String>,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
     /// The usage log (the notify decision's tokens; the beat's turn records its own) and the
@@ -160,12 +170,13 @@ impl HeartbeatActor {
     /// A heartbeat over `workspace`'s `HEARTBEAT.md`, asking `dispatcher` for its turns.
     pub fn new(
         workspace: PathBuf,
-        interval: Duration,
+        settings: &HeartbeatSettings,
         engine: Arc<Engine>,
         dispatcher: Dispatcher,
         services: Arc<Services>,
     ) -> HeartbeatActor {
-        HeartbeatActor { workspace, interval, engine, dispatcher, services, busy: Arc::default() }
+        let (interval, model) = (settings.interval, settings.model.clone());
+        HeartbeatActor { workspace, interval, model, engine, dispatcher, services, busy: Arc::default() }
     }
 }
 
@@ -183,6 +194,7 @@ impl Actor for HeartbeatActor {
                 engine: actor.engine.clone(),
                 dispatcher: actor.dispatcher.clone(),
                 services: actor.services.clone(),
+                model: actor.model.clone(),
             };
             let busy = actor.busy.clone();
             ctx.spawn(
@@ -202,6 +214,7 @@ struct Beat {
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
     services: Arc<Services>,
+    model: Option<String>,
 }
 
 impl Beat {
@@ -240,6 +253,7 @@ impl Beat {
             text: RUN_PROMPT.replace("{tasks}", list.trim_end()),
             source: TurnSource::Heartbeat,
             job: None,
+            model: self.model.clone(),
             deliver: false,
             done: Some(done),
         };
@@ -260,7 +274,7 @@ impl Beat {
     /// Asks the model whether `report` is worth a message; the message when it is.
     async fn decide(&self, tasks: &str, report: &str) -> Result<Option<String>, String> {
         let request = ChatRequest {
-            model: self.engine.spec().model.clone(),
+            model: self.model.clone().unwrap_or_else(|| self.engine.spec().model.clone()),
             messages: vec![
                 ChatMessage::text(Role::System, NOTIFY_PROMPT),
                 ChatMessage::text(Role::User, format!("Tasks checked:\n{tasks}\nResult:\n{report}")),
@@ -369,7 +383,7 @@ mod tests {
     fn settings_default_to_every_thirty_minutes_and_name_a_bad_key() {
         assert_eq!(HeartbeatSettings::from_section(None), Ok(HeartbeatSettings::default()));
         let settings = HeartbeatSettings::from_section(Some(&json!({"intervalS": 5, "enabled": false}))).unwrap();
-        assert_eq!(settings, HeartbeatSettings { enabled: false, interval: Duration::from_secs(5) });
+        assert_eq!(settings, HeartbeatSettings { enabled: false, interval: Duration::from_secs(5), model: None });
         let (key, problem) = HeartbeatSettings::from_section(Some(&json!({"intervalS": "often"}))).unwrap_err();
         assert_eq!(key, "gateway.heartbeat.intervalS");
         assert!(problem.contains("whole number of seconds"), "{problem}");

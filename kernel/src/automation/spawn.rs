@@ -233,6 +233,7 @@ impl Helpers {
             text: notice,
             source: TurnSource::System,
             job: None,
+            model: None,
             deliver: true,
             done: None,
         };
