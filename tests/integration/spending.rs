@@ -76,9 +76,9 @@ fn a_cron_jobs_and_the_heartbeats_tokens_are_attributed_to_them() {
     let _gateway = env.start_with("websocket");
     assert!(wait_until(DEADLINE, || usage_row(&env, "job", "stretch42").is_some()), "the job's turn is not counted");
     let job = usage_row(&env, "job", "stretch42").unwrap();
-    // JOB TURNS CALLS PROMPT CACHED HIT COMPLETION COST
+    // JOB TURNS CALLS PROMPT CACHED COMPLETION COST HIT
     assert_eq!(job[1..4], ["1", "1", &PROMPT_TOKENS.to_string()], "{job:?}");
-    assert_eq!(job[6], COMPLETION_TOKENS.to_string(), "{job:?}");
+    assert_eq!(job[5], COMPLETION_TOKENS.to_string(), "{job:?}");
 
     env.llm.push(Reply::Text("The disk is fine.".into()));
     let quiet = json!({"notify": false});

@@ -69,8 +69,8 @@ fn write_table(out: &mut impl Write, first: &str, rows: &[(String, Totals)]) -> 
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0).max(first.len());
     writeln!(
         out,
-        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>6}  {:>12}  {:>10}",
-        "TURNS", "CALLS", "PROMPT", "CACHED", "HIT", "COMPLETION", "COST"
+        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}  {:>6}",
+        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST", "HIT"
     )?;
     let mut total = Totals::default();
     let mut priced = true;
@@ -98,7 +98,7 @@ fn columns(totals: &Totals) -> String {
         format!("{:.0}%", totals.cached as f64 * 100.0 / totals.prompt as f64)
     };
     format!(
-        "{:>6}  {:>6}  {:>12}  {:>12}  {hit:>6}  {:>12}  {cost:>10}",
+        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}  {hit:>6}",
         totals.turns, totals.calls, totals.prompt, totals.cached, totals.completion
     )
 }
