@@ -2,7 +2,7 @@
 //! scripted LLM: a cron job's and the heartbeat's turns attributed to them in the usage log and
 //! in `oxibot usage --by source|job`; a job over its budget stops calling the model, its owner
 //! is told once in the chat, and `oxibot status` says it is capped; the heartbeat's own model
-//! serves the heartbeat only.
+//! serves the heartbeat only; a consolidation's call is counted as `consolidation`.
 
 use futures_util::StreamExt;
 use oxibot_tests::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply};
@@ -149,4 +149,23 @@ fn the_heartbeats_own_model_serves_its_turn_and_decision_and_nothing_else() {
     assert_eq!(models, ["test-model", "cheap-model", "cheap-model"], "the user's turn, then the heartbeat's two calls");
     let user = usage_row(&env, "model", "test-model").unwrap();
     assert_eq!(user[2], "1", "{user:?}");
+}
+
+#[test]
+fn a_consolidations_call_is_counted_as_consolidation_and_not_as_the_users_turn() {
+    let env = crate::agent::AgentEnv::new();
+    env.llm.push(Reply::Text("Hi Sam".into()));
+    assert!(env.agent("my name is Sam").status.success());
+    env.llm.route("keep the archive", Reply::Text("- user is called Sam".into()));
+    assert!(env.agent("/new").status.success());
+    let out = env.command(&["usage", "--by", "source"]).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|line| line.starts_with(name))
+            .map(|line| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+    };
+    assert_eq!(row("consolidation").map(|columns| columns[2].clone()), Some("1".to_owned()), "{table}");
+    assert_eq!(row("user").map(|columns| columns[2].clone()), Some("1".to_owned()), "{table}");
 }
