@@ -27,6 +27,7 @@ pub use oxibot_host::{launcher, paths};
 
 pub mod agent;
 pub mod automation;
+pub mod budget;
 pub mod config;
 pub mod context;
 pub mod cron;

@@ -1,7 +1,10 @@
 //! Token usage kept across runs: one JSON line per turn in `<data dir>/usage/<YYYY-MM-DD>.jsonl`
-//! (UTC days; session, model, prompt, cached and completion tokens, model calls), appended with
-//! one write so concurrent processes never interleave a line. `oxibot usage` and `/status`
-//! read it back per day and per session, with a cost when the config prices the model.
+//! (UTC days; session, model, prompt, cached and completion tokens, model calls, and what spent
+//! them: the source, the cron job, the turn's duration and how full its context was), appended
+//! with one write so concurrent processes never interleave a line. `oxibot usage`, `/status`
+//! and the web UI read it back per day, source, job, session or model, with a cost when the
+//! config prices the model. Readers and writers go through [`UsageStore`]; [`UsageLog`] (the
+//! files) is its one implementation.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -12,8 +15,9 @@ use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// One turn's usage, as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One turn's usage, as stored. The fields after `calls` came later: a line without them is
+/// read as a user turn of unknown duration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageEntry {
     /// When the turn ended (RFC 3339, UTC).
     pub at: String,
@@ -29,6 +33,37 @@ pub struct UsageEntry {
     pub completion: u64,
     /// Model calls in the turn.
     pub calls: u64,
+    /// What spent the tokens (`user`, `cron`, `heartbeat`, `subagent`, `system`); absent: `user`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The cron job's id, when a job's turn spent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// How long the turn took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+    /// Prompt tokens of the turn's last model call: how much of the context window the
+    /// session fills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<u64>,
+}
+
+impl UsageEntry {
+    /// The source, `user` for lines written before sources were recorded.
+    pub fn source(&self) -> &str {
+        self.source.as_deref().unwrap_or(USER_SOURCE)
+    }
+}
+
+/// The source of a user's turn.
+pub const USER_SOURCE: &str = "user";
+
+/// Where usage is kept: appended one turn at a time, read back by day.
+pub trait UsageStore {
+    /// Appends one turn's usage.
+    fn record(&self, entry: &UsageEntry, now: DateTime<Utc>) -> io::Result<()>;
+    /// Every entry of the `days` UTC days up to and including `today`, oldest first.
+    fn entries(&self, today: NaiveDate, days: u64) -> Vec<(NaiveDate, UsageEntry)>;
 }
 
 /// Sums of usage.
@@ -79,7 +114,8 @@ pub struct Price {
 }
 
 impl Price {
-    fn cost(&self, entry: &UsageEntry) -> f64 {
+    /// What `entry` cost at this price.
+    pub fn cost(&self, entry: &UsageEntry) -> f64 {
         let fresh = entry.prompt.saturating_sub(entry.cached) as f64;
         let cached = entry.cached as f64;
         (fresh * self.input + cached * self.cached_input.unwrap_or(self.input) + entry.completion as f64 * self.output)
@@ -112,9 +148,11 @@ impl UsageLog {
     pub fn new(data_dir: &Path) -> UsageLog {
         UsageLog { dir: data_dir.join("usage") }
     }
+}
 
+impl UsageStore for UsageLog {
     /// Appends one turn's usage to today's file.
-    pub fn record(&self, entry: &UsageEntry, now: DateTime<Utc>) -> io::Result<()> {
+    fn record(&self, entry: &UsageEntry, now: DateTime<Utc>) -> io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -126,7 +164,7 @@ impl UsageLog {
     /// Every entry of the `days` UTC days up to and including `today`, oldest first. A line
     /// that does not parse (a torn last line) is skipped and reported; the files are only ever
     /// appended to, so it stays as it is.
-    pub fn entries(&self, today: NaiveDate, days: u64) -> Vec<(NaiveDate, UsageEntry)> {
+    fn entries(&self, today: NaiveDate, days: u64) -> Vec<(NaiveDate, UsageEntry)> {
         let first = today.checked_sub_days(Days::new(days.saturating_sub(1))).unwrap_or(today);
         let mut entries = Vec::new();
         let mut day = first;
@@ -172,6 +210,47 @@ pub fn summarise(
     (days, sessions)
 }
 
+/// What usage is summed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    /// The UTC day.
+    Day,
+    /// What spent the tokens (user, cron, heartbeat, …).
+    Source,
+    /// The cron job (`-` for turns no job ran).
+    Job,
+    /// The session.
+    Session,
+    /// The model.
+    Model,
+}
+
+impl GroupBy {
+    /// The key of one entry of day `day`.
+    pub fn key(self, day: NaiveDate, entry: &UsageEntry) -> String {
+        match self {
+            GroupBy::Day => day.to_string(),
+            GroupBy::Source => entry.source().to_owned(),
+            GroupBy::Job => entry.job.clone().unwrap_or_else(|| "-".to_owned()),
+            GroupBy::Session => entry.session.clone(),
+            GroupBy::Model => entry.model.clone(),
+        }
+    }
+}
+
+/// Sums `entries` per key of `by`.
+pub fn group(
+    entries: &[(NaiveDate, UsageEntry)],
+    prices: &BTreeMap<String, Price>,
+    by: GroupBy,
+) -> BTreeMap<String, Totals> {
+    let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
+    for (day, entry) in entries {
+        groups.entry(by.key(*day, entry)).or_default().add(entry, prices.get(&entry.model));
+    }
+    groups
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,7 +265,25 @@ mod tests {
             cached,
             completion,
             calls: 1,
+            ..UsageEntry::default()
         }
+    }
+
+    #[test]
+    fn usage_is_summed_per_source_and_job_and_an_old_line_counts_as_a_user_turn() {
+        let old: UsageEntry = serde_json::from_str(
+            r#"{"at":"2026-11-24T10:00:00Z","session":"cli:direct","model":"m","prompt":5,"cached":0,"completion":1,"calls":1}"#,
+        )
+        .unwrap();
+        let mut job = entry("telegram:1", "m", 7, 0, 2);
+        job.source = Some("cron".into());
+        job.job = Some("abc123".into());
+        let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
+        let entries = vec![(day, old), (day, job)];
+        let by_source = group(&entries, &BTreeMap::new(), GroupBy::Source);
+        assert_eq!((by_source["user"].prompt, by_source["cron"].prompt), (5, 7));
+        let by_job = group(&entries, &BTreeMap::new(), GroupBy::Job);
+        assert_eq!((by_job["-"].turns, by_job["abc123"].completion), (1, 2));
     }
 
     #[test]

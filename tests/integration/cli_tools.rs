@@ -2,12 +2,45 @@
 
 use oxibot_tests::{TempDir, bin, oxibot, stderr, stdout};
 
+/// `--workspace` pointing at `ws`.
+fn ws_arg(ws: &TempDir) -> String {
+    ws.path().display().to_string()
+}
+
+// Issue 24, item 13: without a config, `tools call` worked in the current directory while
+// `status`, `cron` and `memory` used `$OXIBOT_HOME/workspace`, and `status` wrote templates there.
+#[test]
+fn without_a_config_every_command_uses_the_home_workspace_and_status_writes_nothing() {
+    let home = TempDir::new("cli-home");
+    let cwd = TempDir::new("cli-cwd");
+    let workspace = home.path().join("workspace");
+    let status = oxibot(home.path(), cwd.path(), &["status"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    let report = stdout(&status);
+    let line = report.lines().find(|line| line.starts_with("workspace:")).unwrap_or_default().to_owned();
+    assert!(line.contains(&workspace.display().to_string()) && line.contains("missing"), "{report}");
+    assert!(!workspace.exists(), "status created the workspace: {report}");
+    let args = r#"{"path":"note.txt","content":"written by tools call"}"#;
+    let call = oxibot(home.path(), cwd.path(), &["tools", "call", "write_file", "--args", args]);
+    assert!(call.status.success(), "{}", stderr(&call));
+    assert!(!cwd.path().join("note.txt").exists(), "tools call wrote into the current directory");
+    assert_eq!(std::fs::read_to_string(workspace.join("note.txt")).unwrap(), "written by tools call");
+    let memory = oxibot(home.path(), cwd.path(), &["memory", "log"]);
+    assert!(memory.status.success(), "{}", stderr(&memory));
+    let again = stdout(&oxibot(home.path(), cwd.path(), &["status"]));
+    assert!(again.contains(&format!("workspace: {}\n", workspace.display())), "{again}");
+}
+
 #[test]
 fn tools_call_read_file_prints_the_file_from_the_workspace() {
     let home = TempDir::new("cli-home");
     let ws = TempDir::new("cli-ws");
     ws.write("README.md", "# hello\nthis is the readme\n");
-    let out = oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"README.md"}"#]);
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "read_file", "--workspace", &ws_arg(&ws), "--args", r#"{"path":"README.md"}"#],
+    );
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     assert!(stdout(&out).contains("this is the readme"), "{}", stdout(&out));
 }
@@ -16,7 +49,11 @@ fn tools_call_read_file_prints_the_file_from_the_workspace() {
 fn tools_call_exec_prints_the_command_output() {
     let home = TempDir::new("cli-home");
     let ws = TempDir::new("cli-ws");
-    let out = oxibot(home.path(), ws.path(), &["tools", "call", "exec", "--args", r#"{"command":"echo hi"}"#]);
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "exec", "--workspace", &ws_arg(&ws), "--args", r#"{"command":"echo hi"}"#],
+    );
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "hi");
 }
@@ -25,7 +62,11 @@ fn tools_call_exec_prints_the_command_output() {
 fn tools_call_with_a_tool_error_exits_1_and_prints_the_error() {
     let home = TempDir::new("cli-home");
     let ws = TempDir::new("cli-ws");
-    let out = oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"missing.md"}"#]);
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "read_file", "--workspace", &ws_arg(&ws), "--args", r#"{"path":"missing.md"}"#],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("Error"), "{}", stderr(&out));
     assert!(stdout(&out).is_empty());
@@ -35,8 +76,11 @@ fn tools_call_with_a_tool_error_exits_1_and_prints_the_error() {
 fn paths_outside_the_workspace_are_refused_by_default() {
     let home = TempDir::new("cli-home");
     let ws = TempDir::new("cli-ws");
-    let out =
-        oxibot(home.path(), ws.path(), &["tools", "call", "read_file", "--args", r#"{"path":"../../etc/passwd"}"#]);
+    let out = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "read_file", "--workspace", &ws_arg(&ws), "--args", r#"{"path":"../../etc/passwd"}"#],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("outside the workspace"), "{}", stderr(&out));
 }
@@ -179,7 +223,7 @@ fn logs_written_to_a_pipe_or_file_carry_no_colour_codes() {
     let home = TempDir::new("cli-home");
     let ws = TempDir::new("cli-ws");
     let out = std::process::Command::new(bin("oxibot"))
-        .args(["tools", "call", "exec", "--args", r#"{"command":"echo hi"}"#])
+        .args(["tools", "call", "exec", "--workspace", &ws_arg(&ws), "--args", r#"{"command":"echo hi"}"#])
         .current_dir(ws.path())
         .env("OXIBOT_HOME", home.path())
         .env("RUST_LOG", "debug")

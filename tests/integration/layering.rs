@@ -13,7 +13,7 @@ const RUNGS: &[&[&str]] = &[
     &["plugin", "launcher", "paths"],
     &["config"],
     &["session", "history", "usage", "plugin_specs"],
-    &["context", "settings"],
+    &["context", "settings", "budget"],
     &["turn"],
     &["cron"],
     &["services"],

@@ -71,6 +71,7 @@
 //! - `sandbox`: the OS sandbox around `exec` and every plugin, attacked with run-time paths,
 //!   deletions, escaping children and a plugin reading the config file;
 //! - `secrets`: provider errors scrubbed of keys; plugins start without the kernel's secrets;
+//! - `spending`: what spent the tokens: a cron job's and the heartbeat's attributed to them;
 //! - `sdk_plugin`: the Rust SDK's promises (panics, cancellation) through a real SDK plugin;
 //! - `web`: `web_fetch` through `oxibot agent`: a whitelisted local page as Markdown, the SSRF refusal;
 //! - `lazy_plugins`: a plugin whose tools are remembered starts on its first call, not with the kernel;
@@ -129,6 +130,7 @@ mod recall;
 mod sandbox;
 mod sdk_plugin;
 mod secrets;
+mod spending;
 mod tidy;
 mod tool_claims;
 mod web;

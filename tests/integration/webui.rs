@@ -449,6 +449,49 @@ fn on_a_phone_the_health_page_fits_the_screen_and_counts_a_plugin_failing_at_sta
     browser.screenshot(&scratch.path().join("sessions-phone.png"));
 }
 
+/// Issue 24, item 8: the Health page showed token usage as numbers only; usage per source and
+/// cost per day, latency per turn and plugin restarts are drawn, and each session's context
+/// fill is a bar, at desktop and phone widths.
+#[test]
+fn the_health_page_draws_sources_cost_latency_restarts_and_context_fill() {
+    let env = web_env();
+    env.edit_config(|config| {
+        config["plugins"] = json!([{"name": "flaky", "command": "/bin/false"}]);
+        config["agents"]["defaults"]["pricing"] = json!({"test-model": {"input": 2.0, "output": 10.0}});
+    });
+    env.llm.push(Reply::Text("Noted.".into()));
+    let _gateway = start(&env);
+    env.chat_once("charts", "remember the milk");
+    let scratch = scratch_dir();
+    for (name, width, height) in [("health-charts", 1200, 2000), ("health-charts-phone", 390, 1600)] {
+        let browser = signed_in(&env, 1200, height);
+        browser.resize(width, height);
+        browser.open(&page_url(&env, "#health"));
+        browser.wait_for(
+            "flaky failed",
+            "const r = document.querySelector('#restarts-chart [data-plugin=\"flaky\"] meter'); return r && r.value === 5 && r.title;",
+        );
+        let drawn = browser.run(
+            "const count = s => document.querySelectorAll(s).length;
+             const meter = document.querySelector('#contexts [data-session=\"websocket:charts\"] meter');
+             return [count('#sources-chart .bar rect'), document.querySelector('#sources-chart .bar title')?.textContent ?? '',
+                     count('#cost-chart .bar'), document.querySelector('#cost-chart .bar title')?.textContent ?? '',
+                     count('#latency-chart .bar'), meter ? meter.value > 0 && meter.value < meter.max : null,
+                     document.documentElement.scrollWidth <= window.innerWidth];",
+            json!([]),
+        );
+        assert_eq!(drawn[0], 1, "one source, one bar part: {drawn}");
+        assert!(drawn[1].as_str().is_some_and(|t| t.contains("user")), "{drawn}");
+        assert_eq!(drawn[2], 1, "one day of cost: {drawn}");
+        assert!(drawn[3].as_str().is_some_and(|t| !t.contains("unpriced")), "{drawn}");
+        assert_eq!(drawn[4], 1, "one turn's latency: {drawn}");
+        assert_eq!(drawn[5], true, "the session's context fill: {drawn}");
+        assert_eq!(drawn[6], true, "the page is wider than the screen at {width} px");
+        browser.run("document.querySelector('#restarts-chart').scrollIntoView();", json!([]));
+        browser.screenshot(&screenshot_path(scratch.path(), name));
+    }
+}
+
 #[test]
 fn an_off_loopback_gateway_refuses_the_page_without_its_token_and_keeps_it_in_a_cookie() {
     let env = web_env();

@@ -128,16 +128,29 @@ pub fn run(
     }
 }
 
-/// `Today: …` with every session's use so far today (UTC), and its cost when priced.
+/// `Today: …` with every session's use so far today (UTC), and its cost when priced, then
+/// what spent it: each source's tokens and prompt-cache hit rate.
 fn today_line(services: &Services) -> String {
+    use crate::usage::{GroupBy, UsageStore, group};
     let prices = services.settings().prices_or_none();
     let entries = services.usage().entries(chrono::Utc::now().date_naive(), 1);
     let (days, _) = crate::usage::summarise(&entries, &prices);
     let Some(totals) = days.values().next() else { return String::new() };
     let cost = totals.cost.map(|c| format!(", cost {c:.4}")).unwrap_or_default();
+    let sources: Vec<String> = group(&entries, &prices, GroupBy::Source)
+        .iter()
+        .map(|(source, t)| {
+            let hit = (t.cached * 100).checked_div(t.prompt).unwrap_or(0);
+            format!("{source} {} ({hit}% cached)", t.prompt + t.completion)
+        })
+        .collect();
     format!(
-        "\nToday, all sessions: {} prompt ({} cached), {} completion in {} calls{cost}",
-        totals.prompt, totals.cached, totals.completion, totals.calls
+        "\nToday, all sessions: {} prompt ({} cached), {} completion in {} calls{cost}\nToday by source: {}",
+        totals.prompt,
+        totals.cached,
+        totals.completion,
+        totals.calls,
+        sources.join(", ")
     )
 }
 

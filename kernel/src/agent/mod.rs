@@ -265,10 +265,13 @@ impl SessionManager {
         key: impl Into<SessionKey>,
         text: &str,
         source: TurnSource,
+        job: Option<String>,
+        model: Option<String>,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let (addr, _) = self.session(key);
-        self.deliver(addr, text, events, source).await
+        let turn = UserTurn::Message { text: text.to_owned(), source, job, model, events };
+        addr.send(turn).await.map_err(|_| AgentError::Gone)?
     }
 
     async fn deliver(
@@ -278,7 +281,9 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
     ) -> Result<TurnReply, AgentError> {
-        addr.send(UserTurn::Message { text: text.to_owned(), source, events }).await.map_err(|_| AgentError::Gone)?
+        addr.send(UserTurn::Message { text: text.to_owned(), source, job: None, model: None, events })
+            .await
+            .map_err(|_| AgentError::Gone)?
     }
 
     /// Records in session `key` a message the assistant sent there on its own (the `message`

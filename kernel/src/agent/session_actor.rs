@@ -12,6 +12,7 @@ use super::commands::{self, Command};
 use super::oversize;
 use super::undelivered;
 use super::{AgentError, TurnControl, TurnFailure, TurnReply};
+use crate::budget::{self, Breach};
 use crate::context::ContextBuilder;
 use crate::memory::MemoryActors;
 use crate::memory::consolidator::{Budget, catch_up};
@@ -26,7 +27,7 @@ use crate::turn::TurnInput;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, PartialReply, StripThinking, UsageHook, UsageTotals, strip_think_blocks};
 use crate::turn::runner::{CheckpointError, TurnEvent, TurnOutcome};
-use crate::usage::UsageEntry;
+use crate::usage::{USER_SOURCE, UsageEntry, UsageStore};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
 const IDLE_EVICTION: Duration = Duration::from_secs(15 * 60);
@@ -63,6 +64,8 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
+            job: None,
+            model: None,
         };
         SessionActor { parts, last_active: Instant::now() }
     }
@@ -93,6 +96,10 @@ pub enum UserTurn {
         /// Who wrote it: the user, or the kernel (a cron job, the heartbeat, a helper's
         /// result). Only the user's messages are read as slash commands.
         source: TurnSource,
+        /// The cron job that wrote it, whose id the usage log records.
+        job: Option<String>,
+        /// The model its source uses instead of the configured one (heartbeat, cron job).
+        model: Option<String>,
         /// Progress of the turn.
         events: UnboundedSender<TurnEvent>,
     },
@@ -216,6 +223,10 @@ struct TurnJob {
     memory: MemoryActors,
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
+    /// The cron job whose message this job answers (set per message, never shared).
+    job: Option<String>,
+    /// The model its source asks for instead of the configured one (set per message).
+    model: Option<String>,
 }
 
 impl TurnJob {
@@ -230,13 +241,17 @@ impl TurnJob {
         change(session, self.services.sessions())
     }
 
-    async fn run(self, turn: UserTurn) -> Result<TurnReply, AgentError> {
+    async fn run(mut self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
         match turn {
-            UserTurn::Message { text, source, events } => match self.store_message(&text, source, None)? {
-                Stored::Command(command) => self.command(command).await,
-                Stored::Message => self.answer(events, source).await,
-            },
+            UserTurn::Message { text, source, job, model, events } => {
+                self.job = job;
+                self.model = model;
+                match self.store_message(&text, source, None)? {
+                    Stored::Command(command) => self.command(command).await,
+                    Stored::Message => self.answer(events, source).await,
+                }
+            }
             UserTurn::FromChannel { text, origin, persisted, events } => {
                 match self.find_inbound(&origin.inbound_id) {
                     Some(Seen::Answered) => {
@@ -289,6 +304,9 @@ impl TurnJob {
 
     /// Runs the model on the session, whose last message is the user's.
     async fn answer(self, events: UnboundedSender<TurnEvent>, source: TurnSource) -> Result<TurnReply, AgentError> {
+        if let Some(breach) = self.over_budget(source) {
+            return self.refuse_over_budget(&breach, source);
+        }
         let channel = self.key.channel();
         let mut system = self.services.system_prompt(channel);
         let fixed = self.fixed_prompt(&system);
@@ -299,10 +317,11 @@ impl TurnJob {
         let recalled = self.recalled(&system, source).await;
         let recalled = undelivered::with_notes(&self.take_undelivered_notes(), recalled);
         let messages = self.request_messages(system, recalled.as_deref());
+        let started = Instant::now();
         let outcome = self.run_guarded(messages, events, source, &fixed, recalled.as_deref()).await;
         match outcome {
             Ok(outcome) => {
-                self.record_usage(&outcome);
+                self.record_usage(&outcome, source, started.elapsed());
                 // In the background: the reply is not held up, and the next turn of this
                 // session waits in the consolidator if it arrives before this is done.
                 if self.services.background_consolidation() && self.near_budget(&fixed) {
@@ -425,20 +444,55 @@ impl TurnJob {
         let context = BuiltinContext { call: call_context, source };
         let builtins = self.services.builtins();
         let session = self.key.to_string();
-        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow }
+        let model = self.model.clone();
+        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow, model }
     }
 
-    /// Adds the turn's token counts to the usage log (a failure to write is logged only).
-    fn record_usage(&self, outcome: &TurnOutcome) {
+    /// The cap of `agents.defaults.budgets` this turn would go over, if any.
+    fn over_budget(&self, source: TurnSource) -> Option<Breach> {
+        let settings = self.services.settings();
+        let budgets = match budget::budgets(settings.config.agents.defaults.extra.get("budgets")) {
+            Ok(budgets) => budgets,
+            Err(error) => {
+                tracing::warn!(%error, "the budgets section is wrong; no cap is checked");
+                return None;
+            }
+        };
+        let source = source_name(source).unwrap_or(USER_SOURCE);
+        let today = chrono::Utc::now().date_naive();
+        budgets.breach(&self.services.usage(), &settings.prices_or_none(), today, source, self.job.as_deref())
+    }
+
+    /// Answers without calling the model: the cap's message is the reply, stored in the
+    /// session. A user sees it every time; a background turn's owner is told once per cap
+    /// and period (later capped runs end quietly).
+    fn refuse_over_budget(&self, breach: &Breach, source: TurnSource) -> Result<TurnReply, AgentError> {
+        let message = breach.message();
+        tracing::warn!(session = %self.key, scope = %breach.scope, setting = breach.setting, "over budget; the model is not called");
+        self.close_turn(Some(&message))?;
+        if source == TurnSource::User || breach.first_notice(self.services.data_dir()) {
+            Ok(TurnReply::Answer(message, Default::default()))
+        } else {
+            Ok(TurnReply::AlreadyAnswered)
+        }
+    }
+
+    /// Adds the turn's token counts, what spent them and how long it took to the usage log
+    /// (a failure to write is logged only).
+    fn record_usage(&self, outcome: &TurnOutcome, source: TurnSource, took: Duration) {
         let now = chrono::Utc::now();
         let entry = UsageEntry {
             at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             session: self.key.to_string(),
-            model: self.services.spec().model.clone(),
+            model: self.model.clone().unwrap_or_else(|| self.services.spec().model.clone()),
             prompt: outcome.usage.prompt_tokens,
             cached: outcome.usage.cached_tokens,
             completion: outcome.usage.completion_tokens,
             calls: u64::from(outcome.iterations),
+            source: Some(source_name(source).unwrap_or(USER_SOURCE).to_owned()),
+            job: self.job.clone(),
+            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            context: Some(lock(&self.usage).last_prompt_tokens),
         };
         if let Err(error) = self.services.usage().record(&entry, now) {
             tracing::warn!(session = %self.key, %error, "cannot record token usage");

@@ -27,6 +27,10 @@ pub struct RunRequest {
     pub text: String,
     /// Why the turn runs.
     pub source: TurnSource,
+    /// The cron job that asks for it, whose id the usage log records.
+    pub job: Option<String>,
+    /// The model the source asks for instead of the configured one.
+    pub model: Option<String>,
     /// Whether the reply goes to the session's chat (a heartbeat decides for itself).
     pub deliver: bool,
     /// Told the reply text, or why there is none.

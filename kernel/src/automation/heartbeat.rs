@@ -15,11 +15,14 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::dispatch::{Dispatcher, RunRequest, Target};
+use crate::budget::{self, Breach};
 use crate::message::{ChatMessage, Role};
-use crate::provider::ChatRequest;
+use crate::provider::{ChatRequest, ChatResponse};
+use crate::services::Services;
 use crate::session::SessionKey;
 use crate::turn::Engine;
 use crate::turn::builtin::TurnSource;
+use crate::usage::{UsageEntry, UsageStore};
 
 /// The session heartbeat turns run in.
 pub const SESSION: &str = "heartbeat:direct";
@@ -40,11 +43,14 @@ pub struct HeartbeatSettings {
     pub enabled: bool,
     /// Time between beats (`intervalS`, default 1800).
     pub interval: Duration,
+    /// The model of the beat's turn and decision (`model`; default: the agent's), e.g. a
+    /// cheaper one; the agent's fallback models follow it.
+    pub model: Option<String>,
 }
 
 impl Default for HeartbeatSettings {
     fn default() -> Self {
-        HeartbeatSettings { enabled: true, interval: DEFAULT_INTERVAL }
+        HeartbeatSettings { enabled: true, interval: DEFAULT_INTERVAL, model: None }
     }
 }
 
@@ -60,6 +66,11 @@ impl HeartbeatSettings {
             None | Some(Value::Null) => {}
             Some(Value::Bool(on)) => settings.enabled = *on,
             Some(other) => return Err(problem("enabled", format!("expected true or false, got {other}"))),
+        }
+        match section.get("model") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(model)) if !model.trim().is_empty() => settings.model = Some(model.trim().to_owned()),
+            Some(other) => return Err(problem("model", format!("expected a model name, got {other}"))),
         }
         match section.get("intervalS").or_else(|| section.get("interval_s")) {
             None | Some(Value::Null) => {}
@@ -144,16 +155,28 @@ fn without_comments(text: &str) -> String {
 pub struct HeartbeatActor {
     workspace: PathBuf,
     interval: Duration,
+    /// `gateway.heartbeat.model`, when set.
+    model: Option<String>,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
+    /// The usage log (the notify decision's tokens; the beat's turn records its own) and the
+    /// budgets checked before a beat.
+    services: Arc<Services>,
     /// Set while a beat runs: a slow beat is never overlapped by the next one.
     busy: Arc<AtomicBool>,
 }
 
 impl HeartbeatActor {
     /// A heartbeat over `workspace`'s `HEARTBEAT.md`, asking `dispatcher` for its turns.
-    pub fn new(workspace: PathBuf, interval: Duration, engine: Arc<Engine>, dispatcher: Dispatcher) -> HeartbeatActor {
-        HeartbeatActor { workspace, interval, engine, dispatcher, busy: Arc::default() }
+    pub fn new(
+        workspace: PathBuf,
+        settings: &HeartbeatSettings,
+        engine: Arc<Engine>,
+        dispatcher: Dispatcher,
+        services: Arc<Services>,
+    ) -> HeartbeatActor {
+        let (interval, model) = (settings.interval, settings.model.clone());
+        HeartbeatActor { workspace, interval, model, engine, dispatcher, services, busy: Arc::default() }
     }
 }
 
@@ -170,6 +193,8 @@ impl Actor for HeartbeatActor {
                 file: actor.workspace.join("HEARTBEAT.md"),
                 engine: actor.engine.clone(),
                 dispatcher: actor.dispatcher.clone(),
+                services: actor.services.clone(),
+                model: actor.model.clone(),
             };
             let busy = actor.busy.clone();
             ctx.spawn(
@@ -188,6 +213,8 @@ struct Beat {
     file: PathBuf,
     engine: Arc<Engine>,
     dispatcher: Dispatcher,
+    services: Arc<Services>,
+    model: Option<String>,
 }
 
 impl Beat {
@@ -202,6 +229,9 @@ impl Beat {
             return tracing::debug!("heartbeat: no active task");
         }
         tracing::info!(tasks = tasks.len(), "heartbeat: running the active tasks");
+        if let Some(breach) = self.over_budget() {
+            return self.tell_capped(&breach).await;
+        }
         let list: String = tasks.iter().map(|t| format!("- {t}\n")).collect();
         let Some(report) = self.run_tasks(&list).await else { return };
         match self.decide(&list, &report).await {
@@ -222,6 +252,8 @@ impl Beat {
             key: SessionKey::from(SESSION),
             text: RUN_PROMPT.replace("{tasks}", list.trim_end()),
             source: TurnSource::Heartbeat,
+            job: None,
+            model: self.model.clone(),
             deliver: false,
             done: Some(done),
         };
@@ -242,7 +274,7 @@ impl Beat {
     /// Asks the model whether `report` is worth a message; the message when it is.
     async fn decide(&self, tasks: &str, report: &str) -> Result<Option<String>, String> {
         let request = ChatRequest {
-            model: self.engine.spec().model.clone(),
+            model: self.model.clone().unwrap_or_else(|| self.engine.spec().model.clone()),
             messages: vec![
                 ChatMessage::text(Role::System, NOTIFY_PROMPT),
                 ChatMessage::text(Role::User, format!("Tasks checked:\n{tasks}\nResult:\n{report}")),
@@ -252,7 +284,9 @@ impl Beat {
             temperature: self.engine.spec().temperature,
             reasoning_effort: None,
         };
+        let started = std::time::Instant::now();
         let response = self.engine.provider().chat(&request, false, &mut |_| {}).await.map_err(|e| e.to_string())?;
+        self.record_decision(&request.model, &response, started.elapsed());
         let Some(call) = response.tool_calls.iter().find(|c| c.function.name == "notify") else {
             return Err("the model answered without calling notify".to_owned());
         };
@@ -262,6 +296,46 @@ impl Beat {
         }
         let message = arguments.get("message").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty());
         Ok(Some(message.unwrap_or(report).to_owned()))
+    }
+}
+
+impl Beat {
+    /// The cap of `agents.defaults.budgets` the heartbeat has reached, if any.
+    fn over_budget(&self) -> Option<Breach> {
+        let settings = self.services.settings();
+        let budgets = budget::budgets(settings.config.agents.defaults.extra.get("budgets")).ok()?;
+        let today = chrono::Utc::now().date_naive();
+        budgets.breach(&self.services.usage(), &settings.prices_or_none(), today, "heartbeat", None)
+    }
+
+    /// Tells the last active chat, once per cap and period, that the heartbeat is capped.
+    async fn tell_capped(&self, breach: &Breach) {
+        tracing::warn!(scope = %breach.scope, setting = breach.setting, "heartbeat: over budget; the model is not called");
+        if breach.first_notice(self.services.data_dir()) {
+            if let Err(error) = self.dispatcher.send(Target::LastActive, breach.message(), Vec::new(), None).await {
+                tracing::warn!(%error, "heartbeat: the budget notice was not delivered");
+            }
+        }
+    }
+
+    /// The notify decision's tokens, attributed to the heartbeat (a failure to write is logged).
+    fn record_decision(&self, model: &str, response: &ChatResponse, took: Duration) {
+        let now = chrono::Utc::now();
+        let entry = UsageEntry {
+            at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            session: SESSION.to_owned(),
+            model: model.to_owned(),
+            prompt: response.usage.prompt_tokens,
+            cached: response.usage.cached_tokens,
+            completion: response.usage.completion_tokens,
+            calls: 1,
+            source: Some("heartbeat".to_owned()),
+            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            ..UsageEntry::default()
+        };
+        if let Err(error) = self.services.usage().record(&entry, now) {
+            tracing::warn!(%error, "heartbeat: cannot record token usage");
+        }
     }
 }
 
@@ -309,7 +383,7 @@ mod tests {
     fn settings_default_to_every_thirty_minutes_and_name_a_bad_key() {
         assert_eq!(HeartbeatSettings::from_section(None), Ok(HeartbeatSettings::default()));
         let settings = HeartbeatSettings::from_section(Some(&json!({"intervalS": 5, "enabled": false}))).unwrap();
-        assert_eq!(settings, HeartbeatSettings { enabled: false, interval: Duration::from_secs(5) });
+        assert_eq!(settings, HeartbeatSettings { enabled: false, interval: Duration::from_secs(5), model: None });
         let (key, problem) = HeartbeatSettings::from_section(Some(&json!({"intervalS": "often"}))).unwrap_err();
         assert_eq!(key, "gateway.heartbeat.intervalS");
         assert!(problem.contains("whole number of seconds"), "{problem}");

@@ -110,6 +110,8 @@ fn turn_for(job: &CronJob) -> Option<RunRequest> {
         key: SessionKey::from(target.session_key.as_str()),
         text: job.payload.message.clone(),
         source: TurnSource::Cron,
+        job: Some(job.id.clone()),
+        model: job.payload.extra.get("model").and_then(serde_json::Value::as_str).map(str::to_owned),
         deliver: true,
         done: None,
     })

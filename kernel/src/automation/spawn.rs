@@ -233,6 +233,8 @@ impl Helpers {
             key: SessionKey::from(session),
             text: notice,
             source: TurnSource::System,
+            job: None,
+            model: None,
             deliver: true,
             done: None,
         };

@@ -18,7 +18,7 @@ use tokio::signal::unix::SignalKind;
 
 use super::CommonArgs;
 use super::background;
-use super::kernel::{Setup, WorkspaceDefault};
+use super::kernel::Setup;
 use super::repl;
 use super::stream::Style;
 use super::turn::send;
@@ -37,7 +37,7 @@ pub struct AgentOptions {
 /// Runs the command.
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
     let style = Style::detect(options.no_markdown);
-    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let setup = Setup::load(common)?;
     let provider = match Provider::from_config(&setup.settings.config.llm()) {
         Ok(provider) => with_retry_override(provider)?,
         Err(error) => return Err(without_provider(error)),

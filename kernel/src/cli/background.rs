@@ -27,7 +27,8 @@ pub async fn serve(manager: Rc<SessionManager>, mut requests: mpsc::UnboundedRec
 async fn run_and_print(manager: &SessionManager, request: RunRequest) {
     let (events, mut rx) = mpsc::unbounded_channel();
     actix::spawn(async move { while rx.recv().await.is_some() {} });
-    let reply = manager.send_system(&request.key, &request.text, request.source, events).await;
+    let reply =
+        manager.send_system(&request.key, &request.text, request.source, request.job, request.model, events).await;
     let answer = match &reply {
         Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
         Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),

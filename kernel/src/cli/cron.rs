@@ -23,7 +23,7 @@ use oxibot_kernel::session::{SessionKey, SessionStore};
 
 use super::CommonArgs;
 use super::agent::with_retry_override;
-use super::kernel::{Setup, WorkspaceDefault};
+use super::kernel::Setup;
 use super::stream::Style;
 use super::turn::send;
 
@@ -157,7 +157,7 @@ struct Jobs {
 
 impl Jobs {
     fn open(common: &CommonArgs) -> anyhow::Result<Jobs> {
-        let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+        let setup = Setup::load(common)?;
         Jobs::of(&setup)
     }
 
@@ -336,7 +336,7 @@ fn not_found(id: &str) -> ExitCode {
 
 /// Runs the job's turn here, like `oxibot agent -m`, and records the run.
 fn run_now(common: &CommonArgs, id: &str, no_markdown: bool) -> anyhow::Result<ExitCode> {
-    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let setup = Setup::load(common)?;
     let jobs = Jobs::of(&setup)?;
     let Some(job) = jobs.store.load()?.jobs.into_iter().find(|job| job.id == id) else { return Ok(not_found(id)) };
     if !job.runs_turn() {

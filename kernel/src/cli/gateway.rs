@@ -18,7 +18,7 @@ use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
 
 use super::CommonArgs;
-use super::kernel::{Setup, WorkspaceDefault};
+use super::kernel::Setup;
 
 /// The pairing store of this data dir.
 fn pairing_path() -> PathBuf {
@@ -39,7 +39,7 @@ pub fn settings_of(setup: &Setup) -> Option<GatewaySettings> {
 
 /// Runs the gateway until SIGTERM or SIGINT.
 pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
-    let mut setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let mut setup = Setup::load(common)?;
     // The gateway starts rarely and runs for long: it tries every plugin, however it did.
     setup.host.broken = setup.host.broken.take().map(BrokenPlugins::recording_only);
     let mut settings = settings(common, &setup)?;
@@ -124,7 +124,7 @@ fn print_api(settings: &GatewaySettings, filled: &Filled, secrets: &LocalSecrets
 
 /// `oxibot ui`: prints a one-time login link for the gateway's web UI.
 pub fn ui(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
-    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let setup = Setup::load(common)?;
     let mut settings = settings(common, &setup)?;
     if let Some(port) = port {
         settings.port = port;

@@ -56,23 +56,30 @@ fn reserved_names() -> ReservedNames {
     ReservedNames { builtins: BUILTIN_TOOLS.map(str::to_owned).to_vec(), ..ReservedNames::default() }
 }
 
-/// Where the workspace is when neither `--workspace` nor a config file names one.
+/// What a command does with a workspace that does not exist yet. Every command finds the
+/// workspace the same way: `--workspace`, else `agents.defaults.workspace` of the config
+/// (default `$OXIBOT_HOME/workspace`, i.e. `~/.oxibot/workspace`), with or without a config file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkspaceDefault {
-    /// The current directory (tool commands work where you are).
-    CurrentDir,
-    /// `agents.defaults.workspace` (default `~/.oxibot/workspace`), created if missing.
-    Configured,
+enum MissingWorkspace {
+    /// Create it and write the templates (commands that work in it).
+    Create,
+    /// Leave it missing (`oxibot status` only reads).
+    Leave,
 }
 
 impl Setup {
-    /// Loads config, resolves the workspace and discovers plugins.
+    /// Loads config, resolves the workspace (created with its templates if missing) and
+    /// discovers plugins.
     pub fn load(common: &CommonArgs) -> anyhow::Result<Setup> {
-        Setup::load_with(common, WorkspaceDefault::CurrentDir)
+        Setup::load_with(common, MissingWorkspace::Create)
     }
 
-    /// Like [`Setup::load`], choosing the fallback workspace.
-    pub fn load_with(common: &CommonArgs, fallback: WorkspaceDefault) -> anyhow::Result<Setup> {
+    /// Like [`Setup::load`], but writes nothing: a missing workspace stays missing.
+    pub fn load_read_only(common: &CommonArgs) -> anyhow::Result<Setup> {
+        Setup::load_with(common, MissingWorkspace::Leave)
+    }
+
+    fn load_with(common: &CommonArgs, missing: MissingWorkspace) -> anyhow::Result<Setup> {
         let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
         if common.config.is_some() && !config_path.exists() {
             anyhow::bail!("config file {} does not exist", config_path.display());
@@ -87,13 +94,11 @@ impl Setup {
         if let Err(error) = &settings.memory {
             anyhow::bail!("{}: {error}", config_path.display());
         }
+        oxibot_kernel::budget::budgets(settings.config.agents.defaults.extra.get("budgets"))
+            .map_err(|error| anyhow::anyhow!("{}: {error}", config_path.display()))?;
         let config = &settings.config;
-        let workspace = match &common.workspace {
-            Some(dir) => paths::expand_tilde(dir),
-            None if config_path.exists() || fallback == WorkspaceDefault::Configured => config.workspace(),
-            None => std::env::current_dir().context("cannot determine the current directory")?,
-        };
-        if fallback == WorkspaceDefault::Configured && !workspace.exists() {
+        let workspace = common.workspace.as_deref().map_or_else(|| config.workspace(), paths::expand_tilde);
+        if missing == MissingWorkspace::Create && !workspace.exists() {
             std::fs::create_dir_all(&workspace)
                 .with_context(|| format!("cannot create the workspace {}", workspace.display()))?;
             oxibot_kernel::context::write_missing_templates(&workspace)
@@ -101,7 +106,7 @@ impl Setup {
         }
         let workspace =
             std::path::absolute(&workspace).with_context(|| format!("bad workspace path {}", workspace.display()))?;
-        if !workspace.is_dir() {
+        if !workspace.is_dir() && (missing == MissingWorkspace::Create || workspace.exists()) {
             anyhow::bail!("workspace {} is not a directory (create it, or pass --workspace)", workspace.display());
         }
         let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;

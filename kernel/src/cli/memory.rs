@@ -17,7 +17,7 @@ use oxibot_kernel::paths;
 use oxibot_kernel::provider::Embedder;
 
 use super::CommonArgs;
-use super::kernel::{Setup, WorkspaceDefault};
+use super::kernel::Setup;
 
 /// Lists the most recent Dream commits (all commits with `all`).
 pub fn log(common: &CommonArgs, limit: usize, all: bool) -> anyhow::Result<ExitCode> {
@@ -136,7 +136,7 @@ pub fn reindex(common: &CommonArgs) -> anyhow::Result<ExitCode> {
 
 /// The workspace and the `memory` settings (a bad setting is an error here, naming its key).
 fn recall_setup(common: &CommonArgs) -> anyhow::Result<(Setup, RecallSettings)> {
-    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let setup = Setup::load(common)?;
     let settings = setup.settings.memory.clone()?;
     Ok((setup, settings))
 }
@@ -162,7 +162,7 @@ fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recal
 /// The workspace's memory repository; one that was deleted is re-created from the copy in
 /// the data dir (and the user told so).
 fn store(common: &CommonArgs) -> anyhow::Result<GitStore> {
-    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let setup = Setup::load(common)?;
     let store = GitStore::mirrored(&setup.workspace, &paths::data_dir());
     let outcome =
         store.init().with_context(|| format!("cannot open the memory repository in {}", setup.workspace.display()))?;

@@ -117,14 +117,19 @@ enum Command {
     /// agent on macOS.
     #[command(subcommand)]
     Service(ServiceCommand),
-    /// Token use per day (or per session) over the last days, with the cost when
-    /// `agents.defaults.pricing` gives the models' prices per million tokens.
+    /// Token use per day (or per source, cron job, session or model) over the last days, with
+    /// the cache hit rate and the cost when `agents.defaults.pricing` gives the models' prices
+    /// per million tokens.
     Usage {
         /// How many days back, today included.
         #[arg(long, default_value_t = 7)]
         days: u64,
-        /// One row per session instead of per day.
-        #[arg(long)]
+        /// One row per what: day, source (user, cron, heartbeat, subagent, system), job,
+        /// session or model.
+        #[arg(long, value_enum, default_value_t = usage::By::Day)]
+        by: usage::By,
+        /// Same as `--by session`.
+        #[arg(long, conflicts_with = "by")]
         by_session: bool,
         #[command(flatten)]
         common: CommonArgs,
@@ -259,8 +264,8 @@ pub struct CommonArgs {
     /// Config file [default: $OXIBOT_HOME/config.json, else ~/.oxibot/config.json].
     #[arg(long, value_name = "PATH", global = true)]
     config: Option<PathBuf>,
-    /// Workspace the tools work in [default: --workspace, else the config's
-    /// agents.defaults.workspace when a config file exists, else the current directory].
+    /// Workspace the tools work in [default: the config's agents.defaults.workspace, which
+    /// defaults to $OXIBOT_HOME/workspace, i.e. ~/.oxibot/workspace; the same for every command].
     #[arg(long, value_name = "PATH", global = true)]
     workspace: Option<PathBuf>,
 }
@@ -302,7 +307,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(ServiceCommand::Uninstall) => service::uninstall(),
         Command::Service(ServiceCommand::Status) => service::status(),
         Command::Service(ServiceCommand::Logs { follow }) => service::logs(follow),
-        Command::Usage { days, by_session, common } => usage::run(&common, days, by_session),
+        Command::Usage { days, by, by_session, common } => {
+            usage::run(&common, days, if by_session { usage::By::Session } else { by })
+        }
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "oxibot", &mut std::io::stdout());

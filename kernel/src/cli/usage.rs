@@ -1,34 +1,67 @@
-//! `oxibot usage`: token use per day (or per session) over the last days, from the usage log,
-//! with the cost when `agents.defaults.pricing` prices the models.
+//! `oxibot usage`: token use per day (or per source, cron job, session or model) over the last
+//! days, from the usage log, with the cache hit rate and the cost when `agents.defaults.pricing`
+//! prices the models.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use oxibot_kernel::paths;
-use oxibot_kernel::usage::{Totals, UsageLog, summarise};
+use oxibot_kernel::usage::{GroupBy, Totals, UsageLog, UsageStore, group};
 
 use super::CommonArgs;
 use super::kernel::Setup;
 
-/// Prints the table.
-pub fn run(common: &CommonArgs, days: u64, by_session: bool) -> anyhow::Result<ExitCode> {
-    let setup = Setup::load(common)?;
+/// What `oxibot usage` sums by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum By {
+    /// The UTC day.
+    Day,
+    /// What spent the tokens: user, cron, heartbeat, subagent, system.
+    Source,
+    /// The cron job's id (`-` for everything else).
+    Job,
+    /// The session.
+    Session,
+    /// The model.
+    Model,
+}
+
+impl By {
+    fn group(self) -> GroupBy {
+        match self {
+            By::Day => GroupBy::Day,
+            By::Source => GroupBy::Source,
+            By::Job => GroupBy::Job,
+            By::Session => GroupBy::Session,
+            By::Model => GroupBy::Model,
+        }
+    }
+
+    fn heading(self) -> &'static str {
+        match self {
+            By::Day => "DAY (UTC)",
+            By::Source => "SOURCE",
+            By::Job => "JOB",
+            By::Session => "SESSION",
+            By::Model => "MODEL",
+        }
+    }
+}
+
+/// Prints the table. Reads only: the workspace is not needed, nor created.
+pub fn run(common: &CommonArgs, days: u64, by: By) -> anyhow::Result<ExitCode> {
+    let setup = Setup::load_read_only(common)?;
     let prices = setup.settings.pricing.clone().map_err(anyhow::Error::msg)?;
     let today = chrono::Utc::now().date_naive();
     let entries = UsageLog::new(&paths::data_dir()).entries(today, days.max(1));
-    let (per_day, per_session) = summarise(&entries, &prices);
-    let rows: Vec<(String, Totals)> = if by_session {
-        per_session.into_iter().collect()
-    } else {
-        per_day.into_iter().map(|(day, totals)| (day.to_string(), totals)).collect()
-    };
+    let rows: Vec<(String, Totals)> = group(&entries, &prices, by.group()).into_iter().collect();
     let mut out = std::io::stdout().lock();
     if rows.is_empty() {
         writeln!(out, "no model calls recorded in the last {days} day(s)")?;
         return Ok(ExitCode::SUCCESS);
     }
-    write_table(&mut out, if by_session { "SESSION" } else { "DAY (UTC)" }, &rows).context("cannot print")?;
+    write_table(&mut out, by.heading(), &rows).context("cannot print")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -36,8 +69,8 @@ fn write_table(out: &mut impl Write, first: &str, rows: &[(String, Totals)]) -> 
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0).max(first.len());
     writeln!(
         out,
-        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}",
-        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST"
+        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}  {:>6}",
+        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST", "HIT"
     )?;
     let mut total = Totals::default();
     let mut priced = true;
@@ -59,8 +92,13 @@ fn write_table(out: &mut impl Write, first: &str, rows: &[(String, Totals)]) -> 
 
 fn columns(totals: &Totals) -> String {
     let cost = totals.cost.map_or_else(|| "-".to_owned(), |c| format!("{c:.4}"));
+    let hit = if totals.prompt == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.0}%", totals.cached as f64 * 100.0 / totals.prompt as f64)
+    };
     format!(
-        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}",
+        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}  {hit:>6}",
         totals.turns, totals.calls, totals.prompt, totals.cached, totals.completion
     )
 }

@@ -98,7 +98,7 @@ pub async fn run(
     if settings.heartbeat.enabled {
         let workspace = services.workspace().to_path_buf();
         let engine = services.engine().clone();
-        HeartbeatActor::new(workspace, settings.heartbeat.interval, engine, dispatcher.clone()).start();
+        HeartbeatActor::new(workspace, &settings.heartbeat, engine, dispatcher.clone(), services.clone()).start();
     }
     let channels: Vec<String> = settings.channels.iter().map(|c| c.name.clone()).collect();
     let (address_host, address_port, web_ui) = (settings.host.clone(), settings.port, settings.web_ui);

@@ -100,7 +100,7 @@ impl Handler<Consolidate> for ConsolidatorActor {
                     fixed: &request.fixed_prompt,
                     limit: budget.limit,
                 },
-                summarizer: LlmSummarizer { services: &services },
+                summarizer: LlmSummarizer { services: &services, session: request.key.as_str() },
                 budget,
                 timezone: defaults.timezone.clone(),
             };
@@ -149,9 +149,11 @@ impl Estimator for LedgerEstimator<'_> {
     }
 }
 
-/// Summarises with one plain call to the configured model (no tools).
+/// Summarises with one plain call to the configured model (no tools), whose tokens the usage
+/// log counts as the session's `consolidation`.
 struct LlmSummarizer<'a> {
     services: &'a Services,
+    session: &'a str,
 }
 
 impl Summarizer for LlmSummarizer<'_> {
@@ -167,7 +169,32 @@ impl Summarizer for LlmSummarizer<'_> {
             temperature: self.services.spec().temperature,
             reasoning_effort: None,
         };
+        let started = std::time::Instant::now();
         let response = self.services.provider().chat(&request, false, &mut |_| {}).await?;
+        self.record(&request.model, &response.usage, started.elapsed());
         Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")))
+    }
+}
+
+impl LlmSummarizer<'_> {
+    /// Adds the call to the usage log (a failure to write is logged only).
+    fn record(&self, model: &str, usage: &crate::provider::Usage, took: std::time::Duration) {
+        use crate::usage::{UsageEntry, UsageStore};
+        let now = chrono::Utc::now();
+        let entry = UsageEntry {
+            at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            session: self.session.to_owned(),
+            model: model.to_owned(),
+            prompt: usage.prompt_tokens,
+            cached: usage.cached_tokens,
+            completion: usage.completion_tokens,
+            calls: 1,
+            source: Some("consolidation".to_owned()),
+            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            ..UsageEntry::default()
+        };
+        if let Err(error) = self.services.usage().record(&entry, now) {
+            tracing::warn!(session = %self.session, %error, "cannot record the consolidation's token usage");
+        }
     }
 }

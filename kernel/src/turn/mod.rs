@@ -105,7 +105,10 @@ impl Engine {
     /// change them. Owns what it needs, so the future can be spawned as a task.
     pub async fn run(self: Arc<Self>, turn: TurnInput) -> Result<TurnOutcome, RunError> {
         let tools = self.offered_tools(&turn.builtins);
-        let (provider, spec) = (self.provider(), self.spec());
+        let (provider, mut spec) = (self.provider(), self.spec());
+        if let Some(model) = turn.model.filter(|model| *model != spec.model) {
+            spec = Arc::new(RunSpec { model, ..(*spec).clone() });
+        }
         let run = Turn {
             provider: &provider,
             host: self.host(),
@@ -144,6 +147,9 @@ pub struct TurnInput {
     /// End with a context overflow rather than leave older turns out of the request (see
     /// [`Turn::compact_on_overflow`]).
     pub compact_on_overflow: bool,
+    /// A model for this turn instead of the configured one (a background source's own, e.g.
+    /// `gateway.heartbeat.model`); the provider's fallback models still follow it.
+    pub model: Option<String>,
 }
 
 /// The tools a turn offers: the plugins' own tools, then the built-ins, then MCP servers'

@@ -9,7 +9,7 @@ use oxibot_kernel::provider::Provider;
 use oxibot_proto::PeerKind;
 
 use super::CommonArgs;
-use super::kernel::{QUIET_CONFIG_WARNINGS, Setup, WorkspaceDefault};
+use super::kernel::{QUIET_CONFIG_WARNINGS, Setup};
 
 mod checks;
 
@@ -18,11 +18,13 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     let config_path = common.config.clone().unwrap_or_else(paths::default_config_path);
     // The config's problems are listed below, not as warnings on stderr.
     QUIET_CONFIG_WARNINGS.store(true, std::sync::atomic::Ordering::Relaxed);
-    let setup = Setup::load_with(common, WorkspaceDefault::Configured)?;
+    let setup = Setup::load_read_only(common)?;
     let defaults = &setup.settings.config.agents.defaults;
     let exists = |p: &std::path::Path| if p.exists() { "" } else { " (missing; run `oxibot onboard`)" };
     println!("config:    {}{}", config_path.display(), exists(&config_path));
-    println!("workspace: {}", setup.workspace.display());
+    let missing =
+        if setup.workspace.exists() { "" } else { " (missing; created by the first command that works in it)" };
+    println!("workspace: {}{missing}", setup.workspace.display());
     println!("data dir:  {}", paths::data_dir().display());
     let provider = match Provider::from_config(&setup.settings.config.llm()) {
         Ok(provider) => format!("via {} (sends model '{}')", provider.name(), provider.wire_model()),
@@ -46,6 +48,7 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
     }
     println!("approvals: {}", approvals_line(&setup.settings.config.tools.approval));
     println!("memory:    {}", memory_line(&setup));
+    print_budgets(&setup);
     println!(
         "surfaces:  the web UI and the api and websocket channels require a secret, on loopback too (`oxibot ui` signs in; keys in {})",
         LocalSecrets::new(&paths::data_dir()).path().display()
@@ -96,6 +99,22 @@ fn warn_of_missing_bundled_plugins() {
             dir.display(),
             names.join(", ")
         );
+    }
+}
+
+/// Each cap of `agents.defaults.budgets`, with what was spent and `CAPPED` once reached.
+fn print_budgets(setup: &Setup) {
+    use oxibot_kernel::usage::UsageLog;
+    let section = setup.settings.config.agents.defaults.extra.get("budgets");
+    let Ok(budgets) = oxibot_kernel::budget::budgets(section) else { return };
+    if budgets.is_empty() {
+        return println!("budgets:   none (agents.defaults.budgets sets caps per day or month)");
+    }
+    let log = UsageLog::new(&paths::data_dir());
+    let today = chrono::Utc::now().date_naive();
+    println!("budgets:");
+    for line in budgets.report(&log, &setup.settings.prices_or_none(), today) {
+        println!("  {line}");
     }
 }
 

@@ -46,7 +46,10 @@ impl Router {
             actix::spawn(async move { while rx.recv().await.is_some() {} });
             (events, None)
         };
-        let reply = self.manager.send_system(&request.key, &request.text, request.source, events).await;
+        let reply = self
+            .manager
+            .send_system(&request.key, &request.text, request.source, request.job, request.model, events)
+            .await;
         let answer = match &reply {
             Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
             Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),

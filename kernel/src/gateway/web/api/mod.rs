@@ -55,8 +55,10 @@ pub async fn handle(ui: &WebUi, request: &Request) -> Response {
         ("POST", "/api/cron/run") => job_action(ui, request, JobAction::RunNow).await,
         ("DELETE", "/api/cron") => job_action(ui, request, JobAction::Remove).await,
         ("GET", "/api/status") => {
-            let prices = ui.services.settings().prices_or_none();
-            Response::json(200, &status::report(ui.services.host(), &ui.services.usage(), &prices))
+            let settings = ui.services.settings();
+            let prices = settings.prices_or_none();
+            let window = u64::from(settings.config.agents.defaults.context_window_tokens);
+            Response::json(200, &status::report(ui.services.host(), &ui.services.usage(), &prices, window))
         }
         (_, path) if KNOWN.contains(&path) => Response::error(405, "method not allowed"),
         _ => Response::error(404, "no such API"),
