@@ -18,6 +18,7 @@ pub mod fakes_wecom;
 pub mod fault_proxy;
 pub mod http;
 pub mod llm;
+pub mod mailserver;
 pub mod needs;
 pub mod procs;
 pub mod synapse;
