@@ -39,7 +39,7 @@ pub struct MatrixUser {
 impl Synapse {
     /// Starts a fresh Synapse, failing the test with the install line when it is missing.
     pub fn start() -> Synapse {
-        crate::needs::python_module("synapse.app.homeserver", "matrix-synapse");
+        crate::needs::python_module("synapse", "matrix-synapse");
         let dir = TempDir::new("synapse");
         let port = free_port();
         std::fs::write(dir.path().join("homeserver.yaml"), config(dir.path(), port)).unwrap();
