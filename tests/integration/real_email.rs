@@ -26,9 +26,10 @@ fn mail_from_ada(message_id: &str, subject: &str, body: &str, extra_headers: &st
 }
 
 /// Waits until Ada's mailbox holds at least `count` mails and returns them.
-fn wait_replies(server: &MailServer, count: usize) -> Vec<String> {
+fn wait_replies(server: &MailServer, env: &GatewayEnv, count: usize) -> Vec<String> {
     let arrived = wait_until(PATIENCE, || server.mailbox(ADA).len() >= count);
-    assert!(arrived, "{} mails reached ada, waited for {count}:\n{}", server.mailbox(ADA).len(), server.smtp_log());
+    let (got, postfix, gateway) = (server.mailbox(ADA).len(), server.smtp_log(), env.log());
+    assert!(arrived, "{got} mails reached ada, waited for {count}:\n{postfix}\ngateway:\n{gateway}");
     server.mailbox(ADA)
 }
 
@@ -43,7 +44,7 @@ fn an_auto_reply_gets_no_answer_and_the_mail_after_it_does() {
     let vacation = "Auto-Submitted: auto-replied\nPrecedence: auto_reply\n";
     server.send(ADA, BOT, &mail_from_ada("<away@oxibot.test>", "Out of office", "I am away until Monday.", vacation));
     server.send(ADA, BOT, &mail_from_ada("<question@oxibot.test>", "A question", "What time is it?", ""));
-    let replies = wait_replies(&server, 1);
+    let replies = wait_replies(&server, &env, 1);
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(server.mailbox(ADA).len(), 1, "the auto-reply was answered too");
     assert!(replies[0].contains("In-Reply-To: <question@oxibot.test>"), "{}", replies[0]);
@@ -65,7 +66,7 @@ fn a_reply_written_while_postfix_is_down_for_30_seconds_reaches_the_sender_when_
     std::thread::sleep(Duration::from_secs(30));
     assert!(server.mailbox(ADA).is_empty(), "a reply went out while postfix was down");
     server.start_smtp();
-    let replies = wait_replies(&server, 1);
+    let replies = wait_replies(&server, &env, 1);
     assert!(replies[0].contains("sorry for the wait"), "{}", replies[0]);
     assert!(replies[0].contains("In-Reply-To: <patient@oxibot.test>"), "{}", replies[0]);
 }
