@@ -308,3 +308,26 @@ async fn a_token_discord_rejects_stops_the_channel_for_good_with_the_reason() {
     assert!(fake.resumes().is_empty(), "a rejected token is not retried by resuming");
     host.shutdown().await;
 }
+
+// Issue 27: the parts of a reply already posted were remembered only inside the plugin, so a
+// retry after a plugin restart posted the first part again.
+#[actix_rt::test]
+async fn a_reply_retried_after_the_plugin_died_between_its_parts_posts_each_part_once() {
+    let fake = FakeDiscord::start();
+    let media = TempDir::new("discord-parts");
+    let (host, mut events) = discord_host(&fake, json!({"mediaDir": media.path()})).await;
+    // The second post is rate limited for 25 s: the plugin waits, and is killed meanwhile.
+    fake.fail_posts_after(1, 429, r#"{"message": "You are being rate limited.", "retry_after": 25}"#, 1);
+    let part = |n: usize| format!("part {n} {}", "x".repeat(1_900));
+    let content = format!("{}\n\n{}\n\n{}", part(1), part(2), part(3));
+    host.send("discord", outbound(51, "dm-7", &content, json!({}))).unwrap();
+    fake.wait_until("the second post was rate limited", |f| f.requests().iter().any(|r| r.status == 429)).await;
+    oxibot_tests::procs::sigkill(host.statuses()[0].pid.unwrap());
+    event_where(&mut events, |e| matches!(e, PluginEvent::Ready { plugin, .. } if plugin == "discord")).await;
+    host.send("discord", outbound(51, "dm-7", &content, json!({}))).unwrap();
+    assert_eq!(next_ack(&mut events).await, DeliveryAck { id: 51, ok: true, error: None, permanent: false });
+    let posted: Vec<String> =
+        fake.posts().iter().map(|p| p.json["content"].as_str().unwrap_or_default()[..6].to_owned()).collect();
+    assert_eq!(posted, ["part 1", "part 2", "part 3"], "each part posted once, in order");
+    host.shutdown().await;
+}

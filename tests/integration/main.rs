@@ -80,6 +80,10 @@
 //!   restart, the token off loopback, cross-site changes refused;
 //! - `local_surfaces`: a default gateway's web UI, api and websocket channels against a web page
 //!   of another site and a local process without the secret; the login link and key printed once;
+//! - `real_email`: the email channel through `oxibot gateway` against Debian's Dovecot and Postfix:
+//!   an auto-reply gets no answer, a reply outlives a 30 s outage of the SMTP relay;
+//! - `real_matrix`: the Matrix channel through `oxibot gateway` against a real Synapse: a retried
+//!   reply shows once, a reply outlives a 30 s outage, history from before the invite gets none;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -126,6 +130,8 @@ mod orphans;
 mod prompt;
 mod providers;
 mod python_plugin;
+mod real_email;
+mod real_matrix;
 mod recall;
 mod sandbox;
 mod sdk_plugin;

@@ -74,6 +74,8 @@ impl Request {
 
 /// A scripted answer for message posts.
 struct Failure {
+    /// Posts answered normally before the failures start.
+    after: usize,
     status: u16,
     body: String,
     remaining: usize,
@@ -204,7 +206,12 @@ impl FakeDiscord {
 
     /// Answers the next `times` message posts with `status` and `body`.
     pub fn fail_posts(&self, status: u16, body: &str, times: usize) {
-        self.lock().failures.push_back(Failure { status, body: body.to_owned(), remaining: times });
+        self.fail_posts_after(0, status, body, times);
+    }
+
+    /// Answers `after` message posts normally, then the next `times` with `status` and `body`.
+    pub fn fail_posts_after(&self, after: usize, status: u16, body: &str, times: usize) {
+        self.lock().failures.push_back(Failure { after, status, body: body.to_owned(), remaining: times });
     }
 
     /// How many Gateway connections were opened.
@@ -447,13 +454,16 @@ fn route(
 
 /// A message post: the next scripted failure, or the created message.
 fn answer_post(state: &mut State, path: &str) -> (u16, Vec<u8>) {
-    if let Some(failure) = state.failures.front_mut() {
+    if let Some(failure) = state.failures.front_mut().filter(|failure| failure.after == 0) {
         failure.remaining -= 1;
         let answer = (failure.status, failure.body.clone().into_bytes());
         if failure.remaining == 0 {
             state.failures.pop_front();
         }
         return answer;
+    }
+    if let Some(failure) = state.failures.front_mut() {
+        failure.after -= 1;
     }
     state.posted += 1;
     let channel_id = path.trim_end_matches("/messages").rsplit('/').next().unwrap_or_default();

@@ -15,10 +15,13 @@ pub mod fakes_signal;
 pub mod fakes_slack;
 pub mod fakes_telegram;
 pub mod fakes_wecom;
+pub mod fault_proxy;
 pub mod http;
 pub mod llm;
+pub mod mailserver;
 pub mod needs;
 pub mod procs;
+pub mod synapse;
 pub mod wait;
 
 use std::path::{Path, PathBuf};

@@ -73,8 +73,9 @@ async fn serve(channel: ChannelHandle) -> Result<(), DingTalkError> {
         media_dir: config.media_dir.clone(),
     };
     tokio::spawn(submitter.run(queue));
+    let sent = PartsSent::kept_in(&config.media_dir);
     let listener = Listener { api: api.clone(), config, recent, acks, submissions };
-    let mut replies = Replies { api, sent: PartsSent::default() };
+    let mut replies = Replies { api, sent };
     tokio::select! {
         refused = listener.run() => refused,
         () = serve_replies(&channel, &mut replies) => Ok(()),

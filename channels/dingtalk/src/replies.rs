@@ -36,7 +36,7 @@ impl Recipient {
 pub struct Replies {
     /// The open API.
     pub api: OpenApi,
-    /// Outbound id → parts already sent, for replies whose delivery failed halfway.
+    /// Outbound id → parts already sent, for replies not delivered whole yet (kept on disk).
     pub sent: PartsSent,
 }
 
@@ -49,13 +49,11 @@ impl chat::Replies for Replies {
         let text = addressed(&outbound.content, &recipient, &outbound.metadata);
         let parts = split(&text, DINGTALK);
         leave_files_out(outbound, !parts.is_empty(), "dingtalk")?;
-        let already = self.sent.take(outbound.id);
+        let already = self.sent.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let param = json!({"title": title(part), "text": part});
-            if let Err(error) = self.api.send(&recipient, "sampleMarkdown", &param).await {
-                self.sent.remember(outbound.id, index);
-                return Err(error.to_string());
-            }
+            self.api.send(&recipient, "sampleMarkdown", &param).await.map_err(|error| error.to_string())?;
+            self.sent.posted(outbound.id, index + 1, parts.len());
         }
         Ok(())
     }

@@ -1,12 +1,12 @@
 //! From the kernel's replies to Discord messages: the reply split into messages of at most
 //! 2000 characters (the first one answering the user's message), files attached to the last,
 //! each posted in turn, then the delivery acked. Parts already posted are not posted again
-//! when the kernel retries a delivery that failed halfway.
+//! when the kernel retries a delivery that failed halfway, also after the plugin restarted
+//! (they are noted in the media directory, [`PartsSent`]).
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{Choice, SplitRules, Typing, approval_choices, split};
+use oxibot_plugin::chat::{Choice, PartsSent, SplitRules, Typing, approval_choices, split};
 use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
@@ -16,8 +16,6 @@ use crate::error::RestError;
 
 /// How many files Discord takes in one message.
 const FILES_PER_MESSAGE: usize = 10;
-/// How many half-delivered replies are remembered.
-const REMEMBERED: usize = 64;
 
 /// One Discord message to post.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,14 +86,15 @@ fn id_text(value: &Value) -> Option<String> {
 pub struct Outbox {
     rest: Rest,
     typing: Typing,
-    /// Outbound id → how many of its posts are already in Discord.
-    posted: VecDeque<(u64, usize)>,
+    /// Outbound id → how many of its posts are already in Discord (kept on disk).
+    posted: PartsSent,
 }
 
 impl Outbox {
-    /// An outbox posting through `rest`, ending the typing indicators in `typing`.
-    pub fn new(rest: Rest, typing: Typing) -> Outbox {
-        Outbox { rest, typing, posted: VecDeque::new() }
+    /// An outbox posting through `rest`, ending the typing indicators in `typing`, with the
+    /// posts of earlier runs' replies in `posted`.
+    pub fn new(rest: Rest, typing: Typing, posted: PartsSent) -> Outbox {
+        Outbox { rest, typing, posted }
     }
 
     /// Delivers and acks every outbound until the kernel hangs up. Deltas are not expected
@@ -116,7 +115,7 @@ impl Outbox {
     /// Posts every message of a reply not posted yet.
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
         let posts = plan(outbound);
-        let done = self.posted.iter().find(|(id, _)| *id == outbound.id).map_or(0, |(_, done)| *done);
+        let done = self.posted.already(outbound.id);
         for (index, post) in posts.iter().enumerate().skip(done) {
             let mut body = post.body();
             if let (0, Some(choices)) = (index, approval_choices(&outbound.metadata)) {
@@ -127,27 +126,12 @@ impl Outbox {
             } else {
                 self.rest.create_message_with_files(&outbound.chat_id, &body, &post.files).await
             };
-            if let Err(error) = sent {
-                self.remember(outbound.id, index);
-                return Err(error);
-            }
+            sent?;
+            self.posted.posted(outbound.id, index + 1, posts.len());
             // Discord hides the indicator once the bot posts; keep it from coming back.
             self.typing.stop(&outbound.chat_id);
         }
-        self.posted.retain(|(id, _)| *id != outbound.id);
         Ok(())
-    }
-
-    /// Notes that the first `done` posts of reply `id` are in Discord.
-    fn remember(&mut self, id: u64, done: usize) {
-        self.posted.retain(|(known, _)| *known != id);
-        if done == 0 {
-            return;
-        }
-        if self.posted.len() == REMEMBERED {
-            self.posted.pop_front();
-        }
-        self.posted.push_back((id, done));
     }
 }
 

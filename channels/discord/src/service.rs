@@ -2,6 +2,7 @@
 //! and delivers the kernel's replies until the kernel hangs up or Discord refuses the bot.
 
 use oxibot_plugin::ChannelHandle;
+use oxibot_plugin::chat::PartsSent;
 use oxibot_plugin::info;
 use tokio::sync::mpsc;
 
@@ -27,7 +28,7 @@ pub async fn serve(channel: ChannelHandle) -> Result<(), DiscordError> {
     };
     tokio::spawn(pipeline.run(incoming_rx));
     info!("discord: connecting to {}", config.gateway_url);
-    let mut outbox = Outbox::new(rest, typing);
+    let mut outbox = Outbox::new(rest, typing, PartsSent::kept_in(&config.media_dir()));
     tokio::select! {
         ended = gateway::run(&config, incoming_tx) => ended,
         () = outbox.serve(&channel) => Ok(()),

@@ -45,7 +45,7 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{Handover, REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{Handover, PartsSent, REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
@@ -85,7 +85,13 @@ async fn serve(channel: ChannelHandle) -> Result<(), FeishuError> {
         last_messages: last_messages.clone(),
     };
     tokio::spawn(submitter.run(queue));
-    let deliverer = Deliverer::new(api.clone(), config.reply_to_message, config.streaming, last_messages);
+    let deliverer = Deliverer::new(
+        api.clone(),
+        config.reply_to_message,
+        config.streaming,
+        last_messages,
+        PartsSent::kept_in(&config.media_dir),
+    );
     let listener = Listener { api, config, bot_open_id, recent, acks, submissions };
     tokio::select! {
         refused = listener.run() => refused,

@@ -28,14 +28,20 @@ pub struct Deliverer {
     pub last_messages: LastMessages,
     /// Streamed replies, each shown in a card (named by its message id).
     streams: Streams<String>,
-    /// The parts already delivered of replies whose delivery failed halfway.
+    /// The parts already delivered of replies not delivered whole yet (kept on disk).
     sent: PartsSent,
 }
 
 impl Deliverer {
     /// A deliverer with nothing in flight.
-    pub fn new(api: OpenApi, reply_to_message: bool, streaming: bool, last_messages: LastMessages) -> Deliverer {
-        let (streams, sent) = (Streams::new(EDIT_INTERVAL).enabled(streaming), PartsSent::default());
+    pub fn new(
+        api: OpenApi,
+        reply_to_message: bool,
+        streaming: bool,
+        last_messages: LastMessages,
+        sent: PartsSent,
+    ) -> Deliverer {
+        let streams = Streams::new(EDIT_INTERVAL).enabled(streaming);
         Deliverer { api, reply_to_message, last_messages, streams, sent }
     }
 
@@ -55,7 +61,7 @@ impl Deliverer {
         }
         let streamed_card = self.streams.message_of(outbound.stream_id);
         let quote = quote(&outbound.metadata, self.reply_to_message);
-        let already = self.sent.take(outbound.id);
+        let already = self.sent.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let delivered = match (&streamed_card, index) {
                 (Some(message_id), 0) => self.api.update_card(message_id, &card(part)).await,
@@ -65,10 +71,8 @@ impl Deliverer {
                     self.new_card(&outbound.chat_id, quoted, part).await.map(drop)
                 }
             };
-            if let Err(error) = delivered {
-                self.sent.remember(outbound.id, index);
-                return Err(error);
-            }
+            delivered?;
+            self.sent.posted(outbound.id, index + 1, parts.len());
         }
         self.streams.finish(outbound.stream_id);
         Ok(())

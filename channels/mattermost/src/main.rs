@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
@@ -83,7 +83,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), MattermostError> {
         progress: progress.clone(),
     };
     tokio::spawn(submitter.run(queue));
-    let deliverer = Deliverer::new(rest, config.streaming);
+    let deliverer = Deliverer::new(rest, config.streaming, PartsSent::kept_in(&config.media_dir));
     let listener = Listener { config, bot, recent, submissions, progress };
     tokio::select! {
         () = listener.run() => Ok(()),

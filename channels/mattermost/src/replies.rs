@@ -49,15 +49,15 @@ pub struct Deliverer {
     api: RestApi,
     /// Streamed replies, each shown in a post (named by its id).
     streams: Streams<String>,
-    /// The parts already delivered of replies whose delivery failed halfway.
+    /// The parts already delivered of replies not delivered whole yet (kept on disk).
     sent: PartsSent,
 }
 
 impl Deliverer {
     /// A deliverer with nothing in flight; `streaming` (the setting) says whether deltas are
     /// shown at all.
-    pub fn new(api: RestApi, streaming: bool) -> Deliverer {
-        Deliverer { api, streams: Streams::new(EDIT_INTERVAL).enabled(streaming), sent: PartsSent::default() }
+    pub fn new(api: RestApi, streaming: bool, sent: PartsSent) -> Deliverer {
+        Deliverer { api, streams: Streams::new(EDIT_INTERVAL).enabled(streaming), sent }
     }
 
     /// Handles the kernel's events until it hangs up.
@@ -76,16 +76,14 @@ impl Deliverer {
         }
         let streamed_post = self.streams.message_of(outbound.stream_id);
         let destination = Destination::of(&outbound.chat_id);
-        let already = self.sent.take(outbound.id);
+        let already = self.sent.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let delivered = match (&streamed_post, index) {
                 (Some(post_id), 0) => self.api.patch_post(post_id, part).await,
                 _ => self.api.create_post(&destination.channel, destination.root.as_deref(), part).await.map(drop),
             };
-            if let Err(error) = delivered {
-                self.sent.remember(outbound.id, index);
-                return Err(error);
-            }
+            delivered?;
+            self.sent.posted(outbound.id, index + 1, parts.len());
         }
         self.streams.finish(outbound.stream_id);
         Ok(())

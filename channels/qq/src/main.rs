@@ -78,7 +78,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), QqError> {
         download_max_bytes: config.download_max_bytes,
     };
     tokio::spawn(submitter.run(queue));
-    let mut replies = Replies { sender, kinds: kinds.clone(), sent: PartsSent::default() };
+    let mut replies = Replies { sender, kinds: kinds.clone(), sent: PartsSent::kept_in(&config.media_dir) };
     let listener = Listener { api, recent, sequence, kinds, submissions };
     tokio::select! {
         refused = listener.run() => refused,

@@ -88,7 +88,7 @@ pub struct Replies {
     pub sender: Sender,
     /// Which chats are groups.
     pub kinds: ChatKinds,
-    /// Outbound id → parts already sent, for replies whose delivery failed halfway.
+    /// Outbound id → parts already sent, for replies not delivered whole yet (kept on disk).
     pub sent: PartsSent,
 }
 
@@ -101,12 +101,10 @@ impl chat::Replies for Replies {
         leave_files_out(outbound, !parts.is_empty(), "qq")?;
         let target = self.kinds.target(&outbound.chat_id, &outbound.metadata);
         let msg_id = outbound.metadata["message_id"].as_str();
-        let already = self.sent.take(outbound.id);
+        let already = self.sent.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
-            if let Err(error) = self.sender.send(&target, part, msg_id).await {
-                self.sent.remember(outbound.id, index);
-                return Err(error.to_string());
-            }
+            self.sender.send(&target, part, msg_id).await.map_err(|error| error.to_string())?;
+            self.sent.posted(outbound.id, index + 1, parts.len());
         }
         Ok(())
     }

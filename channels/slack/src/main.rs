@@ -36,7 +36,7 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{AckLine, Handover, PartsSent, REMEMBERED, RecentMessages, serve_replies};
+use oxibot_plugin::chat::{AckLine, Handover, PartsSent, REMEMBERED, RecentMessages, media_dir, serve_replies};
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use oxibot_plugin::{info, warn};
 use tokio::sync::mpsc;
@@ -74,7 +74,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), SlackError> {
         web,
         token: config.bot_token.clone(),
         reply_in_thread: config.reply_in_thread,
-        posted: PartsSent::default(),
+        posted: PartsSent::kept_in(&media_dir("slack")),
     };
     tokio::select! {
         refused = listener.run() => refused,

@@ -68,7 +68,7 @@ pub struct Replies {
     pub token: String,
     /// `replyInThread`.
     pub reply_in_thread: bool,
-    /// Outbound id → parts already posted, for replies whose delivery failed halfway.
+    /// Outbound id → parts already posted, for replies not delivered whole yet (kept on disk).
     pub posted: PartsSent,
 }
 
@@ -94,13 +94,11 @@ impl chat::Replies for Replies {
         let parts = split(&to_mrkdwn(&outbound.content), SplitRules::SLACK);
         leave_files_out(outbound, !parts.is_empty(), "slack")?;
         let destination = Destination::of(outbound, self.reply_in_thread);
-        let already = self.posted.take(outbound.id);
+        let already = self.posted.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let buttons = if index == 0 { approval_choices(&outbound.metadata) } else { None };
-            if let Err(error) = self.post(&destination, part, buttons.as_deref()).await {
-                self.posted.remember(outbound.id, index);
-                return Err(error.to_string());
-            }
+            self.post(&destination, part, buttons.as_deref()).await.map_err(|error| error.to_string())?;
+            self.posted.posted(outbound.id, index + 1, parts.len());
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ mod submit;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use oxibot_plugin::chat::{REMEMBERED, RecentMessages};
+use oxibot_plugin::chat::{PartsSent, REMEMBERED, RecentMessages, media_dir};
 use oxibot_plugin::info;
 use oxibot_plugin::{ChannelHandle, ChannelPlugin};
 use tokio::sync::mpsc;
@@ -65,7 +65,7 @@ async fn serve(channel: ChannelHandle) -> Result<(), WeComError> {
     let (link, latest) = (Link::default(), LatestCallbacks::default());
     let (submissions, queue) = mpsc::unbounded_channel();
     tokio::spawn(Submitter { channel: channel.clone(), recent: recent.clone() }.run(queue));
-    let deliverer = Deliverer::new(link.clone(), latest.clone());
+    let deliverer = Deliverer::new(link.clone(), latest.clone(), PartsSent::kept_in(&media_dir("wecom")));
     let listener = Listener { config, link, recent, latest, submissions };
     tokio::select! {
         refused = listener.run() => refused,

@@ -36,14 +36,14 @@ pub struct Deliverer {
     latest: LatestCallbacks,
     /// Streamed replies, each bound to a callback from its start.
     streams: Streams<StreamIds>,
-    /// The parts already delivered of replies whose delivery failed halfway.
+    /// The parts already delivered of replies not delivered whole yet (kept on disk).
     sent: PartsSent,
 }
 
 impl Deliverer {
     /// A deliverer with nothing in flight.
-    pub fn new(link: Link, latest: LatestCallbacks) -> Deliverer {
-        Deliverer { link, latest, streams: Streams::new(UPDATE_INTERVAL), sent: PartsSent::default() }
+    pub fn new(link: Link, latest: LatestCallbacks, sent: PartsSent) -> Deliverer {
+        Deliverer { link, latest, streams: Streams::new(UPDATE_INTERVAL), sent }
     }
 
     /// Handles the kernel's events until it hangs up.
@@ -61,16 +61,14 @@ impl Deliverer {
         let callback = stream.and_then(|stream| stream.message).or_else(|| {
             outbound.metadata["req_id"].as_str().map(|req_id| (req_id.to_owned(), frames::request_id("stream")))
         });
-        let already = self.sent.take(outbound.id);
+        let already = self.sent.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
             let delivered = match (&callback, index) {
                 (Some((req_id, wecom_id)), 0) => self.answer(&outbound.chat_id, req_id, wecom_id, part).await,
                 _ => self.push(&outbound.chat_id, part).await,
             };
-            if let Err(error) = delivered {
-                self.sent.remember(outbound.id, index);
-                return Err(error);
-            }
+            delivered?;
+            self.sent.posted(outbound.id, index + 1, parts.len());
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use oxibot_proto::Inbound;
 use serde_json::{Value, json};
 
 use super::Router;
-use super::delivery::Reply;
+use super::reply::Reply;
 use crate::gateway::settings::AllowFrom;
 use crate::turn::approval::{Answer, Answerer, ApprovalRequest};
 

@@ -30,7 +30,8 @@
 //! - [`submit_in_order`], [`hand_over`] and [`fetch_each`]: users' messages handed to the
 //!   kernel in order, their files fetched first, their deliveries acknowledged once accepted;
 //! - [`PartsSent`] and [`leave_files_out`]: a reply sent in parts resumed where a failed
-//!   delivery stopped, and the files of a channel that sends none.
+//!   delivery stopped, also after a plugin restart (a small file in the channel's state
+//!   directory), and the files of a channel that sends none.
 //!
 //! The channels that serve clients themselves (a WebSocket or HTTP server) find their
 //! listening and accepting in [`crate::serving`].
@@ -64,7 +65,7 @@ pub use config::{
 };
 pub use download::{SaveError, save_limited};
 pub use escape::{escape, push_escaped};
-pub use parts::{PartsSent, leave_files_out};
+pub use parts::{PARTS_SENT_FILE, PartsSent, leave_files_out};
 pub use paths::{data_dir, expand_tilde, home_dir, media_dir};
 pub use recent::{REMEMBERED, RecentMessages, Seen};
 pub use replies::{EditedReplies, Replies, serve_replies};
