@@ -26,7 +26,7 @@ use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use builtin::{BuiltinContext, BuiltinTools};
 use hooks::CompositeHook;
-use runner::{Checkpoint, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
+use runner::{Checkpoint, Journal, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
 
 /// What a turn runs with: the LLM client, the plugin host its tools run in, and the
 /// configured turn settings. Shared (behind an `Arc`) by every turn of the kernel. The model
@@ -111,6 +111,7 @@ impl Engine {
             gate: None,
             compact_on_overflow: turn.compact_on_overflow,
             session: Some(&turn.session),
+            journal: turn.journal,
         };
         run.run(turn.messages).await
     }
@@ -135,6 +136,8 @@ pub struct TurnInput {
     /// End with a context overflow rather than leave older turns out of the request (see
     /// [`Turn::compact_on_overflow`]).
     pub compact_on_overflow: bool,
+    /// The turn journal (see [`Journal`]).
+    pub journal: Option<Journal>,
 }
 
 /// The tools a turn offers: the plugins' own tools, then the built-ins, then MCP servers'

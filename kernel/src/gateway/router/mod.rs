@@ -274,8 +274,40 @@ impl Router {
         self.deliver_reply(&channel, &inbound.chat_id, reply, stream_id, inbound.metadata).await;
     }
 
-    /// Answers a message a crash left unanswered in session `key` (gateway start).
-    pub async fn resume(self: Rc<Self>, key: SessionKey, metadata: Value) {
+    /// Answers, in order, every message a crash left unanswered in session `key` (gateway
+    /// start): each is queued in the session's mailbox before this returns, so messages
+    /// arriving later are answered after them.
+    pub fn resume_session(self: &Rc<Self>, key: SessionKey) {
+        let pending = match self.manager.pending(key.clone()) {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "cannot read the session to answer what it left unanswered");
+                return;
+            }
+        };
+        if pending.is_empty() {
+            tracing::info!(session = %key, "answering a message left unanswered by a previous run");
+            actix::spawn(self.clone().resume(key, Value::Null));
+            return;
+        }
+        for message in pending {
+            tracing::info!(session = %key, message = %message.id, "answering a message left unanswered by a previous run");
+            let (channel, chat_id) = (key.channel().to_owned(), key.chat_id().to_owned());
+            let (events, stream_id) = self.stream_to(&channel, &chat_id);
+            let reply = self.manager.answer_pending(key.clone(), &message.id, events);
+            self.in_flight.set(self.in_flight.get() + 1);
+            let router = self.clone();
+            actix::spawn(async move {
+                let reply = reply.await;
+                router.deliver_reply(&channel, &chat_id, reply, stream_id, message.channel_metadata).await;
+                router.in_flight.set(router.in_flight.get() - 1);
+            });
+        }
+    }
+
+    /// Answers the last message of session `key`, written before the inbox existed, when a
+    /// crash left it unanswered.
+    async fn resume(self: Rc<Self>, key: SessionKey, metadata: Value) {
         let (channel, chat_id) = (key.channel(), key.chat_id());
         self.in_flight.set(self.in_flight.get() + 1);
         let (events, stream_id) = self.stream_to(channel, chat_id);
