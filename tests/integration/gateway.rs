@@ -208,6 +208,13 @@ impl GatewayEnv {
         std::fs::read_to_string(oxibot_tests::session_path(self.home.path(), &self.workspace, key)).unwrap_or_default()
     }
 
+    /// Writes the file of session `key` as a run killed mid-turn would have left it.
+    pub(crate) fn write_session_file(&self, key: &str, text: &str) {
+        let path = oxibot_tests::session_path(self.home.path(), &self.workspace, key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
     fn session_text(&self, chat: &str) -> String {
         self.session_file(&format!("loopback:{chat}"))
     }

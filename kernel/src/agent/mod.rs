@@ -1,8 +1,11 @@
 //! The agent: sessions and slash commands on top of the turn, memory and kernel services.
 //!
 //! Code map: [`SessionManager`] routes each message to the [`session_actor::SessionActor`] of
-//! its session (created on demand, evicted when idle); the session actor persists the user's
-//! message, builds the request with the [`crate::context::ContextBuilder`], and runs the turn
+//! its session (created on demand, evicted when idle): first into the session's durable inbox
+//! ([`session_actor::Inbox`], an `accepted` record written at once, even while a turn runs),
+//! then to the actor's mailbox, which answers it when its turn comes (see
+//! [`crate::session::journal`] for the records and what a restart does with them). The
+//! session actor persists the user's message, builds the request with the [`crate::context::ContextBuilder`], and runs the turn
 //! ([`crate::turn::Engine::run`]) as a task through [`TurnControl::run`]. `/stop` aborts that
 //! task through the session's [`TurnControl`], without waiting in the session's mailbox.
 

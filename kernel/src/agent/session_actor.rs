@@ -1,5 +1,8 @@
 //! `SessionActor`: owns one session (`channel:chat_id`): serialises its turns, persists every
-//! message before moving on, answers slash commands, and leaves memory when idle.
+//! message before moving on, answers slash commands, and leaves memory when idle. Its
+//! [`Inbox`] takes messages to the session file while a turn runs; a turn answers an inbox
+//! entry, goes on with one a restart interrupted (settling its open tool calls through the
+//! turn journal), and records how it ended.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -181,7 +184,7 @@ pub struct ChannelOrigin {
 pub const INBOUND_ID_KEY: &str = "inbound_id";
 /// Key under which a user message stores its channel details.
 pub const CHANNEL_METADATA_KEY: &str = "channel_metadata";
-/// How far back a redelivered channel message is looked for.
+/// How far back a redelivered channel message stored before the inbox existed is looked for.
 const REDELIVERY_WINDOW: usize = 50;
 
 impl Handler<UserTurn> for SessionActor {
@@ -690,16 +693,23 @@ impl TurnJob {
         lock(&self.session).as_ref().and_then(|s| s.messages.last()).is_some_and(|m| m.role == Role::User)
     }
 
-    /// Whether a channel message with `inbound_id` is already in the session's recent
-    /// messages, and whether it was answered.
+    /// Whether a channel message with `inbound_id` is already in the session's history, and
+    /// whether it was answered. Called after the open inbox records were asked, so a message
+    /// that has an inbox id here is closed; one stored before the inbox existed is looked for
+    /// among the recent messages and is pending when it is the last.
     fn find_inbound(&self, inbound_id: &str) -> Option<Seen> {
         let guard = lock(&self.session);
         let messages = &guard.as_ref()?.messages;
-        let recent = &messages[messages.len().saturating_sub(REDELIVERY_WINDOW)..];
-        let at = recent.iter().rposition(|m| {
+        let at = messages.iter().rposition(|m| {
             m.role == Role::User && m.extra.get(INBOUND_ID_KEY).and_then(serde_json::Value::as_str) == Some(inbound_id)
         })?;
-        Some(if at + 1 == recent.len() { Seen::Pending } else { Seen::Answered })
+        if messages[at].extra.contains_key(INBOX_ID_KEY) {
+            return Some(Seen::Answered);
+        }
+        if at + REDELIVERY_WINDOW < messages.len() {
+            return None;
+        }
+        Some(if at + 1 == messages.len() { Seen::Pending } else { Seen::Answered })
     }
 
     /// A kill between archiving a slice and saving the session leaves the history ahead of

@@ -29,6 +29,9 @@
 //! **Invariant:** one writer per session file. The store keeps no locks; the session actor
 //! owns each [`Session`] and is the only one to hand it to the store.
 //!
+//! Besides messages the file holds the durable inbox and the turn journal as records of their
+//! own `_type` (see [`journal`]); the kernel reaches all of it through [`SessionStorage`].
+//!
 //! What this module is not: it does not decide *when* to save, what a turn contains or how
 //! history is consolidated; it only keeps the file and the in-memory [`Session`] in step.
 

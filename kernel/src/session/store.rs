@@ -426,6 +426,32 @@ mod tests {
     );
 
     #[test]
+    fn open_inbox_records_survive_a_load_and_a_rewrite_and_closed_ones_are_dropped() {
+        use crate::session::InboxState;
+        use crate::session::journal::{InboxRecord, Record};
+        let dir = TempDir::new("store-records");
+        let store = store_in(&dir);
+        let accepted = |id: &str| {
+            let mut record = InboxRecord::state(id, InboxState::Accepted);
+            record.text = Some(format!("message {id}"));
+            Record::Inbox(record)
+        };
+        let mut session = store.load("loopback:c1").unwrap().session;
+        store.append_with_records(&mut session, Vec::new(), vec![accepted("a"), accepted("b")]).unwrap();
+        let answered = Record::Inbox(InboxRecord::state("a", InboxState::Answered));
+        store.append_with_records(&mut session, vec![user("message a")], vec![answered]).unwrap();
+        let pending_ids = |session: &Session| session.pending_messages().into_iter().map(|p| p.id).collect::<Vec<_>>();
+        let mut loaded = store.load("loopback:c1").unwrap().session;
+        assert_eq!(pending_ids(&loaded), ["b"]);
+        assert_eq!(loaded.messages.len(), 1);
+        store.rewrite(&mut loaded).unwrap();
+        let lines = lines_of(&store.path_for("loopback:c1"));
+        assert_eq!(lines.len(), 3, "header, the message, b's record: {lines:?}");
+        assert!(lines.iter().all(|l| l.get("role").is_some() || l.get("_type").is_some()), "nanobot reads every line");
+        assert_eq!(pending_ids(&store.load("loopback:c1").unwrap().session), ["b"]);
+    }
+
+    #[test]
     fn path_for_maps_the_key_to_its_base64_name_in_the_sessions_dir() {
         let store = SessionStore::in_dir(Path::new("/data/sessions/0123"));
         assert_eq!(store.path_for("cli:direct"), Path::new("/data/sessions/0123/Y2xpOmRpcmVjdA.jsonl"));
