@@ -61,7 +61,7 @@ fn main() {
     home.write("config.json", &config.to_string());
     // Every turn uses tools: replies alternate a call that appends its own line and a text.
     for n in 0..(kills + 10) * CHATS * MESSAGES_PER_RUN * 4 {
-        let command = format!("echo call-{n} >> runs.txt; sleep 0.1");
+        let command = format!("echo call-{n} >> runs.txt; sleep 0.3");
         llm.push(Reply::ToolCalls(vec![("exec".into(), json!({"command": command}).to_string())]));
         llm.push(Reply::Text(format!("answer-{n}")));
     }
@@ -104,6 +104,13 @@ fn main() {
     println!("| non-read-only tool calls run twice | {} |", figures.run_twice);
     println!("| replies delivered twice to a de-duplicating channel | {} |", figures.delivered_twice);
     println!("| interrupted calls reported to the model | {} |", figures.reported);
+    if !figures.unanswered.is_empty() {
+        println!("never answered, first few: {:?}", &figures.unanswered[..figures.unanswered.len().min(5)]);
+    }
+    if std::env::var_os("OXIBOT_KEEP_HOME").is_some() {
+        println!("home kept: {}", home.path().display());
+        std::mem::forget(home);
+    }
 }
 
 /// Starts the gateway (the clients wait until the loopback channel listens).
@@ -217,6 +224,7 @@ struct Figures {
     acknowledged: usize,
     replies: usize,
     never_answered: usize,
+    unanswered: Vec<String>,
     run_twice: usize,
     delivered_twice: usize,
     reported: usize,
@@ -233,7 +241,7 @@ impl Figures {
                 text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v.get("role").is_some()),
             );
         }
-        let never_answered = acknowledged.iter().filter(|text| !answered(&messages, text)).count();
+        let unanswered: Vec<String> = acknowledged.iter().filter(|text| !answered(&messages, text)).cloned().collect();
         let runs = std::fs::read_to_string(workspace.join("runs.txt")).unwrap_or_default();
         let mut seen = HashSet::new();
         let run_twice = runs.lines().filter(|line| !seen.insert(*line)).count();
@@ -246,7 +254,8 @@ impl Figures {
         Figures {
             acknowledged: acknowledged.len(),
             replies: replies.len(),
-            never_answered,
+            never_answered: unanswered.len(),
+            unanswered,
             run_twice,
             delivered_twice,
             reported,

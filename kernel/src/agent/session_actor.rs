@@ -898,10 +898,13 @@ impl Inbox {
         }
         self.job.with_session(|session, store| {
             // The mark first: a kill between the two leaves a mark with nothing behind it,
-            // which costs the next start one look, never a message.
+            // which costs the next start one look, never a message. A session without a
+            // metadata line in place gets both in the append's one whole-file write.
             if session.metadata.get(OPEN_INBOX_KEY) != Some(&serde_json::Value::Bool(true)) {
                 session.metadata.insert(OPEN_INBOX_KEY.to_owned(), serde_json::Value::Bool(true));
-                store.save_metadata(session).map_err(AgentError::Session)?;
+                if session.header_in_place() {
+                    store.save_metadata(session).map_err(AgentError::Session)?;
+                }
             }
             store.append_with_records(session, Vec::new(), vec![Record::Inbox(record)]).map_err(AgentError::Session)
         })?;

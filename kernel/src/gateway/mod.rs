@@ -168,4 +168,5 @@ fn resume_unanswered(services: &Services, router: &Rc<Router>, channels: &[Strin
     for key in resume::unanswered(services.sessions().as_ref(), &names) {
         router.resume_session(key);
     }
+    router.resumed();
 }

@@ -113,6 +113,13 @@ impl Session {
         &self.messages[start..]
     }
 
+    /// Whether the store holds this session's metadata line where it can be changed in place;
+    /// when not (a new session, or a file nanobot wrote), the next append writes the whole
+    /// file, metadata included, in one go.
+    pub fn header_in_place(&self) -> bool {
+        self.disk.header_width != 0
+    }
+
     /// Forgets the history (`/new`); persist with [`SessionStore::rewrite`].
     pub fn clear(&mut self) {
         self.messages.clear();

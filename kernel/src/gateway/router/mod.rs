@@ -61,6 +61,9 @@ pub struct Router {
     /// Sessions whose running turn already sent a message to their own chat with the
     /// `message` tool: the turn's final reply is not sent as well.
     sent_by_tool: RefCell<HashSet<SessionKey>>,
+    /// Set once the messages a previous run left unanswered are queued in their sessions: a
+    /// new message (or a turn the kernel starts) waits for it, so it is answered after them.
+    resumed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Router {
@@ -86,7 +89,20 @@ impl Router {
             retry_waits,
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
+            resumed: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Marks the start's unanswered messages as queued (see [`Router::resume_session`]): new
+    /// messages go to their sessions from now on.
+    pub fn resumed(&self) {
+        self.resumed.send_replace(true);
+    }
+
+    /// Waits until the start's unanswered messages are queued in their sessions.
+    async fn after_resume(&self) {
+        let mut resumed = self.resumed.subscribe();
+        let _ = resumed.wait_for(|done| *done).await;
     }
 
     /// Handles plugin events until the host goes away.
@@ -253,6 +269,7 @@ impl Router {
             return;
         }
         self.in_flight.set(self.in_flight.get() + 1);
+        self.after_resume().await;
         self.clone().turn(channel, inbound).await;
         self.in_flight.set(self.in_flight.get() - 1);
     }

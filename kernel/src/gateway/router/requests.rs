@@ -36,6 +36,7 @@ impl Router {
             return;
         }
         self.in_flight.set(self.in_flight.get() + 1);
+        self.after_resume().await;
         let (channel, chat_id) = (request.key.channel().to_owned(), request.key.chat_id().to_owned());
         let deliver = request.deliver && self.serves(&channel);
         let (events, stream_id) = if deliver {
