@@ -126,12 +126,13 @@ fn start(bins: &Path, home: &Path) -> Child {
         .unwrap()
 }
 
-/// Waits until nothing has happened for a while: no model request and no reply.
+/// Waits until nothing has happened for 20 s (longer than the gateway's 10 s wait for its
+/// plugins before it answers what a kill left): no model request and no reply.
 fn settle(llm: &ScriptedLlm, log: &Log) {
     let mut last = (llm.requests().len(), log.replies());
     let mut quiet_since = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(180);
-    while quiet_since.elapsed() < Duration::from_secs(8) && Instant::now() < deadline {
+    while quiet_since.elapsed() < Duration::from_secs(20) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
         let now = (llm.requests().len(), log.replies());
         if now != last {

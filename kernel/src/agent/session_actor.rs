@@ -255,7 +255,9 @@ impl TurnJob {
         };
         let (Some(state), Some(pending)) = (state, pending) else { return Ok(TurnReply::AlreadyAnswered) };
         let source = source_of(pending.source.as_deref());
-        if state == InboxState::Accepted {
+        // Its user message in the history means the turn started, whatever the records say.
+        let started = lock(&self.session).as_ref().is_some_and(|s| s.turn_start(id).is_some());
+        if state == InboxState::Accepted && !started {
             self.start_turn(&pending)?;
             return self.answer(events, source, Some(id)).await;
         }
