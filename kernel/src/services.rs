@@ -14,7 +14,7 @@ use crate::context::ContextBuilder;
 use crate::history::HistoryStore;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
-use crate::session::SessionStore;
+use crate::session::{SessionStorage, SessionStore};
 use crate::settings::Settings;
 use crate::turn::Engine;
 use crate::turn::approval::Approvals;
@@ -35,8 +35,10 @@ pub struct Services {
     data_dir: PathBuf,
     /// Model, tools and turn settings.
     engine: Arc<Engine>,
-    /// Session files.
-    sessions: Arc<SessionStore>,
+    /// The session files, read directly only by the web UI's read-only viewer.
+    session_files: Arc<SessionStore>,
+    /// The same files as every session reaches them: through the storage trait.
+    sessions: Arc<dyn SessionStorage>,
     /// `memory/history.jsonl` and its cursors.
     history: Arc<HistoryStore>,
     /// System-prompt builder; it caches workspace files, hence the lock.
@@ -66,8 +68,10 @@ impl Services {
         let settings: Settings = settings.into();
         let spec = run_spec(&settings.config, stream);
         let approvals = Arc::new(Approvals::new(settings.config.tools.approval.clone(), data_dir));
+        let session_files = Arc::new(SessionStore::for_workspace(&workspace, data_dir));
         Services {
-            sessions: Arc::new(SessionStore::for_workspace(&workspace, data_dir)),
+            sessions: session_files.clone(),
+            session_files,
             history: Arc::new(HistoryStore::new(&workspace)),
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
             engine: Arc::new(Engine::new(provider, host, spec, approvals)),
@@ -89,7 +93,8 @@ impl Services {
     /// The same services, also finding sessions nanobot 0.3 keeps in `dir` (see
     /// [`SessionStore::with_nanobot_sessions`]).
     pub fn with_nanobot_sessions(mut self, dir: Option<PathBuf>) -> Services {
-        self.sessions = Arc::new(SessionStore::clone(&self.sessions).with_nanobot_sessions(dir));
+        self.session_files = Arc::new(SessionStore::clone(&self.session_files).with_nanobot_sessions(dir));
+        self.sessions = self.session_files.clone();
         self
     }
 
@@ -146,9 +151,14 @@ impl Services {
         self.engine.spec()
     }
 
-    /// Session files.
-    pub fn sessions(&self) -> &Arc<SessionStore> {
+    /// Where sessions are kept: the one way a session reaches its durable state.
+    pub fn sessions(&self) -> &Arc<dyn SessionStorage> {
         &self.sessions
+    }
+
+    /// The session files themselves, for readers that only show them (the web UI).
+    pub fn session_files(&self) -> &Arc<SessionStore> {
+        &self.session_files
     }
 
     /// `memory/history.jsonl` and its cursors.

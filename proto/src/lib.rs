@@ -55,7 +55,7 @@
 //! |---|---|---|
 //! | `hello` | both, first | `protocol` str, `version` uint, `name` str, `kind` str, `features` [str] (optional), `token` str |
 //! | `manifest` | plugin → kernel, second | `tools`: [ {`name` str, `description` str, `parameters` JSON-Schema map, `read_only` bool, `exclusive` bool, `timeout_secs` uint (optional)} ] |
-//! | `call` | kernel → plugin | `id` uint, `tool` str, `arguments` map, `context` {`session_key`, `channel`, `chat_id`: str or nil; `workspace` str; `restrict_to_workspace` bool} |
+//! | `call` | kernel → plugin | `id` uint, `tool` str, `arguments` map, `context` {`session_key`, `channel`, `chat_id`: str or nil; `workspace` str; `restrict_to_workspace` bool; `idempotency_key` str (optional: the call's journal key, one per call however often it is sent)} |
 //! | `result` | plugin → kernel | `id` uint, `content` str, `is_error` bool |
 //! | `cancel` | kernel → plugin | `id` uint |
 //! | `log` | plugin → kernel | `level` str (`error`/`warn`/`info`/`debug`/`trace`), `message` str |

@@ -218,6 +218,12 @@ pub struct CallContext {
     /// When true, the tool must not touch anything outside `workspace`.
     #[serde(default = "default_true")]
     pub restrict_to_workspace: bool,
+    /// The call's key in the kernel's turn journal (`<turn>.<step>.<index>`): the same for
+    /// every attempt of one call, so a tool that can de-duplicate a side effect keys it by
+    /// this. Absent for calls outside a session's turn; a plugin that does not know the
+    /// field ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -233,6 +239,7 @@ impl Default for CallContext {
             chat_id: None,
             workspace: String::new(),
             restrict_to_workspace: true,
+            idempotency_key: None,
         }
     }
 }

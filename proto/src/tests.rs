@@ -37,6 +37,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Message)> {
                     chat_id: Some("direct".into()),
                     workspace: "/home/me/.oxibot/workspace".into(),
                     restrict_to_workspace: true,
+                    idempotency_key: None,
                 },
             }),
         ),

@@ -54,10 +54,13 @@ impl AgentEnv {
         oxibot_tests::session_path(self.home.path(), &self.workspace, "cli:direct")
     }
 
+    /// The session file's metadata line and messages, without the inbox and journal records
+    /// (skipped as a nanobot-compatible reader skips them).
     pub(crate) fn session_lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.session_path()).unwrap();
         text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}")))
+            .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("unparsable session line {l:?}: {e}")))
+            .filter(|line| !matches!(line["_type"].as_str(), Some("inbox" | "call")))
             .collect()
     }
 

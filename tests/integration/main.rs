@@ -54,6 +54,9 @@
 //! - `delivery`: replies through `oxibot gateway` when their channel fails: one outbound id for
 //!   every attempt, retries through a long outage and a plugin restart, a `message` to the
 //!   turn's own chat that cannot be delivered (issue 26), the model told of a reply given up;
+//! - `durable_turns`: `oxibot gateway` SIGKILLed mid-turn (issue 26): a message accepted while a
+//!   turn ran answered after the restart, a started non-read-only call reported and not re-run,
+//!   an interrupted `read_file` re-run, a reply written before the kill sent without a new turn;
 //! - `fs_large_files`: `read_file` of a 20 GiB sparse file reads only the page it returns;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
 //! - `local_model`: a local model server found and offered without a key, used on `onboard --local`;
@@ -112,6 +115,7 @@ mod config_checks;
 mod container;
 mod cron;
 mod delivery;
+mod durable_turns;
 mod fs_containment;
 mod fs_large_files;
 mod gateway;

@@ -1,8 +1,11 @@
 //! The agent: sessions and slash commands on top of the turn, memory and kernel services.
 //!
 //! Code map: [`SessionManager`] routes each message to the [`session_actor::SessionActor`] of
-//! its session (created on demand, evicted when idle); the session actor persists the user's
-//! message, builds the request with the [`crate::context::ContextBuilder`], and runs the turn
+//! its session (created on demand, evicted when idle): first into the session's durable inbox
+//! ([`session_actor::Inbox`], an `accepted` record written at once, even while a turn runs),
+//! then to the actor's mailbox, which answers it when its turn comes (see
+//! [`crate::session::journal`] for the records and what a restart does with them). The
+//! session actor persists the user's message, builds the request with the [`crate::context::ContextBuilder`], and runs the turn
 //! ([`crate::turn::Engine::run`]) as a task through [`TurnControl::run`]. `/stop` aborts that
 //! task through the session's [`TurnControl`], without waiting in the session's mailbox.
 
@@ -23,11 +26,22 @@ use crate::memory::MemoryActors;
 use crate::memory::consolidator::ConsolidateError;
 use crate::provider::Usage;
 use crate::services::Services;
+pub use crate::session::PendingMessage;
 use crate::session::{SessionError, SessionKey};
 use crate::turn::builtin::TurnSource;
 use crate::turn::runner::{RunError, TurnEvent, TurnOutcome};
 pub use session_actor::ChannelOrigin;
-use session_actor::{SessionActor, UserTurn};
+use session_actor::{Acceptance, Inbox, SessionActor, UserTurn};
+
+/// What a message the kernel wrote itself asks of its turn: the cron job it comes from (for
+/// the usage log and its budget) and a model of its own (a background source's cheaper one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Background {
+    /// The cron job's id.
+    pub cron_job: Option<String>,
+    /// The model to use instead of the configured one; its fallbacks still follow.
+    pub model: Option<String>,
+}
 
 /// What a message produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,8 +235,8 @@ impl Drop for SessionThreads {
     }
 }
 
-/// A live session actor and the control of its running turn.
-type SessionEntry = (Addr<SessionActor>, Arc<TurnControl>);
+/// A live session actor, the control of its running turn, and its inbox.
+type SessionEntry = (Addr<SessionActor>, Arc<TurnControl>, Inbox);
 
 impl SessionManager {
     /// A manager over `services`. Must be used inside an actix system.
@@ -249,53 +263,59 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let key = key.into();
-        let (addr, control) = self.session(key.clone());
+        let (addr, control, inbox) = self.session(key.clone());
         if text.trim() == "/stop" {
             return Ok(self.stop_everything(&key, &control));
         }
-        self.deliver(addr, text, events, TurnSource::User).await
+        let accepted = inbox.accept(text, TurnSource::User, None)?;
+        Self::answer(addr, accepted, Background::default(), events).await
     }
 
     /// Runs a turn in session `key` on a message the kernel wrote itself (a cron job's
-    /// message, the heartbeat's tasks, a helper's result): stored as the session's next user
-    /// message, marked with its `source`, after the session's current turn (never
-    /// interleaved with it), and never read as a slash command.
+    /// message, the heartbeat's tasks, a helper's result): accepted into the session's inbox
+    /// at once, answered after the session's current turn (never interleaved with it),
+    /// marked with its `source`, and never read as a slash command.
     pub async fn send_system(
         &self,
         key: impl Into<SessionKey>,
         text: &str,
         source: TurnSource,
-        job: Option<String>,
-        model: Option<String>,
+        background: Background,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
-        let (addr, _) = self.session(key);
-        let turn = UserTurn::Message { text: text.to_owned(), source, job, model, events };
-        addr.send(turn).await.map_err(|_| AgentError::Gone)?
+        let (addr, _, inbox) = self.session(key);
+        let accepted = inbox.accept(text, source, None)?;
+        Self::answer(addr, accepted, background, events).await
     }
 
-    async fn deliver(
-        &self,
+    /// Asks the session's actor for what an accepted message needs.
+    async fn answer(
         addr: Addr<SessionActor>,
-        text: &str,
+        accepted: Acceptance,
+        background: Background,
         events: UnboundedSender<TurnEvent>,
-        source: TurnSource,
     ) -> Result<TurnReply, AgentError> {
-        addr.send(UserTurn::Message { text: text.to_owned(), source, job: None, model: None, events })
-            .await
-            .map_err(|_| AgentError::Gone)?
+        let Background { cron_job, model } = background;
+        let turn = match accepted {
+            Acceptance::Command(command) => UserTurn::Command { command },
+            Acceptance::Pending(id) => UserTurn::Answer { id, cron_job, model, events },
+            Acceptance::Legacy => UserTurn::Resume { events },
+            Acceptance::Answered => return Ok(TurnReply::AlreadyAnswered),
+        };
+        addr.send(turn).await.map_err(|_| AgentError::Gone)?
     }
 
     /// Records in session `key` a message the assistant sent there on its own (the `message`
     /// tool, from another session): appended as an assistant message after the session's
     /// current turn, without waiting for it.
     pub fn record_sent(&self, key: impl Into<SessionKey>, content: &str) {
-        let (addr, _) = self.session(key);
+        let (addr, _, _) = self.session(key);
         addr.do_send(session_actor::RecordSent { content: content.to_owned() });
     }
 
-    /// Handles one message from a chat channel: `persisted` fires once it is on disk (or
-    /// recognised as already stored); a redelivered message is answered at most once.
+    /// Handles one message from a chat channel: it goes into the session's inbox at once
+    /// (even while a turn of the session runs) and `persisted` fires; a redelivered message
+    /// is answered at most once.
     pub async fn send_from_channel(
         &self,
         key: impl Into<SessionKey>,
@@ -305,14 +325,34 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let key = key.into();
-        let (addr, control) = self.session(key.clone());
+        let (addr, control, inbox) = self.session(key.clone());
         if text.trim() == "/stop" {
             let _ = persisted.send(());
             return Ok(self.stop_everything(&key, &control));
         }
-        addr.send(UserTurn::FromChannel { text: text.to_owned(), origin, persisted, events })
-            .await
-            .map_err(|_| AgentError::Gone)?
+        let accepted = inbox.accept(text, TurnSource::User, Some(&origin))?;
+        let _ = persisted.send(());
+        Self::answer(addr, accepted, Background::default(), events).await
+    }
+
+    /// The messages of session `key` accepted and never answered (a restart's work), in the
+    /// order they were accepted.
+    pub fn pending(&self, key: impl Into<SessionKey>) -> Result<Vec<PendingMessage>, AgentError> {
+        self.session(key).2.pending()
+    }
+
+    /// Answers inbox entry `id` of session `key` (see [`SessionManager::pending`]). The
+    /// request is queued in the session's mailbox before this returns, so entries asked for
+    /// in order are answered in order.
+    pub fn answer_pending(
+        &self,
+        key: SessionKey,
+        id: &str,
+        events: UnboundedSender<TurnEvent>,
+    ) -> impl Future<Output = Result<TurnReply, AgentError>> + use<> {
+        let (addr, _, _) = self.session(key);
+        let request = addr.send(UserTurn::Answer { id: id.to_owned(), cron_job: None, model: None, events });
+        async move { request.await.map_err(|_| AgentError::Gone)? }
     }
 
     /// `/stop`: the session's running turn and the helpers it started.
@@ -330,7 +370,7 @@ impl SessionManager {
     /// Records in session `key` that a reply could not be delivered, after the session's
     /// current turn and without waiting for it: the turn may be the one that sent the reply.
     pub fn record_undelivered(&self, key: impl Into<SessionKey>, content: &str, error: &str) {
-        let (addr, _) = self.session(key);
+        let (addr, _, _) = self.session(key);
         addr.do_send(session_actor::RecordUndelivered { content: content.to_owned(), error: error.to_owned() });
     }
 
@@ -341,7 +381,7 @@ impl SessionManager {
         key: impl Into<SessionKey>,
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
-        let (addr, _) = self.session(key);
+        let (addr, _, _) = self.session(key);
         addr.send(UserTurn::Resume { events }).await.map_err(|_| AgentError::Gone)?
     }
 
@@ -350,21 +390,21 @@ impl SessionManager {
         self.session(key).1.stop()
     }
 
-    fn session(&self, key: impl Into<SessionKey>) -> (Addr<SessionActor>, Arc<TurnControl>) {
+    fn session(&self, key: impl Into<SessionKey>) -> SessionEntry {
         let key = key.into();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((addr, control)) = sessions.get(&key) {
-            if addr.connected() {
-                return (addr.clone(), control.clone());
-            }
+        if let Some(entry) = sessions.get(&key).filter(|entry| entry.0.connected()) {
+            return entry.clone();
         }
         let control = Arc::new(TurnControl::default());
         let actor = SessionActor::new(key.clone(), self.services.clone(), self.memory.clone(), control.clone());
+        let inbox = actor.inbox();
         let addr = match self.pool.for_session(&key) {
             Some(arbiter) => SessionActor::start_in_arbiter(&arbiter, |_| actor),
             None => actor.start(),
         };
-        sessions.insert(key, (addr.clone(), control.clone()));
-        (addr, control)
+        let entry = (addr, control, inbox);
+        sessions.insert(key, entry.clone());
+        entry
     }
 }

@@ -1,5 +1,8 @@
 //! `SessionActor`: owns one session (`channel:chat_id`): serialises its turns, persists every
-//! message before moving on, answers slash commands, and leaves memory when idle.
+//! message before moving on, answers slash commands, and leaves memory when idle. Its
+//! [`Inbox`] takes messages to the session file while a turn runs; a turn answers an inbox
+//! entry, goes on with one a restart interrupted (settling its open tool calls through the
+//! turn journal), and records how it ended.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -20,13 +23,15 @@ use crate::memory::consolidator_actor::{Consolidate, Scope};
 use crate::memory::flush::write_session_flush;
 use crate::memory::recall::auto::recall_for_message;
 use crate::memory::tokens::TokenLedger;
+use crate::message::ToolCall;
 use crate::message::{ChatMessage, Role};
 use crate::services::Services;
-use crate::session::{Session, SessionKey, close_interrupted_turn};
+use crate::session::journal::{self, CallRecord, CallState, INBOX_ID_KEY, InboxRecord, OPEN_INBOX_KEY, TurnProgress};
+use crate::session::{InboxState, PendingMessage, Record, Session, SessionKey, close_interrupted_turn};
 use crate::turn::TurnInput;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
 use crate::turn::hooks::{CompositeHook, PartialReply, StripThinking, UsageHook, UsageTotals, strip_think_blocks};
-use crate::turn::runner::{CheckpointError, TurnEvent, TurnOutcome};
+use crate::turn::runner::{CheckpointError, Journal, OpenCall, TurnEvent, TurnOutcome};
 use crate::usage::{USER_SOURCE, UsageEntry, UsageStore};
 
 /// An idle session leaves memory after this long (it is loaded again on its next message).
@@ -48,6 +53,11 @@ pub struct SessionActor {
 }
 
 impl SessionActor {
+    /// The session's inbox, which takes messages while the actor is busy with a turn.
+    pub fn inbox(&self) -> Inbox {
+        Inbox { job: self.parts.clone() }
+    }
+
     /// An actor for `key`; the session file is loaded on the first message.
     pub fn new(
         key: SessionKey,
@@ -64,7 +74,7 @@ impl SessionActor {
             ledger: Arc::default(),
             memory,
             control,
-            job: None,
+            cron_job: None,
             model: None,
         };
         SessionActor { parts, last_active: Instant::now() }
@@ -84,37 +94,30 @@ impl Actor for SessionActor {
     }
 }
 
-/// What the session manager asks of a session: a message to store and answer, or an
-/// unanswered one to answer. Progress of the turn goes to `events`.
+/// What the session manager asks of a session: answer a message its inbox holds, run a
+/// slash command, or answer a last message an older version left unanswered. Progress of
+/// the turn goes to `events`.
 #[derive(Message)]
 #[rtype(result = "Result<TurnReply, AgentError>")]
 pub enum UserTurn {
-    /// A message typed at the kernel (CLI, API) or written by the kernel itself.
-    Message {
-        /// The text (or a slash command).
-        text: String,
-        /// Who wrote it: the user, or the kernel (a cron job, the heartbeat, a helper's
-        /// result). Only the user's messages are read as slash commands.
-        source: TurnSource,
+    /// Answer inbox entry `id` (accepted through [`Inbox::accept`]) unless it is answered.
+    Answer {
+        /// The entry.
+        id: String,
         /// The cron job that wrote it, whose id the usage log records.
-        job: Option<String>,
+        cron_job: Option<String>,
         /// The model its source uses instead of the configured one (heartbeat, cron job).
         model: Option<String>,
         /// Progress of the turn.
         events: UnboundedSender<TurnEvent>,
     },
-    /// A message from a chat channel, answered at most once however often it is redelivered.
-    FromChannel {
-        /// What the user wrote (or a slash command).
-        text: String,
-        /// The channel's id and details of the message.
-        origin: ChannelOrigin,
-        /// Told once the message is on disk (a channel acknowledges it to its service then).
-        persisted: tokio::sync::oneshot::Sender<()>,
-        /// Progress of the turn.
-        events: UnboundedSender<TurnEvent>,
+    /// Run a slash command (after the session's current turn).
+    Command {
+        /// The command.
+        command: Command,
     },
-    /// No new message: answer the session's last message if a crash left it unanswered.
+    /// No inbox entry: answer the session's last message if a crash left it unanswered (a
+    /// session file written before the inbox existed).
     Resume {
         /// Progress of the turn.
         events: UnboundedSender<TurnEvent>,
@@ -188,7 +191,7 @@ pub struct ChannelOrigin {
 pub const INBOUND_ID_KEY: &str = "inbound_id";
 /// Key under which a user message stores its channel details.
 pub const CHANNEL_METADATA_KEY: &str = "channel_metadata";
-/// How far back a redelivered channel message is looked for.
+/// How far back a redelivered channel message stored before the inbox existed is looked for.
 const REDELIVERY_WINDOW: usize = 50;
 
 impl Handler<UserTurn> for SessionActor {
@@ -224,7 +227,7 @@ struct TurnJob {
     /// Lets `/stop` reach the running turn without waiting in this actor's mailbox.
     control: Arc<TurnControl>,
     /// The cron job whose message this job answers (set per message, never shared).
-    job: Option<String>,
+    cron_job: Option<String>,
     /// The model its source asks for instead of the configured one (set per message).
     model: Option<String>,
 }
@@ -233,77 +236,139 @@ impl TurnJob {
     /// Runs `change` on the session, loading it first when no turn has yet.
     fn with_session(
         &self,
-        change: impl FnOnce(&mut Session, &crate::session::SessionStore) -> Result<(), AgentError>,
+        change: impl FnOnce(&mut Session, &dyn crate::session::SessionStorage) -> Result<(), AgentError>,
     ) -> Result<(), AgentError> {
         self.ensure_loaded()?;
         let mut guard = lock(&self.session);
         let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
-        change(session, self.services.sessions())
+        change(session, self.services.sessions().as_ref())
     }
 
     async fn run(mut self, turn: UserTurn) -> Result<TurnReply, AgentError> {
         self.ensure_loaded()?;
         match turn {
-            UserTurn::Message { text, source, job, model, events } => {
-                self.job = job;
+            UserTurn::Answer { id, cron_job, model, events } => {
+                self.cron_job = cron_job;
                 self.model = model;
-                match self.store_message(&text, source, None)? {
-                    Stored::Command(command) => self.command(command).await,
-                    Stored::Message => self.answer(events, source).await,
-                }
+                self.answer_entry(&id, events).await
             }
-            UserTurn::FromChannel { text, origin, persisted, events } => {
-                match self.find_inbound(&origin.inbound_id) {
-                    Some(Seen::Answered) => {
-                        let _ = persisted.send(());
-                        Ok(TurnReply::AlreadyAnswered)
-                    }
-                    // Persisted before a crash but never answered: answer it now.
-                    Some(Seen::Pending) => {
-                        let _ = persisted.send(());
-                        self.answer(events, TurnSource::User).await
-                    }
-                    None => {
-                        let stored = self.store_message(&text, TurnSource::User, Some(&origin))?;
-                        let _ = persisted.send(());
-                        match stored {
-                            Stored::Command(command) => self.command(command).await,
-                            Stored::Message => self.answer(events, TurnSource::User).await,
-                        }
-                    }
-                }
+            UserTurn::Command { command } => self.command(command).await,
+            UserTurn::Resume { events } if self.ends_with_user_message() => {
+                self.answer(events, TurnSource::User, None).await
             }
-            UserTurn::Resume { events } if self.ends_with_user_message() => self.answer(events, TurnSource::User).await,
             UserTurn::Resume { .. } => Ok(TurnReply::AlreadyAnswered),
         }
     }
 
-    /// A new message: a slash command from the user is returned to be run; anything else is
-    /// stored (the user's words reach the disk before the model sees them).
-    fn store_message(
-        &self,
-        text: &str,
-        source: TurnSource,
-        origin: Option<&ChannelOrigin>,
-    ) -> Result<Stored, AgentError> {
+    /// Answers inbox entry `id`: starts its turn when it is only accepted, goes on with it
+    /// when a restart interrupted it, and answers nothing when it is answered.
+    async fn answer_entry(self, id: &str, events: UnboundedSender<TurnEvent>) -> Result<TurnReply, AgentError> {
+        let (state, pending) = {
+            let guard = lock(&self.session);
+            let session = guard.as_ref().ok_or(AgentError::NotLoaded)?;
+            (session.inbox_state(id), session.pending_messages().into_iter().find(|p| p.id == id))
+        };
+        let (Some(state), Some(pending)) = (state, pending) else { return Ok(TurnReply::AlreadyAnswered) };
+        let source = source_of(pending.source.as_deref());
+        // Its user message in the history means the turn started, whatever the records say.
+        let started = lock(&self.session).as_ref().is_some_and(|s| s.turn_start(id).is_some());
+        if state == InboxState::Accepted && !started {
+            self.start_turn(&pending)?;
+            return self.answer(events, source, Some(id)).await;
+        }
+        let progress = {
+            let guard = lock(&self.session);
+            let session = guard.as_ref().ok_or(AgentError::NotLoaded)?;
+            match session.turn_start(id) {
+                Some(start) => journal::progress(&session.messages, start),
+                None => TurnProgress::AskModel,
+            }
+        };
+        tracing::info!(session = %self.key, turn = %id, "going on with a turn a restart interrupted");
+        match progress {
+            TurnProgress::Answered => {
+                let text = lock(&self.session)
+                    .as_ref()
+                    .and_then(|s| s.messages.last().map(ChatMessage::text_content))
+                    .unwrap_or_default();
+                self.close_entry(id, InboxState::Answered, None);
+                Ok(TurnReply::Answer(text, crate::provider::Usage::default()))
+            }
+            TurnProgress::AskModel | TurnProgress::OpenCalls(_) => self.answer(events, source, Some(id)).await,
+        }
+    }
+
+    /// The start of message `pending`'s turn: its user message (marked with its inbox id)
+    /// and its `in_turn` record, in one write.
+    fn start_turn(&self, pending: &PendingMessage) -> Result<(), AgentError> {
+        let stale: Vec<String> = lock(&self.session)
+            .as_ref()
+            .map(|s| s.pending_messages().into_iter().filter(|p| p.state == InboxState::InTurn).map(|p| p.id).collect())
+            .unwrap_or_default();
         self.close_unanswered()?;
-        if let Some(command) = Command::parse(text).filter(|_| source == TurnSource::User) {
-            return Ok(Stored::Command(command));
+        for id in stale {
+            self.close_entry(&id, InboxState::Failed, Some("interrupted by a restart".to_owned()));
         }
-        let mut user = ChatMessage::text(Role::User, self.fit_for_the_model(text));
-        if let Some(name) = source_name(source) {
-            user.extra.insert(SOURCE_KEY.to_owned(), serde_json::Value::String(name.to_owned()));
+        let mut user = ChatMessage::text(Role::User, pending.text.clone());
+        if let Some(name) = &pending.source {
+            user.extra.insert(SOURCE_KEY.to_owned(), serde_json::Value::String(name.clone()));
         }
-        if let Some(origin) = origin {
-            user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(origin.inbound_id.clone()));
-            user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), origin.metadata.clone());
+        if let Some(inbound_id) = &pending.inbound_id {
+            user.extra.insert(INBOUND_ID_KEY.to_owned(), serde_json::Value::String(inbound_id.clone()));
+            user.extra.insert(CHANNEL_METADATA_KEY.to_owned(), pending.channel_metadata.clone());
         }
-        self.append(vec![user])?;
-        Ok(Stored::Message)
+        user.extra.insert(INBOX_ID_KEY.to_owned(), serde_json::Value::String(pending.id.clone()));
+        let record = Record::Inbox(InboxRecord::state(&pending.id, InboxState::InTurn));
+        let mut guard = lock(&self.session);
+        let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
+        self.services.sessions().append_with_records(session, vec![user], vec![record]).map_err(AgentError::Session)
+    }
+
+    /// Writes the end of entry `id` (answered, or failed with `reason`), and clears the
+    /// session's open-inbox mark when nothing else waits. A failure to write is logged: the
+    /// next start finds the answer in the history.
+    fn close_entry(&self, id: &str, state: InboxState, reason: Option<String>) {
+        let mut record = InboxRecord::state(id, state);
+        record.reason = reason;
+        let saved = self.with_session(|session, store| {
+            store.append_with_records(session, Vec::new(), vec![Record::Inbox(record)]).map_err(AgentError::Session)?;
+            session.compact_records();
+            if session.pending_messages().is_empty() && session.metadata.remove(OPEN_INBOX_KEY).is_some() {
+                store.save_metadata(session).map_err(AgentError::Session)?;
+            }
+            Ok(())
+        });
+        if let Err(error) = saved {
+            tracing::warn!(session = %self.key, turn = %id, %error, "cannot record the end of a turn");
+        }
     }
 
     /// Runs the model on the session, whose last message is the user's.
-    async fn answer(self, events: UnboundedSender<TurnEvent>, source: TurnSource) -> Result<TurnReply, AgentError> {
+    /// `id` is the inbox entry the turn answers (`None` for a session file older than the
+    /// inbox); its end is recorded.
+    async fn answer(
+        self,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+        id: Option<&str>,
+    ) -> Result<TurnReply, AgentError> {
+        let reply = self.answer_turn(events, source, id).await;
+        if let Some(id) = id {
+            match &reply {
+                Ok(TurnReply::Stopped) => self.close_entry(id, InboxState::Failed, Some("stopped".to_owned())),
+                Ok(_) => self.close_entry(id, InboxState::Answered, None),
+                Err(error) => self.close_entry(id, InboxState::Failed, Some(error.to_string())),
+            }
+        }
+        reply
+    }
+
+    async fn answer_turn(
+        &self,
+        events: UnboundedSender<TurnEvent>,
+        source: TurnSource,
+        id: Option<&str>,
+    ) -> Result<TurnReply, AgentError> {
         if let Some(breach) = self.over_budget(source) {
             return self.refuse_over_budget(&breach, source);
         }
@@ -318,7 +383,7 @@ impl TurnJob {
         let recalled = undelivered::with_notes(&self.take_undelivered_notes(), recalled);
         let messages = self.request_messages(system, recalled.as_deref());
         let started = Instant::now();
-        let outcome = self.run_guarded(messages, events, source, &fixed, recalled.as_deref()).await;
+        let outcome = self.run_guarded(messages, events, source, &fixed, recalled.as_deref(), id).await;
         match outcome {
             Ok(outcome) => {
                 self.record_usage(&outcome, source, started.elapsed());
@@ -356,8 +421,9 @@ impl TurnJob {
         source: TurnSource,
         fixed: &Arc<str>,
         recalled: Option<&str>,
+        id: Option<&str>,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let outcome = self.run_once(messages, events.clone(), source, true).await;
+        let outcome = self.run_once(messages, events.clone(), source, true, id).await;
         let estimated = match &outcome {
             Err(failure) if failure.is_overflow() => failure.is_estimated_overflow(),
             _ => return outcome,
@@ -370,7 +436,7 @@ impl TurnJob {
         }
         let system = self.services.system_prompt(self.key.channel());
         let messages = self.request_messages(system, recalled);
-        self.run_once(messages, events, source, false).await
+        self.run_once(messages, events, source, false, id).await
     }
 
     async fn run_once(
@@ -379,8 +445,10 @@ impl TurnJob {
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_first: bool,
+        id: Option<&str>,
     ) -> Result<TurnOutcome, TurnFailure> {
-        let turn = self.turn_input(messages, events, source, compact_first);
+        let mut turn = self.turn_input(messages, events, source, compact_first);
+        turn.journal = id.map(|id| self.journal(id));
         self.control.run(self.services.engine().clone().run(turn)).await
     }
 
@@ -428,6 +496,7 @@ impl TurnJob {
             chat_id: Some(self.key.chat_id().to_owned()),
             workspace: self.services.workspace().display().to_string(),
             restrict_to_workspace: self.services.settings().config.tools.restrict_to_workspace,
+            idempotency_key: None,
         };
         let hooks = CompositeHook::new(vec![
             Box::new(UsageHook::new(self.usage.clone())),
@@ -445,7 +514,42 @@ impl TurnJob {
         let builtins = self.services.builtins();
         let session = self.key.to_string();
         let model = self.model.clone();
-        TurnInput { messages, session, context, builtins, hooks, events, checkpoint, compact_on_overflow, model }
+        TurnInput {
+            messages,
+            session,
+            context,
+            builtins,
+            hooks,
+            events,
+            checkpoint,
+            compact_on_overflow,
+            model,
+            journal: None,
+        }
+    }
+
+    /// The journal of turn `id`: the steps it took and the calls a restart left open (from
+    /// the session), and a `started` record written before each call is sent.
+    fn journal(&self, id: &str) -> Journal {
+        let (steps_done, open) = {
+            let guard = lock(&self.session);
+            guard.as_ref().map(|session| open_calls(session, id)).unwrap_or_default()
+        };
+        let store = Arc::clone(self.services.sessions());
+        let session = self.session.clone();
+        let turn = id.to_owned();
+        let record_start = Box::new(move |key: &str, call: &ToolCall| {
+            let mut guard = session.lock().unwrap_or_else(PoisonError::into_inner);
+            let session = guard.as_mut().ok_or(CheckpointError::NotLoaded)?;
+            let record = Record::Call(CallRecord {
+                key: key.to_owned(),
+                turn: turn.clone(),
+                tool_call_id: call.id.clone(),
+                state: CallState::Started,
+            });
+            Ok(store.append_with_records(session, Vec::new(), vec![record])?)
+        });
+        Journal { turn: id.to_owned(), steps_done, open, record_start }
     }
 
     /// The cap of `agents.defaults.budgets` this turn would go over, if any.
@@ -460,7 +564,7 @@ impl TurnJob {
         };
         let source = source_name(source).unwrap_or(USER_SOURCE);
         let today = chrono::Utc::now().date_naive();
-        budgets.breach(&self.services.usage(), &settings.prices_or_none(), today, source, self.job.as_deref())
+        budgets.breach(&self.services.usage(), &settings.prices_or_none(), today, source, self.cron_job.as_deref())
     }
 
     /// Answers without calling the model: the cap's message is the reply, stored in the
@@ -490,7 +594,7 @@ impl TurnJob {
             completion: outcome.usage.completion_tokens,
             calls: u64::from(outcome.iterations),
             source: Some(source_name(source).unwrap_or(USER_SOURCE).to_owned()),
-            job: self.job.clone(),
+            job: self.cron_job.clone(),
             ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
             context: Some(lock(&self.usage).last_prompt_tokens),
         };
@@ -612,8 +716,14 @@ impl TurnJob {
         let loaded = self.services.sessions().load(self.key.as_str()).map_err(AgentError::Session)?;
         let mut session = loaded.session;
         self.mark_archived(&mut session)?;
-        let closing: Vec<ChatMessage> =
-            close_interrupted_turn(&session).into_iter().filter(|m| m.role == Role::Tool).collect();
+        // A turn the inbox knows goes on where it stopped (see `answer_entry`); only a turn of
+        // an older file is closed here.
+        let in_turn = session.pending_messages().iter().any(|p| p.state == InboxState::InTurn);
+        let closing: Vec<ChatMessage> = if in_turn {
+            Vec::new()
+        } else {
+            close_interrupted_turn(&session).into_iter().filter(|m| m.role == Role::Tool).collect()
+        };
         if !closing.is_empty() {
             tracing::warn!(session = %self.key, messages = closing.len(), "closing a turn interrupted by a previous crash");
             self.services.sessions().append(&mut session, closing).map_err(AgentError::Session)?;
@@ -640,22 +750,31 @@ impl TurnJob {
         lock(&self.session).as_ref().and_then(|s| s.messages.last()).is_some_and(|m| m.role == Role::User)
     }
 
-    /// Whether a channel message with `inbound_id` is already in the session's recent
-    /// messages, and whether it was answered.
+    /// Whether a channel message with `inbound_id` is already in the session's history, and
+    /// whether it was answered. Called after the open inbox records were asked, so a message
+    /// that has an inbox id here is closed; one stored before the inbox existed is looked for
+    /// among the recent messages and is pending when it is the last.
     fn find_inbound(&self, inbound_id: &str) -> Option<Seen> {
         let guard = lock(&self.session);
         let messages = &guard.as_ref()?.messages;
-        let recent = &messages[messages.len().saturating_sub(REDELIVERY_WINDOW)..];
-        let at = recent.iter().rposition(|m| {
+        let at = messages.iter().rposition(|m| {
             m.role == Role::User && m.extra.get(INBOUND_ID_KEY).and_then(serde_json::Value::as_str) == Some(inbound_id)
         })?;
-        Some(if at + 1 == recent.len() { Seen::Pending } else { Seen::Answered })
+        if messages[at].extra.contains_key(INBOX_ID_KEY) {
+            return Some(Seen::Answered);
+        }
+        if at + REDELIVERY_WINDOW < messages.len() {
+            return None;
+        }
+        Some(if at + 1 == messages.len() { Seen::Pending } else { Seen::Answered })
     }
 
     /// A kill between archiving a slice and saving the session leaves the history ahead of
     /// the session: catch up instead of archiving the slice again.
     fn mark_archived(&self, session: &mut Session) -> Result<(), AgentError> {
-        catch_up(session, self.services.history(), self.services.sessions()).map(|_| ()).map_err(AgentError::Archive)
+        catch_up(session, self.services.history(), self.services.sessions().as_ref())
+            .map(|_| ())
+            .map_err(AgentError::Archive)
     }
 
     fn append(&self, messages: Vec<ChatMessage>) -> Result<(), AgentError> {
@@ -746,12 +865,114 @@ fn source_name(source: TurnSource) -> Option<&'static str> {
     }
 }
 
-/// What [`TurnJob::store_message`] made of a new message.
-enum Stored {
+/// Who wrote a message, from its inbox record's `source`.
+fn source_of(name: Option<&str>) -> TurnSource {
+    match name {
+        Some("cron") => TurnSource::Cron,
+        Some("heartbeat") => TurnSource::Heartbeat,
+        Some("subagent") => TurnSource::Subagent,
+        Some("system") => TurnSource::System,
+        _ => TurnSource::User,
+    }
+}
+
+/// The tool-using steps turn `id` took and the calls of its last step without a result,
+/// each with its journal key and whether its `started` record is on disk.
+fn open_calls(session: &Session, id: &str) -> (u32, Vec<OpenCall>) {
+    let Some(start) = session.turn_start(id) else { return (0, Vec::new()) };
+    let turn = &session.messages[start..];
+    let steps = turn.iter().filter(|m| m.role == Role::Assistant && !m.tool_calls.is_empty()).count();
+    let steps = u32::try_from(steps).unwrap_or(u32::MAX);
+    let TurnProgress::OpenCalls(open) = journal::progress(&session.messages, start) else { return (steps, Vec::new()) };
+    let last =
+        turn.iter().rev().find(|m| m.role == Role::Assistant).map(|m| m.tool_calls.as_slice()).unwrap_or_default();
+    let open = open
+        .into_iter()
+        .map(|call| {
+            let index = last.iter().position(|c| c.id == call.id).unwrap_or_default();
+            OpenCall { key: journal::call_key(id, steps, index), started: session.call_started(id, &call.id), call }
+        })
+        .collect();
+    (steps, open)
+}
+
+/// What [`Inbox::accept`] made of a message.
+#[derive(Debug)]
+pub enum Acceptance {
     /// A slash command, to run (nothing stored).
     Command(Command),
-    /// A message, stored as the session's last.
-    Message,
+    /// Stored, or found stored and not answered: the inbox entry to answer.
+    Pending(String),
+    /// A redelivery of a message already answered.
+    Answered,
+    /// A redelivery of a message stored by an older version, never answered: answer the
+    /// session's last message.
+    Legacy,
+}
+
+/// The durable inbox of one session: takes a message to the session file at once, even while
+/// a turn of the session runs (the session's mailbox waits for that turn; this does not).
+/// Shares the loaded session with the actor, so the file keeps one writer at a time.
+#[derive(Clone)]
+pub struct Inbox {
+    /// The actor's parts.
+    job: TurnJob,
+}
+
+impl Inbox {
+    /// Stores `text` as an `accepted` inbox record (a slash command from the user is returned
+    /// instead); a channel message already stored is recognised by its id.
+    pub fn accept(
+        &self,
+        text: &str,
+        source: TurnSource,
+        origin: Option<&ChannelOrigin>,
+    ) -> Result<Acceptance, AgentError> {
+        if let Some(command) = Command::parse(text).filter(|_| source == TurnSource::User) {
+            return Ok(Acceptance::Command(command));
+        }
+        self.job.ensure_loaded()?;
+        if let Some(origin) = origin {
+            let known = lock(&self.job.session).as_ref().and_then(|s| s.inbox_entry_of(&origin.inbound_id));
+            match known {
+                Some((_, state)) if state.is_closed() => return Ok(Acceptance::Answered),
+                Some((id, _)) => return Ok(Acceptance::Pending(id)),
+                None => {}
+            }
+            match self.job.find_inbound(&origin.inbound_id) {
+                Some(Seen::Answered) => return Ok(Acceptance::Answered),
+                Some(Seen::Pending) => return Ok(Acceptance::Legacy),
+                None => {}
+            }
+        }
+        let id = journal::fresh_inbox_id();
+        let mut record = InboxRecord::state(&id, InboxState::Accepted);
+        record.text = Some(self.job.fit_for_the_model(text));
+        record.source = source_name(source).map(str::to_owned);
+        if let Some(origin) = origin {
+            record.inbound_id = Some(origin.inbound_id.clone());
+            record.channel_metadata = Some(origin.metadata.clone());
+        }
+        self.job.with_session(|session, store| {
+            // The mark first: a kill between the two leaves a mark with nothing behind it,
+            // which costs the next start one look, never a message. A session without a
+            // metadata line in place gets both in the append's one whole-file write.
+            if session.metadata.get(OPEN_INBOX_KEY) != Some(&serde_json::Value::Bool(true)) {
+                session.metadata.insert(OPEN_INBOX_KEY.to_owned(), serde_json::Value::Bool(true));
+                if session.header_in_place() {
+                    store.save_metadata(session).map_err(AgentError::Session)?;
+                }
+            }
+            store.append_with_records(session, Vec::new(), vec![Record::Inbox(record)]).map_err(AgentError::Session)
+        })?;
+        Ok(Acceptance::Pending(id))
+    }
+
+    /// The session's messages accepted and not answered, in order.
+    pub fn pending(&self) -> Result<Vec<PendingMessage>, AgentError> {
+        self.job.ensure_loaded()?;
+        Ok(lock(&self.job.session).as_ref().map(Session::pending_messages).unwrap_or_default())
+    }
 }
 
 /// The messages replayed to the model: those not yet consolidated, at most

@@ -142,6 +142,7 @@ mod tests {
                 chat_id: Some("42".into()),
                 workspace: workspace.display().to_string(),
                 restrict_to_workspace: true,
+                idempotency_key: None,
             },
             ..BuiltinContext::default()
         }

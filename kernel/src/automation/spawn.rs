@@ -184,6 +184,7 @@ impl Helpers {
                 events,
                 // A helper's steps are not part of any conversation; its report is.
                 checkpoint: Box::new(|_| Ok(())),
+                journal: None,
                 gate: None,
                 approvals: Some(std::sync::Arc::clone(engine.approvals())),
                 compact_on_overflow: false,

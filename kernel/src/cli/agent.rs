@@ -67,6 +67,7 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
             manager.memory().dream.do_send(StartSchedule);
             actix::spawn(background::serve(manager.clone(), requests));
         }
+        answer_left_unanswered(&manager, &options.session).await;
         let code = match &options.message {
             Some(message) => one_shot(&manager, &options, style, message).await,
             None => repl::run(&manager, &options.session, style).await,
@@ -75,6 +76,28 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         drop(scheduler);
         code
     })
+}
+
+/// Answers, in order and before anything else, the messages of this session a previous run
+/// accepted and never answered (it was killed mid-turn); each answer is printed.
+async fn answer_left_unanswered(manager: &SessionManager, session: &str) {
+    let pending = match manager.pending(session) {
+        Ok(pending) => pending,
+        Err(error) => {
+            eprintln!("warning: cannot read the session's unanswered messages: {error}");
+            return;
+        }
+    };
+    for message in pending {
+        tracing::info!(session, message = %message.id, "answering a message left unanswered by a previous run");
+        let (events, mut progress) = tokio::sync::mpsc::unbounded_channel();
+        actix::spawn(async move { while progress.recv().await.is_some() {} });
+        match manager.answer_pending(session.into(), &message.id, events).await {
+            Ok(reply) if !reply.text().is_empty() => println!("{}", reply.text()),
+            Ok(_) => {}
+            Err(error) => eprintln!("error: {error}"),
+        }
+    }
 }
 
 /// The error when no provider is usable, with a local model server offered when one answers.

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::rc::Rc;
 
-use oxibot_kernel::agent::{SessionManager, TurnReply};
+use oxibot_kernel::agent::{Background, SessionManager, TurnReply};
 use oxibot_kernel::automation::dispatch::{Request, RunRequest};
 use tokio::sync::mpsc;
 
@@ -27,8 +27,15 @@ pub async fn serve(manager: Rc<SessionManager>, mut requests: mpsc::UnboundedRec
 async fn run_and_print(manager: &SessionManager, request: RunRequest) {
     let (events, mut rx) = mpsc::unbounded_channel();
     actix::spawn(async move { while rx.recv().await.is_some() {} });
-    let reply =
-        manager.send_system(&request.key, &request.text, request.source, request.job, request.model, events).await;
+    let reply = manager
+        .send_system(
+            &request.key,
+            &request.text,
+            request.source,
+            Background { cron_job: request.job, model: request.model },
+            events,
+        )
+        .await;
     let answer = match &reply {
         Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
         Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),

@@ -43,6 +43,7 @@ pub fn call(common: &CommonArgs, tool: &str, args: &str, timeout: Option<f64>) -
         chat_id: Some("tools".into()),
         workspace: setup.workspace.display().to_string(),
         restrict_to_workspace: setup.settings.config.tools.restrict_to_workspace,
+        idempotency_key: None,
     };
     let outcome = actix::System::new().block_on(async {
         let host = setup.start_host()?;

@@ -173,8 +173,8 @@ fn cron_handle(services: &Services, timezone: crate::cron::Tz, scheduler: Option
 /// Answers messages a previous run persisted but never answered.
 fn resume_unanswered(services: &Services, router: &Rc<Router>, channels: &[String]) {
     let names: Vec<&str> = channels.iter().map(String::as_str).collect();
-    for pending in resume::unanswered(services.sessions().dir(), &names) {
-        tracing::info!(session = %pending.key, "answering a message left unanswered by a previous run");
-        actix::spawn(router.clone().resume(pending.key, pending.metadata));
+    for key in resume::unanswered(services.sessions().as_ref(), &names) {
+        router.resume_session(key);
     }
+    router.resumed();
 }

@@ -93,7 +93,7 @@ impl Handler<Consolidate> for ConsolidatorActor {
             let budget = Budget::new(defaults.context_window_tokens, defaults.max_tokens);
             let mut consolidation = Consolidation {
                 session: &request.session,
-                store: services.sessions(),
+                store: services.sessions().as_ref(),
                 history: services.history(),
                 estimator: LedgerEstimator {
                     ledger: &request.ledger,

@@ -182,6 +182,7 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
                 chat_id: Some("dream".to_owned()),
                 workspace: services.workspace().display().to_string(),
                 restrict_to_workspace: true,
+                idempotency_key: None,
             },
             source: TurnSource::System,
         },
@@ -190,6 +191,7 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
         events,
         // Dream's turn is not a conversation: nothing of it is kept but the edits themselves.
         checkpoint: Box::new(|_| Ok(())),
+        journal: None,
         gate: Some(Arc::new(DreamGate::new(services.workspace()))),
         approvals: None,
         compact_on_overflow: false,

@@ -134,6 +134,7 @@ pub async fn flush_before_archive(
                 chat_id: Some(chat.to_owned()),
                 workspace: services.workspace().display().to_string(),
                 restrict_to_workspace: true,
+                idempotency_key: None,
             },
             source: TurnSource::System,
         },
@@ -142,6 +143,7 @@ pub async fn flush_before_archive(
         events,
         // Silent: nothing of this turn is kept but what the tool stores.
         checkpoint: Box::new(|_| Ok(())),
+        journal: None,
         gate: Some(Arc::new(OnlyMemory)),
         approvals: None,
         compact_on_overflow: false,

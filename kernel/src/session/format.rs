@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
 use serde_json::{Map, Value};
 
+use super::journal::Record;
 use super::{DiskState, Session};
 use crate::message::ChatMessage;
 
@@ -111,6 +112,15 @@ pub(super) fn pad_line(mut json: Vec<u8>, width: usize) -> Vec<u8> {
     json
 }
 
+/// Appends one line per record to `out`.
+pub(super) fn encode_records(records: &[Record], out: &mut Vec<u8>) -> serde_json::Result<()> {
+    for record in records {
+        serde_json::to_writer(&mut *out, record)?;
+        out.push(b'\n');
+    }
+    Ok(())
+}
+
 /// Appends one line per message to `out`.
 pub(super) fn encode_messages(messages: &[ChatMessage], out: &mut Vec<u8>) -> serde_json::Result<()> {
     for message in messages {
@@ -129,6 +139,8 @@ pub(super) struct Decoded {
     pub disk: DiskState,
     /// Every message line, in order.
     pub messages: Vec<ChatMessage>,
+    /// Every inbox and journal record, in order.
+    pub records: Vec<Record>,
     /// A last line that does not parse: where it starts, its 1-based number and length.
     pub torn: Option<TornLine>,
     /// The file does not end with a newline (and nothing was torn).
@@ -187,6 +199,8 @@ fn raw_lines(bytes: &[u8]) -> Vec<RawLine<'_>> {
 enum Line {
     Header(Box<HeaderIn>),
     Message(Box<ChatMessage>),
+    /// An inbox or journal record of ours.
+    Record(Box<Record>),
     /// A record of another `_type` (nanobot 0.3 keeps `provider_state` lines, a provider's
     /// conversation cache): not part of the conversation, so skipped.
     Other,
@@ -201,6 +215,7 @@ fn decode_line(text: &[u8]) -> serde_json::Result<Line> {
             let value: Value = serde_json::from_slice(text)?;
             match value.get("_type").and_then(Value::as_str) {
                 Some("metadata") => Ok(Line::Header(Box::new(serde_json::from_value(value)?))),
+                Some("inbox" | "call") => Ok(Line::Record(Box::new(serde_json::from_value(value)?))),
                 Some(_) => Ok(Line::Other),
                 None => Err(error),
             }
@@ -217,6 +232,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Decoded, Damaged> {
         header: None,
         disk: DiskState::default(),
         messages: Vec::with_capacity(lines.len()),
+        records: Vec::new(),
         torn: None,
         missing_newline: false,
     };
@@ -224,6 +240,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Decoded, Damaged> {
     for (index, line) in lines.iter().enumerate() {
         match decode_line(line.text) {
             Ok(Line::Message(message)) => decoded.messages.push(*message),
+            Ok(Line::Record(record)) => decoded.records.push(*record),
             Ok(Line::Other) => {}
             Ok(Line::Header(header)) => {
                 if line.start == 0 && line.terminated {

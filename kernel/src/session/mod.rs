@@ -29,14 +29,19 @@
 //! **Invariant:** one writer per session file. The store keeps no locks; the session actor
 //! owns each [`Session`] and is the only one to hand it to the store.
 //!
+//! Besides messages the file holds the durable inbox and the turn journal as records of their
+//! own `_type` (see [`journal`]); the kernel reaches all of it through [`SessionStorage`].
+//!
 //! What this module is not: it does not decide *when* to save, what a turn contains or how
 //! history is consolidated; it only keeps the file and the in-memory [`Session`] in step.
 
 mod format;
+pub mod journal;
 mod key;
 pub mod location;
 mod recover;
 mod repair;
+mod storage;
 mod store;
 
 use std::path::PathBuf;
@@ -46,8 +51,10 @@ use serde_json::{Map, Value};
 use crate::message::ChatMessage;
 
 pub use format::{HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
+pub use journal::{InboxState, PendingMessage, Record};
 pub use key::SessionKey;
 pub use repair::{INTERRUPTED_REPLY, INTERRUPTED_TOOL_RESULT, Repair, close_interrupted_turn};
+pub use storage::SessionStorage;
 pub use store::SessionStore;
 
 /// One conversation: its messages and the metadata line of its file.
@@ -66,6 +73,8 @@ pub struct Session {
     pub last_consolidated: usize,
     /// The whole history, oldest first.
     pub messages: Vec<ChatMessage>,
+    /// The inbox and journal records still open (see [`journal`]), in file order.
+    pub records: Vec<Record>,
     /// Top-level keys of the metadata line this version does not know, written back as read.
     header_extra: Map<String, Value>,
     /// What the file on disk looks like, so the store knows what it may overwrite in place.
@@ -92,6 +101,7 @@ impl Session {
             metadata: Map::new(),
             last_consolidated: 0,
             messages: Vec::new(),
+            records: Vec::new(),
             header_extra: Map::new(),
             disk: DiskState::default(),
         }
@@ -103,9 +113,17 @@ impl Session {
         &self.messages[start..]
     }
 
+    /// Whether the store holds this session's metadata line where it can be changed in place;
+    /// when not (a new session, or a file nanobot wrote), the next append writes the whole
+    /// file, metadata included, in one go.
+    pub fn header_in_place(&self) -> bool {
+        self.disk.header_width != 0
+    }
+
     /// Forgets the history (`/new`); persist with [`SessionStore::rewrite`].
     pub fn clear(&mut self) {
         self.messages.clear();
+        self.compact_records();
         self.last_consolidated = 0;
         self.updated_at = now_timestamp();
     }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::{info, warn};
 
 use super::format::{self, HEADER_WIDTH, IN_PLACE_LIMIT, now_timestamp};
+use super::journal::Record;
 use super::location::{self, legacy_name, storage_name};
 use super::recover;
 use super::{DiskState, LoadedSession, Repair, Session, SessionError};
@@ -128,6 +129,8 @@ impl SessionStore {
             format::apply_header(&mut session, header);
         }
         session.messages = decoded.messages;
+        session.records = decoded.records;
+        session.compact_records();
         session.disk = decoded.disk;
         if session.last_consolidated > session.messages.len() {
             warn!(path = %path.display(), last_consolidated = session.last_consolidated, messages = session.messages.len(),
@@ -172,8 +175,19 @@ impl SessionStore {
     /// does not start with a metadata line, is written whole instead.
     ///
     /// On error neither the session nor the file has changed.
-    pub fn append(&self, session: &mut Session, mut messages: Vec<ChatMessage>) -> Result<(), SessionError> {
-        if messages.is_empty() {
+    pub fn append(&self, session: &mut Session, messages: Vec<ChatMessage>) -> Result<(), SessionError> {
+        self.append_with_records(session, messages, Vec::new())
+    }
+
+    /// Appends `messages`, then `records` (see [`journal`](super::journal)), in one `write`
+    /// call, as [`append`](Self::append) does.
+    pub fn append_with_records(
+        &self,
+        session: &mut Session,
+        mut messages: Vec<ChatMessage>,
+        records: Vec<Record>,
+    ) -> Result<(), SessionError> {
+        if messages.is_empty() && records.is_empty() {
             return Ok(());
         }
         let path = self.path_for(&session.key);
@@ -183,21 +197,23 @@ impl SessionStore {
                 message.timestamp = Some(now.clone());
             }
         }
-        let previous_len = session.messages.len();
+        let previous = (session.messages.len(), session.records.len());
         let previous_updated_at = std::mem::replace(&mut session.updated_at, now);
         session.messages.extend(messages);
+        session.records.extend(records);
 
-        let result = self.write_appended(session, &path, previous_len);
+        let result = self.write_appended(session, &path, previous);
         if result.is_err() {
-            session.messages.truncate(previous_len);
+            session.messages.truncate(previous.0);
+            session.records.truncate(previous.1);
             session.updated_at = previous_updated_at;
         }
         result
     }
 
-    /// Writes `session.messages[from..]` to the end of the file (or the whole file when it
-    /// has no header of ours yet).
-    fn write_appended(&self, session: &mut Session, path: &Path, from: usize) -> Result<(), SessionError> {
+    /// Writes `session.messages[from.0..]` and `session.records[from.1..]` to the end of the
+    /// file (or the whole file when it has no header of ours yet).
+    fn write_appended(&self, session: &mut Session, path: &Path, from: (usize, usize)) -> Result<(), SessionError> {
         if session.disk.header_width == 0 {
             return match self.create(session, path)? {
                 true => Ok(()),
@@ -205,7 +221,9 @@ impl SessionStore {
             };
         }
         let mut lines = Vec::new();
-        format::encode_messages(&session.messages[from..], &mut lines).map_err(|source| encode_error(path, source))?;
+        format::encode_messages(&session.messages[from.0..], &mut lines)
+            .map_err(|source| encode_error(path, source))?;
+        format::encode_records(&session.records[from.1..], &mut lines).map_err(|source| encode_error(path, source))?;
         let mut file = match OpenOptions::new().append(true).open(path) {
             Ok(file) => file,
             // Deleted behind our back: start it again from what is in memory.
@@ -279,6 +297,7 @@ impl SessionStore {
         let width = format::width_for(header.len());
         let mut bytes = format::pad_line(header, width);
         format::encode_messages(&session.messages, &mut bytes).map_err(|source| encode_error(path, source))?;
+        format::encode_records(&session.records, &mut bytes).map_err(|source| encode_error(path, source))?;
         let mut file = match File::create_new(path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
@@ -303,8 +322,10 @@ impl SessionStore {
         let width = format::width_for(header.len());
         let header = format::pad_line(header, width);
 
+        session.compact_records();
         let temp = self.temp_path(path);
-        let written = write_temp(&temp, &header, &session.messages).and_then(|()| fs::rename(&temp, path));
+        let written =
+            write_temp(&temp, &header, &session.messages, &session.records).and_then(|()| fs::rename(&temp, path));
         if let Err(source) = written {
             // Best effort: a leftover temporary file is harmless, only untidy.
             let _ = fs::remove_file(&temp);
@@ -328,7 +349,7 @@ impl SessionStore {
 }
 
 /// Writes header and messages to a new file at `temp` and flushes it to disk.
-fn write_temp(temp: &Path, header: &[u8], messages: &[ChatMessage]) -> io::Result<()> {
+fn write_temp(temp: &Path, header: &[u8], messages: &[ChatMessage], records: &[Record]) -> io::Result<()> {
     let file = File::create_new(temp)?;
     let mut out = BufWriter::with_capacity(256 * 1024, file);
     out.write_all(header)?;
@@ -338,6 +359,9 @@ fn write_temp(temp: &Path, header: &[u8], messages: &[ChatMessage]) -> io::Resul
         format::encode_messages(std::slice::from_ref(message), &mut line)?;
         out.write_all(&line)?;
     }
+    line.clear();
+    format::encode_records(records, &mut line)?;
+    out.write_all(&line)?;
     let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
     file.sync_all()
 }
@@ -400,6 +424,32 @@ mod tests {
         r#"{"role": "tool", "tool_call_id": "call_1", "name": "read_file", "content": "hello", "timestamp": "2026-04-15T14:58:34.000002", "latency_ms": 12}"#,
         "\n",
     );
+
+    #[test]
+    fn open_inbox_records_survive_a_load_and_a_rewrite_and_closed_ones_are_dropped() {
+        use crate::session::InboxState;
+        use crate::session::journal::{InboxRecord, Record};
+        let dir = TempDir::new("store-records");
+        let store = store_in(&dir);
+        let accepted = |id: &str| {
+            let mut record = InboxRecord::state(id, InboxState::Accepted);
+            record.text = Some(format!("message {id}"));
+            Record::Inbox(record)
+        };
+        let mut session = store.load("loopback:c1").unwrap().session;
+        store.append_with_records(&mut session, Vec::new(), vec![accepted("a"), accepted("b")]).unwrap();
+        let answered = Record::Inbox(InboxRecord::state("a", InboxState::Answered));
+        store.append_with_records(&mut session, vec![user("message a")], vec![answered]).unwrap();
+        let pending_ids = |session: &Session| session.pending_messages().into_iter().map(|p| p.id).collect::<Vec<_>>();
+        let mut loaded = store.load("loopback:c1").unwrap().session;
+        assert_eq!(pending_ids(&loaded), ["b"]);
+        assert_eq!(loaded.messages.len(), 1);
+        store.rewrite(&mut loaded).unwrap();
+        let lines = lines_of(&store.path_for("loopback:c1"));
+        assert_eq!(lines.len(), 3, "header, the message, b's record: {lines:?}");
+        assert!(lines.iter().all(|l| l.get("role").is_some() || l.get("_type").is_some()), "nanobot reads every line");
+        assert_eq!(pending_ids(&store.load("loopback:c1").unwrap().session), ["b"]);
+    }
 
     #[test]
     fn path_for_maps_the_key_to_its_base64_name_in_the_sessions_dir() {

@@ -27,7 +27,7 @@ use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use builtin::{BuiltinContext, BuiltinTools};
 use hooks::CompositeHook;
-use runner::{Checkpoint, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
+use runner::{Checkpoint, Journal, RunError, RunSpec, Turn, TurnEvent, TurnOutcome};
 
 /// What a turn runs with: the LLM client, the plugin host its tools run in, and the
 /// configured turn settings. Shared (behind an `Arc`) by every turn of the kernel. The model
@@ -123,6 +123,7 @@ impl Engine {
             approvals: Some(Arc::clone(&self.approvals)),
             compact_on_overflow: turn.compact_on_overflow,
             session: Some(&turn.session),
+            journal: turn.journal,
         };
         run.run(turn.messages).await
     }
@@ -150,6 +151,8 @@ pub struct TurnInput {
     /// A model for this turn instead of the configured one (a background source's own, e.g.
     /// `gateway.heartbeat.model`); the provider's fallback models still follow it.
     pub model: Option<String>,
+    /// The turn journal (see [`Journal`]).
+    pub journal: Option<Journal>,
 }
 
 /// The tools a turn offers: the plugins' own tools, then the built-ins, then MCP servers'

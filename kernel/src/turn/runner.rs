@@ -18,6 +18,7 @@ use crate::message::{ChatMessage, Role, ToolCall};
 use crate::plugin::PluginHost;
 use crate::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage};
 use crate::session::SessionError;
+use crate::session::journal::{CALL_KEY_KEY, INTERRUPTED_KEY, call_key};
 
 /// The answer given when the model returns nothing twice in a row.
 pub const EMPTY_REPLY_FALLBACK: &str =
@@ -123,6 +124,45 @@ pub enum CheckpointError {
 /// Stores new messages of the turn (in the session and its file) as they are produced.
 pub type Checkpoint = Box<dyn FnMut(Vec<ChatMessage>) -> Result<(), CheckpointError> + Send>;
 
+/// Records that the call with this journal key is about to be sent.
+pub type RecordStart = Box<dyn FnMut(&str, &ToolCall) -> Result<(), CheckpointError> + Send>;
+
+/// The turn journal of a session's turn: every tool call gets a key (turn id, step, call
+/// index), recorded as started before it is sent; its result is stored as soon as its group
+/// of calls returns, carrying the key ([`CALL_KEY_KEY`]).
+pub struct Journal {
+    /// The turn's id.
+    pub turn: String,
+    /// Tool-using steps the turn took before a restart (0 for a new turn).
+    pub steps_done: u32,
+    /// Calls of the last step a restart left without a result, to settle before the model
+    /// is asked again.
+    pub open: Vec<OpenCall>,
+    /// Writes a call's `started` record.
+    pub record_start: RecordStart,
+}
+
+/// A call a restart left without a result.
+#[derive(Debug, Clone)]
+pub struct OpenCall {
+    /// The call as the model made it.
+    pub call: ToolCall,
+    /// Its journal key.
+    pub key: String,
+    /// Whether its `started` record is on disk: it may have run.
+    pub started: bool,
+}
+
+/// The result the model gets for a call that was sent and never seen to finish: what it
+/// asked for, and that whether it happened is unknown.
+pub fn interrupted_call_result(call: &ToolCall) -> String {
+    format!(
+        "Error: this call was interrupted by a restart of oxibot after it was sent, so its outcome is unknown; it was \
+         not run again. It was {}({}). Check whether it took effect before repeating it.",
+        call.function.name, call.function.arguments
+    )
+}
+
 /// Everything one turn runs with.
 pub struct Turn<'a> {
     /// The model client.
@@ -155,6 +195,8 @@ pub struct Turn<'a> {
     /// The session the turn belongs to: the LLM client keeps the wire form of the session's
     /// last request under it, so a request encodes only what changed.
     pub session: Option<&'a str>,
+    /// The turn journal (a session's turn); `None` runs calls without keys.
+    pub journal: Option<Journal>,
 }
 
 impl Turn<'_> {
@@ -168,11 +210,14 @@ impl Turn<'_> {
             temperature: self.spec.temperature,
             reasoning_effort: self.spec.reasoning_effort.clone(),
         };
+        let turn_id = super::approval::shown::turn_id();
+        if let Some(open) = self.journal.as_mut().map(|j| std::mem::take(&mut j.open)).filter(|o| !o.is_empty()) {
+            self.settle_open_calls(&mut request.messages, open, &turn_id).await?;
+        }
         let mut usage = Usage::default();
         let mut retried_empty = false;
         let mut repeats = RepeatGuard::default();
         let mut iteration = 0;
-        let turn_id = super::approval::shown::turn_id();
         while iteration < self.spec.max_iterations {
             iteration += 1;
             let messages = &mut request.messages;
@@ -273,19 +318,22 @@ impl Turn<'_> {
         let verdicts: Vec<Verdict> = calls.iter().map(|call| repeats.check(call)).collect();
         let to_run: Vec<ToolCall> =
             calls.iter().zip(&verdicts).filter(|(_, v)| **v == Verdict::Run).map(|(c, _)| c.clone()).collect();
-        let approval = self.approvals.as_deref().map(|approvals| super::approval::gate::ApprovalGate {
-            approvals,
-            events: &self.events,
-            turn: turn_id,
-        });
-        let toolbox = tool_batch::Toolbox {
-            host: self.host,
-            builtins: &self.builtins,
-            context: &self.context,
-            gate: self.gate.as_deref(),
-            approval: approval.as_ref(),
+        let ran = match self.journal.as_mut() {
+            Some(journal) => {
+                journal.steps_done += 1;
+                let (turn, step) = (journal.turn.clone(), journal.steps_done);
+                let keyed: Vec<(ToolCall, String)> = calls
+                    .iter()
+                    .enumerate()
+                    .filter(|(index, _)| verdicts[*index] == Verdict::Run)
+                    .map(|(index, call)| (call.clone(), call_key(&turn, step, index)))
+                    .collect();
+                self.run_journaled(messages, keyed, turn_id).await?
+            }
+            None => tool_batch::execute(&self.toolbox(turn_id), &to_run, self.spec.max_tool_result_chars).await,
         };
-        let mut ran = tool_batch::execute(&toolbox, &to_run, self.spec.max_tool_result_chars).await.into_iter();
+        let journaled = self.journal.is_some();
+        let mut ran = ran.into_iter();
         let results: Vec<ToolOutput> = calls
             .iter()
             .zip(verdicts)
@@ -304,9 +352,106 @@ impl Turn<'_> {
                 .send(TurnEvent::ToolFinished { name: call.function.name.clone(), is_error: output.is_error });
         }
         let results: Vec<ChatMessage> = results.into_iter().map(|output| output.message).collect();
-        messages.extend(results.iter().cloned());
-        self.store(results)?;
+        if journaled {
+            // The calls' results are stored already; only the refusals are left.
+            let refused: Vec<ChatMessage> =
+                results.into_iter().filter(|m| !m.extra.contains_key(CALL_KEY_KEY)).collect();
+            messages.extend(refused.iter().cloned());
+            self.store(refused)?;
+        } else {
+            messages.extend(results.iter().cloned());
+            self.store(results)?;
+        }
         Ok(stuck)
+    }
+
+    /// Runs `calls` group by group (see [`tool_batch::groups`]): each call's `started` record
+    /// before its group is sent, the group's results stored (and added to `messages`) as soon
+    /// as it returns. Returns the outputs in call order.
+    async fn run_journaled(
+        &mut self,
+        messages: &mut Vec<ChatMessage>,
+        calls: Vec<(ToolCall, String)>,
+        turn_id: &str,
+    ) -> Result<Vec<ToolOutput>, RunError> {
+        let plain: Vec<ToolCall> = calls.iter().map(|(call, _)| call.clone()).collect();
+        let groups = {
+            let toolbox = self.toolbox(turn_id);
+            tool_batch::groups(&toolbox, &plain)
+        };
+        let mut outputs = Vec::with_capacity(calls.len());
+        for group in groups {
+            let group = &calls[group];
+            if let Some(journal) = self.journal.as_mut() {
+                for (call, key) in group {
+                    (journal.record_start)(key, call).map_err(RunError::Checkpoint)?;
+                }
+            }
+            let keyed: Vec<(&ToolCall, Option<String>)> = group.iter().map(|(c, k)| (c, Some(k.clone()))).collect();
+            let ran = {
+                let toolbox = self.toolbox(turn_id);
+                tool_batch::run_group(&toolbox, &keyed, self.spec.max_tool_result_chars).await
+            };
+            let ran: Vec<ToolOutput> = ran
+                .into_iter()
+                .zip(group)
+                .map(|(mut output, (_, key))| {
+                    output.message.extra.insert(CALL_KEY_KEY.to_owned(), Value::String(key.clone()));
+                    output
+                })
+                .collect();
+            let stored: Vec<ChatMessage> = ran.iter().map(|o| o.message.clone()).collect();
+            messages.extend(stored.iter().cloned());
+            self.store(stored)?;
+            outputs.extend(ran);
+        }
+        Ok(outputs)
+    }
+
+    /// After a restart: each open call that may have run and does not only read gets a
+    /// result saying its outcome is unknown (it is not run again); the others (read-only, or
+    /// never sent) run now. Their results are stored before the model is asked.
+    async fn settle_open_calls(
+        &mut self,
+        messages: &mut Vec<ChatMessage>,
+        open: Vec<OpenCall>,
+        turn_id: &str,
+    ) -> Result<(), RunError> {
+        let mut to_run = Vec::new();
+        for open in open {
+            let read_only = tool_batch::is_read_only(&self.toolbox(turn_id), &open.call.function.name);
+            if open.started && !read_only {
+                tracing::warn!(tool = %open.call.function.name, key = %open.key,
+                    "a call a restart interrupted is reported to the model, not run again");
+                let mut result = ChatMessage::tool_result(&open.call, interrupted_call_result(&open.call));
+                result.extra.insert(CALL_KEY_KEY.to_owned(), Value::String(open.key.clone()));
+                result.extra.insert(INTERRUPTED_KEY.to_owned(), Value::Bool(true));
+                messages.push(result.clone());
+                self.store(vec![result])?;
+            } else {
+                to_run.push((open.call, open.key));
+            }
+        }
+        if !to_run.is_empty() {
+            self.run_journaled(messages, to_run, turn_id).await?;
+        }
+        Ok(())
+    }
+
+    /// What the calls of turn `turn_id` run with.
+    fn toolbox<'a>(&'a self, turn_id: &'a str) -> tool_batch::Toolbox<'a> {
+        let approval = self.approvals.as_deref().map(|approvals| super::approval::gate::ApprovalGate {
+            approvals,
+            events: &self.events,
+            turn: turn_id,
+        });
+        tool_batch::Toolbox {
+            host: self.host,
+            builtins: &self.builtins,
+            context: &self.context,
+            gate: self.gate.as_deref(),
+            approval,
+        }
     }
 
     fn store(&mut self, new_messages: Vec<ChatMessage>) -> Result<(), RunError> {

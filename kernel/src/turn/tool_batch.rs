@@ -42,7 +42,7 @@ pub struct Toolbox<'a> {
     /// Refuses calls before they run, when set.
     pub gate: Option<&'a dyn ToolGate>,
     /// Asks a person before a call the approval policy says `ask` for, when set.
-    pub approval: Option<&'a ApprovalGate<'a>>,
+    pub approval: Option<ApprovalGate<'a>>,
 }
 
 /// Runs `calls` and returns one output per call, in the calls' order.
@@ -51,11 +51,19 @@ pub struct Toolbox<'a> {
 /// exclusive tools such as `exec` never overlap with anything. Built-in tools never count as
 /// read-only.
 pub async fn execute(toolbox: &Toolbox<'_>, calls: &[ToolCall], max_chars: usize) -> Vec<ToolOutput> {
-    let read_only: Vec<bool> = calls
-        .iter()
-        .map(|c| !toolbox.builtins.contains(&c.function.name) && is_read_only(toolbox.host, &c.function.name))
-        .collect();
     let mut results = Vec::with_capacity(calls.len());
+    for group in groups(toolbox, calls) {
+        let keyed: Vec<(&ToolCall, Option<String>)> = calls[group].iter().map(|call| (call, None)).collect();
+        results.extend(run_group(toolbox, &keyed, max_chars).await);
+    }
+    results
+}
+
+/// `calls` cut into the groups [`execute`] runs one after the other: each run of
+/// consecutive read-only calls is one group, any other call a group of its own.
+pub fn groups(toolbox: &Toolbox<'_>, calls: &[ToolCall]) -> Vec<std::ops::Range<usize>> {
+    let read_only: Vec<bool> = calls.iter().map(|c| is_read_only(toolbox, &c.function.name)).collect();
+    let mut groups = Vec::new();
     let mut start = 0;
     while start < calls.len() {
         let mut end = start + 1;
@@ -64,18 +72,31 @@ pub async fn execute(toolbox: &Toolbox<'_>, calls: &[ToolCall], max_chars: usize
                 end += 1;
             }
         }
-        let group = calls[start..end].iter().map(|call| run_one(toolbox, call, max_chars));
-        results.extend(join_all(group).await);
+        groups.push(start..end);
         start = end;
     }
-    results
+    groups
 }
 
-fn is_read_only(host: &PluginHost, tool: &str) -> bool {
-    host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
+/// Runs one group's calls concurrently, each with its journal key (the plugin's
+/// idempotency key) when it has one; one output per call, in order.
+pub async fn run_group(
+    toolbox: &Toolbox<'_>,
+    calls: &[(&ToolCall, Option<String>)],
+    max_chars: usize,
+) -> Vec<ToolOutput> {
+    join_all(calls.iter().map(|(call, key)| run_one(toolbox, call, key.clone(), max_chars))).await
 }
 
-async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, max_chars: usize) -> ToolOutput {
+/// Whether `tool` only reads: its plugin's manifest says so and it is not exclusive.
+/// Built-in tools never count as read-only. Such a call may run beside others, and run again
+/// after a restart interrupted it.
+pub fn is_read_only(toolbox: &Toolbox<'_>, tool: &str) -> bool {
+    !toolbox.builtins.contains(tool)
+        && toolbox.host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
+}
+
+async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, key: Option<String>, max_chars: usize) -> ToolOutput {
     let name = &call.function.name;
     let arguments = parse_arguments(name, &call.function.arguments)
         .and_then(|arguments| toolbox.gate.map_or(Ok(()), |g| g.check(name, &arguments)).map(|()| arguments));
@@ -83,14 +104,14 @@ async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, max_chars: usize) -> To
     let (content, is_error) = match arguments {
         Err(message) => (format!("Error: {message}{ERROR_HINT}"), true),
         // The approval check sees the very arguments that run: nothing is parsed again.
-        Ok(arguments) => match admit(toolbox.approval, name, &arguments, toolbox.context).await {
+        Ok(arguments) => match admit(toolbox.approval.as_ref(), name, &arguments, toolbox.context).await {
             Err((note, record)) => {
                 audit = Some(record);
                 (format!("Error: {note}"), true)
             }
             Ok(record) => {
                 audit = record;
-                run_admitted(toolbox, name, arguments).await
+                run_admitted(toolbox, name, arguments, key).await
             }
         },
     };
@@ -101,19 +122,23 @@ async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, max_chars: usize) -> To
     ToolOutput { message, is_error }
 }
 
-/// Runs a call the approval check let through, in the built-in of its name or its plugin.
-async fn run_admitted(toolbox: &Toolbox<'_>, name: &str, arguments: Value) -> (String, bool) {
+/// Runs a call the approval check let through, in the built-in of its name or its plugin
+/// (with the call's idempotency key, when the turn keeps a journal).
+async fn run_admitted(toolbox: &Toolbox<'_>, name: &str, arguments: Value, key: Option<String>) -> (String, bool) {
     match toolbox.builtins.get(name) {
         Some(tool) => {
             let reply = tool.call(arguments, toolbox.context).await;
             if reply.is_error { (format!("{}{ERROR_HINT}", reply.content), true) } else { (reply.content, false) }
         }
-        None => run_in_plugin(toolbox.host, name, arguments, &toolbox.context.call).await,
+        None => {
+            let context = CallContext { idempotency_key: key, ..toolbox.context.call.clone() };
+            run_in_plugin(toolbox.host, name, arguments, context).await
+        }
     }
 }
 
-async fn run_in_plugin(host: &PluginHost, tool: &str, arguments: Value, context: &CallContext) -> (String, bool) {
-    match host.call(tool, arguments, context.clone(), None).await {
+async fn run_in_plugin(host: &PluginHost, tool: &str, arguments: Value, context: CallContext) -> (String, bool) {
+    match host.call(tool, arguments, context, None).await {
         Ok(result) if result.is_error => (format!("{}{ERROR_HINT}", result.content), true),
         Ok(result) => (result.content, false),
         Err(error) => (format!("Error: {}{ERROR_HINT}", describe(&error)), true),

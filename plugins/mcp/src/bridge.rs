@@ -5,7 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use oxibot_plugin::{Tool, ToolError};
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObject};
+
+/// The `_meta` key of a `tools/call` request that carries the kernel's idempotency key of the
+/// call (the same for every attempt of one call).
+pub const IDEMPOTENCY_META_KEY: &str = "oxibot/idempotencyKey";
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -217,7 +221,9 @@ impl Caller {
     }
 
     /// Calls MCP tool `tool` with `arguments`; the result's text, or an error the model can read.
-    pub async fn call(&self, tool: &str, arguments: Value) -> Result<String, ToolError> {
+    /// The kernel's idempotency key of the call, when it has one, goes in the request's
+    /// `_meta` as [`IDEMPOTENCY_META_KEY`], so a server that can de-duplicate does.
+    pub async fn call(&self, tool: &str, arguments: Value, idempotency_key: Option<&str>) -> Result<String, ToolError> {
         let server = &self.server;
         if self.closed.load(Ordering::SeqCst) {
             return Err(ToolError::new(format!("MCP server '{server}' has stopped; it is being restarted, try again")));
@@ -227,7 +233,12 @@ impl Caller {
             Value::Null => JsonObject::new(),
             other => return Err(ToolError::new(format!("invalid arguments: expected an object, got {other}"))),
         };
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        if let Some(key) = idempotency_key {
+            let mut meta = JsonObject::new();
+            meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.to_owned()));
+            params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        }
         let outcome = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
         let result = match outcome {
             Err(_) => {

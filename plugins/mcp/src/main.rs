@@ -57,10 +57,10 @@ fn main() -> ExitCode {
     for bridged in tools {
         let caller = caller.clone();
         let mcp_name = bridged.mcp_name;
-        plugin = plugin.tool(bridged.tool, move |_ctx: CallContext, args: Value| {
+        plugin = plugin.tool(bridged.tool, move |ctx: CallContext, args: Value| {
             let caller = caller.clone();
             let mcp_name = mcp_name.clone();
-            async move { caller.call(&mcp_name, args).await }
+            async move { caller.call(&mcp_name, args, ctx.idempotency_key.as_deref()).await }
         });
     }
     let code = plugin.run();

@@ -66,6 +66,9 @@ pub struct Router {
     /// Sessions whose running turn already sent a message to their own chat with the
     /// `message` tool: the turn's final reply is not sent as well.
     sent_by_tool: RefCell<HashSet<SessionKey>>,
+    /// Set once the messages a previous run left unanswered are queued in their sessions: a
+    /// new message (or a turn the kernel starts) waits for it, so it is answered after them.
+    resumed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Router {
@@ -93,7 +96,20 @@ impl Router {
             retry_waits,
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
+            resumed: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Marks the start's unanswered messages as queued (see [`Router::resume_session`]): new
+    /// messages go to their sessions from now on.
+    pub fn resumed(&self) {
+        self.resumed.send_replace(true);
+    }
+
+    /// Waits until the start's unanswered messages are queued in their sessions.
+    async fn after_resume(&self) {
+        let mut resumed = self.resumed.subscribe();
+        let _ = resumed.wait_for(|done| *done).await;
     }
 
     /// Handles plugin events until the host goes away.
@@ -270,6 +286,7 @@ impl Router {
             return;
         }
         self.in_flight.set(self.in_flight.get() + 1);
+        self.after_resume().await;
         self.clone().turn(channel, inbound).await;
         self.in_flight.set(self.in_flight.get() - 1);
     }
@@ -292,8 +309,42 @@ impl Router {
         self.deliver_reply(&channel, &inbound.chat_id, reply, stream_id, inbound.metadata).await;
     }
 
-    /// Answers a message a crash left unanswered in session `key` (gateway start).
-    pub async fn resume(self: Rc<Self>, key: SessionKey, metadata: Value) {
+    /// Answers, in order, every message a crash left unanswered in session `key` (gateway
+    /// start): each is queued in the session's mailbox before this returns, so messages
+    /// arriving later are answered after them.
+    pub fn resume_session(self: &Rc<Self>, key: SessionKey) {
+        let pending = match self.manager.pending(key.clone()) {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::warn!(session = %key, %error, "cannot read the session to answer what it left unanswered");
+                return;
+            }
+        };
+        if pending.is_empty() {
+            tracing::info!(session = %key, "answering a message left unanswered by a previous run");
+            actix::spawn(self.clone().resume(key, Value::Null));
+            return;
+        }
+        for message in pending {
+            tracing::info!(session = %key, message = %message.id, "answering a message left unanswered by a previous run");
+            let (channel, chat_id) = (key.channel().to_owned(), key.chat_id().to_owned());
+            // Nobody is bound to answer an approval for a turn resumed after a restart: its
+            // `ask` calls wait out their timeout and are denied (fail closed).
+            let (events, stream_id) = self.stream_to(&channel, &chat_id, None);
+            let reply = self.manager.answer_pending(key.clone(), &message.id, events);
+            self.in_flight.set(self.in_flight.get() + 1);
+            let router = self.clone();
+            actix::spawn(async move {
+                let reply = reply.await;
+                router.deliver_reply(&channel, &chat_id, reply, stream_id, message.channel_metadata).await;
+                router.in_flight.set(router.in_flight.get() - 1);
+            });
+        }
+    }
+
+    /// Answers the last message of session `key`, written before the inbox existed, when a
+    /// crash left it unanswered.
+    async fn resume(self: Rc<Self>, key: SessionKey, metadata: Value) {
         let (channel, chat_id) = (key.channel(), key.chat_id());
         self.in_flight.set(self.in_flight.get() + 1);
         // Nobody is bound to answer approvals of a resumed turn: its calls that ask time out.

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::Router;
 use super::reply::Reply;
-use crate::agent::TurnReply;
+use crate::agent::{Background, TurnReply};
 use crate::automation::dispatch::{Request, RunRequest, SendRequest, Target};
 use crate::session::SessionKey;
 
@@ -36,6 +36,7 @@ impl Router {
             return;
         }
         self.in_flight.set(self.in_flight.get() + 1);
+        self.after_resume().await;
         let (channel, chat_id) = (request.key.channel().to_owned(), request.key.chat_id().to_owned());
         let deliver = request.deliver && self.serves(&channel);
         let (events, stream_id) = if deliver {
@@ -48,7 +49,13 @@ impl Router {
         };
         let reply = self
             .manager
-            .send_system(&request.key, &request.text, request.source, request.job, request.model, events)
+            .send_system(
+                &request.key,
+                &request.text,
+                request.source,
+                Background { cron_job: request.job, model: request.model },
+                events,
+            )
             .await;
         let answer = match &reply {
             Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::message::ChatMessage;
 use crate::provider::ProviderError;
-use crate::session::{Session, SessionStore};
+use crate::session::{Session, SessionStorage};
 
 use crate::history::{HistoryStore, Origin, timestamp_now};
 use crate::memory::boundary::{cut_for_everything, pick_cut};
@@ -86,7 +86,11 @@ pub enum ConsolidateError {
 
 /// Advances `session.last_consolidated` to what the history already archived of it (after a
 /// kill between an archive and the session's save); returns whether it moved.
-pub fn catch_up(session: &mut Session, history: &HistoryStore, store: &SessionStore) -> Result<bool, ConsolidateError> {
+pub fn catch_up(
+    session: &mut Session,
+    history: &HistoryStore,
+    store: &dyn SessionStorage,
+) -> Result<bool, ConsolidateError> {
     let Some(through) = history.archived_through(&session.key)? else { return Ok(false) };
     if through <= session.last_consolidated || through > session.messages.len() {
         return Ok(false);
@@ -105,7 +109,7 @@ pub struct Consolidation<'a, E, S> {
     /// The session.
     pub session: &'a SharedSession,
     /// Its file.
-    pub store: &'a SessionStore,
+    pub store: &'a dyn SessionStorage,
     /// The archive.
     pub history: &'a HistoryStore,
     /// Token counts.

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::*;
 use crate::history::HistoryEntry;
 use crate::message::Role;
+use crate::session::SessionStore;
 use crate::testing::TempDir;
 
 /// Every message counts `per_message` tokens; the fixed part `fixed`.

@@ -19,11 +19,11 @@ pub async fn handle(ui: &WebUi, request: &Request) -> Response {
     match route {
         ("GET", "/api/info") => Response::json(200, &info(ui)),
         ("GET", "/api/sessions") => {
-            let store = ui.services.sessions().clone();
+            let store = ui.services.session_files().clone();
             blocking(move || Ok::<_, String>(sessions::list(&store))).await
         }
         ("GET", "/api/session") => {
-            let store = ui.services.sessions().clone();
+            let store = ui.services.session_files().clone();
             let key = request.query_param("key").unwrap_or_default();
             blocking(move || sessions::transcript(&store, &key).ok_or_else(|| format!("no session {key}"))).await
         }
