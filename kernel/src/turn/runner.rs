@@ -198,7 +198,7 @@ impl Turn<'_> {
                 let calls = response.tool_calls.clone();
                 if self.run_tools(&mut request.messages, response, &mut repeats).await? {
                     let content = repeats::stuck_message(&calls);
-                    self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
+                    self.store(vec![ChatMessage::text(Role::Assistant, content.clone()).from_kernel()])?;
                     return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
                 }
                 continue;
@@ -208,16 +208,18 @@ impl Turn<'_> {
                 retried_empty = true;
                 continue;
             }
-            let text = if text.trim().is_empty() { EMPTY_REPLY_FALLBACK.to_owned() } else { text };
+            let fallback = text.trim().is_empty();
+            let text = if fallback { EMPTY_REPLY_FALLBACK.to_owned() } else { text };
             let content = self.hooks.finalize_content(text);
-            self.store(vec![assistant_message(&content, &response)])?;
+            let answer = assistant_message(&content, &response);
+            self.store(vec![if fallback { answer.from_kernel() } else { answer }])?;
             return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
         }
         let content = format!(
             "I stopped after {} steps without finishing (the tool-iteration limit). Tell me to continue, or narrow the task.",
             self.spec.max_iterations
         );
-        self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
+        self.store(vec![ChatMessage::text(Role::Assistant, content.clone()).from_kernel()])?;
         Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: true })
     }
 
@@ -262,9 +264,13 @@ impl Turn<'_> {
                 arguments: call.function.arguments.clone(),
             });
         }
-        let verdicts: Vec<Verdict> = calls.iter().map(|call| repeats.check(call)).collect();
+        let read_only: Vec<bool> = calls
+            .iter()
+            .map(|c| !self.builtins.contains(&c.function.name) && tool_batch::is_read_only(self.host, &c.function.name))
+            .collect();
+        let verdicts: Vec<Verdict> = calls.iter().zip(&read_only).map(|(call, ro)| repeats.check(call, *ro)).collect();
         let to_run: Vec<ToolCall> =
-            calls.iter().zip(&verdicts).filter(|(_, v)| **v == Verdict::Run).map(|(c, _)| c.clone()).collect();
+            calls.iter().zip(&verdicts).filter(|(_, v)| v.runs()).map(|(c, _)| c.clone()).collect();
         let toolbox = tool_batch::Toolbox {
             host: self.host,
             builtins: &self.builtins,
@@ -272,18 +278,26 @@ impl Turn<'_> {
             gate: self.gate.as_deref(),
         };
         let mut ran = tool_batch::execute(&toolbox, &to_run, self.spec.max_tool_result_chars).await.into_iter();
-        let results: Vec<ToolOutput> = calls
-            .iter()
-            .zip(verdicts)
-            .map(|(call, verdict)| match verdict {
-                Verdict::Refuse(note) => ToolOutput { message: ChatMessage::tool_result(call, note), is_error: true },
-                Verdict::Run => ran.next().unwrap_or_else(|| ToolOutput {
-                    message: ChatMessage::tool_result(call, "Error: the call produced no result"),
-                    is_error: true,
-                }),
-            })
-            .collect();
-        let stuck = repeats.step(to_run.is_empty());
+        let mut results = Vec::with_capacity(calls.len());
+        for ((call, verdict), ro) in calls.iter().zip(verdicts).zip(&read_only) {
+            results.push(match verdict {
+                Verdict::Replay(text) => {
+                    ToolOutput { message: ChatMessage::tool_result(call, text).from_kernel(), is_error: false }
+                }
+                Verdict::Refuse(note) => {
+                    ToolOutput { message: ChatMessage::tool_result(call, note).from_kernel(), is_error: true }
+                }
+                Verdict::Run => {
+                    let output = ran.next().unwrap_or_else(|| ToolOutput {
+                        message: ChatMessage::tool_result(call, "Error: the call produced no result"),
+                        is_error: true,
+                    });
+                    repeats.record(call, *ro, output.is_error, output.message.content.as_str().unwrap_or_default());
+                    output
+                }
+            });
+        }
+        let stuck = repeats.end_step();
         for (call, output) in calls.iter().zip(&results) {
             let _ = self
                 .events

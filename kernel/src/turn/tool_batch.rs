@@ -68,7 +68,8 @@ pub async fn execute(toolbox: &Toolbox<'_>, calls: &[ToolCall], max_chars: usize
     results
 }
 
-fn is_read_only(host: &PluginHost, tool: &str) -> bool {
+/// Whether the plugins' `tool` changes nothing and may run alongside other calls.
+pub(super) fn is_read_only(host: &PluginHost, tool: &str) -> bool {
     host.tool_spec(tool).is_some_and(|spec| spec.read_only && !spec.exclusive)
 }
 
