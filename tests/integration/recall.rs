@@ -362,3 +362,25 @@ fn a_turn_the_estimate_says_will_not_fit_has_older_turns_archived_before_anythin
         "nothing left the file"
     );
 }
+
+/// Issue 29: the loop guard's "I stopped: …" lines, archived by an older version, came back
+/// under "Recalled Memory" and a weak model answered with them word for word.
+#[test]
+fn a_loop_guard_stop_in_an_old_archive_is_never_recalled() {
+    let env = AgentEnv::new();
+    let stop = "I stopped: I kept repeating the same tool call (read_file) without getting anything new. Tell me \
+                how to go on, or rephrase the task.";
+    let entries = [
+        json!({"cursor": 1, "timestamp": "2026-04-03 10:00",
+               "content": format!("[RAW] 2 messages\nUSER: where is the spare key?\nASSISTANT: {stop}")}),
+        json!({"cursor": 2, "timestamp": "2026-04-04 09:30",
+               "content": "- the spare key is under the blue flowerpot"}),
+    ];
+    env.write("memory/history.jsonl", &entries.iter().map(|e| format!("{e}\n")).collect::<String>());
+    env.llm.push(Reply::Text("Under the blue flowerpot.".into()));
+    let out = env.agent("where is the spare key kept?");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sent = last_user_message(&env.llm.requests()[0]);
+    assert!(sent.contains("Recalled Memory") && sent.contains("blue flowerpot"), "{sent}");
+    assert!(!sent.contains("I stopped"), "{sent}");
+}
