@@ -91,6 +91,22 @@ pub struct ChatMessage {
 /// [`ChatMessage::from_kernel`]); never sent to a model.
 pub const KERNEL_TEXT: &str = "_kernel_text";
 
+/// How the kernel's own texts begin (a loop-guard stop or note, the iteration cap, the
+/// empty-reply fallback), so such a line archived before messages carried [`KERNEL_TEXT`] can
+/// still be told apart from the conversation.
+pub const KERNEL_OPENINGS: [&str; 5] = [
+    "I stopped: I kept repeating",
+    "I stopped after",
+    "Not run again:",
+    "Not run: this",
+    "I'm sorry, I couldn't come up with a reply",
+];
+
+/// Whether `line` carries one of the kernel's own texts ([`KERNEL_OPENINGS`]).
+pub fn is_kernel_line(line: &str) -> bool {
+    KERNEL_OPENINGS.iter().any(|opening| line.contains(opening))
+}
+
 impl ChatMessage {
     /// A message with text content.
     pub fn text(role: Role, text: impl Into<String>) -> ChatMessage {

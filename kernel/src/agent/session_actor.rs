@@ -536,7 +536,10 @@ impl TurnJob {
         let mut messages = Vec::with_capacity(history.len() + 1);
         messages.push(ChatMessage::text(Role::System, system));
         messages.extend(history.iter().map(ChatMessage::for_request));
-        if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
+        // The turn's user message: the last message, or, for a turn going on after its older
+        // history was archived, the last user message before its tool calls (the archive's
+        // summary reaches the model through its runtime block).
+        if let Some(last) = messages.iter_mut().rev().find(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
                 self.key.chat_id(),

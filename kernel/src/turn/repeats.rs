@@ -134,21 +134,6 @@ fn canonical(arguments: &str) -> String {
     serde_json::from_str::<Value>(arguments).map(|value| value.to_string()).unwrap_or_else(|_| arguments.to_owned())
 }
 
-/// How the turn's own texts begin (a stop, a note, a fallback), so text written before
-/// messages carried the kernel's mark can still be told apart from the conversation.
-pub const KERNEL_OPENINGS: [&str; 5] = [
-    "I stopped: I kept repeating",
-    "I stopped after",
-    "Not run again:",
-    "Not run: this",
-    "I'm sorry, I couldn't come up with a reply",
-];
-
-/// Whether `line` carries one of the turn's own texts ([`KERNEL_OPENINGS`]).
-pub fn is_kernel_line(line: &str) -> bool {
-    KERNEL_OPENINGS.iter().any(|opening| line.contains(opening))
-}
-
 /// The answer that ends a turn stuck in a loop.
 pub fn stuck_message(calls: &[ToolCall]) -> String {
     let mut names: Vec<&str> = calls.iter().map(|c| c.function.name.as_str()).collect();

@@ -7,7 +7,7 @@ use super::index::Hit;
 use super::rank;
 use crate::context::{RUNTIME_CLOSE, RUNTIME_OPEN};
 use crate::memory::prompts::cut;
-use crate::turn::repeats::is_kernel_line;
+use crate::message::is_kernel_line;
 
 /// First line of the recalled-memory part of the runtime block.
 pub const RECALLED_HEADER: &str =

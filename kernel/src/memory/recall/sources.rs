@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::history::HistoryEntry;
 use crate::memory::prompts::is_nothing_notable;
-use crate::turn::repeats::is_kernel_line;
+use crate::message::is_kernel_line;
 
 /// The memory directory, relative to the workspace.
 pub const MEMORY_DIR: &str = "memory";
