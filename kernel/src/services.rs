@@ -171,6 +171,11 @@ impl Services {
         self.context.lock().unwrap_or_else(PoisonError::into_inner).system_prompt(channel)
     }
 
+    /// The `# Recent History` section for the runtime block, if any entry is new to Dream.
+    pub fn recent_history(&self) -> Option<String> {
+        self.context.lock().unwrap_or_else(PoisonError::into_inner).recent_history()
+    }
+
     /// Runs `read` with the prompt builder (its caches stay warm between calls).
     pub fn with_context<T>(&self, read: impl FnOnce(&mut ContextBuilder) -> T) -> T {
         read(&mut self.context.lock().unwrap_or_else(PoisonError::into_inner))

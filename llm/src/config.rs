@@ -34,6 +34,11 @@ pub struct ProviderConfig {
     /// Extra HTTP headers sent with every request.
     #[serde(alias = "extra_headers")]
     pub extra_headers: Option<BTreeMap<String, String>>,
+    /// Take tool calls a model wrote in its text (`<tool_call>…</tool_call>`,
+    /// `<|python_tag|>`, a reply that is one fenced JSON call) for calls; unset, on for the
+    /// `custom` provider (local servers) and off for the others.
+    #[serde(alias = "text_tool_calls")]
+    pub text_tool_calls: Option<bool>,
     /// Keys this version does not use.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

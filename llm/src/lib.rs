@@ -20,6 +20,7 @@ pub mod redact;
 pub mod registry;
 mod retry;
 pub mod sse;
+mod text_calls;
 mod transport;
 mod types;
 
@@ -54,6 +55,8 @@ pub struct Provider {
     fallbacks: Vec<Provider>,
     /// The fallback model that answered last, for `/status`.
     last_fallback: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// Take tool calls the model wrote as text for calls (see [`text_calls`]).
+    text_tool_calls: bool,
 }
 
 /// The wire formats, dispatched by hand (no boxed futures).
@@ -81,6 +84,9 @@ impl Provider {
         let resolution = registry::resolve(config, model)?;
         let mut provider = Provider::from_resolution(model, &resolution)?;
         provider.secrets = Secrets::from_config(Some(config), &resolution);
+        if let Some(on) = config.providers.get(&resolution.name).and_then(|p| p.text_tool_calls) {
+            provider.text_tool_calls = on;
+        }
         Ok(provider)
     }
 
@@ -99,6 +105,7 @@ impl Provider {
             secrets: Secrets::from_config(None, resolution),
             fallbacks: Vec::new(),
             last_fallback: std::sync::Arc::default(),
+            text_tool_calls: resolution.name == "custom",
         })
     }
 
@@ -209,15 +216,33 @@ impl Provider {
             registry::wire_model_for(&self.name, &request.model)
         };
         let mut retry = 0;
+        let parse_text_calls = self.text_tool_calls && !request.tools.is_empty();
         loop {
             let mut streamed = false;
+            let mut holdback = text_calls::Holdback::default();
             let mut forward = |event: StreamEvent| {
                 streamed = true;
-                on_event(event);
+                match event {
+                    StreamEvent::Text(text) if parse_text_calls => {
+                        let shown = holdback.push(&text);
+                        if !shown.is_empty() {
+                            on_event(StreamEvent::Text(shown));
+                        }
+                    }
+                    other => on_event(other),
+                }
             };
             let result = self.attempt(request, session, &model, stream, &mut forward).await;
             let error = match result {
-                Ok(reply) => return Ok(reply),
+                Ok(mut reply) => {
+                    // A call written as text never reaches the consumer as text.
+                    let had_calls = parse_text_calls && text_calls::parse_into(&mut reply, &request.tools);
+                    let rest = holdback.finish(had_calls);
+                    if !rest.is_empty() {
+                        on_event(StreamEvent::Text(rest));
+                    }
+                    return Ok(reply);
+                }
                 Err(error) => self.secrets.scrub_error(error),
             };
             let Some(delay) = self.retry.delay_before(retry, &error) else {

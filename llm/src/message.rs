@@ -87,6 +87,26 @@ pub struct ChatMessage {
     pub extra: Map<String, Value>,
 }
 
+/// The session-file field that marks a message the kernel wrote (see
+/// [`ChatMessage::from_kernel`]); never sent to a model.
+pub const KERNEL_TEXT: &str = "_kernel_text";
+
+/// How the kernel's own texts begin (a loop-guard stop or note, the iteration cap, the
+/// empty-reply fallback), so such a line archived before messages carried [`KERNEL_TEXT`] can
+/// still be told apart from the conversation.
+pub const KERNEL_OPENINGS: [&str; 5] = [
+    "I stopped: I kept repeating",
+    "I stopped after",
+    "Not run again:",
+    "Not run: this",
+    "I'm sorry, I couldn't come up with a reply",
+];
+
+/// Whether `line` carries one of the kernel's own texts ([`KERNEL_OPENINGS`]).
+pub fn is_kernel_line(line: &str) -> bool {
+    KERNEL_OPENINGS.iter().any(|opening| line.contains(opening))
+}
+
 impl ChatMessage {
     /// A message with text content.
     pub fn text(role: Role, text: impl Into<String>) -> ChatMessage {
@@ -125,6 +145,19 @@ impl ChatMessage {
             timestamp: None,
             extra: Map::new(),
         }
+    }
+
+    /// Marks this message as written by the kernel, not the model or the user (a loop-guard
+    /// stop or note, an error, a fallback answer): the session file keeps the mark in the
+    /// additive field [`KERNEL_TEXT`], and memory leaves such texts out of summaries and recall.
+    pub fn from_kernel(mut self) -> ChatMessage {
+        self.extra.insert(KERNEL_TEXT.to_owned(), Value::Bool(true));
+        self
+    }
+
+    /// Whether the kernel wrote this message (see [`ChatMessage::from_kernel`]).
+    pub fn is_from_kernel(&self) -> bool {
+        self.extra.get(KERNEL_TEXT).and_then(Value::as_bool).unwrap_or(false)
     }
 
     /// The content as text (parts joined), or an empty string.

@@ -323,3 +323,22 @@ impl Terminal {
         status
     }
 }
+
+/// Issue 29: a reply of a scheduled job came out after the `you ›` prompt, and no new prompt
+/// was drawn under it.
+#[test]
+fn on_a_terminal_a_background_reply_is_followed_by_a_new_prompt() {
+    let env = AgentEnv::new();
+    let add = r#"{"action": "add", "message": "ring the bell", "in": "2s"}"#;
+    env.llm.push(Reply::ToolCalls(vec![("cron".into(), add.into())]));
+    env.llm.push(Reply::Text("Set.".into()));
+    env.llm.push(Reply::Text("Ding ding!".into()));
+    let mut terminal = Terminal::start(&env, &["agent"]);
+    terminal.wait_for("the first prompt", |out| out.contains("you ›"));
+    terminal.send("ring in two seconds\r");
+    terminal.wait_for("the background reply, then a prompt", |out| {
+        out.split_once("Ding ding!").is_some_and(|(_, after)| after.contains("you ›"))
+    });
+    terminal.send("exit\r");
+    assert!(terminal.finish().success(), "{}", terminal.output());
+}

@@ -463,3 +463,34 @@ fn a_one_shot_agent_offers_cron_only_while_a_gateway_runs_the_jobs() {
     let _gateway = env.start_with("websocket");
     assert!(offered(&env), "the gateway runs the jobs");
 }
+
+/// Issue 29: the `cron` tool refused `tz` with `at` although its description offers it, so a
+/// small model (which always sent `tz`) never scheduled a reminder; "in 2 minutes" had no form.
+#[test]
+fn the_cron_tool_takes_a_time_with_its_timezone_and_a_delay_from_now() {
+    let (env, port) = websocket_gateway();
+    let _gateway = env.start_with("websocket");
+    let at = json!({"action": "add", "message": "Call the plumber", "at": "2030-01-02T09:00", "tz": "Asia/Tokyo"});
+    let delay = json!({"action": "add", "message": "Take the cake out", "in": "2m", "tz": "Europe/Berlin"});
+    env.llm.push(Reply::ToolCalls(vec![("cron".into(), at.to_string()), ("cron".into(), delay.to_string())]));
+    env.llm.push(Reply::Text("Both set.".into()));
+    let before_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    block_on(async {
+        let mut room = join(&env, port, "kitchen").await;
+        room.send(WsMessage::text(json!({"type": "message", "text": "remind me"}).to_string())).await.unwrap();
+        assert_eq!(next_message(&mut room).await["text"], "Both set.");
+    });
+    let results: Vec<String> = env.llm.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(results.iter().all(|r| r.starts_with("Created job")), "{results:?}");
+    let jobs = jobs(&env);
+    assert_eq!(jobs[0]["schedule"]["atMs"], 1_893_542_400_000_i64, "09:00 in Tokyo is midnight UTC");
+    let soon = jobs[1]["schedule"]["atMs"].as_i64().unwrap() - before_ms;
+    assert!((110_000..=150_000).contains(&soon), "two minutes from now, got {soon} ms");
+    assert_eq!(jobs[1]["deleteAfterRun"], true, "a delay is a one-shot job");
+}

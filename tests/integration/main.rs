@@ -59,6 +59,7 @@
 //!   an interrupted `read_file` re-run, a reply written before the kill sent without a new turn;
 //! - `fs_large_files`: `read_file` of a 20 GiB sparse file reads only the page it returns;
 //! - `fs_containment`: the fs plugin's workspace restriction under attack: swapped symlinks, escaping paths;
+//! - `loop_guard`: the loop guard stops repeats and cycles of tool calls, not progress (issue 29);
 //! - `local_model`: a local model server found and offered without a key, used on `onboard --local`;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
@@ -88,6 +89,8 @@
 //! - `real_matrix`: the Matrix channel through `oxibot gateway` against a real Synapse: a retried
 //!   reply shows once, a reply outlives a 30 s outage, history from before the invite gets none;
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
+//! - `text_tool_calls`: tool calls a local model wrote in its text (Qwen/Hermes markers, Llama's
+//!   python tag, a reply that is one fenced JSON call) run as calls and never reach the user;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -126,6 +129,7 @@ mod layering;
 mod lazy_plugins;
 mod local_model;
 mod local_surfaces;
+mod loop_guard;
 mod mcp;
 mod memory;
 mod nanobot_compat;
@@ -141,6 +145,7 @@ mod sandbox;
 mod sdk_plugin;
 mod secrets;
 mod spending;
+mod text_tool_calls;
 mod tidy;
 mod tool_claims;
 mod web;

@@ -84,10 +84,8 @@ fn a_long_conversation_is_archived_and_every_prompt_fits_the_window() {
     assert_eq!(lines[(last_consolidated + 1) as usize]["role"], "user", "the archive ends at a user turn");
     assert_eq!(lines.len() - 1, 20, "the session file keeps every message");
     let last = turn_requests(&env).pop().unwrap();
-    assert!(
-        system_prompt(&last).contains("# Recent History") && system_prompt(&last).contains("- fact number"),
-        "summaries reach the prompt"
-    );
+    let sent = last["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(sent.contains("# Recent History") && sent.contains("- fact number"), "summaries reach the prompt");
 }
 
 #[test]
@@ -113,7 +111,7 @@ fn slash_new_archives_the_whole_conversation_before_starting_afresh() {
     assert!(env.agent("what's my name?").status.success());
     let request = turn_requests(&env).pop().unwrap();
     assert_eq!(request["messages"].as_array().unwrap().len(), 2, "only the system prompt and the new message");
-    assert!(system_prompt(&request).contains("- user is called Sam"));
+    assert!(request["messages"][1]["content"].as_str().unwrap().contains("- user is called Sam"));
 }
 
 #[test]
@@ -163,7 +161,7 @@ fn dream_edits_the_memory_files_commits_and_restore_undoes_it() {
     env.llm.route(DREAM_PHASE2, Reply::Text("Added the location.".into()));
     let out = env.agent("/dream");
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("2 history entries and made 1 change(s)"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("2 history entries and changed 1 memory file(s)"), "{}", stdout(&out));
     assert_eq!(read(&env, "USER.md"), "# User\n\n- Name: Sam\n- Lives in Lyon\n");
     assert_eq!(read(&env, "memory/.dream_cursor").trim(), "2");
 
@@ -269,7 +267,7 @@ fn dream_refuses_edits_outside_its_files_and_still_advances_its_cursor() {
     );
     env.llm.route(DREAM_PHASE2, Reply::Text("Could not apply.".into()));
     let out = env.agent("/dream");
-    assert!(stdout(&out).contains("made 0 change(s)"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("changed 0 memory file(s)"), "{}", stdout(&out));
     assert_eq!(read(&env, "AGENTS.md"), "# Agents\n");
     assert!(!env.workspace.join("notes.txt").exists() && !env.workspace.join("pwned").exists());
     let second = &requests_for(&env, DREAM_PHASE2)[1];
@@ -282,7 +280,7 @@ fn dream_refuses_edits_outside_its_files_and_still_advances_its_cursor() {
         .collect();
     assert!(
         results[0].contains("may only edit")
-            && results[1].contains("may only write")
+            && results[1].contains("may only create a skill")
             && results[2].contains("not available to Dream"),
         "{results:?}"
     );
@@ -337,7 +335,93 @@ fn a_kernel_killed_during_dream_leaves_loadable_files_and_the_batch_for_the_next
     );
     env.llm.route(DREAM_PHASE2, Reply::Text("done".into()));
     let out = env.agent("/dream");
-    assert!(stdout(&out).contains("made 1 change(s)"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("changed 1 memory file(s)"), "{}", stdout(&out));
     assert_eq!(read(&env, "memory/.dream_cursor").trim(), "2");
     assert_eq!(git(&env, &["log", "--format=%s"]).lines().filter(|l| l.starts_with("dream:")).count(), 1);
+}
+
+/// Issue 29: the loop guard's stop came back as "memory" and a weak model answered with it.
+#[test]
+fn a_loop_guard_stop_is_marked_in_the_session_and_left_out_of_the_summary() {
+    let env = AgentEnv::with_defaults(json!({"maxToolIterations": 10}));
+    env.write("notes.md", "the note\n");
+    env.llm.push(Reply::Text("A fine name for a dog.".into()));
+    assert!(env.agent("my dog is called Pixel").status.success());
+    for _ in 0..3 {
+        env.llm.push(Reply::ToolCalls(vec![("read_file".into(), r#"{"path": "notes.md"}"#.into())]));
+    }
+    let out = env.agent("read my notes");
+    assert!(stdout(&out).starts_with("I stopped"), "{}", stdout(&out));
+    let lines = env.session_lines();
+    let stop = lines.iter().rev().find(|l| l["role"] == "assistant").unwrap();
+    assert_eq!(stop["_kernel_text"], true, "{stop}");
+
+    env.llm.route(SUMMARISER, Reply::Text("- user's dog is called Pixel".into()));
+    assert!(env.agent("/new").status.success());
+    let input = requests_for(&env, SUMMARISER)[0]["messages"][1]["content"].as_str().unwrap().to_owned();
+    assert!(input.contains("USER: my dog is called Pixel"), "{input}");
+    assert!(!input.contains("I stopped") && !input.contains("not run again"), "{input}");
+}
+
+/// Issue 29: "(nothing notable)" and the summariser's instructions parroted back were
+/// archived and indexed as memory.
+#[test]
+fn a_summary_of_nothing_or_of_its_own_instructions_is_not_archived() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text("Hi!".into()));
+    assert!(env.agent("hello").status.success());
+    env.llm.route(SUMMARISER, Reply::Text("- (nothing notable)".into()));
+    assert!(env.agent("/new").status.success());
+    assert!(history(&env).is_empty(), "{:?}", history(&env));
+    assert_eq!(env.session_lines()[0]["last_consolidated"], 2, "the slice is done with all the same");
+
+    env.llm.push(Reply::Text("Noted.".into()));
+    assert!(env.agent("the door code is 4417").status.success());
+    let parroted = "- what the user said about themselves: name, location, work, habits, preferences, plans;\n\
+                    - Answer with the bullet list only.";
+    env.llm.route(SUMMARISER, Reply::Text(parroted.into()));
+    assert!(env.agent("/new").status.success());
+    let entries = history(&env);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let content = entries[0]["content"].as_str().unwrap();
+    assert!(content.starts_with("[RAW]") && content.contains("4417") && !content.contains("bullet"), "{content}");
+}
+
+/// Issue 29: Dream's phase 1 "found" its prompt's own example fact.
+#[test]
+fn dream_drops_a_finding_that_repeats_its_prompts_example() {
+    let env = dream_env();
+    env.llm.route(DREAM_PHASE1, Reply::Text("[USER] lives in <new city> (not <old city>)".into()));
+    let out = env.agent("/dream");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let phase1 = system_prompt(&requests_for(&env, DREAM_PHASE1)[0]);
+    for real in ["Tokyo", "Osaka", "Luna"] {
+        assert!(!phase1.contains(real), "an example a real user could have: {real}");
+    }
+    assert!(requests_for(&env, DREAM_PHASE2).is_empty(), "nothing left to apply");
+    assert_eq!(read(&env, "USER.md"), "# User\n\n- Name: Sam\n");
+    assert_eq!(read(&env, "memory/.dream_cursor").trim(), "2");
+}
+
+/// Issue 29: Dream wrote `skills/memory/MEMORY.md` and said "made 2 change(s)" while the
+/// memory history recorded none.
+#[test]
+fn dream_creates_a_skill_only_as_a_skill_file_and_reports_what_git_recorded() {
+    let env = dream_env();
+    env.llm.route(DREAM_PHASE1, Reply::Text("[SKILL] weekly-digest: sum up the weekly reports".into()));
+    let skill = "---\nname: weekly-digest\ndescription: Sum up the weekly reports\n---\n1. Read them.\n";
+    env.llm.route(
+        DREAM_PHASE2,
+        Reply::ToolCalls(vec![
+            ("write_file".into(), json!({"path": "skills/memory/MEMORY.md", "content": "- Sam"}).to_string()),
+            ("write_file".into(), json!({"path": "skills/weekly-digest/SKILL.md", "content": skill}).to_string()),
+        ]),
+    );
+    env.llm.route(DREAM_PHASE2, Reply::Text("Created the skill.".into()));
+    let out = env.agent("/dream");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!env.workspace.join("skills/memory").exists());
+    assert_eq!(read(&env, "skills/weekly-digest/SKILL.md"), skill);
+    assert!(stdout(&out).contains("changed 0 memory file(s) and created 1 skill(s)."), "{}", stdout(&out));
+    assert_eq!(git(&env, &["log", "--format=%s"]).lines().count(), 1, "only the init commit");
 }

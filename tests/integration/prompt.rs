@@ -61,6 +61,28 @@ fn two_sessions_and_two_turns_share_a_byte_identical_system_prompt_and_tool_arra
     assert!(user.contains("Chat ID: two") && user.ends_with("hello"), "the volatile part goes in the user message");
 }
 
+/// Issue 29: `# Recent History` sat at the end of the system text, which a local server's
+/// template renders before the tools, so every `/new` cost a small model ~1,700 tokens of
+/// prompt re-evaluation. The conversation `/new` archived goes into the runtime block now.
+#[test]
+fn a_new_conversation_after_slash_new_reuses_the_system_prompt_and_tools_byte_for_byte() {
+    let env = AgentEnv::new();
+    let first = hello(&env, "cli:direct");
+    env.llm.route("keep the archive", Reply::Text("- the user grows chillies on the balcony".into()));
+    let out = env.command(&["agent", "-s", "cli:direct", "-m", "/new"]).output().unwrap();
+    assert!(out.status.success(), "{}", oxibot_tests::stderr(&out));
+    let after_new = hello(&env, "cli:direct");
+
+    assert_eq!(escaped_system_prompt(&first), escaped_system_prompt(&after_new), "the system prompt changed");
+    assert_eq!(tools_tail(&first), tools_tail(&after_new), "the tool array changed");
+    let system = escaped_system_prompt(&first);
+    let system_end = String::from_utf8_lossy(&first).find(&system).unwrap() + system.len();
+    assert!(common_prefix(&first, &after_new) > system_end, "the requests part inside the system prompt");
+    let body: Value = serde_json::from_slice(&after_new).unwrap();
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains("# Recent History") && user.contains("chillies"), "the archive reaches the model: {user}");
+}
+
 #[test]
 fn the_lean_prompt_keeps_the_guidance_a_model_needs() {
     let env = AgentEnv::new();

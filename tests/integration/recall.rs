@@ -259,7 +259,10 @@ fn a_larger_overflow_is_survived_by_compacting_the_history() {
     let lines = env.session_lines();
     assert!(lines[0]["last_consolidated"].as_u64().unwrap() >= 2, "{}", lines[0]);
     let last = env.llm.requests().pop().unwrap();
-    assert!(system_prompt(&last).contains("talked about the garden"), "the summary is in the continued turn's prompt");
+    assert!(
+        last_user_message(&last).contains("talked about the garden"),
+        "the summary is in the continued turn's prompt"
+    );
     assert!(last_user_message(&last).ends_with("and now the question"));
     assert_eq!(lines.len() - 1, 8, "no message was lost: 3 earlier turns, the question and its answer");
 }
@@ -354,11 +357,35 @@ fn a_turn_the_estimate_says_will_not_fit_has_older_turns_archived_before_anythin
     let history = read(&env, "memory/history.jsonl");
     assert!(history.contains("told about the garden and the bakery"), "older turns were archived: {history}");
     let last = env.llm.requests().pop().unwrap();
-    assert!(system_prompt(&last).contains("told about the garden and the bakery"), "the summary is in the prompt");
+    assert!(last_user_message(&last).contains("told about the garden and the bakery"), "the summary is in the prompt");
     assert!(tool_results(&last).iter().any(|r| r.contains("Sow the beans")), "the turn went on with its tool result");
     let lines = env.session_lines();
     assert!(
         lines.iter().any(|l| l["content"].as_str().is_some_and(|c| c.contains("about the garden"))),
         "nothing left the file"
     );
+}
+
+/// Issue 29: the loop guard's "I stopped: …" lines, archived by an older version, came back
+/// under "Recalled Memory" and a weak model answered with them word for word.
+#[test]
+fn a_loop_guard_stop_in_an_old_archive_is_never_recalled() {
+    let env = AgentEnv::new();
+    let stop = "I stopped: I kept repeating the same tool call (read_file) without getting anything new. Tell me \
+                how to go on, or rephrase the task.";
+    let entries = [
+        json!({"cursor": 1, "timestamp": "2026-04-03 10:00",
+               "content": format!("[RAW] 2 messages\nUSER: where is the spare key?\nASSISTANT: {stop}")}),
+        json!({"cursor": 2, "timestamp": "2026-04-04 09:30",
+               "content": "- the spare key is under the blue flowerpot"}),
+    ];
+    env.write("memory/history.jsonl", &entries.iter().map(|e| format!("{e}\n")).collect::<String>());
+    // Dream has seen both entries: they reach the model only through recall.
+    env.write("memory/.dream_cursor", "2");
+    env.llm.push(Reply::Text("Under the blue flowerpot.".into()));
+    let out = env.agent("where is the spare key kept?");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sent = last_user_message(&env.llm.requests()[0]);
+    assert!(sent.contains("Recalled Memory") && sent.contains("blue flowerpot"), "{sent}");
+    assert!(!sent.contains("I stopped"), "{sent}");
 }

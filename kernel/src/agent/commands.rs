@@ -154,11 +154,22 @@ fn today_line(services: &Services) -> String {
     )
 }
 
+/// The part of every request besides the messages: system prompt, tool definitions and the
+/// recent history, by the same estimate as the messages (about 3 bytes per token).
+fn fixed_tokens(session: &Session, services: &Services) -> u64 {
+    let channel = session.key.split_once(':').map_or(session.key.as_str(), |(channel, _)| channel);
+    let bytes = services.system_prompt(channel).len()
+        + services.host().tools_json().len()
+        + services.builtins().specs_json().len()
+        + services.recent_history().map_or(0, |history| history.len());
+    (bytes as u64).div_ceil(3)
+}
+
 fn status(session: &Session, services: &Services, usage: UsageTotals) -> String {
     let settings = services.settings();
     let defaults = &settings.config.agents.defaults;
     let pending = &session.messages[session.last_consolidated.min(session.messages.len())..];
-    let estimate = estimate_tokens(pending);
+    let estimate = estimate_tokens(pending) + fixed_tokens(session, services);
     let budget = defaults.context_window_tokens.saturating_sub(defaults.max_tokens);
     let uptime = services.started().elapsed().as_secs();
     let provider = services.provider();

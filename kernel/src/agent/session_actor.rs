@@ -376,7 +376,8 @@ impl TurnJob {
         let mut system = self.services.system_prompt(channel);
         let fixed = self.fixed_prompt(&system);
         if self.near_budget(&fixed) && self.consolidate(Scope::OverBudget, fixed.clone()).await {
-            // Built again: the archive just written shows up under `# Recent History`.
+            // Built again after the archive was written (its `# Recent History` goes into the
+            // runtime block).
             system = self.services.system_prompt(channel);
         }
         let recalled = self.recalled(&system, source).await;
@@ -478,7 +479,8 @@ impl TurnJob {
                 earlier.iter().rev().take(RECALL_DEDUP_MESSAGES).map(ChatMessage::text_content).collect();
             (ContextBuilder::strip_runtime(&last.text_content()), recent)
         };
-        let mut already: Vec<&str> = vec![system];
+        let history = self.services.recent_history().unwrap_or_default();
+        let mut already: Vec<&str> = vec![system, &history];
         already.extend(recent.iter().map(String::as_str));
         recall_for_message(recall, &message, &already).await
     }
@@ -659,8 +661,9 @@ impl TurnJob {
     fn fixed_prompt(&self, system: &str) -> Arc<str> {
         let tools = self.services.host().tools_json();
         let builtins = self.services.builtins().specs_json();
-        let mut fixed = String::with_capacity(system.len() + tools.len() + builtins.len() + 2);
-        for (index, part) in [system, &tools, &builtins].into_iter().enumerate() {
+        let history = self.services.recent_history().unwrap_or_default();
+        let mut fixed = String::with_capacity(system.len() + tools.len() + builtins.len() + history.len() + 3);
+        for (index, part) in [system, &tools, &builtins, history.as_str()].into_iter().enumerate() {
             if index > 0 {
                 fixed.push('\n');
             }
@@ -683,7 +686,7 @@ impl TurnJob {
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context (and
-    /// the memory auto-recall found, inside it).
+    /// the recent history and the memory auto-recall found, inside it).
     fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<ChatMessage> {
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return Vec::new() };
@@ -691,15 +694,23 @@ impl TurnJob {
         let mut messages = Vec::with_capacity(history.len() + 1);
         messages.push(ChatMessage::text(Role::System, system));
         messages.extend(history.iter().map(ChatMessage::for_request));
-        if let Some(last) = messages.last_mut().filter(|m| m.role == Role::User) {
+        // The turn's user message: the last message, or, for a turn going on after its older
+        // history was archived, the last user message before its tool calls (the archive's
+        // summary reaches the model through its runtime block).
+        if let Some(last) = messages.iter_mut().rev().find(|m| m.role == Role::User) {
             let runtime = ContextBuilder::runtime_context(
                 self.key.channel(),
                 self.key.chat_id(),
                 self.services.timezone().as_deref(),
                 chrono::Utc::now(),
             );
-            let runtime =
-                recalled.map_or_else(|| runtime.clone(), |lines| ContextBuilder::with_recalled(&runtime, lines));
+            // Recent history and recalled memory change between conversations: here, after the
+            // tools, they leave the cached system prompt and tools as they were.
+            let history = self.services.recent_history();
+            let runtime = [history.as_deref(), recalled]
+                .into_iter()
+                .flatten()
+                .fold(runtime, |runtime, lines| ContextBuilder::with_recalled(&runtime, lines));
             last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
         }
         messages
@@ -798,7 +809,7 @@ impl TurnJob {
         };
         let mut messages: Vec<ChatMessage> = closing.into_iter().filter(|m| m.role == Role::Tool).collect();
         if let Some(note) = note {
-            messages.push(ChatMessage::text(Role::Assistant, note));
+            messages.push(ChatMessage::text(Role::Assistant, note).from_kernel());
         }
         self.append(messages)
     }

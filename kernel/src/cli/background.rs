@@ -2,12 +2,14 @@
 //! starts itself (a helper's report coming back, a scheduled job) runs in its session after
 //! the session's current turn, and its reply is printed between the user's turns.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::rc::Rc;
 
 use oxibot_kernel::agent::{Background, SessionManager, TurnReply};
 use oxibot_kernel::automation::dispatch::{Request, RunRequest};
 use tokio::sync::mpsc;
+
+use super::repl::PROMPT;
 
 /// Serves requests until every dispatcher is gone.
 pub async fn serve(manager: Rc<SessionManager>, mut requests: mpsc::UnboundedReceiver<Request>) {
@@ -22,6 +24,17 @@ pub async fn serve(manager: Rc<SessionManager>, mut requests: mpsc::UnboundedRec
             }
         }
     }
+}
+
+/// The reply was printed below the prompt the person is typing at: draw the prompt again
+/// under it, on a terminal (a pipe has no prompt to redraw).
+fn redraw_prompt(out: &mut impl Write) {
+    if !std::io::stdin().is_terminal() {
+        return;
+    }
+    let (plain, coloured) = PROMPT;
+    let _ = write!(out, "\n{}", if std::io::stdout().is_terminal() { coloured } else { plain });
+    let _ = out.flush();
 }
 
 async fn run_and_print(manager: &SessionManager, request: RunRequest) {
@@ -44,12 +57,15 @@ async fn run_and_print(manager: &SessionManager, request: RunRequest) {
     };
     if request.deliver {
         let mut out = std::io::stdout().lock();
-        let _ = match &answer {
-            Ok(text) if !text.trim().is_empty() => writeln!(out, "\n[{}] {text}", request.key),
-            Ok(_) => Ok(()),
-            Err(error) => writeln!(out, "\n[{}] error: {error}", request.key),
+        let shown = match &answer {
+            Ok(text) if !text.trim().is_empty() => writeln!(out, "\n[{}] {text}", request.key).is_ok(),
+            Ok(_) => false,
+            Err(error) => writeln!(out, "\n[{}] error: {error}", request.key).is_ok(),
         };
         let _ = out.flush();
+        if shown {
+            redraw_prompt(&mut out);
+        }
     }
     if let Some(done) = request.done {
         let _ = done.send(answer);

@@ -51,8 +51,9 @@ pub enum CronCommand {
         name: Option<String>,
         #[command(flatten)]
         schedule: ScheduleArgs,
-        /// The IANA timezone of --cron [default: agents.defaults.timezone, else UTC].
-        #[arg(long, value_name = "ZONE", requires = "cron")]
+        /// The IANA timezone of --cron, and of an --at without an offset [default:
+        /// agents.defaults.timezone, else UTC].
+        #[arg(long, value_name = "ZONE")]
         tz: Option<String>,
         /// The chat the job runs in and replies to (`channel:chat_id`, e.g. `telegram:12345`)
         /// [default: the chat a person wrote from most recently; `cli:direct` when none has].
@@ -127,6 +128,7 @@ pub fn run(command: CronCommand) -> anyhow::Result<ExitCode> {
                 cron_expr: schedule.cron.as_deref(),
                 tz: tz.as_deref(),
                 at: schedule.at.as_deref(),
+                delay: None,
             };
             let jobs = Jobs::open(&common)?;
             let destination = session.unwrap_or_else(|| jobs.default_destination());

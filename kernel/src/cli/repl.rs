@@ -19,7 +19,7 @@ use super::turn::send;
 use super::typeahead::TypeAhead;
 
 /// The prompt as the line editor measures it, and as it is shown.
-const PROMPT: (&str, &str) = ("you › ", "\x1b[1;32myou ›\x1b[0m ");
+pub(super) const PROMPT: (&str, &str) = ("you › ", "\x1b[1;32myou ›\x1b[0m ");
 
 /// Runs the conversation until the user leaves.
 pub async fn run(manager: &SessionManager, session: &str, style: Style) -> anyhow::Result<ExitCode> {

@@ -29,7 +29,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "memoryWindow",
         ],
     ),
-    ("providers.*", &["apiKey", "apiBase", "extraHeaders"]),
+    ("providers.*", &["apiKey", "apiBase", "extraHeaders", "textToolCalls"]),
     ("gateway", &["host", "port", "token", "webUi", "heartbeat"]),
     ("tools", &["restrictToWorkspace", "mcpServers", "exec", "web", "ssrfWhitelist", "approval"]),
     ("plugins.*", &["name", "command", "args", "env", "enabled", "allowPaths"]),

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use crate::history::HistoryEntry as Entry;
 use crate::history::read_tail;
+use crate::message::is_kernel_line;
 
 /// Most entries shown.
 pub const MAX_ENTRIES: usize = 50;
@@ -20,7 +21,9 @@ pub const MAX_SECTION_CHARS: usize = 8_000;
 
 /// An entry as a list item; continuation lines are indented so they stay in the item.
 fn render_entry(entry: &Entry) -> String {
-    let content = truncate(entry.content.trim(), MAX_ENTRY_CHARS);
+    // A loop-guard stop archived by an older version is not history worth showing the model.
+    let kept: Vec<&str> = entry.content.lines().filter(|line| !is_kernel_line(line)).collect();
+    let content = truncate(kept.join("\n").trim(), MAX_ENTRY_CHARS);
     let timestamp = if entry.timestamp.is_empty() { "?" } else { entry.timestamp.as_str() };
     format!("- [{timestamp}] {}", content.replace('\n', "\n  "))
 }

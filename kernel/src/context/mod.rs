@@ -9,13 +9,16 @@
 //!    something once comments and unfilled template lines are left out (`prune.rs`);
 //! 3. `# Memory` — `memory/MEMORY.md`;
 //! 4. always-on skills in full;
-//! 5. a summary line for every other skill, with its `SKILL.md` path and availability;
-//! 6. `# Recent History` — `memory/history.jsonl` entries Dream has not processed yet.
+//! 5. a summary line for every other skill, with its `SKILL.md` path and availability.
 //!
-//! It holds no clock, so it stays byte-identical between turns and provider prompt caches hit;
-//! the time goes into the user's message as a runtime block ([`ContextBuilder::runtime_context`],
-//! [`ContextBuilder::merge_runtime`]) that can be stripped again before history is stored or
-//! summarised ([`ContextBuilder::strip_runtime`]).
+//! It holds no clock and nothing that changes between conversations, so it stays
+//! byte-identical between turns and conversations and provider prompt caches hit (a local
+//! server's too, whose template renders the tools after the system text). The time, the
+//! `# Recent History` section (`memory/history.jsonl` entries Dream has not processed yet,
+//! [`ContextBuilder::recent_history`]) and recalled memory go into the user's message as a
+//! runtime block ([`ContextBuilder::runtime_context`], [`ContextBuilder::merge_runtime`]) that
+//! can be stripped again before history is stored or summarised
+//! ([`ContextBuilder::strip_runtime`]).
 //!
 //! This module does not talk to providers, store sessions, or write memory; it reads the
 //! workspace and writes only the copies of built-in skills and, on request, missing templates.
@@ -119,6 +122,13 @@ impl ContextBuilder {
             self.prompts.insert(channel.to_owned(), prompt.clone());
         }
         prompt
+    }
+
+    /// The `# Recent History` section, or `None` when Dream has processed every entry. It goes
+    /// into the runtime block, after the tool list in every request layout, so a conversation
+    /// archived by `/new` leaves the cached system prompt and tools as they were.
+    pub fn recent_history(&mut self) -> Option<String> {
+        prompt::recent_history(&self.workspace, &mut self.files)
     }
 
     /// Every skill, sorted by name: workspace skills, and the built-ins they do not override.

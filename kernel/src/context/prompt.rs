@@ -29,7 +29,6 @@ pub(crate) fn build(workspace: &Path, channel: &str, files: &mut FileCache, skil
     parts.extend(memory(workspace, files));
     parts.extend(skills::render_loaded(skills));
     parts.extend(skills::render_summary(skills));
-    parts.extend(recent_history(workspace, files));
     parts.join(SECTION_SEPARATOR)
 }
 
@@ -53,8 +52,9 @@ fn memory(workspace: &Path, files: &mut FileCache) -> Option<String> {
     (!text.is_empty() && !untouched).then(|| format!("# Memory\n\n{text}"))
 }
 
-/// History entries Dream has not processed yet.
-fn recent_history(workspace: &Path, files: &mut FileCache) -> Option<String> {
+/// History entries Dream has not processed yet: not part of the system prompt, since they
+/// change with every archived conversation (see [`super::ContextBuilder::recent_history`]).
+pub(crate) fn recent_history(workspace: &Path, files: &mut FileCache) -> Option<String> {
     let cursor = files.read(&workspace.join(DREAM_CURSOR_FILE));
     let since = history::dream_cursor(cursor.as_deref());
     let section = files.derive(&workspace.join(HISTORY_FILE), &since.to_string(), |path| {

@@ -29,7 +29,7 @@ fn position(text: &str, needle: &str) -> usize {
 }
 
 #[test]
-fn prompt_has_identity_bootstrap_memory_skills_and_history_in_order() {
+fn prompt_has_identity_bootstrap_memory_and_skills_in_order_and_history_apart() {
     let ws = full_workspace("prompt-order");
     let mut builder = ContextBuilder::new(ws.path().to_path_buf());
     let prompt = builder.system_prompt("cli");
@@ -42,13 +42,14 @@ fn prompt_has_identity_bootstrap_memory_skills_and_history_in_order() {
         "# Memory\n\n# Long-term Memory\n\n- The user's cat is called Luna.",
         "# Active Skills\n\n## Skill: house\n\nHOUSE RULES",
         "# Skills\n\n",
-        "# Recent History\n\n",
     ];
     let offsets: Vec<usize> = order.iter().map(|needle| position(&prompt, needle)).collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "sections out of order: {offsets:?}");
     assert!(prompt.contains("\n\n---\n\n"), "sections are separated by a rule");
     assert!(!prompt.contains("name: house"), "frontmatter of the always-on skill leaked");
-    assert!(prompt.contains("- [2026-04-15 14:58] Talked about cats"));
+    assert!(!prompt.contains("Recent History"), "what changes between conversations stays out of the system prompt");
+    let history = builder.recent_history().expect("a recent history");
+    assert!(history.starts_with("# Recent History\n\n") && history.contains("- [2026-04-15 14:58] Talked about cats"));
 }
 
 #[test]
@@ -159,14 +160,12 @@ fn recent_history_respects_the_dream_cursor_and_the_caps() {
         .collect();
     ws.write("memory/history.jsonl", &lines.join("\n"));
     ws.write("memory/.dream_cursor", "100");
-    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
-    let section = &prompt[position(&prompt, "# Recent History")..];
+    let section = ContextBuilder::new(ws.path().to_path_buf()).recent_history().expect("a section");
     assert_eq!(section.matches("\n- [2026-04-15 10:00] entry ").count(), 20);
     assert!(!section.contains("entry 100\n") && section.contains("entry 101\n") && section.ends_with("entry 120"));
 
     ws.write("memory/.dream_cursor", "0");
-    let prompt = ContextBuilder::new(ws.path().to_path_buf()).system_prompt("cli");
-    let section = &prompt[position(&prompt, "# Recent History")..];
+    let section = ContextBuilder::new(ws.path().to_path_buf()).recent_history().expect("a section");
     assert_eq!(section.matches("\n- [").count(), MAX_HISTORY_ENTRIES);
     assert!(section.len() < MAX_HISTORY_CHARS + 400);
 }

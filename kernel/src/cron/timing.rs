@@ -45,9 +45,9 @@ pub enum ScheduleError {
     /// More than one schedule given.
     #[error("several schedules given: give only one of an interval, a cron expression or a time")]
     SeveralSchedules,
-    /// A timezone without a cron expression.
-    #[error("a timezone can only be given with a cron expression (a time can carry its own offset)")]
-    TzWithoutCron,
+    /// A relative time that is not a number with a unit.
+    #[error("'{0}' is not a delay such as 30s, 2m, 1h or 1h30m")]
+    BadDelay(String),
     /// A schedule of a kind oxibot does not know, or without its value.
     #[error("the schedule of kind '{0}' is incomplete or unknown")]
     Incomplete(String),
@@ -59,7 +59,8 @@ impl From<ExprError> for ScheduleError {
     }
 }
 
-/// What was typed for a schedule: exactly one of the three must be given.
+/// What was typed for a schedule: exactly one of an interval, an expression, a time and a
+/// delay must be given.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ScheduleInput<'a> {
     /// Run every this many seconds.
@@ -68,44 +69,73 @@ pub struct ScheduleInput<'a> {
     pub cron_expr: Option<&'a str>,
     /// The cron expression's timezone.
     pub tz: Option<&'a str>,
-    /// Run once at this ISO time (naive times are in the default timezone).
+    /// Run once at this ISO time (naive times are in `tz`, else the default timezone).
     pub at: Option<&'a str>,
+    /// Run once after this delay from now (`30s`, `2m`, `1h`, `1h30m`, `1d`).
+    pub delay: Option<&'a str>,
 }
 
 impl ScheduleInput<'_> {
     /// The schedule, checked: the timezone exists, the expression parses, the time is in the
-    /// future. A cron schedule stores its effective timezone (`tz`, else `default`).
+    /// future. A cron schedule stores its effective timezone (`tz`, else `default`); a naive
+    /// `at` is read in that timezone; an interval or a delay ignores it.
     pub fn build(&self, now_ms: i64, default: Tz) -> Result<Schedule, ScheduleError> {
-        let given = [self.every_seconds.is_some(), self.cron_expr.is_some(), self.at.is_some()];
+        let given = [self.every_seconds.is_some(), self.cron_expr.is_some(), self.at.is_some(), self.delay.is_some()];
         match given.iter().filter(|g| **g).count() {
             0 => return Err(ScheduleError::NoSchedule),
             1 => {}
             _ => return Err(ScheduleError::SeveralSchedules),
         }
-        if self.tz.is_some() && self.cron_expr.is_none() {
-            return Err(ScheduleError::TzWithoutCron);
-        }
+        let tz = match self.tz {
+            Some(name) => zone(name)?,
+            None => default,
+        };
         if let Some(seconds) = self.every_seconds {
             if seconds <= 0 || seconds > i64::MAX / 1000 {
                 return Err(ScheduleError::BadInterval(seconds.to_string()));
             }
             return Ok(Schedule::every(seconds * 1000));
         }
+        if let Some(text) = self.delay {
+            return Ok(Schedule::at(now_ms.saturating_add(parse_delay(text)?)));
+        }
         if let Some(expr) = self.cron_expr {
-            let tz = match self.tz {
-                Some(name) => zone(name)?,
-                None => default,
-            };
             CronExpr::parse(expr)?;
             return Ok(Schedule::cron(expr.trim(), Some(tz.name())));
         }
         let text = self.at.unwrap_or_default();
-        let at_ms = parse_at(text, default)?;
+        let at_ms = parse_at(text, tz)?;
         if at_ms <= now_ms {
-            return Err(ScheduleError::InPast { time: text.to_owned(), now: format_ms(now_ms, default) });
+            return Err(ScheduleError::InPast { time: text.to_owned(), now: format_ms(now_ms, tz) });
         }
         Ok(Schedule::at(at_ms))
     }
+}
+
+/// A delay such as `90s`, `2m`, `1h30m`, `1d`, `2 minutes` or `1 hour`, in milliseconds.
+pub fn parse_delay(text: &str) -> Result<i64, ScheduleError> {
+    let bad = || ScheduleError::BadDelay(text.to_owned());
+    let mut rest = text.trim();
+    let mut total: i64 = 0;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let count: i64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = rest[digits..].trim_start();
+        let letters = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+        let unit_ms = match rest[..letters].to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3_600_000,
+            "d" | "day" | "days" => 86_400_000,
+            _ => return Err(bad()),
+        };
+        total = count.checked_mul(unit_ms).and_then(|ms| total.checked_add(ms)).ok_or_else(bad)?;
+        rest = rest[letters..].trim_start_matches([' ', ',']);
+    }
+    if total > 0 { Ok(total) } else { Err(bad()) }
 }
 
 /// The timezone called `name`.
@@ -297,8 +327,8 @@ mod tests {
         assert_eq!(build(ScheduleInput::default()), Err(ScheduleError::NoSchedule));
         let two = ScheduleInput { every_seconds: Some(5), cron_expr: Some("* * * * *"), ..Default::default() };
         assert_eq!(build(two), Err(ScheduleError::SeveralSchedules));
-        let tz_alone = ScheduleInput { every_seconds: Some(5), tz: Some("UTC"), ..Default::default() };
-        assert_eq!(build(tz_alone), Err(ScheduleError::TzWithoutCron));
+        let tz_with_every = ScheduleInput { every_seconds: Some(5), tz: Some("UTC"), ..Default::default() };
+        assert_eq!(build(tz_with_every), Ok(Schedule::every(5_000)), "an interval ignores the timezone");
         let mars = ScheduleInput { cron_expr: Some("0 9 * * *"), tz: Some("Mars/Base"), ..Default::default() };
         assert_eq!(build(mars), Err(ScheduleError::UnknownTimezone("Mars/Base".into())));
         assert!(matches!(
@@ -317,6 +347,22 @@ mod tests {
             build(ScheduleInput { every_seconds: Some(90), ..Default::default() }).unwrap(),
             Schedule::every(90_000)
         );
+    }
+
+    #[test]
+    fn a_time_with_a_timezone_is_read_in_it_and_a_delay_counts_from_now() {
+        let now = ms(2026, 11, 24, 12, 0);
+        let build = |input: ScheduleInput| input.build(now, chrono_tz::UTC);
+        let tokyo = ScheduleInput { at: Some("2026-11-25T09:00"), tz: Some("Asia/Tokyo"), ..Default::default() };
+        assert_eq!(build(tokyo), Ok(Schedule::at(ms(2026, 11, 25, 0, 0))));
+        let soon = ScheduleInput { delay: Some("2m"), tz: Some("Europe/Berlin"), ..Default::default() };
+        assert_eq!(build(soon), Ok(Schedule::at(now + 120_000)));
+        assert_eq!(parse_delay("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_delay("2 minutes"), Ok(120_000));
+        assert_eq!(parse_delay(" 1 hour, 5 min"), Ok(3_900_000));
+        for bad in ["", "soon", "0m", "5", "m", "2 fortnights"] {
+            assert_eq!(parse_delay(bad), Err(ScheduleError::BadDelay(bad.into())), "{bad:?}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::gate::{DREAM_TOOLS, DreamGate};
 use super::prompts::{
     DREAM_PHASE1, DREAM_PHASE2, MemoryFiles, analysis_is_skip, dream_phase1_input, dream_phase2_input,
+    drop_prompt_examples,
 };
 use super::schedule::DreamSettings;
 use crate::history::{HistoryEntry, HistoryError};
@@ -33,8 +34,11 @@ pub struct DreamReport {
     pub entries: usize,
     /// The phase-1 findings.
     pub analysis: String,
-    /// Successful edits and skill writes in phase 2.
+    /// Memory files changed: as the commit recorded them when versioning is on, else the
+    /// successful edits of phase 2.
     pub changes: usize,
+    /// Skills phase 2 created (`skills/` is not versioned).
+    pub skills: usize,
     /// Why phase 2 failed, when it did.
     pub phase2_error: Option<String>,
     /// The cursor Dream has now processed up to.
@@ -50,11 +54,15 @@ impl DreamReport {
             return "Dream: no new history to process.".to_owned();
         }
         let mut text = format!(
-            "Dream processed {} history entr{} and made {} change(s).",
+            "Dream processed {} history entr{} and changed {} memory file(s)",
             self.entries,
             if self.entries == 1 { "y" } else { "ies" },
             self.changes
         );
+        if self.skills > 0 {
+            text.push_str(&format!(" and created {} skill(s)", self.skills));
+        }
+        text.push('.');
         if let Some(error) = &self.phase2_error {
             text.push_str(&format!(" The editing step failed: {error}"));
         }
@@ -106,7 +114,7 @@ pub async fn run_dream(services: &Services, settings: &DreamSettings) -> Result<
 
     let files = read_memory_files(services.workspace());
     match analyse(services, &model, &batch, &files, &today).await {
-        Ok(analysis) => report.analysis = analysis,
+        Ok(analysis) => report.analysis = drop_prompt_examples(&analysis),
         Err(error) if error.is_retryable() => return Err(DreamError::Analysis(error)),
         Err(error) => {
             tracing::warn!(%error, "Dream analysis failed; skipping this batch");
@@ -117,7 +125,7 @@ pub async fn run_dream(services: &Services, settings: &DreamSettings) -> Result<
         let skills = skill_lines(services);
         let input = dream_phase2_input(&report.analysis, &files, &today, &skills);
         match apply(services, settings, &model, input).await {
-            Ok(changes) => report.changes = changes,
+            Ok((edits, skills)) => (report.changes, report.skills) = (edits, skills),
             Err(error) => {
                 tracing::warn!(%error, "Dream editing step failed");
                 report.phase2_error = Some(error.to_string());
@@ -155,8 +163,13 @@ async fn analyse(
     Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")).trim().to_owned())
 }
 
-/// Phase 2: a gated runner turn; returns the number of successful writes.
-async fn apply(services: &Services, settings: &DreamSettings, model: &str, input: String) -> Result<usize, ApplyError> {
+/// Phase 2: a gated runner turn; returns the successful edits and skill writes.
+async fn apply(
+    services: &Services,
+    settings: &DreamSettings,
+    model: &str,
+    input: String,
+) -> Result<(usize, usize), ApplyError> {
     let tools: Vec<_> =
         services.host().tools().into_iter().filter(|t| DREAM_TOOLS.contains(&t.name.as_str())).collect();
     if tools.is_empty() {
@@ -203,19 +216,14 @@ async fn apply(services: &Services, settings: &DreamSettings, model: &str, input
     while let Ok(event) = finished.try_recv() {
         events.push(event);
     }
-    Ok(count_writes(&events))
+    Ok((count_successes(&events, "edit_file"), count_successes(&events, "write_file")))
 }
 
-/// `edit_file` / `write_file` calls that succeeded, by the tool results' error flags.
-fn count_writes(events: &[TurnEvent]) -> usize {
+/// Calls of `tool` that succeeded, by the tool results' error flags.
+fn count_successes(events: &[TurnEvent], tool: &str) -> usize {
     events
         .iter()
-        .filter(|event| match event {
-            TurnEvent::ToolFinished { name, is_error } => {
-                !is_error && matches!(name.as_str(), "edit_file" | "write_file")
-            }
-            _ => false,
-        })
+        .filter(|event| matches!(event, TurnEvent::ToolFinished { name, is_error: false } if name == tool))
         .count()
 }
 
@@ -248,7 +256,7 @@ mod tests {
             finished("read_file", false),
             TurnEvent::Delta("Edited".into()),
         ];
-        assert_eq!(count_writes(&events), 2);
+        assert_eq!((count_successes(&events, "edit_file"), count_successes(&events, "write_file")), (1, 1));
     }
 
     #[test]
@@ -258,7 +266,12 @@ mod tests {
             DreamReport { entries: 1, changes: 2, phase2_error: Some("HTTP 500".into()), ..DreamReport::default() };
         assert_eq!(
             report.summary(),
-            "Dream processed 1 history entry and made 2 change(s). The editing step failed: HTTP 500"
+            "Dream processed 1 history entry and changed 2 memory file(s). The editing step failed: HTTP 500"
+        );
+        let skill = DreamReport { entries: 2, skills: 1, ..DreamReport::default() };
+        assert_eq!(
+            skill.summary(),
+            "Dream processed 2 history entries and changed 0 memory file(s) and created 1 skill(s)."
         );
     }
 }

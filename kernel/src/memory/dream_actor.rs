@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::dream::{DreamError, DreamReport, run_dream};
-use super::git_actor::{CommitMemory, GitActor, InitRepo};
+use super::git_actor::{CommitMemory, GitActor, InitRepo, ShowCommit};
 use super::schedule::DreamSettings;
 use crate::services::Services;
 
@@ -108,9 +108,9 @@ impl Handler<RunDream> for DreamActor {
                     tracing::warn!(%error, "memory versioning is off");
                 }
             }
-            let report = run_dream(&services, &settings).await?;
-            let commit = match (&git, report.changes) {
-                (Some(git), changes) if changes > 0 => commit(git, &report).await,
+            let mut report = run_dream(&services, &settings).await?;
+            let commit = match &git {
+                Some(git) if report.changes > 0 => commit(git, &mut report).await,
                 _ => None,
             };
             Ok(DreamOutcome { report, commit })
@@ -122,11 +122,20 @@ impl Handler<RunDream> for DreamActor {
     }
 }
 
-/// Commits the memory files after a run; failures are logged, never fatal.
-async fn commit(git: &Addr<GitActor>, report: &DreamReport) -> Option<String> {
+/// Commits the memory files after a run and sets the report's changes to the files the
+/// commit changed (none without a commit: an edit that changed nothing is no change);
+/// failures are logged, never fatal.
+async fn commit(git: &Addr<GitActor>, report: &mut DreamReport) -> Option<String> {
     let message = format!("dream: {}, {} change(s)", report.batch_timestamp, report.changes);
-    match git.send(CommitMemory { message }).await {
-        Ok(Ok(Some(info))) => Some(info.short),
+    let committed = git.send(CommitMemory { message }).await;
+    report.changes = 0;
+    match committed {
+        Ok(Ok(Some(info))) => {
+            if let Ok(Ok(diff)) = git.send(ShowCommit { sha: Some(info.sha.clone()) }).await {
+                report.changes = diff.files_changed;
+            }
+            Some(info.short)
+        }
         Ok(Ok(None)) => None,
         Ok(Err(error)) => {
             tracing::warn!(%error, "could not commit Dream's changes");

@@ -1,5 +1,7 @@
 //! The tools Dream's second phase may use, and where: `read_file` anywhere in the workspace,
-//! `edit_file` only on the three memory files, `write_file` only under `skills/`.
+//! `edit_file` only on the three memory files, `write_file` only to create a skill as
+//! `skills/<name>/SKILL.md` whose content opens with frontmatter naming it and describing it
+//! (a small model once wrote `skills/memory/MEMORY.md`, a memory file where no one looks).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -47,14 +49,47 @@ impl ToolGate for DreamGate {
                 Ok(())
             }
             "edit_file" => Err(format!("Dream may only edit {}, not {path}", MEMORY_FILES.join(", "))),
-            "write_file"
-                if relative.as_deref().is_some_and(|r| r.starts_with("skills") && r.components().count() > 1) =>
-            {
-                Ok(())
-            }
-            "write_file" => Err(format!("Dream may only write new skills under skills/, not {path}")),
+            "write_file" => match relative.as_deref().and_then(skill_name) {
+                Some(name) => check_skill_content(&name, arguments.get("content").and_then(Value::as_str)),
+                None => Err(format!(
+                    "Dream may only create a skill as skills/<name>/SKILL.md (name in kebab-case), not {path}"
+                )),
+            },
             _ => Err(format!("Dream may not use {tool}")),
         }
+    }
+}
+
+/// The skill's name when `relative` is `skills/<name>/SKILL.md` with a kebab-case name.
+fn skill_name(relative: &Path) -> Option<String> {
+    let parts: Vec<&str> = relative.components().map(|c| c.as_os_str().to_str()).collect::<Option<_>>()?;
+    let [SKILLS, name, SKILL_FILE] = parts.as_slice() else { return None };
+    let kebab = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    kebab.then(|| (*name).to_owned())
+}
+
+/// The skills directory and a skill's file, as Dream must write them.
+const SKILLS: &str = "skills";
+const SKILL_FILE: &str = "SKILL.md";
+
+/// A new skill's file opens with `---`, a `name:` equal to its directory, a non-empty
+/// `description:`, and a closing `---`.
+fn check_skill_content(name: &str, content: Option<&str>) -> Result<(), String> {
+    let shape = format!(
+        "a skill's SKILL.md starts with frontmatter: ---, name: {name}, description: <one line>, --- (then the steps)"
+    );
+    let content = content.unwrap_or_default().trim_start();
+    let Some(rest) = content.strip_prefix("---") else { return Err(shape) };
+    let Some(end) = rest.find("\n---") else { return Err(shape) };
+    let field = |key: &str| {
+        rest[..end].lines().find_map(|line| line.trim().strip_prefix(key)).map(|v| v.trim().trim_matches(['"', '\'']))
+    };
+    match (field("name:"), field("description:")) {
+        (Some(given), Some(description)) if given == name && !description.is_empty() => Ok(()),
+        _ => Err(shape),
     }
 }
 
@@ -106,12 +141,22 @@ mod tests {
         }
     }
 
+    fn write(path: &str, content: &str) -> Result<(), String> {
+        DreamGate::new(Path::new("/home/u/ws")).check("write_file", &json!({"path": path, "content": content}))
+    }
+
     #[test]
-    fn writes_are_limited_to_files_under_skills() {
-        assert!(check("write_file", "skills/report-digest/SKILL.md").is_ok());
-        assert!(check("write_file", "skills").is_err());
-        assert!(check("write_file", "SOUL.md").unwrap_err().contains("skills/"));
-        assert!(check("write_file", "skills/../SOUL.md").is_err());
+    fn writes_only_create_a_skill_file_with_its_frontmatter() {
+        let skill = "---\nname: report-digest\ndescription: Sum up the weekly reports\n---\n1. Read them.\n";
+        assert!(write("skills/report-digest/SKILL.md", skill).is_ok());
+        for path in ["skills", "skills/memory/MEMORY.md", "skills/Report/SKILL.md", "skills/a/b/SKILL.md", "SOUL.md"] {
+            assert!(write(path, skill).unwrap_err().contains("skills/<name>/SKILL.md"), "{path}");
+        }
+        assert!(write("skills/../SOUL.md", skill).is_err());
+        let other_name = skill.replace("name: report-digest", "name: digest");
+        for content in ["1. Read them.", "---\nname: report-digest\n---\n", other_name.as_str()] {
+            assert!(write("skills/report-digest/SKILL.md", content).unwrap_err().contains("frontmatter"), "{content}");
+        }
     }
 
     #[test]

@@ -19,9 +19,17 @@ pub const MEMORY_FLUSH: &str = include_str!("../../../templates/agent/memory_flu
 /// Longest tool output quoted in a transcript, in characters.
 const TOOL_OUTPUT_CHARS: usize = 300;
 
-/// `messages` as a plain transcript, one block per message: `[time] ROLE: text`.
+/// `messages` as a plain transcript, one block per message: `[time] ROLE: text`. Texts the
+/// kernel wrote (loop-guard stops and notes, errors, fallbacks) are left out: they are not
+/// the conversation and must not come back as memory.
 pub fn transcript(messages: &[ChatMessage]) -> String {
-    messages.iter().map(transcript_line).filter(|line| !line.is_empty()).collect::<Vec<_>>().join("\n")
+    messages
+        .iter()
+        .filter(|m| !m.is_from_kernel())
+        .map(transcript_line)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn transcript_line(message: &ChatMessage) -> String {
@@ -48,6 +56,25 @@ fn transcript_line(message: &ChatMessage) -> String {
 /// The user message of the summarising call.
 pub fn consolidation_input(messages: &[ChatMessage]) -> String {
     format!("## Conversation to archive\n\n{}", transcript(messages))
+}
+
+/// The summary the summarising prompt asks for when nothing is worth keeping.
+pub const NOTHING_NOTABLE: &str = "- (nothing notable)";
+
+/// Whether `summary` keeps nothing: empty, or the prompt's "nothing notable" line.
+pub fn is_nothing_notable(summary: &str) -> bool {
+    let text = summary.trim();
+    text.is_empty() || text.trim_start_matches("- ").trim().eq_ignore_ascii_case("(nothing notable)")
+}
+
+/// Whether `summary` repeats its own instructions (`prompt`) instead of summarising: at least
+/// half of its lines of some length are lines of the prompt. A weak model does this.
+pub fn echoes_prompt(summary: &str, prompt: &str) -> bool {
+    let normalize = |line: &str| line.trim().trim_start_matches("- ").trim().to_lowercase();
+    let prompt_lines: Vec<String> = prompt.lines().map(normalize).filter(|l| l.len() >= 12).collect();
+    let lines: Vec<String> = summary.lines().map(normalize).filter(|l| l.len() >= 12).collect();
+    let echoed = lines.iter().filter(|line| prompt_lines.iter().any(|p| p.contains(line.as_str()))).count();
+    echoed > 0 && echoed * 2 >= lines.len()
 }
 
 /// What is archived when summarising fails: the transcript itself, marked.
@@ -102,6 +129,20 @@ pub fn dream_phase2_input(analysis: &str, files: &MemoryFiles, today: &str, skil
     format!("## Analysis Result\n{analysis}\n\n{}\n\n## Existing Skills\n{skills}", files.render(today))
 }
 
+/// Dream's analysis without the findings that repeat an example of its prompt instead of a
+/// fact from the history: a finding with a `<placeholder>`, or whose text is in the prompt
+/// (a small model "found" the prompt's own example fact).
+pub fn drop_prompt_examples(analysis: &str) -> String {
+    let prompt = DREAM_PHASE1.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let from_prompt = |line: &str| {
+        let Some((_, body)) = line.trim().split_once(']') else { return false };
+        let body = body.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        let placeholder = body.find('<').is_some_and(|open| body[open..].contains('>'));
+        placeholder || (body.len() >= 8 && prompt.contains(&body))
+    };
+    analysis.lines().filter(|line| !from_prompt(line)).collect::<Vec<_>>().join("\n")
+}
+
 /// Whether Dream's analysis asks for no change at all.
 pub fn analysis_is_skip(analysis: &str) -> bool {
     let findings: Vec<&str> = analysis.lines().map(str::trim).filter(|l| l.starts_with('[')).collect();
@@ -149,6 +190,37 @@ mod tests {
         assert!(analysis_is_skip("[SKIP]"));
         assert!(analysis_is_skip("Nothing to do."));
         assert!(!analysis_is_skip("[USER] lives in Lyon\n[SKIP]"));
+    }
+
+    #[test]
+    fn a_summary_of_nothing_or_of_the_instructions_is_recognised() {
+        assert!(
+            is_nothing_notable(NOTHING_NOTABLE)
+                && is_nothing_notable("  (nothing notable)\n")
+                && is_nothing_notable("")
+        );
+        assert!(!is_nothing_notable("- user's dog is called Pixel"));
+        let parroted = "- what the user said about themselves: name, location, work, habits, preferences, plans;\n\
+                        - Answer with the bullet list only.";
+        assert!(echoes_prompt(parroted, CONSOLIDATE));
+        assert!(!echoes_prompt("- user's dog is called Pixel\n- moved the backup to /srv/b", CONSOLIDATE));
+    }
+
+    #[test]
+    fn findings_that_repeat_the_prompts_examples_are_dropped() {
+        let analysis = "[USER] lives in <new city> (not <old city>)\n[USER] owns a <pet> named <name>\n\
+                        [SOUL] talked about pets\n[USER] keeps bees on the roof";
+        assert_eq!(drop_prompt_examples(analysis), "[USER] keeps bees on the roof");
+        assert!(analysis_is_skip(&drop_prompt_examples("[USER] owns a <pet> named <name>")));
+    }
+
+    #[test]
+    fn the_prompts_use_no_example_a_real_user_could_have() {
+        for prompt in [CONSOLIDATE, DREAM_PHASE1, DREAM_PHASE2] {
+            for name in ["Luna", "Tokyo", "Osaka"] {
+                assert!(!prompt.contains(name), "{name}");
+            }
+        }
     }
 
     #[test]

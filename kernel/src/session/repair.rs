@@ -47,7 +47,7 @@ fn close_messages(messages: &[ChatMessage]) -> Vec<ChatMessage> {
         return Vec::new();
     };
     if last.role == Role::User {
-        return vec![ChatMessage::text(Role::Assistant, INTERRUPTED_REPLY)];
+        return vec![ChatMessage::text(Role::Assistant, INTERRUPTED_REPLY).from_kernel()];
     }
     let Some(caller) = messages.iter().rposition(|m| m.role != Role::Tool) else {
         return Vec::new();
@@ -116,7 +116,7 @@ mod tests {
             ChatMessage::text(Role::User, "what time is it?"),
         ]);
         let closing = close_interrupted_turn(&session);
-        assert_eq!(closing, vec![ChatMessage::text(Role::Assistant, INTERRUPTED_REPLY)]);
+        assert_eq!(closing, vec![ChatMessage::text(Role::Assistant, INTERRUPTED_REPLY).from_kernel()]);
     }
 
     #[test]

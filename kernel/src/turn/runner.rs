@@ -250,7 +250,7 @@ impl Turn<'_> {
                 let calls = response.tool_calls.clone();
                 if self.run_tools(&mut request.messages, response, &mut repeats, &turn_id).await? {
                     let content = repeats::stuck_message(&calls);
-                    self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
+                    self.store(vec![ChatMessage::text(Role::Assistant, content.clone()).from_kernel()])?;
                     return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
                 }
                 continue;
@@ -260,16 +260,18 @@ impl Turn<'_> {
                 retried_empty = true;
                 continue;
             }
-            let text = if text.trim().is_empty() { EMPTY_REPLY_FALLBACK.to_owned() } else { text };
+            let fallback = text.trim().is_empty();
+            let text = if fallback { EMPTY_REPLY_FALLBACK.to_owned() } else { text };
             let content = self.hooks.finalize_content(text);
-            self.store(vec![assistant_message(&content, &response)])?;
+            let answer = assistant_message(&content, &response);
+            self.store(vec![if fallback { answer.from_kernel() } else { answer }])?;
             return Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: false });
         }
         let content = format!(
             "I stopped after {} steps without finishing (the tool-iteration limit). Tell me to continue, or narrow the task.",
             self.spec.max_iterations
         );
-        self.store(vec![ChatMessage::text(Role::Assistant, content.clone())])?;
+        self.store(vec![ChatMessage::text(Role::Assistant, content.clone()).from_kernel()])?;
         Ok(TurnOutcome { content, usage, iterations: iteration, hit_iteration_cap: true })
     }
 
@@ -315,9 +317,11 @@ impl Turn<'_> {
                 arguments: call.function.arguments.clone(),
             });
         }
-        let verdicts: Vec<Verdict> = calls.iter().map(|call| repeats.check(call)).collect();
+        let read_only: Vec<bool> =
+            calls.iter().map(|c| tool_batch::is_read_only(&self.toolbox(turn_id), &c.function.name)).collect();
+        let verdicts: Vec<Verdict> = calls.iter().zip(&read_only).map(|(call, ro)| repeats.check(call, *ro)).collect();
         let to_run: Vec<ToolCall> =
-            calls.iter().zip(&verdicts).filter(|(_, v)| **v == Verdict::Run).map(|(c, _)| c.clone()).collect();
+            calls.iter().zip(&verdicts).filter(|(_, v)| v.runs()).map(|(c, _)| c.clone()).collect();
         let ran = match self.journal.as_mut() {
             Some(journal) => {
                 journal.steps_done += 1;
@@ -325,7 +329,7 @@ impl Turn<'_> {
                 let keyed: Vec<(ToolCall, String)> = calls
                     .iter()
                     .enumerate()
-                    .filter(|(index, _)| verdicts[*index] == Verdict::Run)
+                    .filter(|(index, _)| verdicts[*index].runs())
                     .map(|(index, call)| (call.clone(), call_key(&turn, step, index)))
                     .collect();
                 self.run_journaled(messages, keyed, turn_id).await?
@@ -334,18 +338,26 @@ impl Turn<'_> {
         };
         let journaled = self.journal.is_some();
         let mut ran = ran.into_iter();
-        let results: Vec<ToolOutput> = calls
-            .iter()
-            .zip(verdicts)
-            .map(|(call, verdict)| match verdict {
-                Verdict::Refuse(note) => ToolOutput { message: ChatMessage::tool_result(call, note), is_error: true },
-                Verdict::Run => ran.next().unwrap_or_else(|| ToolOutput {
-                    message: ChatMessage::tool_result(call, "Error: the call produced no result"),
-                    is_error: true,
-                }),
-            })
-            .collect();
-        let stuck = repeats.step(to_run.is_empty());
+        let mut results = Vec::with_capacity(calls.len());
+        for ((call, verdict), ro) in calls.iter().zip(verdicts).zip(&read_only) {
+            results.push(match verdict {
+                Verdict::Replay(text) => {
+                    ToolOutput { message: ChatMessage::tool_result(call, text).from_kernel(), is_error: false }
+                }
+                Verdict::Refuse(note) => {
+                    ToolOutput { message: ChatMessage::tool_result(call, note).from_kernel(), is_error: true }
+                }
+                Verdict::Run => {
+                    let output = ran.next().unwrap_or_else(|| ToolOutput {
+                        message: ChatMessage::tool_result(call, "Error: the call produced no result"),
+                        is_error: true,
+                    });
+                    repeats.record(call, *ro, output.is_error, output.message.content.as_str().unwrap_or_default());
+                    output
+                }
+            });
+        }
+        let stuck = repeats.end_step();
         for (call, output) in calls.iter().zip(&results) {
             let _ = self
                 .events

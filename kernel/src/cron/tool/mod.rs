@@ -1,6 +1,7 @@
 //! The `cron` built-in tool: nanobot's name and parameters (`action` add|list|remove,
-//! `message`, `every_seconds`, `cron_expr`, `tz`, `at`, `job_id`, `name`). A job runs in the
-//! session that made it; a chat sees and removes only its own jobs.
+//! `message`, `every_seconds`, `cron_expr`, `tz`, `at`, `job_id`, `name`), and `in` for a
+//! delay (`2m`, `1h`). A job runs in the session that made it; a chat sees and removes only
+//! its own jobs.
 
 use oxibot_proto::ToolSpec;
 use serde_json::{Value, json};
@@ -47,16 +48,17 @@ impl CronTool {
             cron_expr: text(args, "cron_expr"),
             tz: text(args, "tz"),
             at: text(args, "at"),
+            delay: text(args, "in"),
         };
         let schedule = match input.build(now_ms(), self.handle.timezone()) {
             Ok(schedule) => schedule,
             Err(error) => {
                 return ToolReply::error(format!(
-                    "{error} (parameters: every_seconds, cron_expr with optional tz, or at)"
+                    "{error} (parameters: every_seconds, cron_expr, at or in, with optional tz)"
                 ));
             }
         };
-        let one_shot = input.at.is_some();
+        let one_shot = input.at.is_some() || input.delay.is_some();
         let new = NewJob {
             name: text(args, "name").map(str::to_owned),
             message: message.to_owned(),
@@ -139,7 +141,8 @@ impl BuiltinTool for CronTool {
             name: NAME.to_owned(),
             description: format!(
                 "Schedule a job here; when due, its message runs as a new turn (a note in a file never fires). add: \
-                 message plus every_seconds, cron_expr or ISO at, in {tz} unless tz. remove: job_id."
+                 message plus one of every_seconds, cron_expr, at (ISO time, {tz} unless tz) or in (delay: \"2m\", \"1h\"). \
+                 remove: job_id."
             ),
             parameters: parameters(),
             read_only: false,
@@ -173,6 +176,7 @@ fn parameters() -> Value {
             "cron_expr": {"type": "string"},
             "tz": {"type": "string"},
             "at": {"type": "string"},
+            "in": {"type": "string"},
             "job_id": {"type": "string"}
         },
         "required": ["action"]

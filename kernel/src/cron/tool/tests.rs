@@ -126,10 +126,8 @@ async fn bad_input_is_an_error_the_model_can_read_and_nothing_is_stored() {
             json!({"action": "add", "message": "x", "every_seconds": 60, "at": "2099-01-01T00:00:00"}),
             "several schedules",
         ),
-        (
-            json!({"action": "add", "message": "x", "every_seconds": 60, "tz": "UTC"}),
-            "only be given with a cron expression",
-        ),
+        (json!({"action": "add", "message": "x", "in": "soon"}), "not a delay such as 30s"),
+        (json!({"action": "add", "message": "x", "at": "2099-01-01T09:00", "tz": "Mars/Base"}), "unknown timezone"),
         (json!({"action": "add", "message": "x", "every_seconds": "often"}), "whole number of seconds"),
         (json!({"action": "add", "message": "  ", "every_seconds": 60}), "needs a non-empty 'message'"),
         (json!({"action": "remove"}), "needs 'job_id'"),
@@ -180,6 +178,6 @@ fn the_spec_carries_nanobots_name_and_parameters() {
     let properties = spec.parameters["properties"].as_object().unwrap();
     let mut names: Vec<&str> = properties.keys().map(String::as_str).collect();
     names.sort();
-    assert_eq!(names, ["action", "at", "cron_expr", "every_seconds", "job_id", "message", "name", "tz"]);
+    assert_eq!(names, ["action", "at", "cron_expr", "every_seconds", "in", "job_id", "message", "name", "tz"]);
     assert!(spec.description.contains("Europe/Berlin"));
 }

@@ -15,7 +15,7 @@ use crate::session::{Session, SessionStorage};
 
 use crate::history::{HistoryStore, Origin, timestamp_now};
 use crate::memory::boundary::{cut_for_everything, pick_cut};
-use crate::memory::prompts::{minute, raw_archive};
+use crate::memory::prompts::{CONSOLIDATE, echoes_prompt, is_nothing_notable, minute, raw_archive};
 use crate::turn::budget::SAFETY_TOKENS;
 
 /// Most archiving rounds in one consolidation.
@@ -217,15 +217,21 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
             return Ok(());
         }
         let content = match self.summarizer.summarize(&slice).await {
-            Ok(summary) if !summary.trim().is_empty() => summary.trim().to_owned(),
-            Ok(_) => {
+            // Nothing worth keeping: the slice is marked consolidated, and the history gets
+            // no entry to index and recall.
+            Ok(summary) if is_nothing_notable(&summary) && !summary.trim().is_empty() => None,
+            Ok(summary) if !summary.trim().is_empty() && !echoes_prompt(&summary, CONSOLIDATE) => {
+                Some(summary.trim().to_owned())
+            }
+            Ok(summary) => {
+                tracing::warn!(session = %key, empty = summary.trim().is_empty(), "the summary was empty or repeated its instructions; archiving the messages raw");
                 report.raw += 1;
-                raw_archive(&slice)
+                Some(raw_archive(&slice))
             }
             Err(error) => {
                 tracing::warn!(session = %key, %error, "summarising failed; archiving the messages raw");
                 report.raw += 1;
-                raw_archive(&slice)
+                Some(raw_archive(&slice))
             }
         };
         let timestamp = slice
@@ -233,7 +239,9 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
             .and_then(|m| m.timestamp.as_deref())
             .map(minute)
             .unwrap_or_else(|| timestamp_now(self.timezone.as_deref()));
-        self.history.append(&timestamp, &content, Some(Origin { session: key, through: cut }))?;
+        if let Some(content) = content {
+            self.history.append(&timestamp, &content, Some(Origin { session: key, through: cut }))?;
+        }
         let mut guard = self.lock();
         let session = guard.as_mut().ok_or(ConsolidateError::NotLoaded)?;
         session.last_consolidated = session.last_consolidated.max(cut);

@@ -7,6 +7,7 @@ use super::index::Hit;
 use super::rank;
 use crate::context::{RUNTIME_CLOSE, RUNTIME_OPEN};
 use crate::memory::prompts::cut;
+use crate::message::is_kernel_line;
 
 /// First line of the recalled-memory part of the runtime block.
 pub const RECALLED_HEADER: &str =
@@ -72,10 +73,11 @@ pub fn render(
         if lines.len() >= top_k {
             break;
         }
-        if is_known(&hit.text, already) {
+        let text = without_kernel_lines(&hit.text);
+        if text.trim().is_empty() || is_known(&text, already) {
             continue;
         }
-        let line = render_hit(hit);
+        let line = render_hit(hit, &text);
         if used + line.len() + 1 > budget {
             break;
         }
@@ -94,15 +96,20 @@ fn is_known(text: &str, already: &[&str]) -> bool {
     lines.peek().is_some() && lines.all(|line| already.iter().any(|known| known.contains(line)))
 }
 
+/// `text` without the lines the kernel wrote (a loop-guard stop archived by an older
+/// version): a model shown them as memory answers with them.
+fn without_kernel_lines(text: &str) -> String {
+    text.lines().filter(|line| !is_kernel_line(line)).collect::<Vec<_>>().join("\n")
+}
+
 /// `- [memory/2026-04-16.md:3, 2026-04-16] text`, continuation lines indented.
-fn render_hit(hit: &Hit) -> String {
+fn render_hit(hit: &Hit, text: &str) -> String {
     let mut source = hit.location();
     if let Some(day) = hit.day() {
         source.push_str(&format!(", {day}"));
     }
-    let text = cut(hit.text.trim(), MAX_HIT_CHARS)
-        .replace(RUNTIME_OPEN, "[Runtime Context]")
-        .replace(RUNTIME_CLOSE, "[/Runtime]");
+    let text =
+        cut(text.trim(), MAX_HIT_CHARS).replace(RUNTIME_OPEN, "[Runtime Context]").replace(RUNTIME_CLOSE, "[/Runtime]");
     format!("- [{source}] {}", text.replace('\n', "\n  "))
 }
 

@@ -11,6 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::history::HistoryEntry;
+use crate::memory::prompts::is_nothing_notable;
+use crate::message::is_kernel_line;
 
 /// The memory directory, relative to the workspace.
 pub const MEMORY_DIR: &str = "memory";
@@ -221,14 +223,18 @@ fn is_item(line: &str) -> bool {
 }
 
 /// Chunks of history entries in `text`, whose first line is line `first_line` of the file.
+/// Lines the kernel wrote (a loop-guard stop archived by an older version) and entries that
+/// say nothing (`- (nothing notable)`) are left out.
 pub fn chunk_history(source: &SourceFile, text: &str, first_line: usize) -> Vec<Chunk> {
     let mut seen = Vec::new();
     text.lines()
         .enumerate()
         .filter_map(|(index, line)| {
             let entry = HistoryEntry::parse(line)?;
-            let body = entry.content.trim();
-            if body.is_empty() {
+            let kept: Vec<&str> = entry.content.lines().filter(|line| !is_kernel_line(line)).collect();
+            let body = kept.join("\n");
+            let body = body.trim();
+            if body.is_empty() || is_nothing_notable(body) {
                 return None;
             }
             let number = first_line + index;
