@@ -16,7 +16,9 @@ use super::gateway::GatewayEnv;
 /// A gateway environment with the loopback channel open to everyone; returns its port too.
 fn loopback_env() -> (GatewayEnv, u16) {
     let port = oxibot_tests::channels::free_port();
-    (GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}})), port)
+    let env = GatewayEnv::with_channels(json!({"loopback": {"enabled": true, "port": port, "allowFrom": "*"}}));
+    env.allow_every_call();
+    (env, port)
 }
 
 /// The tool messages of the model's last request.

@@ -34,7 +34,7 @@ fn rung_of(module: &str) -> Option<usize> {
     RUNGS.iter().position(|rung| rung.contains(&module))
 }
 
-fn kernel_src() -> PathBuf {
+pub(super) fn kernel_src() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kernel/src")
 }
 
@@ -58,7 +58,7 @@ fn library_files() -> Vec<(String, PathBuf)> {
     files
 }
 
-fn collect_rs(dir: &Path, found: &mut dyn FnMut(PathBuf)) {
+pub(super) fn collect_rs(dir: &Path, found: &mut dyn FnMut(PathBuf)) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
         if path.is_dir() {

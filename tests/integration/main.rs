@@ -119,6 +119,7 @@ mod container;
 mod cron;
 mod delivery;
 mod durable_turns;
+mod file_circles;
 mod fs_containment;
 mod fs_large_files;
 mod gateway;

@@ -87,11 +87,11 @@ fn an_existing_nanobot_config_and_workspace_work_unchanged() {
     );
     let messages = request["messages"].as_array().unwrap();
     let system = messages[0]["content"].as_str().unwrap();
-    for expected in
-        ["patient gardening companion", "balcony garden", "Grows tomatoes", "compost", "Discussed wilting tomatoes"]
-    {
+    for expected in ["patient gardening companion", "balcony garden", "Grows tomatoes", "compost"] {
         assert!(system.contains(expected), "system prompt lacks {expected:?}");
     }
+    let asked = messages.last().unwrap()["content"].to_string();
+    assert!(asked.contains("Discussed wilting tomatoes"), "the recent history (history.jsonl) is not in the request");
     let replayed: Vec<&str> = messages.iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(replayed.contains(&"my tomato plants are wilting"), "the old conversation is replayed");
     assert!(messages.iter().any(|m| m["tool_call_id"] == "call_a1"), "the old tool exchange is replayed intact");

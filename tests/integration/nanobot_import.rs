@@ -168,7 +168,11 @@ fn importing_nanobot_twice_brings_everything_over_once_and_the_conversation_goes
     let reply = said.iter().position(|t| t == "echo: They get the afternoon sun.");
     let now = said.iter().position(|t| t.contains("What should I do about the wilting?"));
     assert!(earlier < reply && reply < now && earlier.is_some(), "nanobot's turns come first: {said:#?}");
-    assert!(said[0].contains("mock checkpoint of 4 messages"), "nanobot's history.jsonl is in the system prompt");
+    let asked = &said[now.unwrap()];
+    assert!(
+        asked.contains("mock checkpoint of 4 messages"),
+        "nanobot's history.jsonl is in the request's recent history"
+    );
     assert_eq!(request["model"], "mock-model");
 
     let cron = nanobot.oxibot(&["cron", "list"]);

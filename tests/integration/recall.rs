@@ -90,7 +90,12 @@ fn a_fact_stored_in_one_session_is_recalled_automatically_in_a_new_session() {
     assert!(sent.ends_with("where did I leave the spare key?"), "the runtime block comes first: {sent}");
     let session =
         std::fs::read_to_string(oxibot_tests::session_path(env.home.path(), &env.workspace, "cli:other")).unwrap();
-    let stored_user: Value = serde_json::from_str(session.lines().nth(1).unwrap()).unwrap();
+    let stored_user: Value = session
+        .lines()
+        .skip(1)
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|line| line["role"] == "user")
+        .expect("the user's message is stored");
     assert_eq!(stored_user["content"], "where did I leave the spare key?", "recalled memory is not stored");
     assert!(!env.llm.embedding_requests().is_empty(), "hybrid search embedded the memory and the query");
 }

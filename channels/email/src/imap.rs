@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_imap::Session;
 use async_imap::extensions::idle::IdleResponse;
+use async_imap::types::UnsolicitedResponse;
 use futures_util::StreamExt;
 use oxibot_plugin::chat::{Backoff, RecentMessages, Seen};
 use oxibot_plugin::{info, warn};
@@ -169,6 +170,9 @@ impl Mailbox {
     /// Waits in IDLE until the server reports something, the kernel accepts mail, or it is
     /// time to renew the IDLE.
     async fn idle(&mut self, session: ImapSession) -> Result<ImapSession, ImapError> {
+        if new_mail_reported(&session) {
+            return Ok(session);
+        }
         let mut handle = session.idle();
         handle.init().await?;
         let (waiting, interrupt) = handle.wait_with_timeout(IDLE_RENEW);
@@ -194,6 +198,17 @@ impl Mailbox {
         }
         session
     }
+}
+
+/// Whether the server reported new mail (`EXISTS`, `RECENT`) while it answered the last
+/// commands: such a report is set aside, not seen by IDLE, so the loop checks again at once
+/// instead of idling past the mail until the next renewal. Drains what was set aside.
+fn new_mail_reported(session: &ImapSession) -> bool {
+    let mut reported = false;
+    while let Ok(response) = session.unsolicited_responses.try_recv() {
+        reported |= matches!(response, UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_));
+    }
+    reported
 }
 
 /// The raw mail of `uid`, without flagging it `\Seen`.

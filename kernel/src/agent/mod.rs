@@ -10,8 +10,10 @@
 //! task through the session's [`TurnControl`], without waiting in the session's mailbox.
 
 pub mod commands;
+mod outcome;
 pub mod oversize;
 pub mod session_actor;
+mod turn_control;
 pub mod undelivered;
 
 use std::collections::HashMap;
@@ -20,172 +22,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use actix::prelude::*;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
-use tokio::task::AbortHandle;
 
 use crate::memory::MemoryActors;
-use crate::memory::consolidator::ConsolidateError;
-use crate::provider::Usage;
 use crate::services::Services;
 pub use crate::session::PendingMessage;
-use crate::session::{SessionError, SessionKey};
+use crate::session::SessionKey;
 use crate::turn::builtin::TurnSource;
-use crate::turn::runner::{RunError, TurnEvent, TurnOutcome};
+use crate::turn::runner::TurnEvent;
+pub use outcome::{AgentError, Background, TurnFailure, TurnReply};
 pub use session_actor::ChannelOrigin;
 use session_actor::{Acceptance, Inbox, SessionActor, UserTurn};
-
-/// What a message the kernel wrote itself asks of its turn: the cron job it comes from (for
-/// the usage log and its budget) and a model of its own (a background source's cheaper one).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Background {
-    /// The cron job's id.
-    pub cron_job: Option<String>,
-    /// The model to use instead of the configured one; its fallbacks still follow.
-    pub model: Option<String>,
-}
-
-/// What a message produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnReply {
-    /// The model's answer, and the tokens the turn's model calls used.
-    Answer(String, Usage),
-    /// A command's output.
-    Command(String),
-    /// The turn was stopped.
-    Stopped,
-    /// The message was a redelivery of one already answered, or there was nothing to
-    /// resume; nothing to send.
-    AlreadyAnswered,
-}
-
-impl TurnReply {
-    /// The text to show the user.
-    pub fn text(&self) -> &str {
-        match self {
-            TurnReply::Answer(text, _) | TurnReply::Command(text) => text,
-            TurnReply::Stopped => "(stopped)",
-            TurnReply::AlreadyAnswered => "",
-        }
-    }
-}
-
-/// Why a message could not be handled.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The session file could not be read or written.
-    #[error("session storage failed: {0}")]
-    Session(#[source] SessionError),
-    /// The session's archive state could not be brought up to date on load.
-    #[error("session storage failed: {0}")]
-    Archive(#[source] ConsolidateError),
-    /// The session is not loaded (an internal ordering error; the message was not lost).
-    #[error("session storage failed: the session is not loaded")]
-    NotLoaded,
-    /// The turn failed (the error was also stored as the answer).
-    #[error(transparent)]
-    Turn(TurnFailure),
-    /// The conversation does not fit the model's context window, even with long tool results
-    /// cut and older messages archived (stored as the answer, too).
-    #[error(
-        "the conversation no longer fits the model's context window, even with long tool results cut and older \
-         messages archived ({0}); send /new to start afresh — the session file and memory keep everything"
-    )]
-    ContextOverflow(TurnFailure),
-    /// The session's actor is gone (kernel shutting down).
-    #[error("the session is shutting down")]
-    Gone,
-}
-
-/// Why a turn produced no outcome.
-#[derive(Debug, thiserror::Error)]
-pub enum TurnFailure {
-    /// The loop failed.
-    #[error(transparent)]
-    Run(#[from] RunError),
-    /// `/stop` (or Ctrl-C) ended it.
-    #[error("the turn was stopped")]
-    Stopped,
-    /// The turn's task ended without an answer (it panicked).
-    #[error("the runner stopped unexpectedly")]
-    Lost,
-}
-
-impl TurnFailure {
-    /// Whether the turn's request did not fit the model's context window.
-    pub fn is_overflow(&self) -> bool {
-        matches!(self, TurnFailure::Run(error) if error.is_overflow())
-    }
-
-    /// Whether that was found by the estimate, before any request was sent.
-    pub fn is_estimated_overflow(&self) -> bool {
-        matches!(self, TurnFailure::Run(RunError::EstimatedOverflow))
-    }
-}
-
-/// Runs a session's turns as tasks and stops the running one, bypassing the session's
-/// message queue (`/stop`, Ctrl-C).
-#[derive(Default)]
-pub struct TurnControl {
-    /// The running turn's task, so `stop` can abort it; `None` between turns.
-    running: Mutex<Option<AbortHandle>>,
-}
-
-impl TurnControl {
-    /// Runs `turn` as a task on this thread until it ends or [`TurnControl::stop`] aborts it.
-    pub async fn run(
-        &self,
-        turn: impl Future<Output = Result<TurnOutcome, RunError>> + 'static,
-    ) -> Result<TurnOutcome, TurnFailure> {
-        let task = actix::spawn(turn);
-        let _running = Running::new(self, task.abort_handle());
-        match task.await {
-            Ok(outcome) => outcome.map_err(TurnFailure::Run),
-            Err(error) if error.is_cancelled() => Err(TurnFailure::Stopped),
-            Err(_) => Err(TurnFailure::Lost),
-        }
-    }
-
-    /// Whether a turn is running.
-    pub fn is_running(&self) -> bool {
-        self.lock().is_some()
-    }
-
-    /// Stops the running turn, if any; returns whether there was one.
-    pub fn stop(&self) -> bool {
-        match self.lock().as_ref() {
-            Some(task) => {
-                task.abort();
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<AbortHandle>> {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A turn's task registered with its [`TurnControl`]; unregisters it, and aborts it should
-/// the caller stop waiting (its session went away), when dropped.
-struct Running<'a> {
-    /// Where the task is registered.
-    control: &'a TurnControl,
-}
-
-impl<'a> Running<'a> {
-    fn new(control: &'a TurnControl, task: AbortHandle) -> Running<'a> {
-        *control.lock() = Some(task);
-        Running { control }
-    }
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if let Some(task) = self.control.lock().take() {
-            task.abort();
-        }
-    }
-}
+pub use turn_control::TurnControl;
 
 /// Routes messages to session actors, creating them on demand.
 pub struct SessionManager {

@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod budget;
 pub mod builtin;
+pub mod events;
 pub mod hooks;
 pub mod repeats;
 pub mod runner;

@@ -11,6 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::budget;
 use super::builtin::{BuiltinContext, BuiltinTools};
+pub use super::events::TurnEvent;
 use super::hooks::{CompositeHook, IterationInfo, StepInfo};
 use super::repeats::{self, RepeatGuard, Verdict};
 use super::tool_batch::{self, ToolOutput};
@@ -43,32 +44,6 @@ pub struct RunSpec {
     pub max_tool_result_chars: usize,
     /// The model's context window, in tokens.
     pub context_window: u32,
-}
-
-/// What the caller sees while a turn runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnEvent {
-    /// A piece of the reply.
-    Delta(String),
-    /// The provider retried after partial output: discard the deltas shown so far.
-    Restart,
-    /// A tool call is starting.
-    ToolStarted {
-        /// The tool.
-        name: String,
-        /// Its arguments as the model wrote them.
-        arguments: String,
-    },
-    /// A call waits for a person's approval: ask them (the answer goes to
-    /// `Approvals::answer` or `Approvals::answer_in_terminal`, never through the model).
-    ApprovalRequested(super::approval::ApprovalRequest),
-    /// A tool call finished.
-    ToolFinished {
-        /// The tool.
-        name: String,
-        /// Whether it failed.
-        is_error: bool,
-    },
 }
 
 /// How a turn ended.

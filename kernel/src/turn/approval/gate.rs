@@ -10,7 +10,7 @@ use super::standing::StandingGrant;
 use super::{Answer, ApprovalRequest, Approvals, Grant, TERMINAL_CHANNEL, UnattendedDenial, refusal_record};
 use crate::config::approval::Outcome;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
-use crate::turn::runner::TurnEvent;
+use crate::turn::events::TurnEvent;
 
 /// What a turn's calls are checked with: the kernel's approvals, where the person is asked
 /// (the turn's events), and the turn's id (part of every call's id).
