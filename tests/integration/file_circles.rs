@@ -61,7 +61,9 @@ fn absolute(own: &[String], path: &[String], modules: &BTreeSet<Module>) -> Opti
         "crate" => Vec::new(),
         "self" => own.to_vec(),
         "super" => own[..own.len().checked_sub(1)?].to_vec(),
-        _ if modules.contains(&[own, &[first.clone()]].concat()) => [own, &[first.clone()]].concat(),
+        _ if modules.contains(&[own, std::slice::from_ref(first)].concat()) => {
+            [own, std::slice::from_ref(first)].concat()
+        }
         _ => return None,
     };
     let mut rest = rest.iter().peekable();
