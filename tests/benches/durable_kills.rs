@@ -56,7 +56,10 @@ fn main() {
         "agents": {"defaults": {"workspace": workspace, "model": "kill-model", "provider": "custom"}},
         "providers": {"custom": {"apiKey": "kill-campaign-key", "apiBase": llm.base_url()}},
         "channels": {"loopback": {"enabled": true, "port": port, "allowFrom": "*", "announce": true}},
-        "gateway": {"port": free_port()}
+        "gateway": {"port": free_port()},
+        // The campaign measures durability, not approvals: by default a chat's `exec` waits
+        // for a person's yes, which nobody gives here.
+        "tools": {"approval": {"exec": "allow"}}
     });
     home.write("config.json", &config.to_string());
     // Every turn uses tools: replies alternate a call that appends its own line and a text.
