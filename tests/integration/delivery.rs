@@ -4,7 +4,7 @@
 //! it posts once), a reply that outlives an outage and a restart of its channel's plugin, and
 //! a `message` to the turn's own chat that cannot be delivered, and the outbox kept across a
 //! kernel restart: resent under the same id, a final failure told to the model, a corrupt
-//! outbox file moved aside (issues 26 and 27).
+//! outbox file moved aside, and one chat's replies kept in order (issues 26 and 27).
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,23 @@ fn a_reply_keeps_one_outbound_id_through_every_attempt() {
     }
     assert_eq!(ids.len(), 4, "three refused attempts and the one that went through: {ids:?}");
     assert!(ids.iter().all(|id| id == &ids[0]), "every attempt of the reply carries the same outbound id: {ids:?}");
+}
+
+// Issue 26: a reply whose first attempt failed waited for its retry while the chat's next reply
+// went out at once, so the chat read the answers in the wrong order.
+#[test]
+fn replies_to_one_chat_arrive_in_the_order_they_were_written_even_when_the_first_needs_a_retry() {
+    let (env, port) = loopback_env(json!({"failFirst": 1}));
+    let _gateway = env.start_with_env("loopback", &[(WAITS, "1500")]);
+    env.llm.push(Reply::Text("answer one".into()));
+    env.llm.push(Reply::Text("answer two".into()));
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "first question");
+    client.expect("ACCEPTED");
+    client.say("alice", "c1", "second question");
+    client.expect("ACCEPTED");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 answer one");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 answer two");
 }
 
 // Issue 27, finding 2: the kernel retried after 1, 2 and 4 s, then gave the reply up.

@@ -1,7 +1,7 @@
 //! Sending one reply until its channel acknowledges it: recorded in the outbox's store before
 //! its first attempt, attempts under one outbound id (the same after a kernel restart, which
 //! resends what was left pending), waits from the [`RetryPolicy`] cut short when the channel
-//! becomes ready again, and a final failure logged and handed to the session without waiting
+//! becomes ready again, one chat's replies in the order they were written, and a final failure logged and handed to the session without waiting
 //! for it (the session may be busy with the very turn that sent the reply: nothing waits on a
 //! session from inside its turn); the model reads it on the session's next turn.
 
@@ -72,6 +72,7 @@ impl Router {
     /// Attempts pending delivery `id` until it is delivered or given up.
     async fn deliver_pending(&self, id: u64, mut first: Option<oneshot::Sender<Result<(), String>>>) {
         loop {
+            self.wait_for_earlier_replies(id, &mut first).await;
             let Some(delivery) = self.outbox.get(id) else { return };
             let mut ready = self.outbox.watch_ready(&delivery.reply.channel);
             ready.mark_unchanged();
@@ -101,6 +102,29 @@ impl Router {
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 _ = ready.changed() => tracing::info!(channel = %delivery.reply.channel, "channel ready again; retrying its delivery"),
+            }
+        }
+    }
+
+    /// Waits while a reply written earlier to the same chat is pending, so the chat reads its
+    /// replies in order. Whoever waits for the first attempt is told at once when that earlier
+    /// reply is being retried (it may take minutes), rather than kept waiting.
+    async fn wait_for_earlier_replies(&self, id: u64, first: &mut Option<oneshot::Sender<Result<(), String>>>) {
+        let mut progress = self.outbox.watch_progress();
+        loop {
+            progress.mark_unchanged();
+            let Some(earlier) = self.outbox.earlier_in_chat(id) else { return };
+            if earlier.failures > 0
+                && let Some(first) = first.take()
+            {
+                let error = format!(
+                    "it waits behind an earlier reply to this chat, which is being retried ({})",
+                    earlier.last_error_or_unknown()
+                );
+                let _ = first.send(Err(error));
+            }
+            if progress.changed().await.is_err() {
+                return;
             }
         }
     }

@@ -2,7 +2,8 @@
 //! id for all its attempts (a channel whose service takes an idempotency key — Matrix's
 //! transaction id — builds it from that id, so a retry never posts twice); the waits between
 //! attempts grow to a cap for the configured window; a channel that comes back (`Ready`) wakes
-//! its pending replies at once instead of after their wait.
+//! its pending replies at once instead of after their wait. One chat's replies go out in the
+//! order they were written: a reply waits while an earlier one to the same chat is pending.
 //!
 //! What is pending is also kept in an [`OutboxStore`] (the data dir's `outbox.jsonl`): a
 //! reply is recorded before its first attempt and settled when delivered or given up, so a
@@ -90,6 +91,8 @@ pub struct Outbox {
     acks: RefCell<HashMap<u64, AckWaiter>>,
     /// A counter per channel, raised each time the channel is ready (after a restart too).
     ready: RefCell<HashMap<String, watch::Sender<u64>>>,
+    /// A counter raised each time a pending reply fails an attempt or leaves the outbox.
+    progress: watch::Sender<u64>,
 }
 
 impl Default for Outbox {
@@ -102,7 +105,13 @@ impl Default for Outbox {
 impl Outbox {
     /// An empty outbox that keeps its pending replies in `store`.
     pub fn new(store: Box<dyn OutboxStore>) -> Outbox {
-        Outbox { store, pending: RefCell::default(), acks: RefCell::default(), ready: RefCell::default() }
+        Outbox {
+            store,
+            pending: RefCell::default(),
+            acks: RefCell::default(),
+            ready: RefCell::default(),
+            progress: watch::channel(0).0,
+        }
     }
 
     /// Where the pending replies are kept across restarts.
@@ -126,12 +135,35 @@ impl Outbox {
         let Some(delivery) = pending.get_mut(&id) else { return 0 };
         delivery.failures += 1;
         delivery.last_error = error.to_owned();
-        delivery.failures
+        let failures = delivery.failures;
+        drop(pending);
+        self.progress.send_modify(|count| *count += 1);
+        failures
     }
 
     /// Forgets delivery `id` (delivered, or given up).
     pub fn remove(&self, id: u64) -> Option<PendingDelivery> {
-        self.pending.borrow_mut().remove(&id)
+        let removed = self.pending.borrow_mut().remove(&id);
+        self.progress.send_modify(|count| *count += 1);
+        removed
+    }
+
+    /// The earliest reply still pending for the chat of delivery `id` that was written before
+    /// it, if any: `id` waits for it, so one chat reads its replies in order.
+    pub fn earlier_in_chat(&self, id: u64) -> Option<PendingDelivery> {
+        let pending = self.pending.borrow();
+        let reply = &pending.get(&id)?.reply;
+        pending
+            .values()
+            .filter(|other| other.id < id)
+            .filter(|other| other.reply.channel == reply.channel && other.reply.chat_id == reply.chat_id)
+            .min_by_key(|other| other.id)
+            .cloned()
+    }
+
+    /// Tells when a pending reply next fails an attempt or leaves the outbox.
+    pub fn watch_progress(&self) -> watch::Receiver<u64> {
+        self.progress.subscribe()
     }
 
     /// How many replies wait to be delivered.
@@ -220,6 +252,27 @@ mod tests {
         outbox.channel_down("matrix", "killed");
         assert!(matches!(matrix.try_recv(), Ok(Err(error)) if error.contains("killed")));
         assert!(email.try_recv().is_err(), "the other channel's attempt still waits");
+    }
+
+    fn pending(id: u64, chat_id: &str) -> PendingDelivery {
+        let reply = Reply::new("matrix", chat_id, format!("reply {id}"), None, serde_json::Value::Null);
+        PendingDelivery { id, reply, since: SystemTime::now(), failures: 0, last_error: String::new(), refused: false }
+    }
+
+    #[test]
+    fn a_reply_waits_only_for_earlier_replies_to_its_own_chat() {
+        let outbox = Outbox::default();
+        for (id, chat) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
+            outbox.add(pending(id, chat));
+        }
+        assert_eq!(outbox.earlier_in_chat(4).map(|d| d.id), Some(1));
+        assert_eq!(outbox.earlier_in_chat(2).map(|d| d.id), None, "chat b has nothing before it");
+        let mut progress = outbox.watch_progress();
+        progress.mark_unchanged();
+        outbox.remove(1);
+        assert!(progress.has_changed().unwrap_or(false), "a reply leaving wakes the ones behind it");
+        assert_eq!(outbox.earlier_in_chat(4).map(|d| d.id), Some(3));
+        assert_eq!(outbox.earlier_in_chat(3).map(|d| d.id), None);
     }
 
     #[test]
