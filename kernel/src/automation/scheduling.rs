@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::dispatch::{Dispatcher, RunRequest};
 use crate::cron::actor::{CronActor, CronFire};
 use crate::cron::handle::CronHandle;
-use crate::cron::store::{JobStore, StoreLock};
+use crate::cron::storage::{JobStorage, Lease};
+use crate::cron::store::JobStore;
 use crate::cron::timing::zone;
 use crate::cron::tool::CronTool;
 use crate::cron::{Tz, job::CronJob};
@@ -25,7 +26,7 @@ pub struct Scheduler {
     /// The running scheduler.
     actor: Addr<CronActor>,
     /// Held while this process is the workspace's scheduler.
-    _lock: StoreLock,
+    _lease: Lease,
 }
 
 impl Scheduler {
@@ -33,8 +34,8 @@ impl Scheduler {
     /// due jobs become turns through `dispatcher`. `None` (logged) when another process
     /// schedules this workspace's jobs, or the lock cannot be taken.
     pub fn start(workspace: &Path, timezone: Tz, dispatcher: Dispatcher) -> Option<Scheduler> {
-        let lock = match JobStore::new(workspace).try_scheduler_lock() {
-            Ok(Some(lock)) => lock,
+        let lease = match JobStore::new(workspace).try_scheduler_lease() {
+            Ok(Some(lease)) => lease,
             Ok(None) => {
                 tracing::info!("another oxibot process runs this workspace's scheduled jobs");
                 return None;
@@ -47,7 +48,7 @@ impl Scheduler {
         let (fire, due) = mpsc::unbounded_channel();
         let actor = CronActor::start(workspace, timezone, fire);
         actix::spawn(run_due_jobs(due, dispatcher));
-        Some(Scheduler { actor, _lock: lock })
+        Some(Scheduler { actor, _lease: lease })
     }
 
     /// The scheduler's address.

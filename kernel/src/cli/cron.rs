@@ -12,6 +12,7 @@ use clap::{Args, Subcommand};
 use oxibot_kernel::agent::SessionManager;
 use oxibot_kernel::cron::change::{Applied, Change};
 use oxibot_kernel::cron::job::{CronJob, JobTarget, MissedPolicy, RunRecord};
+use oxibot_kernel::cron::storage::JobStorage as _;
 use oxibot_kernel::cron::store::{JobStore, StoreError};
 use oxibot_kernel::cron::timing::{ScheduleInput, describe, format_ms, zone};
 use oxibot_kernel::cron::{NewJob, now_ms, sorted};

@@ -4,6 +4,7 @@
 //! under the lock, and a running scheduler notices through inotify.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use actix::Addr;
 use chrono_tz::Tz;
@@ -12,6 +13,7 @@ use serde_json::Map;
 use super::actor::{AddJob, CronActor, EnableJob, ListJobs, RemoveJob, Saved};
 use super::change::{Applied, Change};
 use super::job::{CronJob, JobState, JobTarget, MissedPolicy, Payload, Schedule, ScheduleKind};
+use super::storage::JobStorage;
 use super::store::JobStore;
 use super::timing::{ScheduleError, check, first_run};
 use super::{CronError, new_id, now_ms, sorted};
@@ -71,11 +73,11 @@ impl NewJob {
     }
 }
 
-/// Edits jobs through the scheduler when one runs in this process, else through the file.
+/// Edits jobs through the scheduler when one runs in this process, else through the store.
 #[derive(Clone)]
 pub struct CronHandle {
-    /// The jobs file.
-    store: JobStore,
+    /// Where the jobs are kept.
+    store: Arc<dyn JobStorage>,
     /// Default timezone of cron schedules and naive times.
     tz: Tz,
     /// The scheduler in this process, if any.
@@ -86,7 +88,7 @@ impl CronHandle {
     /// A handle on `<workspace>/cron/jobs.json` with no scheduler in this process; `timezone`
     /// is the configured one (`agents.defaults.timezone`, UTC when unset).
     pub fn new(workspace: &Path, timezone: Tz) -> CronHandle {
-        CronHandle { store: JobStore::new(workspace), tz: timezone, actor: None }
+        CronHandle { store: Arc::new(JobStore::new(workspace)), tz: timezone, actor: None }
     }
 
     /// The same handle telling `actor` (the scheduler started on the same workspace).
@@ -98,11 +100,6 @@ impl CronHandle {
     /// The default timezone.
     pub fn timezone(&self) -> Tz {
         self.tz
-    }
-
-    /// The jobs file.
-    pub fn store(&self) -> &JobStore {
-        &self.store
     }
 
     /// Adds a job; answers with it as stored.

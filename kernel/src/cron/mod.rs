@@ -3,8 +3,9 @@
 //!
 //! Code map: [`job`] holds the file's types; [`expr`] reads 5-field cron expressions (Dream's
 //! schedule uses it too) and [`timing`] computes next runs and reads typed schedules;
-//! [`change`] holds every edit as a value that applies alike to the file and to the
-//! scheduler's memory; [`store`] reads and writes the file under an advisory lock. The
+//! [`change`] holds every edit as a value that applies alike to the stored jobs and to the
+//! scheduler's memory; [`storage`] is the compare-and-swap trait the jobs are kept behind, and
+//! [`store`] its one implementation, the file, written under an advisory lock. The
 //! scheduler is [`actor::CronActor`] (one timer, a heap of next runs), with its store thread
 //! ([`worker`]) and an inotify watch ([`watch`]). [`handle::CronHandle`] edits jobs through
 //! the scheduler or the file, and [`tool::CronTool`] is the model's `cron` tool on top of it.
@@ -17,6 +18,7 @@ pub mod change;
 pub mod expr;
 pub mod handle;
 pub mod job;
+pub mod storage;
 pub mod store;
 pub mod timing;
 pub mod tool;

@@ -1,18 +1,19 @@
-//! `<workspace>/cron/jobs.json` on disk: every writer (the scheduler, the CLI, the `cron`
-//! tool of another process) reads, edits and writes the file under an advisory lock on
-//! `cron/jobs.json.lock`, so no edit is lost; writes replace the file atomically, so no reader
-//! sees half of one; a file that does not parse is moved aside and never written over.
+//! `<workspace>/cron/jobs.json` on disk, the one [`JobStorage`] today: a write (by the
+//! scheduler, the CLI, the `cron` tool of another process) happens under an advisory lock on
+//! `cron/jobs.json.lock` and only if the file is still the version the writer read (its
+//! identity and times), so no edit is lost, not even one an editor made without the lock;
+//! writes replace the file atomically, so no reader sees half of one; a file that does not
+//! parse is moved aside and never written over.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-use chrono_tz::Tz;
 use rustix::fs::FlockOperation;
 
-use super::change::{Applied, Change};
-use super::job::{CronJob, JobsFile};
+use super::job::JobsFile;
+use super::storage::{JobStorage, Lease, Version};
 use crate::fsutil::{self, CorruptFile, write_atomic};
 
 /// The file's name in the `cron/` directory.
@@ -63,11 +64,15 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// Another writer changed the jobs between this writer's read and its write, every time
+    /// it tried.
+    #[error("the scheduled jobs kept changing while this edit was being saved; try again")]
+    Conflict,
 }
 
 /// Identifies one version of the file (inode, size, times): a write by anyone changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStamp {
+struct FileStamp {
     device: u64,
     inode: u64,
     size: u64,
@@ -98,7 +103,7 @@ pub struct JobStore {
 
 /// The held lock; released when dropped.
 #[derive(Debug)]
-pub struct StoreLock {
+struct StoreLock {
     /// The locked lock file (closing it releases the lock).
     _file: File,
 }
@@ -127,7 +132,7 @@ impl JobStore {
 
     /// Takes the lock every writer holds while it reads, edits and writes (blocking until
     /// the holder, perhaps another process, lets go).
-    pub fn lock(&self) -> Result<StoreLock, StoreError> {
+    fn lock(&self) -> Result<StoreLock, StoreError> {
         let (file, path) = self.lock_file(LOCK_NAME)?;
         rustix::fs::flock(&file, FlockOperation::LockExclusive)
             .map_err(|e| self.io("lock", &path)(io::Error::from(e)))?;
@@ -136,7 +141,7 @@ impl JobStore {
 
     /// The lock only the workspace's one scheduler holds, for as long as it runs; `None`
     /// when another process (a gateway, an interactive agent) holds it already.
-    pub fn try_scheduler_lock(&self) -> Result<Option<StoreLock>, StoreError> {
+    fn try_scheduler_lock(&self) -> Result<Option<StoreLock>, StoreError> {
         let (file, path) = self.lock_file(SCHEDULER_LOCK_NAME)?;
         match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(Some(StoreLock { _file: file })),
@@ -159,7 +164,7 @@ impl JobStore {
     }
 
     /// Whether a scheduler runs for this workspace (in this or another process).
-    pub fn scheduler_running(&self) -> bool {
+    fn scheduler_lock_held(&self) -> bool {
         let path = self.dir.join(SCHEDULER_LOCK_NAME);
         let Ok(file) = OpenOptions::new().write(true).open(&path) else { return false };
         // A shared lock is refused only while the scheduler holds its exclusive one.
@@ -170,13 +175,13 @@ impl JobStore {
     }
 
     /// The current version's stamp; `None` when there is no file.
-    pub fn stamp(&self) -> Option<FileStamp> {
+    fn stamp(&self) -> Option<FileStamp> {
         std::fs::metadata(&self.path).ok().map(|meta| FileStamp::of(&meta))
     }
 
     /// Reads the file (`None` when there is none). A file that does not parse is moved to
     /// `jobs.json.corrupt-<unix seconds>` (never over an existing file) and reported.
-    pub fn read(&self, _lock: &StoreLock) -> Result<Option<(JobsFile, FileStamp)>, StoreError> {
+    fn read_locked(&self, _lock: &StoreLock) -> Result<Option<(JobsFile, FileStamp)>, StoreError> {
         let mut file = match File::open(&self.path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -193,46 +198,11 @@ impl JobStore {
     }
 
     /// Replaces the file with `jobs` (atomically: readers see the old or the new file).
-    pub fn write(&self, _lock: &StoreLock, jobs: &JobsFile) -> Result<FileStamp, StoreError> {
+    fn write_locked(&self, _lock: &StoreLock, jobs: &JobsFile) -> Result<FileStamp, StoreError> {
         let bytes = serde_json::to_vec_pretty(jobs)
             .map_err(|e| self.io("encode", &self.path)(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         write_atomic(&self.path, &bytes).map_err(self.io("write", &self.path))?;
         self.stamp().ok_or_else(|| self.io("inspect", &self.path)(io::ErrorKind::NotFound.into()))
-    }
-
-    /// The jobs (none when there is no file).
-    pub fn load(&self) -> Result<JobsFile, StoreError> {
-        let lock = self.lock()?;
-        Ok(self.read(&lock)?.map(|(jobs, _)| jobs).unwrap_or_default())
-    }
-
-    /// Reads, edits with `edit` and writes the file, all under the lock.
-    pub fn update<R>(&self, edit: impl FnOnce(&mut JobsFile) -> R) -> Result<R, StoreError> {
-        let lock = self.lock()?;
-        let mut jobs = self.read(&lock)?.map(|(jobs, _)| jobs).unwrap_or_default();
-        let result = edit(&mut jobs);
-        self.write(&lock, &jobs)?;
-        Ok(result)
-    }
-
-    /// Applies one change to the file (written only when the change did something); `tz`
-    /// is the default timezone of cron schedules.
-    pub fn apply(&self, change: &Change, tz: Tz) -> Result<Applied, StoreError> {
-        let lock = self.lock()?;
-        let mut jobs = self.read(&lock)?.map(|(jobs, _)| jobs).unwrap_or_default();
-        let applied = change.apply(&mut jobs.jobs, tz);
-        if matches!(applied, Applied::Changed(_) | Applied::Removed(_)) {
-            self.write(&lock, &jobs)?;
-        }
-        Ok(applied)
-    }
-
-    /// Adds a job, giving it a fresh id if its own is taken; answers with the job as stored.
-    pub fn add(&self, mut job: CronJob, tz: Tz) -> Result<CronJob, StoreError> {
-        while self.apply(&Change::Add(Box::new(job.clone())), tz)? == Applied::IdTaken {
-            job.id = super::new_id();
-        }
-        Ok(job)
     }
 
     /// Copies of unreadable files moved aside, oldest first.
@@ -241,31 +211,54 @@ impl JobStore {
     }
 }
 
+impl FileStamp {
+    fn version(&self) -> Version {
+        let FileStamp { device, inode, size, modified_ns, changed_ns } = self;
+        Version::new(format!("{device}:{inode}:{size}:{modified_ns}:{changed_ns}"))
+    }
+}
+
+impl JobStorage for JobStore {
+    fn read(&self) -> Result<Option<(JobsFile, Version)>, StoreError> {
+        let lock = self.lock()?;
+        Ok(self.read_locked(&lock)?.map(|(jobs, stamp)| (jobs, stamp.version())))
+    }
+
+    fn version(&self) -> Option<Version> {
+        self.stamp().map(|stamp| stamp.version())
+    }
+
+    fn replace(&self, expected: Option<&Version>, jobs: &JobsFile) -> Result<Version, StoreError> {
+        let lock = self.lock()?;
+        if self.version().as_ref() != expected {
+            return Err(StoreError::Conflict);
+        }
+        Ok(self.write_locked(&lock, jobs)?.version())
+    }
+
+    fn try_scheduler_lease(&self) -> Result<Option<Lease>, StoreError> {
+        Ok(self.try_scheduler_lock()?.map(|lock| Lease::new(Box::new(lock))))
+    }
+
+    fn scheduler_running(&self) -> bool {
+        self.scheduler_lock_held()
+    }
+
+    fn watched_file(&self) -> Option<(PathBuf, &'static str)> {
+        Some((self.dir.clone(), FILE_NAME))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     use super::*;
-    use crate::cron::job::{JobState, Payload, Schedule};
+    use crate::cron::change::{Applied, Change};
+    use crate::cron::storage::bucket::job;
     use crate::testing::TempDir;
-
-    fn job(id: &str) -> CronJob {
-        CronJob {
-            id: id.into(),
-            name: id.into(),
-            enabled: true,
-            schedule: Schedule::every(60_000),
-            payload: Payload::default(),
-            state: JobState::default(),
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            delete_after_run: false,
-            missed: None,
-            extra: Map::new(),
-        }
-    }
 
     #[test]
     fn a_missing_file_is_an_empty_list_and_the_first_write_creates_it() {
@@ -304,12 +297,12 @@ mod tests {
         let dir = TempDir::new("cron-scheduler-lock");
         let store = JobStore::new(dir.path());
         assert!(!store.scheduler_running());
-        let held = store.try_scheduler_lock().unwrap().expect("the first scheduler gets the lock");
-        assert!(store.try_scheduler_lock().unwrap().is_none(), "a second scheduler does not start");
+        let held = store.try_scheduler_lease().unwrap().expect("the first scheduler gets the lease");
+        assert!(store.try_scheduler_lease().unwrap().is_none(), "a second scheduler does not start");
         assert!(store.scheduler_running());
         drop(held);
-        assert!(!store.scheduler_running(), "the lock goes with its holder");
-        assert!(store.try_scheduler_lock().unwrap().is_some());
+        assert!(!store.scheduler_running(), "the lease goes with its holder");
+        assert!(store.try_scheduler_lease().unwrap().is_some());
     }
 
     #[test]
@@ -350,6 +343,24 @@ mod tests {
             .filter(|name| name != FILE_NAME && name != LOCK_NAME && name != SCHEDULER_LOCK_NAME)
             .collect();
         assert!(leftovers.is_empty(), "no temporary files left: {leftovers:?}");
+    }
+
+    #[test]
+    fn a_write_from_a_stale_read_is_refused_when_an_editor_changed_the_file_meanwhile() {
+        let dir = TempDir::new("cron-store");
+        let store = JobStore::new(dir.path());
+        store.apply(&Change::Add(Box::new(job("a"))), chrono_tz::UTC).unwrap();
+        let (mut jobs, version) = store.read().unwrap().unwrap();
+        // An editor saves the file without taking the lock.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let edited = dir.read("cron/jobs.json").replace("\"name\": \"a\"", "\"name\": \"renamed\"");
+        dir.write("cron/jobs.json", &edited);
+        jobs.jobs.push(job("b"));
+        assert!(matches!(store.replace(Some(&version), &jobs), Err(StoreError::Conflict)));
+        assert!(dir.read("cron/jobs.json").contains("renamed"), "the editor's change is kept");
+        store.apply(&Change::Add(Box::new(job("b"))), chrono_tz::UTC).unwrap();
+        let names: Vec<String> = store.load().unwrap().jobs.into_iter().map(|job| job.name).collect();
+        assert_eq!(names, ["renamed", "b"], "an edit through the store reads again and keeps both");
     }
 
     #[test]

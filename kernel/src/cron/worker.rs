@@ -2,10 +2,11 @@
 //! changes to it (several at a time when they queue up), and reads the file again when
 //! another process changed it, so the scheduler's event loop never waits on disk.
 //!
-//! It keeps the file's last good content. An edit from elsewhere is merged: the file is read,
-//! the changes not yet written are applied on top, and the scheduler gets the result. A file
-//! that no longer parses is moved aside by the store and replaced by the last good content; a
-//! file that disappeared is written back, so a running scheduler never loses its jobs.
+//! It keeps the store's last good content. An edit from elsewhere is merged: the jobs are read,
+//! the changes not yet written are applied on top, and the scheduler gets the result (a write
+//! that loses the race to another writer reads again and merges the same way). A file that no
+//! longer parses is moved aside by the store and replaced by the last good content; a file
+//! that disappeared is written back, so a running scheduler never loses its jobs.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -15,10 +16,13 @@ use chrono_tz::Tz;
 
 use super::change::{Change, fill_next_run};
 use super::job::{CronJob, JobsFile};
-use super::store::{FileStamp, JobStore, StoreError};
+use super::storage::{JobStorage, Version};
+use super::store::StoreError;
 
 /// How long to wait before retrying a write that failed (a full disk, say).
 const RETRY: Duration = Duration::from_secs(10);
+/// How many times one sync reads again after losing a write to another writer.
+const SYNC_TRIES: usize = 8;
 
 /// Now in µs since the epoch (the scheduler's clock; jobs count in ms, timers in µs).
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -61,16 +65,16 @@ pub enum Report {
 
 /// The thread's state.
 pub struct Worker {
-    /// The file.
-    pub store: JobStore,
+    /// Where the jobs are kept.
+    pub store: Arc<dyn JobStorage>,
     /// Default timezone of cron schedules.
     pub tz: Tz,
     /// Now, for next runs of jobs another process wrote without one.
     pub clock: Clock,
     /// The file's content as last read or written, with `pending` applied.
     pub cache: JobsFile,
-    /// The version of the file `cache` was read from or written as.
-    pub stamp: Option<FileStamp>,
+    /// The version of the store `cache` was read from or written as.
+    pub stamp: Option<Version>,
     /// Changes in `cache` that are not on disk yet.
     pub pending: Vec<Change>,
     /// The number of the last change applied.
@@ -134,23 +138,30 @@ impl Worker {
         self.applied = seq;
     }
 
-    /// Brings file and copy together: reads the file when someone else wrote it (merging
+    /// Brings store and copy together: reads the store when someone else wrote it (merging
     /// the pending changes), writes when there is something to write.
     fn sync(&mut self) {
-        let lock = match self.store.lock() {
-            Ok(lock) => lock,
-            Err(error) => {
-                tracing::error!(%error, "cannot lock the cron jobs file; will retry");
-                return;
+        for _ in 0..SYNC_TRIES {
+            match self.try_sync() {
+                Err(StoreError::Conflict) => continue,
+                Err(error) => tracing::error!(%error, "cannot save the cron jobs; will retry"),
+                Ok(()) => {}
             }
-        };
+            return;
+        }
+        tracing::warn!("the cron jobs kept changing while the scheduler saved its own changes; will retry");
+    }
+
+    /// One attempt of [`Worker::sync`]; a [`StoreError::Conflict`] when another writer got in
+    /// between its read and its write.
+    fn try_sync(&mut self) -> Result<(), StoreError> {
         let mut rewrite = !self.pending.is_empty();
         let mut reload = false;
-        if self.store.stamp() != self.stamp {
-            match self.store.read(&lock) {
-                Ok(Some((file, stamp))) => {
+        if self.store.version() != self.stamp {
+            match self.store.read() {
+                Ok(Some((file, version))) => {
                     self.cache = file;
-                    self.stamp = Some(stamp);
+                    self.stamp = Some(version);
                     for change in &self.pending {
                         change.apply(&mut self.cache.jobs, self.tz);
                     }
@@ -162,29 +173,26 @@ impl Worker {
                 }
                 Ok(None) if self.cache.jobs.is_empty() => self.stamp = None,
                 Ok(None) => {
-                    tracing::warn!(path = %self.store.path().display(), "the cron jobs file disappeared; writing the scheduler's jobs back");
+                    tracing::warn!("the cron jobs disappeared from their store; writing the scheduler's jobs back");
+                    self.stamp = None;
                     rewrite = true;
                 }
                 // Moved aside and logged by the store; the last good jobs take its place.
-                Err(StoreError::Corrupt { .. }) => rewrite = true,
-                Err(error) => {
-                    tracing::error!(%error, "cannot read the cron jobs file; will retry");
-                    return;
+                Err(StoreError::Corrupt { .. }) => {
+                    self.stamp = None;
+                    rewrite = true;
                 }
+                Err(error) => return Err(error),
             }
         }
         if rewrite {
-            match self.store.write(&lock, &self.cache) {
-                Ok(stamp) => {
-                    self.stamp = Some(stamp);
-                    self.pending.clear();
-                }
-                Err(error) => tracing::error!(%error, "cannot write the cron jobs file; will retry"),
-            }
+            let version = self.store.replace(self.stamp.as_ref(), &self.cache)?;
+            self.stamp = Some(version);
+            self.pending.clear();
         }
-        drop(lock);
         if reload {
             (self.report)(Report::Loaded { through: self.applied, jobs: self.cache.jobs.clone() });
         }
+        Ok(())
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use super::{Action, Area, ImportOptions, Report, Source, count};
 use crate::cron::job::{CronJob, JobsFile};
+use crate::cron::storage::JobStorage as _;
 use crate::cron::store::JobStore;
 
 /// The queue of job changes nanobot keeps next to a `jobs.json`.
@@ -69,7 +70,8 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
     let outcomes = merge(&mut planned, &candidates);
     let changed = outcomes.iter().any(|(action, _)| action.changes());
     if changed && !options.dry_run {
-        if let Err(error) = store.update(|file| merge(file, &candidates)) {
+        let merged = store.edit(&mut |file| merge(file, &candidates).iter().any(|(action, _)| action.changes()));
+        if let Err(error) = merged {
             return report.push(Area::Cron, Action::Fail, error.to_string());
         }
     }

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
 use super::change::{Applied, Change, prepare_at_start};
 use super::job::{CronJob, JobsFile, RunRecord};
+use super::storage::{JobStorage, Version};
 use super::store::{JobStore, StoreError};
 use super::worker::{Clock, Command, Report, Worker};
 use super::{CronError, new_id};
@@ -61,8 +62,8 @@ pub struct CronActor {
     worker: Option<Sender<Command>>,
     /// The state the store thread starts from (taken in `started`).
     initial: Option<Worker>,
-    /// The store to watch (its `cron/` directory).
-    store: JobStore,
+    /// Where the jobs are kept (watched for changes from elsewhere).
+    store: Arc<dyn JobStorage>,
     /// Number of the last change sent to the store thread.
     seq: u64,
     /// Changes sent but not yet confirmed by the store thread, re-applied when it reports a
@@ -82,19 +83,19 @@ impl CronActor {
     /// (`agents.defaults.timezone`, UTC when unset). A file that does not parse is moved aside
     /// and reported, and the scheduler starts without its jobs.
     pub fn start(workspace: &Path, timezone: Tz, fire: UnboundedSender<CronFire>) -> Addr<CronActor> {
-        CronActor::start_with_clock(workspace, timezone, fire, Arc::new(|| chrono::Utc::now().timestamp_micros()))
+        let store: Arc<dyn JobStorage> = Arc::new(JobStore::new(workspace));
+        CronActor::start_with_clock(store, timezone, fire, Arc::new(|| chrono::Utc::now().timestamp_micros()))
     }
 
-    /// Like [`CronActor::start`] with a clock of its own, in µs since the epoch (tests use
-    /// tokio's paused clock).
+    /// Like [`CronActor::start`] over any job store, with a clock of its own, in µs since the
+    /// epoch (tests use tokio's paused clock).
     pub fn start_with_clock(
-        workspace: &Path,
+        store: Arc<dyn JobStorage>,
         timezone: Tz,
         fire: UnboundedSender<CronFire>,
         clock: Clock,
     ) -> Addr<CronActor> {
-        let store = JobStore::new(workspace);
-        let (cache, stamp) = initial_load(&store, timezone, clock() / 1000);
+        let (cache, stamp) = initial_load(store.as_ref(), timezone, clock() / 1000);
         let jobs: HashMap<String, CronJob> = cache.jobs.iter().map(|job| (job.id.clone(), job.clone())).collect();
         let worker = Worker {
             store: store.clone(),
@@ -271,10 +272,10 @@ impl CronActor {
         }
     }
 
-    /// Starts inotify on the `cron/` directory (or, failing that, a slow poll).
+    /// Starts inotify on the store's file (or, failing that or without a file, a slow poll).
     fn watch(&mut self, ctx: &mut Context<Self>) {
-        let watch = std::fs::create_dir_all(self.store.dir())
-            .and_then(|()| DirWatch::new(self.store.dir(), super::store::FILE_NAME));
+        let Some((dir, file_name)) = self.store.watched_file() else { return self.poll(ctx) };
+        let watch = std::fs::create_dir_all(&dir).and_then(|()| DirWatch::new(&dir, file_name));
         let Some(worker) = self.worker.clone() else { return };
         match watch {
             Ok(watch) => {
@@ -320,18 +321,12 @@ impl CronActor {
     }
 }
 
-/// Reads the file and readies its jobs for a scheduler starting now, writing them back when
-/// that changed them. Problems are logged; the scheduler then starts without those jobs.
-fn initial_load(store: &JobStore, tz: Tz, now: i64) -> (JobsFile, Option<super::store::FileStamp>) {
-    let lock = match store.lock() {
-        Ok(lock) => lock,
-        Err(error) => {
-            tracing::error!(%error, "cannot lock the cron jobs file; starting without jobs");
-            return (JobsFile::default(), None);
-        }
-    };
-    let (mut file, stamp) = match store.read(&lock) {
-        Ok(Some((file, stamp))) => (file, Some(stamp)),
+/// Reads the jobs and readies them for a scheduler starting now, storing them back when that
+/// changed them. Problems are logged; the scheduler then starts without those jobs (and a
+/// write that lost to another writer is left to the store thread, which reads again).
+fn initial_load(store: &dyn JobStorage, tz: Tz, now: i64) -> (JobsFile, Option<Version>) {
+    let (mut file, version) = match store.read() {
+        Ok(Some((file, version))) => (file, Some(version)),
         Ok(None) => return (JobsFile::default(), None),
         Err(error @ StoreError::Corrupt { .. }) => {
             tracing::error!(%error, "starting the scheduler without the jobs of the unreadable file");
@@ -339,7 +334,7 @@ fn initial_load(store: &JobStore, tz: Tz, now: i64) -> (JobsFile, Option<super::
         }
         Err(error) => {
             tracing::error!(%error, "starting the scheduler without jobs");
-            return (JobsFile::default(), store.stamp());
+            return (JobsFile::default(), store.version());
         }
     };
     let mut changed = false;
@@ -347,13 +342,13 @@ fn initial_load(store: &JobStore, tz: Tz, now: i64) -> (JobsFile, Option<super::
         changed |= prepare_at_start(job, now, tz);
     }
     if !changed {
-        return (file, stamp);
+        return (file, version);
     }
-    match store.write(&lock, &file) {
-        Ok(stamp) => (file, Some(stamp)),
+    match store.replace(version.as_ref(), &file) {
+        Ok(version) => (file, Some(version)),
         Err(error) => {
-            tracing::error!(%error, "cannot write the cron jobs file");
-            (file, stamp)
+            tracing::error!(%error, "cannot store the readied cron jobs");
+            (file, version)
         }
     }
 }

@@ -57,6 +57,11 @@ async fn next_fire(fires: &mut UnboundedReceiver<CronFire>) -> CronFire {
     tokio::time::timeout(Duration::from_secs(10), fires.recv()).await.expect("a job fires").expect("channel open")
 }
 
+/// The workspace's jobs file as the scheduler's store.
+fn file_store(workspace: &std::path::Path) -> Arc<dyn JobStorage> {
+    Arc::new(JobStore::new(workspace))
+}
+
 fn stored(dir: &TempDir) -> Vec<CronJob> {
     JobStore::new(dir.path()).load().unwrap().jobs
 }
@@ -83,7 +88,7 @@ fn jobs_fire_in_order_of_their_next_run_exactly_when_due_and_runs_are_recorded()
         let dir = TempDir::new("cron-actor");
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, clock.clone());
         let now = ms(&clock);
         for (name, schedule) in [
             ("third", Schedule::at(now + 3_000)),
@@ -126,13 +131,42 @@ fn jobs_fire_in_order_of_their_next_run_exactly_when_due_and_runs_are_recorded()
 }
 
 #[test]
+fn a_scheduler_over_a_store_without_a_file_fires_its_jobs_and_keeps_their_runs_there() {
+    in_system(async {
+        tokio::time::pause();
+        let clock = paused_clock(noon());
+        let now = ms(&clock);
+        let bucket = Arc::new(crate::cron::storage::bucket::Bucket::default());
+        bucket.add(job("reminder", Schedule::at(now + 1_000), now), UTC).unwrap();
+        // Another writer gets in before the scheduler's first two writes: they are merged.
+        bucket.interleaved.store(2, std::sync::atomic::Ordering::SeqCst);
+        let (fire, mut fires) = unbounded_channel();
+        let store: Arc<dyn JobStorage> = bucket.clone();
+        let actor = CronActor::start_with_clock(store, UTC, fire, clock.clone());
+        let fired = next_fire(&mut fires).await;
+        assert_eq!(fired.job.id, "reminder");
+        fired.done.send(Ok(())).unwrap();
+        for _ in 0..1_000 {
+            tokio::task::yield_now().await;
+            actor.send(Flush).await.unwrap();
+            let jobs = bucket.load().unwrap().jobs;
+            if jobs.iter().any(|job| job.id == "reminder" && job.state.run_history.len() == 1) {
+                assert!(jobs.iter().any(|job| job.id.starts_with("other-")), "the other writer's job is kept");
+                return;
+            }
+        }
+        panic!("the run never reached the store: {:?}", bucket.load().unwrap().jobs);
+    });
+}
+
+#[test]
 fn a_dropped_answer_is_recorded_as_not_run_and_a_failure_with_its_error() {
     in_system(async {
         tokio::time::pause();
         let dir = TempDir::new("cron-actor");
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, clock.clone());
         actor.send(AddJob(job("a", Schedule::every(1_000), ms(&clock)))).await.unwrap();
         drop(next_fire(&mut fires).await);
         next_fire(&mut fires).await.done.send(Err("the model is down".into())).unwrap();
@@ -154,7 +188,7 @@ fn a_job_run_by_hand_fires_at_once_and_keeps_its_schedule() {
         let dir = TempDir::new("cron-actor");
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, clock.clone());
         let now = ms(&clock);
         actor.send(AddJob(job("daily", Schedule::every(86_400_000), now))).await.unwrap();
         actor.send(RunJob("daily".into())).await.unwrap().unwrap();
@@ -176,7 +210,7 @@ fn a_disabled_or_removed_job_does_not_fire() {
         let dir = TempDir::new("cron-actor");
         let clock = paused_clock(noon());
         let (fire, mut fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, clock.clone());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, clock.clone());
         let now = ms(&clock);
         for name in ["off", "gone", "on"] {
             actor.send(AddJob(job(name, Schedule::every(1_000 + name.len() as i64), now))).await.unwrap();
@@ -204,9 +238,15 @@ fn at_start_a_missed_run_fires_once_when_asked_and_is_skipped_otherwise() {
         let skip = job("skip", Schedule::every(600_000), hour_ago - 1);
         let reminder = job("reminder", Schedule::at(hour_ago), hour_ago - 1);
         let store = JobStore::new(dir.path());
-        store.update(|file| file.jobs = vec![once, skip, reminder]).unwrap();
+        let jobs = vec![once, skip, reminder];
+        store
+            .edit(&mut |file| {
+                file.jobs = jobs.clone();
+                true
+            })
+            .unwrap();
         let (fire, mut fires) = unbounded_channel();
-        let _actor = CronActor::start_with_clock(dir.path(), UTC, fire, wall_clock());
+        let _actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, wall_clock());
         let mut fired: Vec<String> = Vec::new();
         for _ in 0..2 {
             let run = next_fire(&mut fires).await;
@@ -226,7 +266,7 @@ fn an_edit_by_another_process_is_noticed_without_a_restart_and_merged_with_the_s
     in_system(async {
         let dir = TempDir::new("cron-actor");
         let (fire, mut fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, wall_clock());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, wall_clock());
         let now = chrono::Utc::now().timestamp_millis();
         actor.send(AddJob(job("mine", Schedule::every(3_600_000), now))).await.unwrap();
         actor.send(Flush).await.unwrap();
@@ -248,7 +288,7 @@ fn a_corrupt_file_written_while_running_is_kept_aside_and_the_jobs_go_on() {
     in_system(async {
         let dir = TempDir::new("cron-actor");
         let (fire, _fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, wall_clock());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, wall_clock());
         let now = chrono::Utc::now().timestamp_millis();
         actor.send(AddJob(job("mine", Schedule::every(3_600_000), now))).await.unwrap();
         actor.send(Flush).await.unwrap();
@@ -274,7 +314,7 @@ fn through_the_handle_an_added_paused_or_removed_job_is_in_the_file_when_the_ans
     in_system(async {
         let dir = TempDir::new("cron-actor");
         let (fire, _fires) = unbounded_channel();
-        let actor = CronActor::start_with_clock(dir.path(), UTC, fire, wall_clock());
+        let actor = CronActor::start_with_clock(file_store(dir.path()), UTC, fire, wall_clock());
         let handle = CronHandle::new(dir.path(), UTC).with_actor(actor);
         let new = |name: &str| NewJob {
             name: Some(name.into()),

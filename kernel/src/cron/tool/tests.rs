@@ -8,6 +8,7 @@ use tokio::sync::mpsc::unbounded_channel;
 use super::*;
 use crate::cron::actor::{CronActor, ListJobs};
 use crate::cron::job::ScheduleKind;
+use crate::cron::storage::JobStorage as _;
 use crate::cron::store::JobStore;
 use crate::testing::TempDir;
 
