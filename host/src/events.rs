@@ -39,7 +39,8 @@ pub enum PluginEvent {
         /// The message.
         inbound: Inbound,
     },
-    /// A channel reports whether an `Outbound` reached its chat service.
+    /// A channel reports whether an `Outbound` (or an `ApprovalRequest`) reached its chat
+    /// service.
     Delivery {
         /// The channel plugin's name.
         plugin: String,

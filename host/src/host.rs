@@ -144,7 +144,8 @@ impl PluginHost {
         self.shared.events.subscribe()
     }
 
-    /// Queues `message` (an `Outbound`, `Delta` or `InboundAccepted`) for a running channel.
+    /// Queues `message` (an `Outbound`, `Delta`, `InboundAccepted` or `ApprovalRequest`) for a
+    /// running channel.
     ///
     /// Fails at once, without waiting, when the channel is not running; the caller keeps the
     /// message and tries again after the channel's next `Ready` event. Queued is not delivered:
@@ -155,7 +156,10 @@ impl PluginHost {
             .iter()
             .find(|slot| slot.name == plugin)
             .ok_or_else(|| PluginError::UnknownPlugin { plugin: plugin.to_owned() })?;
-        if !matches!(message, Message::Outbound(_) | Message::Delta(_) | Message::InboundAccepted(_)) {
+        if !matches!(
+            message,
+            Message::Outbound(_) | Message::Delta(_) | Message::InboundAccepted(_) | Message::ApprovalRequest(_)
+        ) {
             return Err(PluginError::NotForChannel {
                 plugin: plugin.to_owned(),
                 message: super::wire::describe(&message).to_owned(),

@@ -1,5 +1,6 @@
 // Every session of every channel, last activity first; one opens as its transcript, with
-// tool calls and tool results folded away in <details>.
+// tool calls and tool results folded away in <details>, and next to each result that has one
+// its audit line: who or what allowed (or refused) the call.
 import { el, errorBox, getJson } from './api.js';
 import { renderMarkdown } from './markdown.js';
 import { markStopped, splitStopped } from './chat.js';
@@ -32,6 +33,9 @@ async function showTranscript(main, key) {
   for (const message of transcript.messages) {
     if (message.role === 'system') continue;
     if (message.role === 'tool') {
+      if (message.audit) {
+        items.push(el('p', { class: 'audit muted' }, `${message.name || 'a tool'}: ${message.audit}`));
+      }
       items.push(el('details', { class: 'tool-result' },
         el('summary', {}, `result of ${message.name || 'a tool'}`), el('pre', {}, message.text)));
       continue;

@@ -66,7 +66,8 @@
 //! | `inbound_accepted` | kernel → channel | `id` str (of the `inbound`) |
 //! | `outbound` | kernel → channel | `id` uint, `chat_id` str, `content` str, `media` [str], `stream_id` uint (optional), `metadata` map |
 //! | `delta` | kernel → channel | `stream_id` uint, `chat_id` str, `text` str (appended to the reply so far) |
-//! | `delivery_ack` | channel → kernel | `id` uint (of the `outbound`), `ok` bool, `error` str (optional) |
+//! | `delivery_ack` | channel → kernel | `id` uint (of the `outbound` or `approval_request`), `ok` bool, `error` str (optional), `permanent` bool (optional) |
+//! | `approval_request` | kernel → channel | `id` uint, `chat_id` str, `code` str, `tool` str, `shown` str, `timeout_secs` uint, `text` str, `answers` [ {`label` str, `answer` str, `refuses` bool} ], `metadata` map |
 //!
 //! # Handshake
 //!
@@ -126,6 +127,17 @@
 //!   hint (`read_file {"path": "notes.md"}`), `stream_id` that of the reply, and `metadata`
 //!   `{"_tool_hint": true}`. The channel shows it apart from the reply and acknowledges it like
 //!   any `outbound`; the kernel does not retry a hint.
+//! - When a tool call waits for a person's approval, a channel that announced `approvals`
+//!   gets an `approval_request`: the call (`tool`, and `shown`, the call as it will run), the
+//!   `code`, the seconds until no answer counts as no, a `text` for a person, and the
+//!   `answers` to offer as buttons. A pressed button is submitted as an `inbound` whose
+//!   `content` is the answer's `answer` (`/approve CODE`, `/approve CODE always`,
+//!   `/deny CODE`), from the person who pressed it, in the request's chat; the kernel takes it
+//!   only from the person the turn answers. The channel acknowledges the request with a
+//!   `delivery_ack` of its `id`. To a channel that did not announce `approvals` (every older
+//!   one) the kernel sends the request as an `outbound` whose `content` is the `text` (it says
+//!   to reply `/approve CODE` or `/deny CODE`) and whose `metadata` holds `approval`:
+//!   `{code, tool, shown, timeout_secs}`.
 //! - An `outbound` carries the inbound message's `metadata` back. The one that ends a model's
 //!   turn adds `usage`: the tokens the turn's model calls used, as `prompt_tokens` (cached ones
 //!   included), `completion_tokens`, `total_tokens` and `cached_tokens` (all uint).
@@ -161,8 +173,8 @@ pub use codec::{
     encode_into, read_message,
 };
 pub use messages::{
-    Call, CallContext, Cancel, DeliveryAck, Delta, Feature, Goodbye, Hello, Inbound, InboundAccepted, Log, Manifest,
-    Message, Outbound, PeerKind, Ping, ToolResult, ToolSpec,
+    ApprovalAnswer, ApprovalRequest, Call, CallContext, Cancel, DeliveryAck, Delta, Feature, Goodbye, Hello, Inbound,
+    InboundAccepted, Log, Manifest, Message, Outbound, PeerKind, Ping, ToolResult, ToolSpec,
 };
 
 /// Environment variable through which the kernel passes the socket path to a plugin.

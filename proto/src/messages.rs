@@ -72,6 +72,9 @@ messages! {
         "delta" => Delta(Delta),
         /// Whether an outbound message was delivered. Channel plugin → kernel.
         "delivery_ack" => DeliveryAck(DeliveryAck),
+        /// A tool call waiting for a person's yes. Kernel → a channel plugin that announced
+        /// `approvals`; answered with `DeliveryAck` like an `Outbound`.
+        "approval_request" => ApprovalRequest(ApprovalRequest),
     }
 }
 
@@ -124,6 +127,10 @@ pub enum Feature {
     /// The channel shows tool hints: `Outbound`s whose metadata has `_tool_hint: true`, sent
     /// while the reply with their `stream_id` is being written.
     ToolHints,
+    /// The channel takes approval requests as [`ApprovalRequest`] messages (and draws its
+    /// answers as buttons); without it they arrive as an `Outbound` telling the person to
+    /// reply `/approve CODE`.
+    Approvals,
     /// A feature this build does not know, kept by name and otherwise ignored.
     Other(String),
 }
@@ -155,6 +162,7 @@ string_enum!(Feature {
     Streaming => "streaming",
     StaticManifest => "static_manifest",
     ToolHints => "tool_hints",
+    Approvals => "approvals",
 });
 
 /// The list of tools a plugin offers.
@@ -333,14 +341,57 @@ pub struct Outbound {
     pub stream_id: Option<u64>,
     /// Channel-specific extras copied from the inbound message (thread to reply in, …).
     ///
-    /// An approval request (a tool call waiting for the person's yes) is an `Outbound` whose
-    /// metadata holds `approval`: `{"code", "tool", "shown", "timeout_secs"}`; its `content`
-    /// already tells the person to reply `/approve CODE`, `/approve CODE always` or
-    /// `/deny CODE`. A channel that can draw buttons may offer those three answers and submit
-    /// the pressed one as an ordinary `Inbound` from the person who pressed it; a channel that
-    /// cannot just shows the text. Older channels ignore the key, so no version changes.
+    /// To a channel that did not announce `approvals`, an approval request (a tool call
+    /// waiting for the person's yes) is an `Outbound` whose metadata holds `approval`:
+    /// `{"code", "tool", "shown", "timeout_secs"}`; its `content` already tells the person to
+    /// reply `/approve CODE`, `/approve CODE always` or `/deny CODE`, so a channel that knows
+    /// nothing of approvals still shows a request a person can answer.
     #[serde(default)]
     pub metadata: Value,
+}
+
+/// A tool call waiting for a person's yes, sent to a channel that announced `approvals`.
+///
+/// The channel shows `text` (or its own rendering of `tool` and `shown`) with one button per
+/// entry of `answers`. When a person presses one, the channel submits the entry's `answer`
+/// as an ordinary `Inbound` from that person in that chat: the kernel checks who answered
+/// exactly as it checks a typed `/approve CODE`, so a button grants nothing a typed reply
+/// could not. The channel acknowledges the request with a `DeliveryAck` of its `id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Chosen by the kernel from the same ids as `Outbound`s; echoed in `DeliveryAck`.
+    pub id: u64,
+    /// The chat to ask in.
+    pub chat_id: String,
+    /// The code that answers the request (8 letters and digits).
+    pub code: String,
+    /// The tool the model wants to call.
+    pub tool: String,
+    /// The call as it will run, whole (for `exec`: the command as `sh -c` gets it, its
+    /// directory and whether the sandbox is on).
+    pub shown: String,
+    /// Seconds until no answer counts as a denial.
+    pub timeout_secs: u64,
+    /// The whole request for a person, typed answers included (what a channel without
+    /// buttons shows).
+    pub text: String,
+    /// The answers a person may give: one button each.
+    pub answers: Vec<ApprovalAnswer>,
+    /// Channel-specific extras copied from the message that started the turn (thread, …).
+    #[serde(default)]
+    pub metadata: Value,
+}
+
+/// One answer to an [`ApprovalRequest`]: a button's label and what pressing it submits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalAnswer {
+    /// The button's label (`Approve`, `Always`, `Deny`).
+    pub label: String,
+    /// The text the channel submits as the presser's `Inbound` (`/approve CODE`, …).
+    pub answer: String,
+    /// True for the answer that refuses (a channel that colours buttons marks it dangerous).
+    #[serde(default)]
+    pub refuses: bool,
 }
 
 /// A piece of a reply that is still being written.

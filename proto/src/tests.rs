@@ -81,6 +81,23 @@ pub(crate) fn samples() -> Vec<(&'static str, Message)> {
                 permanent: false,
             }),
         ),
+        (
+            "approval_request",
+            Message::ApprovalRequest(ApprovalRequest {
+                id: 4,
+                chat_id: "12345".into(),
+                code: "AB12CD34".into(),
+                tool: "exec".into(),
+                shown: "exec: sh -c 'ls'".into(),
+                timeout_secs: 300,
+                text: "Approval needed … /approve AB12CD34".into(),
+                answers: vec![
+                    ApprovalAnswer { label: "Approve".into(), answer: "/approve AB12CD34".into(), refuses: false },
+                    ApprovalAnswer { label: "Deny".into(), answer: "/deny AB12CD34".into(), refuses: true },
+                ],
+                metadata: json!({"reply_to": 1001}),
+            }),
+        ),
     ]
 }
 
@@ -150,6 +167,7 @@ fn variant_index(message: &Message) -> usize {
         Message::Delta(_) => 12,
         Message::DeliveryAck(_) => 13,
         Message::Unknown => 14,
+        Message::ApprovalRequest(_) => 15,
     }
 }
 
@@ -158,7 +176,7 @@ fn every_type_name_is_the_type_tag_the_message_is_written_with() {
     let messages: Vec<Message> = samples().into_iter().map(|(_, message)| message).chain([Message::Unknown]).collect();
     let mut seen: Vec<usize> = messages.iter().map(variant_index).collect();
     seen.sort_unstable();
-    assert_eq!(seen, (0..=14).collect::<Vec<_>>(), "every variant needs a sample");
+    assert_eq!(seen, (0..=15).collect::<Vec<_>>(), "every variant needs a sample");
     for message in messages {
         let frame = encode(&message).unwrap();
         let body: serde_json::Value = rmp_serde::from_slice(&frame[HEADER_LEN..]).unwrap();

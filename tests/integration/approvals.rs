@@ -292,3 +292,59 @@ fn discord_shows_buttons_and_a_press_counts_only_from_the_asker() {
     });
     assert_eq!(std::fs::read_to_string(env.workspace().join("dc.txt")).unwrap(), "dc");
 }
+
+/// A channel that announces `approvals` in its hello gets the request as an
+/// `approval_request` of its own (code, tool, and the answers its buttons submit), not as
+/// text; a press is the presser's message like a typed answer. Every test above drives a
+/// loopback that announces nothing, as an older plugin does, and gets the text with the code.
+#[test]
+fn a_channel_announcing_approvals_gets_a_request_message_whose_answers_run_the_call() {
+    let port = free_port();
+    let section = json!({"enabled": true, "port": port, "allowFrom": "*", "approvalRequests": true});
+    let env = GatewayEnv::with_channels(json!({"loopback": section}));
+    env.edit_config(|config| config["tools"] = json!({"approval": {"write_file": "ask"}}));
+    let _gateway = env.start_with("loopback");
+    env.llm.push(Reply::ToolCalls(vec![("write_file".into(), json!({"path": "m.txt", "content": "m"}).to_string())]));
+    env.llm.push(Reply::Text("Done.".into()));
+    let mut client = Loopback::connect(port);
+    client.say("alice", "chat1", "write m");
+    let request = client.expect("APPROVAL chat1 ");
+    let words: Vec<&str> = request.splitn(5, ' ').collect();
+    let (code, tool, answers) = (words[2], words[3], words[4]);
+    assert_eq!(tool, "write_file", "{request}");
+    assert_eq!(answers, format!("/approve {code}|/approve {code} always|/deny {code}"), "{request}");
+
+    client.say("bob", "chat1", &format!("/approve {code}"));
+    assert!(client.expect("OUT chat1").contains("Not taken"), "another sender's press counted");
+    client.say("alice", "chat1", &format!("/approve {code}"));
+    // The request went out once, as its own message: no text form of it comes before this.
+    assert_eq!(client.expect("OUT chat1"), format!("OUT chat1 Approved ({code})"));
+    assert_eq!(client.expect("OUT chat1"), "OUT chat1 Done.");
+    assert_eq!(std::fs::read_to_string(env.workspace().join("m.txt")).unwrap(), "m");
+}
+
+// Issue 28 with issue 26: a turn taken up again after a restart had nobody bound to answer
+// its approvals, so its `ask` calls always timed out; the sender is now kept with the message.
+#[test]
+fn a_turn_resumed_after_a_kill_asks_the_person_whose_message_it_answers() {
+    let (env, port) = gateway_with(json!({"write_file": "ask"}));
+    let mut gateway = env.start_with("loopback");
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 60_000, text: "too late".into() });
+    let mut client = Loopback::connect(port);
+    client.say("alice", "c1", "write the note");
+    client.expect("ACCEPTED");
+    assert!(wait_until(Duration::from_secs(15), || env.llm.requests().len() == 1), "the turn never asked the model");
+    gateway.kill();
+
+    env.llm.push(Reply::ToolCalls(vec![("write_file".into(), json!({"path": "r.txt", "content": "r"}).to_string())]));
+    env.llm.push(Reply::Text("Written after the restart.".into()));
+    let _gateway = env.start_with("loopback");
+    let mut client = Loopback::connect(port);
+    let code = code_in(&client.expect("OUT c1 Approval needed"));
+    client.say("bob", "c1", &format!("/approve {code}"));
+    assert!(client.expect("OUT c1").contains("Not taken"), "another sender approved a resumed turn's call");
+    client.say("alice", "c1", &format!("/approve {code}"));
+    assert_eq!(client.expect("OUT c1"), format!("OUT c1 Approved ({code})"), "the asker could not approve");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 Written after the restart.");
+    assert_eq!(std::fs::read_to_string(env.workspace().join("r.txt")).unwrap(), "r");
+}

@@ -5,10 +5,11 @@
 //! cards — streamed ones updated in place, long ones several.
 
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, channel_spec};
-use oxibot_proto::{DeliveryAck, Delta, Message, Outbound};
+use oxibot_proto::{ApprovalAnswer, ApprovalRequest, DeliveryAck, Delta, Message, Outbound};
 use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_feishu::{
-    APP_ID, ENDPOINT, FakeFeishu, MESSAGES, SERVICE_ID, TENANT_TOKEN, direct_text, group_text, message_event,
+    APP_ID, ENDPOINT, FakeFeishu, MESSAGES, SERVICE_ID, TENANT_TOKEN, card_action, direct_text, group_text,
+    message_event,
 };
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::{TempDir, bin_dir, start_host};
@@ -340,5 +341,67 @@ async fn refused_credentials_fail_the_channel_with_a_reason_that_names_the_keys(
     let reason = host.statuses()[0].reason.clone().unwrap();
     assert!(reason.contains("channels.feishu.appId, appSecret") && reason.contains("10014"), "{reason}");
     assert!(feishu.calls(ENDPOINT).is_empty());
+    host.shutdown().await;
+}
+
+/// An approval request for a one-to-one chat: the kernel's `approval_request` with the three
+/// answers a person may give.
+fn approval_request(id: u64, chat_id: &str) -> Message {
+    let answer =
+        |label: &str, answer: &str, refuses| ApprovalAnswer { label: label.into(), answer: answer.into(), refuses };
+    Message::ApprovalRequest(ApprovalRequest {
+        id,
+        chat_id: chat_id.into(),
+        code: "AB12CD34".into(),
+        tool: "exec".into(),
+        shown: "exec: sh -c 'ls'".into(),
+        timeout_secs: 300,
+        text: "Approval needed: `ls`".into(),
+        answers: vec![
+            answer("Approve", "/approve AB12CD34", false),
+            answer("Always", "/approve AB12CD34 always", false),
+            answer("Deny", "/deny AB12CD34", true),
+        ],
+        metadata: json!({}),
+    })
+}
+
+/// Issue 28: an approval request is an interactive card with a button per answer; a press
+/// (Feishu's `card.action.trigger` callback) is the presser's answer in the chat the request
+/// was asked in, and a press of any other button is no message.
+#[actix_rt::test]
+async fn an_approval_request_is_a_card_with_buttons_and_a_press_is_the_pressers_answer() {
+    let feishu = FakeFeishu::start();
+    let (host, mut events) = feishu_host(&feishu, json!({})).await;
+    host.send("feishu", approval_request(6, "ou_ada")).unwrap();
+    assert!(next_delivery(&mut events).await.ok);
+    let created = feishu.calls(MESSAGES);
+    assert_eq!(
+        (created[0].query.as_str(), created[0].body["receive_id"].as_str()),
+        ("receive_id_type=open_id", Some("ou_ada"))
+    );
+    assert_eq!(created[0].body["msg_type"], "interactive");
+    assert_eq!(created[0].card_markdown(), "Approval needed: `ls`");
+    let card: Value = serde_json::from_str(created[0].body["content"].as_str().unwrap()).unwrap();
+    let buttons = card["elements"][1]["actions"].as_array().unwrap().clone();
+    let labels: Vec<&str> = buttons.iter().map(|b| b["text"]["content"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["Approve", "Always", "Deny"]);
+    assert_eq!(buttons[2]["type"], "danger");
+
+    feishu
+        .push_event("frame-other", &card_action("ev-other", "ou_ada", "oc_p2p_ou_ada", "om_card", &json!({"x": 1})))
+        .await;
+    feishu.wait_answer("frame-other").await;
+    feishu
+        .push_event("frame-press", &card_action("ev-press", "ou_ada", "oc_p2p_ou_ada", "om_card", &buttons[0]["value"]))
+        .await;
+    let inbound = next_inbound(&mut events, "feishu").await;
+    assert_eq!(
+        (inbound.id.as_str(), inbound.sender_id.as_str(), inbound.chat_id.as_str(), inbound.content.as_str()),
+        ("ev-press", "ou_ada", "ou_ada", "/approve AB12CD34"),
+        "the other button's press became a message, or the press lost its chat"
+    );
+    accept(&host, "feishu", &inbound);
+    feishu.wait_answer("frame-press").await;
     host.shutdown().await;
 }

@@ -634,9 +634,10 @@ fn http_get(port: u16, path: &str, headers: &[(&str, &str)]) -> String {
 }
 
 /// Issue 28: a call that asks shows a dialog in the page with the call as it will run; its
-/// Approve button sends the answer from the page's own chat, and the call runs.
+/// Approve button sends the answer from the page's own chat, and the call runs; the session's
+/// transcript then says who allowed it (the audit record of the session file).
 #[test]
-fn an_approval_request_shows_a_dialog_whose_approve_button_runs_the_call() {
+fn an_approval_request_shows_a_dialog_whose_approve_button_runs_the_call_and_the_transcript_says_who() {
     let env = web_env();
     env.edit_config(|config| config["tools"] = json!({"approval": {"write_file": "ask"}}));
     let _gateway = start(&env);
@@ -653,4 +654,11 @@ fn an_approval_request_shows_a_dialog_whose_approve_button_runs_the_call() {
     let script = "return [...document.querySelectorAll('.msg.assistant.done')].map(n => n.innerText).find(t => t.includes('Done from the page.'));";
     browser.wait_for("the reply after approving", script);
     assert_eq!(std::fs::read_to_string(env.workspace().join("ui.txt")).unwrap(), "ui");
+
+    let chat_id = browser.run("return document.querySelector('#chat-status').dataset.chat;", json!([]));
+    let chat_id = chat_id.as_str().unwrap().to_owned();
+    browser.open(&page_url(&env, &format!("#sessions/websocket:{chat_id}")));
+    let audit = browser.wait_for("the audit line", "return document.querySelector('#transcript .audit')?.innerText;");
+    assert!(audit.as_str().unwrap().starts_with("write_file: allowed by "), "{audit}");
+    assert!(audit.as_str().unwrap().contains(&format!("on websocket (chat {chat_id})")), "{audit}");
 }

@@ -314,6 +314,24 @@ pub fn message_event(
     })
 }
 
+/// A `card.action.trigger` callback: `operator` pressed a button whose value is `value` on
+/// card message `message_id` in Feishu chat `chat_id`, as the long connection delivers it.
+pub fn card_action(event_id: &str, operator: &str, chat_id: &str, message_id: &str, value: &Value) -> Value {
+    json!({
+        "schema": "2.0",
+        "header": {"event_id": event_id, "event_type": "card.action.trigger", "create_time": "1700000000000",
+                   "token": "", "app_id": APP_ID, "tenant_key": "tenant1"},
+        "event": {
+            "operator": {"tenant_key": "tenant1", "user_id": format!("u_{operator}"), "open_id": operator,
+                         "union_id": format!("on_{operator}")},
+            "token": format!("c-{event_id}"),
+            "action": {"value": value, "tag": "button"},
+            "host": "im_message",
+            "context": {"open_message_id": message_id, "open_chat_id": chat_id}
+        }
+    })
+}
+
 /// A text a user sends the bot in their one-to-one chat `oc_p2p_<user>`.
 pub fn direct_text(message_id: &str, sender: &str, text: &str) -> Value {
     message_event(message_id, sender, &format!("oc_p2p_{sender}"), "p2p", "text", &json!({"text": text}))

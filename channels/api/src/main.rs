@@ -80,6 +80,8 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
                 waiters.deliver_delta(delta);
             }
             ChannelEvent::Outbound(outbound) => deliver_outbound(&channel, &waiters, outbound),
+            // Never sent: the channel does not announce approvals (requests come as outbounds).
+            ChannelEvent::Approval(_) => {}
         }
     }
     Ok(())

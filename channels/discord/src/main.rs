@@ -27,5 +27,5 @@ fn main() -> ExitCode {
     // reqwest and tungstenite are built without a crypto provider; pick ring before any client
     // exists. An error only means a provider is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    ChannelPlugin::new("discord").run(service::serve)
+    ChannelPlugin::new("discord").approvals().run(service::serve)
 }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use oxibot_plugin::chat::{Choice, PartsSent, SplitRules, Typing, approval_choices, split};
+use oxibot_plugin::chat::{Choice, PartsSent, SplitRules, Typing, approval, split};
 use oxibot_plugin::warn;
 use oxibot_plugin::{ChannelEvent, ChannelHandle, Outbound};
 use serde_json::{Value, json};
@@ -97,29 +97,33 @@ impl Outbox {
         Outbox { rest, typing, posted }
     }
 
-    /// Delivers and acks every outbound until the kernel hangs up. Deltas are not expected
-    /// (the channel does not stream) and are ignored.
+    /// Delivers and acks every outbound and approval request until the kernel hangs up.
+    /// Deltas are not expected (the channel does not stream) and are ignored.
     pub async fn serve(&mut self, channel: &ChannelHandle) {
         while let Some(event) = channel.next_event().await {
-            if let ChannelEvent::Outbound(outbound) = event {
-                let outcome = self.deliver(&outbound).await;
-                self.typing.stop(&outbound.chat_id);
-                if let Err(error) = &outcome {
-                    warn!("discord: reply {} to {} not delivered: {error}", outbound.id, outbound.chat_id);
-                }
-                let _ = channel.ack(outbound.id, outcome.map_err(|e| e.to_string()));
+            let (outbound, buttons) = match event {
+                ChannelEvent::Outbound(outbound) => (outbound, Vec::new()),
+                ChannelEvent::Approval(request) => (approval::as_outbound(&request), approval::choices(&request)),
+                ChannelEvent::Delta(_) => continue,
+            };
+            let outcome = self.deliver(&outbound, &buttons).await;
+            self.typing.stop(&outbound.chat_id);
+            if let Err(error) = &outcome {
+                warn!("discord: reply {} to {} not delivered: {error}", outbound.id, outbound.chat_id);
             }
+            let _ = channel.ack(outbound.id, outcome.map_err(|e| e.to_string()));
         }
     }
 
-    /// Posts every message of a reply not posted yet.
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), RestError> {
+    /// Posts every message of a reply not posted yet; an approval request's `buttons` go on
+    /// the first.
+    async fn deliver(&mut self, outbound: &Outbound, buttons: &[Choice]) -> Result<(), RestError> {
         let posts = plan(outbound);
         let done = self.posted.already(outbound.id);
         for (index, post) in posts.iter().enumerate().skip(done) {
             let mut body = post.body();
-            if let (0, Some(choices)) = (index, approval_choices(&outbound.metadata)) {
-                body["components"] = approval_components(&choices);
+            if index == 0 && !buttons.is_empty() {
+                body["components"] = approval_components(buttons);
             }
             let sent = if post.files.is_empty() {
                 self.rest.create_message(&outbound.chat_id, &body).await

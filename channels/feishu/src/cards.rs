@@ -1,11 +1,12 @@
 //! What a reply looks like and where it goes: interactive cards holding one Markdown element
 //! (shared, so updating them updates them for everyone), cut to fit, sent to the chat or user a
-//! chat id names, quoting the user's message when the config or a topic asks for it.
+//! chat id names, quoting the user's message when the config or a topic asks for it; an
+//! approval request's card adds a button per answer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use oxibot_plugin::chat::{Markup, Measure, SplitRules};
+use oxibot_plugin::chat::{Choice, Markup, Measure, SplitRules};
 use serde_json::{Value, json};
 
 use crate::api::Receiver;
@@ -21,6 +22,33 @@ pub fn card(markdown: &str) -> Value {
     json!({
         "config": {"wide_screen_mode": true, "update_multi": true},
         "elements": [{"tag": "markdown", "content": markdown}],
+    })
+}
+
+/// The key of a button's value holding the approval answer a press submits.
+pub const ANSWER_KEY: &str = "oxibot_answer";
+/// The key of a button's value holding the chat the request was asked in (a press comes back
+/// naming only Feishu's chat, not the kernel's chat id of a one-to-one chat or a topic).
+pub const ANSWER_CHAT_KEY: &str = "oxibot_chat";
+
+/// A card asking a person to approve a tool call: the request's `markdown`, then one button
+/// per choice (the refusing one red). Each button's value holds its answer and `chat_id`;
+/// Feishu sends both back in the `card.action.trigger` callback of a press.
+pub fn approval_card(markdown: &str, chat_id: &str, choices: &[Choice]) -> Value {
+    let buttons: Vec<Value> = choices
+        .iter()
+        .map(|choice| {
+            json!({
+                "tag": "button",
+                "text": {"tag": "plain_text", "content": choice.label},
+                "type": if choice.refuses { "danger" } else { "primary" },
+                "value": {ANSWER_KEY: choice.answer, ANSWER_CHAT_KEY: chat_id},
+            })
+        })
+        .collect();
+    json!({
+        "config": {"wide_screen_mode": true, "update_multi": true},
+        "elements": [{"tag": "markdown", "content": markdown}, {"tag": "action", "actions": buttons}],
     })
 }
 
@@ -90,6 +118,20 @@ mod tests {
         let card = card("**hi**");
         assert_eq!(card["config"]["update_multi"], true);
         assert_eq!(card["elements"], json!([{"tag": "markdown", "content": "**hi**"}]));
+    }
+
+    #[test]
+    fn an_approval_card_has_a_button_per_answer_carrying_it_and_the_chat() {
+        let choices = [
+            Choice { label: "Approve".into(), answer: "/approve AB12CD34".into(), refuses: false },
+            Choice { label: "Deny".into(), answer: "/deny AB12CD34".into(), refuses: true },
+        ];
+        let card = approval_card("Run `ls`?", "oc_1:om_root", &choices);
+        let buttons = &card["elements"][1]["actions"];
+        assert_eq!(card["elements"][1]["tag"], "action");
+        assert_eq!(buttons[0]["value"], json!({"oxibot_answer": "/approve AB12CD34", "oxibot_chat": "oc_1:om_root"}));
+        assert_eq!((&buttons[0]["type"], &buttons[1]["type"]), (&json!("primary"), &json!("danger")));
+        assert_eq!(buttons[1]["text"], json!({"tag": "plain_text", "content": "Deny"}));
     }
 
     #[test]

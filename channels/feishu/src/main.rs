@@ -1,7 +1,11 @@
 //! `oxibot-channel-feishu`: the Feishu (飞书) and Lark channel plugin. Users' messages to the
 //! app's bot come in over the event long connection (a WebSocket the app opens with its id and
 //! secret, no public URL needed, frames in protobuf); replies go out as interactive cards, and
-//! a reply being written is shown by updating its card.
+//! a reply being written is shown by updating its card. An approval request is a card with
+//! Approve / Always / Deny buttons; a press (the `card.action.trigger` callback, subscribed on
+//! the same long connection) becomes the presser's message `/approve CODE` (or the other
+//! answers) in the chat the request was asked in, which the kernel takes only from the person
+//! the turn answers.
 //!
 //! Config (`channels.feishu`, camelCase or snake_case keys):
 //!
@@ -63,7 +67,7 @@ fn main() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Streaming is announced always; with `streaming: false` the deltas are ignored.
-    ChannelPlugin::new("feishu").streaming().run(serve)
+    ChannelPlugin::new("feishu").streaming().approvals().run(serve)
 }
 
 /// Runs the channel: finds out who the bot is, then listens on the long connection and

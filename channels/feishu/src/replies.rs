@@ -5,15 +5,18 @@
 //! `Outbound` with the same `stream_id` updates the card to the final text; other outbound
 //! messages are sent as new cards. A reply longer than a card holds goes out as several cards.
 //! Each outbound message is acked once delivered, or with the reason it could not be; a failed
-//! delivery is remembered, so the kernel's retry sends only what is missing.
+//! delivery is remembered, so the kernel's retry sends only what is missing. An approval
+//! request is a new card with a button per answer.
 
 use std::time::Duration;
 
-use oxibot_plugin::chat::{EditedReplies, PartsSent, Streams, leave_files_out, serve_replies, split};
-use oxibot_plugin::{ChannelHandle, Outbound};
+use oxibot_plugin::chat::{EditedReplies, PartsSent, Streams, approval, leave_files_out, serve_replies, split};
+use oxibot_plugin::{ApprovalRequest, ChannelHandle, Outbound};
+
+use serde_json::Value;
 
 use crate::api::{ApiError, OpenApi};
-use crate::cards::{FEISHU, LastMessages, Quote, card, quote, receiver};
+use crate::cards::{FEISHU, LastMessages, Quote, approval_card, card, quote, receiver};
 
 /// The least time between two updates of a streamed reply's card.
 const EDIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -78,13 +81,31 @@ impl Deliverer {
         Ok(())
     }
 
+    /// Sends an approval request's card (its text cut to what a card holds), unless an
+    /// earlier attempt sent it.
+    async fn ask(&mut self, request: &ApprovalRequest) -> Result<(), ApiError> {
+        if self.sent.already(request.id) > 0 {
+            return Ok(());
+        }
+        let text = split(&request.text, FEISHU).into_iter().next().unwrap_or_default();
+        let card = approval_card(&text, &request.chat_id, &approval::choices(request));
+        let quote = quote(&request.metadata, self.reply_to_message);
+        self.send_made_card(&request.chat_id, quote.as_ref(), &card).await?;
+        self.sent.posted(request.id, 1, 1);
+        Ok(())
+    }
+
     /// Sends a new card showing `markdown` to chat `chat_id`, as a reply when `quote` says so;
     /// returns its message id.
     async fn new_card(&self, chat_id: &str, quote: Option<&Quote>, markdown: &str) -> Result<String, ApiError> {
-        let card = card(markdown);
+        self.send_made_card(chat_id, quote, &card(markdown)).await
+    }
+
+    /// Sends `card` to chat `chat_id`, as a reply when `quote` says so; returns its message id.
+    async fn send_made_card(&self, chat_id: &str, quote: Option<&Quote>, card: &Value) -> Result<String, ApiError> {
         match quote {
-            Some(quote) => self.api.reply_card(&quote.message_id, &card, quote.in_thread).await,
-            None => self.api.send_card(&receiver(chat_id), &card).await,
+            Some(quote) => self.api.reply_card(&quote.message_id, card, quote.in_thread).await,
+            None => self.api.send_card(&receiver(chat_id), card).await,
         }
     }
 }
@@ -114,5 +135,9 @@ impl EditedReplies for Deliverer {
 
     async fn deliver_whole(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
         Deliverer::deliver(self, outbound).await
+    }
+
+    async fn ask(&mut self, request: &ApprovalRequest) -> Result<(), ApiError> {
+        Deliverer::ask(self, request).await
     }
 }

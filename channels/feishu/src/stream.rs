@@ -162,7 +162,8 @@ impl Listener {
                 self.on_event(&key, frame, &payload, answers);
                 None
             }
-            // Card callbacks are not subscribed to and, like the SDK, left unanswered.
+            // Old-style card callback frames are not subscribed to and, like the SDK, left
+            // unanswered; a press of an approval card arrives as a `card.action.trigger` event.
             _ => None,
         }
     }

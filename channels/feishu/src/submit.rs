@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::acks::AckLine;
 use crate::api::OpenApi;
 use crate::cards::LastMessages;
-use crate::incoming::UserMessage;
+use crate::incoming::{CARD_PRESS, UserMessage};
 
 /// What the submitter needs besides the queue.
 pub struct Submitter {
@@ -38,8 +38,10 @@ impl Submitter {
         let id = message.id.clone();
         let inbound = self.inbound(message).await;
         let (chat_id, metadata) = (inbound.chat_id.clone(), inbound.metadata.clone());
+        // A button press has no message of its own to react to or to quote later.
+        let pressed = metadata["msg_type"] == CARD_PRESS;
         let handed = self.handover.hand(inbound).await;
-        if let Handed::Accepted(_) = handed {
+        if let (Handed::Accepted(_), false) = (&handed, pressed) {
             self.last_messages.remember(&chat_id, metadata);
             if let Some(emoji) = &self.react_emoji {
                 let (api, emoji) = (self.api.clone(), emoji.clone());

@@ -11,6 +11,7 @@
 //! | ← `ERR <reason>` | the line was not `sender:chat:text` |
 //! | ← `OUT <chat_id> <content>` | an `outbound` (newlines in `content` written as `\n`); sent to every client, acked ok when at least one got it |
 //! | ← `DELTA <chat_id> <text>` | a `delta` (the channel announces streaming); sent to every client |
+//! | ← `APPROVAL <chat_id> <code> <tool> <answer>\|<answer>…` | an `approval_request` (only with `"approvalRequests": true`, which announces `approvals`); acked like an `outbound` |
 //!
 //! Tests can ask for delivery faults in the config section (`failFirst`, `announce`,
 //! `holdWithoutClient`, `stallAcks`, `seenIdsFile`; see `faults.rs`).
@@ -40,6 +41,10 @@ use tokio::sync::mpsc;
 struct Config {
     /// The local TCP port to listen on.
     port: u16,
+    /// Announce `approvals` (read from the environment before the handshake, see
+    /// [`announces_approvals`]; here so the key is known).
+    #[serde(default, rename = "approvalRequests")]
+    _approval_requests: bool,
     /// Delivery faults a test asked for.
     #[serde(flatten)]
     faults: Faults,
@@ -90,7 +95,16 @@ impl Clients {
 }
 
 fn main() -> ExitCode {
-    ChannelPlugin::new("loopback").streaming().run(serve)
+    let plugin = ChannelPlugin::new("loopback").streaming();
+    if announces_approvals() { plugin.approvals().run(serve) } else { plugin.run(serve) }
+}
+
+/// Whether the config section says `"approvalRequests": true`: the channel then takes
+/// approval requests as messages of their own (a test of the kernel's two ways of asking).
+fn announces_approvals() -> bool {
+    let config = std::env::var(oxibot_proto::ENV_CHANNEL_CONFIG).unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&config)
+        .is_ok_and(|config| config.get("approvalRequests").and_then(serde_json::Value::as_bool) == Some(true))
 }
 
 async fn serve(channel: ChannelHandle) -> Result<(), StartError<SectionError>> {
@@ -146,6 +160,13 @@ fn deliver(channel: &ChannelHandle, clients: &Clients, faults: &FaultState, even
         }
         ChannelEvent::Delta(delta) => {
             clients.broadcast(&format!("DELTA {} {}\n", delta.chat_id, delta.text.replace('\n', "\\n")));
+        }
+        ChannelEvent::Approval(request) => {
+            let answers: Vec<&str> = request.answers.iter().map(|a| a.answer.as_str()).collect();
+            let line =
+                format!("APPROVAL {} {} {} {}\n", request.chat_id, request.code, request.tool, answers.join("|"));
+            let outcome = if clients.broadcast(&line) > 0 { Ok(()) } else { Err("no client is connected".to_owned()) };
+            let _ = channel.ack(request.id, outcome);
         }
     }
 }

@@ -51,7 +51,7 @@ use crate::submit::{Reactions, Submitter};
 fn main() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    ChannelPlugin::new("slack").run(serve)
+    ChannelPlugin::new("slack").approvals().run(serve)
 }
 
 /// Runs the channel: identifies the bot, then listens on Socket Mode and delivers replies

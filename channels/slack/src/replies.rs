@@ -1,8 +1,8 @@
 //! Delivering the kernel's replies with `chat.postMessage`: Markdown turned into mrkdwn, long
 //! texts posted in parts, in the thread the metadata names, then acknowledged to the kernel.
 
-use oxibot_plugin::Outbound;
-use oxibot_plugin::chat::{self, Choice, PartsSent, SplitRules, approval_choices, leave_files_out, split};
+use oxibot_plugin::chat::{self, Choice, PartsSent, SplitRules, approval, leave_files_out, split};
+use oxibot_plugin::{ApprovalRequest, Outbound};
 use serde_json::{Value, json};
 
 use crate::api::{WebApi, WebError};
@@ -86,21 +86,34 @@ impl Replies {
     }
 }
 
-impl chat::Replies for Replies {
-    type Error = String;
-
-    /// Posts every part of `outbound` not posted yet.
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+impl Replies {
+    /// Posts every part of `outbound` not posted yet; an approval request's `buttons` go on
+    /// its first part.
+    async fn post_parts(&mut self, outbound: &Outbound, buttons: &[Choice]) -> Result<(), String> {
         let parts = split(&to_mrkdwn(&outbound.content), SplitRules::SLACK);
         leave_files_out(outbound, !parts.is_empty(), "slack")?;
         let destination = Destination::of(outbound, self.reply_in_thread);
         let already = self.posted.already(outbound.id);
         for (index, part) in parts.iter().enumerate().skip(already) {
-            let buttons = if index == 0 { approval_choices(&outbound.metadata) } else { None };
-            self.post(&destination, part, buttons.as_deref()).await.map_err(|error| error.to_string())?;
+            let buttons = (index == 0 && !buttons.is_empty()).then_some(buttons);
+            self.post(&destination, part, buttons).await.map_err(|error| error.to_string())?;
             self.posted.posted(outbound.id, index + 1, parts.len());
         }
         Ok(())
+    }
+}
+
+impl chat::Replies for Replies {
+    type Error = String;
+
+    /// Posts every part of `outbound` not posted yet.
+    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), String> {
+        self.post_parts(outbound, &[]).await
+    }
+
+    /// Posts an approval request with a button per answer.
+    async fn ask(&mut self, request: &ApprovalRequest) -> Result<(), String> {
+        self.post_parts(&approval::as_outbound(request), &approval::choices(request)).await
     }
 }
 

@@ -30,5 +30,5 @@ use oxibot_plugin::ChannelPlugin;
 fn main() -> ExitCode {
     // reqwest with rustls-no-provider panics on the first client unless a provider is installed.
     api::install_crypto_provider();
-    ChannelPlugin::new("telegram").streaming().run(service::serve)
+    ChannelPlugin::new("telegram").streaming().approvals().run(service::serve)
 }

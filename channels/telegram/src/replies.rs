@@ -9,9 +9,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{Replies, Typing, serve_replies};
+use oxibot_plugin::chat::{Choice, Replies, Typing, approval, serve_replies};
 use oxibot_plugin::warn;
-use oxibot_plugin::{ChannelHandle, Delta, Outbound};
+use oxibot_plugin::{ApprovalRequest, ChannelHandle, Delta, Outbound};
 use tokio::time::Instant;
 
 use crate::api::BotApi;
@@ -94,10 +94,11 @@ impl Deliverer {
         }
     }
 
-    /// Sends an outbound message's text and files, finishing its stream if it has one.
-    async fn deliver(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
+    /// Sends an outbound message's text and files, finishing its stream if it has one; an
+    /// approval request's `buttons` go on its first part.
+    async fn deliver(&mut self, outbound: &Outbound, buttons: &[Choice]) -> Result<(), ApiError> {
         self.typing.stop(&outbound.chat_id);
-        let (mut reply, streamed) = self.reply_for(outbound);
+        let (mut reply, streamed) = self.reply_for(outbound, buttons);
         let text = if outbound.content.trim().is_empty() { streamed } else { outbound.content.clone() };
         let mut result = Ok(());
         if !text.trim().is_empty() {
@@ -114,7 +115,7 @@ impl Deliverer {
 
     /// The reply an outbound message completes: its stream's, a failed earlier attempt's, or a
     /// new one; with the text streamed so far.
-    fn reply_for(&mut self, outbound: &Outbound) -> (Reply, String) {
+    fn reply_for(&mut self, outbound: &Outbound, buttons: &[Choice]) -> (Reply, String) {
         if let Some((reply, _)) = self.failed.remove(&outbound.id) {
             return (reply, String::new());
         }
@@ -126,7 +127,7 @@ impl Deliverer {
             Some(stream) => (stream.reply, stream.text),
             None => (
                 Reply::new(&outbound.chat_id, ReplyTarget::from_metadata(&outbound.metadata), self.quote)
-                    .with_approval_buttons(&outbound.metadata),
+                    .with_buttons(buttons),
                 String::new(),
             ),
         }
@@ -153,7 +154,14 @@ impl Replies for Deliverer {
     }
 
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), ApiError> {
-        let outcome = Deliverer::deliver(self, outbound).await;
+        let outcome = Deliverer::deliver(self, outbound, &[]).await;
+        self.forget_stale();
+        outcome
+    }
+
+    /// An approval request: its text with an inline keyboard of its answers.
+    async fn ask(&mut self, request: &ApprovalRequest) -> Result<(), ApiError> {
+        let outcome = Deliverer::deliver(self, &approval::as_outbound(request), &approval::choices(request)).await;
         self.forget_stale();
         outcome
     }

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use oxibot_plugin::chat::{SplitRules, approval_choices, split, visible_text};
+use oxibot_plugin::chat::{Choice, SplitRules, split, visible_text};
 use oxibot_plugin::warn;
 use serde_json::{Value, json};
 
@@ -59,12 +59,11 @@ impl Reply {
         Reply { chat_id: chat_id.to_owned(), target, quote, parts: Vec::new(), files_sent: 0, keyboard: None }
     }
 
-    /// The same reply with the buttons of the approval request in `metadata`, if it is one.
-    pub fn with_approval_buttons(mut self, metadata: &Value) -> Reply {
-        self.keyboard = approval_choices(metadata).map(|choices| {
-            let row: Vec<Value> = choices.iter().map(|c| json!({"text": c.label, "callback_data": c.answer})).collect();
-            json!({"inline_keyboard": [row]})
-        });
+    /// The same reply with an approval request's buttons, one per choice, as an inline
+    /// keyboard on its first part (a press comes back as a `callback_query` with the answer).
+    pub fn with_buttons(mut self, choices: &[Choice]) -> Reply {
+        let row: Vec<Value> = choices.iter().map(|c| json!({"text": c.label, "callback_data": c.answer})).collect();
+        self.keyboard = (!row.is_empty()).then(|| json!({"inline_keyboard": [row]}));
         self
     }
 

@@ -85,5 +85,7 @@ fn deliver(channel: &ChannelHandle, rooms: &Rooms, event: ChannelEvent) {
             let frame = ServerFrame::Delta { text: &delta.text, stream_id: delta.stream_id };
             rooms.broadcast(&delta.chat_id, &Message::text(frame.to_json()));
         }
+        // Never sent: the channel does not announce approvals (requests come as outbounds).
+        ChannelEvent::Approval(_) => {}
     }
 }

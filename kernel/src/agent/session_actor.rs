@@ -185,6 +185,8 @@ pub struct ChannelOrigin {
     pub inbound_id: String,
     /// Channel details (message to reply to, thread, …), kept for the reply.
     pub metadata: serde_json::Value,
+    /// Who wrote the message, kept so a resumed turn still knows who approves its calls.
+    pub sender_id: String,
 }
 
 /// Key under which a user message stores the id of the channel message it came from.
@@ -963,6 +965,7 @@ impl Inbox {
         if let Some(origin) = origin {
             record.inbound_id = Some(origin.inbound_id.clone());
             record.channel_metadata = Some(origin.metadata.clone());
+            record.sender_id = Some(origin.sender_id.clone());
         }
         self.job.with_session(|session, store| {
             // The mark first: a kill between the two leaves a mark with nothing behind it,

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use oxibot_kernel::paths;
 use oxibot_kernel::session::SessionStore;
+use oxibot_kernel::turn::approval::audit_text;
 use oxibot_kernel::turn::approval::standing::{StandingGrant, StandingGrants};
 use serde_json::Value;
 
@@ -125,13 +126,6 @@ fn audit_entries(dir: &std::path::Path) -> Vec<(String, String)> {
 }
 
 fn describe(at: &str, session: &str, tool: &str, record: &Value) -> String {
-    let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("");
-    let verdict = if record.get("allowed").and_then(Value::as_bool) == Some(true) { "allowed" } else { "refused" };
-    let by = match text("by") {
-        "person" => format!("by {} on {} (chat {})", text("sender"), text("channel"), text("chat_id")),
-        "standing" => format!("by the standing approval {}", text("pattern")),
-        "policy" => "by the policy".to_owned(),
-        other => format!("({other}: {})", text("reason")),
-    };
-    format!("{at}  {session}  {tool}  {verdict} {by}  call {}", &text("call").get(..12).unwrap_or(""))
+    let call = record.get("call").and_then(Value::as_str).unwrap_or("");
+    format!("{at}  {session}  {tool}  {}  call {}", audit_text(record), call.get(..12).unwrap_or(""))
 }

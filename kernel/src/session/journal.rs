@@ -87,6 +87,11 @@ pub struct InboxRecord {
     /// The channel's details of the message, for the reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_metadata: Option<Value>,
+    /// Who wrote it, as the channel names them: the one person who may approve the calls of
+    /// its turn, also when the turn is resumed after a restart. Absent in records written
+    /// before it was kept (their resumed turns have nobody to ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_id: Option<String>,
     /// Why the turn failed (failed only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -102,6 +107,7 @@ impl InboxRecord {
             source: None,
             inbound_id: None,
             channel_metadata: None,
+            sender_id: None,
             reason: None,
         }
     }
@@ -154,6 +160,8 @@ pub struct PendingMessage {
     pub inbound_id: Option<String>,
     /// The channel's details of it (null when none).
     pub channel_metadata: Value,
+    /// Who wrote it, as its channel names them (none for older records and kernel turns).
+    pub sender_id: Option<String>,
     /// Whether its turn started.
     pub state: InboxState,
 }
@@ -183,6 +191,7 @@ impl Session {
                     source: record.source.clone(),
                     inbound_id: record.inbound_id.clone(),
                     channel_metadata: record.channel_metadata.clone().unwrap_or(Value::Null),
+                    sender_id: record.sender_id.clone(),
                     state: InboxState::Accepted,
                 }),
                 state => {

@@ -52,5 +52,5 @@ pub mod workspace;
 
 pub use channel::{ChannelError, ChannelEvent, ChannelHandle, ChannelPlugin, ServiceOutcome};
 pub use launch::{LaunchEnv, LaunchError};
-pub use oxibot_proto::{CallContext, Delta, Inbound, Outbound};
+pub use oxibot_proto::{ApprovalAnswer, ApprovalRequest, CallContext, Delta, Inbound, Outbound};
 pub use tool::{Plugin, Tool, ToolError, ToolOutput, parse_args};

@@ -1,5 +1,6 @@
 //! Which events become messages for the kernel, and what those messages say: only
-//! `im.message.receive_v1` from users; in groups, only messages mentioning the bot unless the
+//! `im.message.receive_v1` from users, and presses of an approval card's buttons
+//! (`card.action.trigger`) as the presser's answer; in groups, only messages mentioning the bot unless the
 //! policy is open; the bot's mention stripped and other mentions named; rich text flattened to
 //! Markdown; pictures, files, voice and videos listed for download; the chat (per topic with
 //! `topicIsolation`) and the message's ids in the metadata.
@@ -8,10 +9,15 @@ use oxibot_plugin::chat;
 use serde_json::{Value, json};
 
 use crate::api::ResourceKind;
+use crate::cards::{ANSWER_CHAT_KEY, ANSWER_KEY};
 use crate::config::{Config, GroupPolicy};
 
 /// The event type of a message sent to the bot.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
+/// The event type of a press of a card's button.
+pub const CARD_ACTION: &str = "card.action.trigger";
+/// The `msg_type` in the metadata of a button press.
+pub const CARD_PRESS: &str = "card_action";
 
 /// A user's message as the kernel gets it, files still to fetch.
 ///
@@ -42,6 +48,9 @@ pub type Verdict = chat::Verdict<UserMessage>;
 
 /// Decides about one event (`schema` 2.0: `header` and `event`).
 pub fn judge(payload: &Value, bot_open_id: &str, config: &Config) -> Verdict {
+    if payload["header"]["event_type"] == CARD_ACTION {
+        return card_press(payload);
+    }
     if payload["header"]["event_type"] != MESSAGE_RECEIVED {
         return Verdict::Ignore("not a message");
     }
@@ -87,6 +96,30 @@ pub fn judge(payload: &Value, bot_open_id: &str, config: &Config) -> Verdict {
         "thread_id": text(message, "thread_id"),
     });
     Verdict::Submit(UserMessage { id, sender_id, chat_id, content: words, attachments, metadata })
+}
+
+/// A press of an approval card's button as the presser's message: the answer the button
+/// carries, from the operator's open id, in the chat the request was asked in; its id is the
+/// callback's event id (one per press). Any other button is ignored.
+fn card_press(payload: &Value) -> Verdict {
+    let (event, value) = (&payload["event"], &payload["event"]["action"]["value"]);
+    let text = |value: &Value| value.as_str().filter(|text| !text.is_empty()).map(str::to_owned);
+    let answer = text(&value[ANSWER_KEY]).filter(|answer| chat::is_approval_answer(answer));
+    let (Some(content), Some(chat_id), Some(sender_id), Some(id)) = (
+        answer,
+        text(&value[ANSWER_CHAT_KEY]),
+        text(&event["operator"]["open_id"]),
+        text(&payload["header"]["event_id"]),
+    ) else {
+        return Verdict::Ignore("a card action that is no approval answer");
+    };
+    let metadata = json!({
+        "is_group": chat_id.starts_with("oc_"),
+        "message_id": text(&event["context"]["open_message_id"]),
+        "chat_id": text(&event["context"]["open_chat_id"]),
+        "msg_type": CARD_PRESS,
+    });
+    Verdict::Submit(UserMessage { id, sender_id, chat_id, content, attachments: Vec::new(), metadata })
 }
 
 /// Whether the bot (or everyone) is mentioned.

@@ -3,14 +3,15 @@
 //! incoming messages (never from anything the model wrote) before any session sees them, and
 //! tells the owner's last active chat when an unattended turn was refused.
 //!
-//! The announcement is an ordinary `outbound` whose metadata carries the request under
-//! [`APPROVAL_KEY`] (`code`, `tool`, `shown`, `timeout_secs`), so a channel that can draw
-//! buttons draws them and sends back the same `/approve CODE` text; a channel that cannot
-//! shows the text, which says what to reply. Older channels ignore the key.
+//! The announcement is a reply like any other (kept in the outbox, retried, acknowledged)
+//! whose metadata carries the request under [`APPROVAL_KEY`] (`code`, `tool`, `shown`,
+//! `timeout_secs`). When it goes out, a channel that announced `approvals` gets it as an
+//! `approval_request` message with the answers to draw as buttons ([`Router::approval_request`]);
+//! every other channel gets the `outbound`, whose text says what to reply.
 
 use std::rc::Rc;
 
-use oxibot_proto::Inbound;
+use oxibot_proto::{ApprovalAnswer, Inbound, Message};
 use serde_json::{Value, json};
 
 use super::Router;
@@ -59,10 +60,17 @@ impl Router {
     /// chat is a group anyone may write in (there an owner must be listed in `allowFrom` or
     /// paired, and nobody else answers).
     pub(super) fn approver(&self, channel: &str, inbound: &Inbound) -> Option<Approver> {
-        let is_group = inbound.metadata.get("is_group").and_then(Value::as_bool).unwrap_or(false);
+        Some(self.approver_of(channel, &inbound.sender_id, &inbound.metadata))
+    }
+
+    /// Who may answer the approvals of a turn `sender_id` started with a message whose
+    /// channel details are `metadata` (see [`Router::approver`]).
+    pub(super) fn approver_of(&self, channel: &str, sender_id: &str, metadata: &Value) -> Approver {
+        let is_group = metadata.get("is_group").and_then(Value::as_bool).unwrap_or(false);
         let open_group = is_group && self.allow_from(channel) == Some(AllowFrom::Everyone);
-        let sender_id = (!open_group).then(|| inbound.sender_id.clone());
-        Some(Approver { sender_id, metadata: inbound.metadata.clone() })
+        let sender_id = (!open_group).then(|| sender_id.to_owned());
+        let metadata = if metadata.is_object() { metadata.clone() } else { json!({}) };
+        Approver { sender_id, metadata }
     }
 
     /// Announces `request` in the chat and binds its code to the approver.
@@ -100,6 +108,38 @@ impl Router {
         actix::spawn(async move {
             let _ = router.deliver(reply).await;
         });
+    }
+
+    /// The approval request `reply` carries, as the message of its own type, when it carries
+    /// one and its channel announced `approvals`; `None` sends it as an `outbound`.
+    pub(super) fn approval_request(&self, id: u64, reply: &Reply) -> Option<Message> {
+        if !self.approval_requests.borrow().contains(&reply.channel) {
+            return None;
+        }
+        let request = reply.metadata.get(APPROVAL_KEY)?;
+        let field = |name: &str| request.get(name).and_then(Value::as_str).map(str::to_owned);
+        let code = field("code")?;
+        let mut metadata = reply.metadata.clone();
+        if let Value::Object(fields) = &mut metadata {
+            fields.remove(APPROVAL_KEY);
+        }
+        let answer =
+            |label: &str, answer: String, refuses: bool| ApprovalAnswer { label: label.to_owned(), answer, refuses };
+        Some(Message::ApprovalRequest(oxibot_proto::ApprovalRequest {
+            id,
+            chat_id: reply.chat_id.clone(),
+            tool: field("tool").unwrap_or_default(),
+            shown: field("shown").unwrap_or_default(),
+            timeout_secs: request.get("timeout_secs").and_then(Value::as_u64).unwrap_or(0),
+            text: reply.content.clone(),
+            answers: vec![
+                answer("Approve", format!("/approve {code}"), false),
+                answer("Always", format!("/approve {code} always"), false),
+                answer("Deny", format!("/deny {code}"), true),
+            ],
+            code,
+            metadata,
+        }))
     }
 
     /// Takes a person's `/approve` or `/deny` and says in the chat what became of it.

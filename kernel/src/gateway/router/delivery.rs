@@ -131,16 +131,18 @@ impl Router {
 
     /// Sends one attempt and waits for its acknowledgement.
     async fn attempt(&self, delivery: &PendingDelivery) -> Result<(), String> {
-        let outbound = Outbound {
-            id: delivery.id,
-            chat_id: delivery.reply.chat_id.clone(),
-            content: delivery.reply.content.clone(),
-            media: delivery.reply.media.clone(),
-            stream_id: delivery.reply.stream_id,
-            metadata: delivery.reply.metadata.clone(),
-        };
+        let message = self.approval_request(delivery.id, &delivery.reply).unwrap_or_else(|| {
+            Message::Outbound(Outbound {
+                id: delivery.id,
+                chat_id: delivery.reply.chat_id.clone(),
+                content: delivery.reply.content.clone(),
+                media: delivery.reply.media.clone(),
+                stream_id: delivery.reply.stream_id,
+                metadata: delivery.reply.metadata.clone(),
+            })
+        });
         let acked = self.outbox.expect_ack(delivery.id, &delivery.reply.channel);
-        if let Err(error) = self.host().send(&delivery.reply.channel, Message::Outbound(outbound)) {
+        if let Err(error) = self.host().send(&delivery.reply.channel, message) {
             self.outbox.forget_ack(delivery.id);
             return Err(error.to_string());
         }

@@ -50,6 +50,9 @@ pub struct Router {
     streaming: RefCell<HashMap<String, bool>>,
     /// Channels that announced tool hints.
     tool_hints: RefCell<HashSet<String>>,
+    /// Channels that announced `approvals`: they get approval requests as messages of their
+    /// own type rather than as text.
+    approval_requests: RefCell<HashSet<String>>,
     /// Replies on their way to a channel.
     outbox: Outbox,
     /// The last outbound / stream id given out.
@@ -89,6 +92,7 @@ impl Router {
             access,
             streaming: RefCell::default(),
             tool_hints: RefCell::default(),
+            approval_requests: RefCell::default(),
             outbox: Outbox::new(outbox),
             last_id: Cell::new(0),
             accepting: Cell::new(true),
@@ -138,6 +142,13 @@ impl Router {
                     }
                     self.streaming.borrow_mut().insert(plugin.clone(), features.contains(&Feature::Streaming));
                     drop(hints);
+                    let mut approvals = self.approval_requests.borrow_mut();
+                    if features.contains(&Feature::Approvals) {
+                        approvals.insert(plugin.clone());
+                    } else {
+                        approvals.remove(&plugin);
+                    }
+                    drop(approvals);
                     self.outbox.channel_ready(&plugin);
                 }
                 PluginEvent::Ready { .. } => {}
@@ -302,7 +313,11 @@ impl Router {
                 router.accept(&accept_channel, &accept_id);
             }
         });
-        let origin = ChannelOrigin { inbound_id: inbound.id.clone(), metadata: inbound.metadata.clone() };
+        let origin = ChannelOrigin {
+            inbound_id: inbound.id.clone(),
+            metadata: inbound.metadata.clone(),
+            sender_id: inbound.sender_id.clone(),
+        };
         let approver = self.approver(&channel, &inbound);
         let (events, stream_id) = self.stream_to(&channel, &inbound.chat_id, approver);
         let reply = self.manager.send_from_channel(&key, &inbound.content, origin, persisted, events).await;
@@ -328,9 +343,14 @@ impl Router {
         for message in pending {
             tracing::info!(session = %key, message = %message.id, "answering a message left unanswered by a previous run");
             let (channel, chat_id) = (key.channel().to_owned(), key.chat_id().to_owned());
-            // Nobody is bound to answer an approval for a turn resumed after a restart: its
-            // `ask` calls wait out their timeout and are denied (fail closed).
-            let (events, stream_id) = self.stream_to(&channel, &chat_id, None);
+            // The person whose message it is approves its calls, as before the restart; a
+            // message recorded without its sender has nobody to ask, and its `ask` calls wait
+            // out their timeout and are denied (fail closed).
+            let approver = message
+                .sender_id
+                .as_deref()
+                .map(|sender| self.approver_of(&channel, sender, &message.channel_metadata));
+            let (events, stream_id) = self.stream_to(&channel, &chat_id, approver);
             let reply = self.manager.answer_pending(key.clone(), &message.id, events);
             self.in_flight.set(self.in_flight.get() + 1);
             let router = self.clone();

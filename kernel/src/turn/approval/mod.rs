@@ -255,6 +255,21 @@ impl Grant {
     }
 }
 
+/// An audit record (see [`Grant::record`] and [`refusal_record`]) in words, as `oxibot
+/// approvals log` and the web UI's transcript show it: `allowed by alice on telegram (chat
+/// 42)`, `allowed by the policy`, `refused (timeout: no answer in time)`, ….
+pub fn audit_text(record: &Value) -> String {
+    let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("");
+    let verdict = if record.get("allowed").and_then(Value::as_bool) == Some(true) { "allowed" } else { "refused" };
+    let by = match text("by") {
+        "person" => format!("by {} on {} (chat {})", text("sender"), text("channel"), text("chat_id")),
+        "standing" => format!("by the standing approval {}", text("pattern")),
+        "policy" if verdict == "allowed" => "by the policy".to_owned(),
+        other => format!("({other}: {})", text("reason")),
+    };
+    format!("{verdict} {by}")
+}
+
 /// The audit record of a refused call.
 pub fn refusal_record(by: &str, reason: &str, call_id: &str) -> Value {
     json!({"allowed": false, "by": by, "reason": reason, "call": call_id})

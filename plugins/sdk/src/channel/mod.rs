@@ -45,7 +45,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use oxibot_proto::{
-    DeliveryAck, Delta, ENV_CHANNEL_CONFIG, Feature, Goodbye, Hello, Inbound, Manifest, Message, Outbound, PeerKind,
+    ApprovalRequest, DeliveryAck, Delta, ENV_CHANNEL_CONFIG, Feature, Goodbye, Hello, Inbound, Manifest, Message,
+    Outbound, PeerKind,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -70,12 +71,15 @@ pub struct ChannelPlugin {
     streaming: bool,
     /// Announces [`Feature::ToolHints`]: the kernel then sends tool hints as `Outbound`s.
     tool_hints: bool,
+    /// Announces [`Feature::Approvals`]: the kernel then sends approval requests as
+    /// [`ChannelEvent::Approval`]s rather than as text.
+    approvals: bool,
 }
 
 impl ChannelPlugin {
     /// A channel named `name` (e.g. `telegram`) that does not stream.
     pub fn new(name: impl Into<String>) -> ChannelPlugin {
-        ChannelPlugin { name: name.into(), streaming: false, tool_hints: false }
+        ChannelPlugin { name: name.into(), streaming: false, tool_hints: false, approvals: false }
     }
 
     /// Asks the kernel for [`ChannelEvent::Delta`]s: the channel shows replies as they grow.
@@ -88,6 +92,14 @@ impl ChannelPlugin {
     /// [`ChannelEvent::Outbound`] whose metadata has `_tool_hint: true` (see [`TOOL_HINT_KEY`]).
     pub fn tool_hints(mut self) -> ChannelPlugin {
         self.tool_hints = true;
+        self
+    }
+
+    /// Asks the kernel for approval requests as [`ChannelEvent::Approval`]s, for a channel that
+    /// shows their answers as buttons (see [`crate::chat::approval`]). Without it, a request
+    /// arrives as an [`ChannelEvent::Outbound`] whose text says to reply `/approve CODE`.
+    pub fn approvals(mut self) -> ChannelPlugin {
+        self.approvals = true;
         self
     }
 
@@ -130,6 +142,9 @@ pub enum ChannelEvent {
     Outbound(Outbound),
     /// Append text to a reply being written (only for a channel that announced streaming).
     Delta(Delta),
+    /// Ask a person to approve a tool call (only for a channel that announced approvals);
+    /// answer with [`ChannelHandle::ack`] and its `id` once it is shown.
+    Approval(ApprovalRequest),
 }
 
 /// Why a message could not go to the kernel.
@@ -278,6 +293,9 @@ impl ChannelHandle {
             Message::Delta(delta) => {
                 let _ = events.send(ChannelEvent::Delta(delta));
             }
+            Message::ApprovalRequest(request) => {
+                let _ = events.send(ChannelEvent::Approval(request));
+            }
             Message::Ping(ping) => {
                 let _ = self.send(&Message::Pong(ping));
             }
@@ -323,6 +341,9 @@ where
     }
     if plugin.tool_hints {
         hello.features.push(Feature::ToolHints);
+    }
+    if plugin.approvals {
+        hello.features.push(Feature::Approvals);
     }
     let mut link = Link::open(&env, hello, Manifest::default()).await?;
     let (events_tx, events_rx) = mpsc::unbounded_channel();

@@ -87,6 +87,26 @@ async fn outbound_and_delta_arrive_as_events_in_order_and_end_when_the_kernel_ha
 }
 
 #[tokio::test]
+async fn an_approval_request_arrives_as_an_approval_event() {
+    let h = harness();
+    let request = oxibot_proto::ApprovalRequest {
+        id: 8,
+        chat_id: "c1".into(),
+        code: "AB12CD34".into(),
+        tool: "exec".into(),
+        shown: "exec: sh -c 'ls'".into(),
+        timeout_secs: 300,
+        text: "Approval needed".into(),
+        answers: vec![],
+        metadata: json!({}),
+    };
+    h.receive(Message::ApprovalRequest(request.clone()));
+    let Harness { handle, events, .. } = h;
+    drop(events);
+    assert_eq!(handle.next_event().await, Some(ChannelEvent::Approval(request)));
+}
+
+#[tokio::test]
 async fn ack_sends_a_delivery_ack_carrying_the_error_text() {
     let mut h = harness();
     h.handle.ack(4, Ok(())).unwrap();

@@ -1,40 +1,58 @@
-//! Approval requests as buttons. The kernel asks a person to approve a tool call with an
-//! ordinary outbound whose metadata holds the request under `approval` (`code`, `tool`,
-//! `shown`, `timeout_secs`); its text already says to reply `/approve CODE` or `/deny CODE`.
-//! A channel that can draw buttons adds one per [`Choice`] and, when one is pressed, submits
-//! the choice's `answer` text as an inbound from the person who pressed it: the kernel then
-//! checks that person exactly as it checks a typed answer, so a button grants nothing a typed
-//! reply could not.
+//! Approval requests as buttons. A channel that announces approvals
+//! ([`crate::ChannelPlugin::approvals`]) gets each tool call waiting for a person's yes as a
+//! [`ChannelEvent::Approval`](crate::ChannelEvent::Approval): an [`ApprovalRequest`] with the
+//! text to show and the answers to offer. It draws one button per [`Choice`] and, when one is
+//! pressed, submits the choice's `answer` text as an inbound from the person who pressed it:
+//! the kernel then checks that person exactly as it checks a typed answer, so a button grants
+//! nothing a typed reply could not. A channel that does not announce approvals gets the same
+//! request as an ordinary outbound whose text says to reply `/approve CODE`.
 
+use oxibot_proto::{ApprovalRequest, Outbound};
 use serde_json::Value;
 
-/// Outbound metadata key of an approval request.
+/// Outbound metadata key of an approval request sent as text (to a channel that did not
+/// announce approvals).
 pub const APPROVAL_KEY: &str = "approval";
 
 /// One button of an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choice {
     /// The button's label.
-    pub label: &'static str,
+    pub label: String,
     /// The text submitted when it is pressed (`/approve CODE`, …).
     pub answer: String,
     /// Whether it refuses (channels that colour buttons show it as dangerous).
     pub refuses: bool,
 }
 
-/// The buttons for the approval request in `metadata`, when it holds one (none for every
-/// other outbound). The code is kept to the characters a code has, so an answer fits in any
-/// service's button payload.
-pub fn approval_choices(metadata: &Value) -> Option<Vec<Choice>> {
-    let code = metadata.get(APPROVAL_KEY)?.get("code")?.as_str()?;
-    if code.is_empty() || code.len() > 16 || !code.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return None;
+/// The buttons of `request`: one per answer a button may submit (an answer that is not one,
+/// which no kernel sends, gets no button, so a press always fits the service's payload and
+/// always passes [`is_approval_answer`]).
+pub fn choices(request: &ApprovalRequest) -> Vec<Choice> {
+    request
+        .answers
+        .iter()
+        .filter(|answer| is_approval_answer(&answer.answer))
+        .map(|answer| Choice { label: answer.label.clone(), answer: answer.answer.clone(), refuses: answer.refuses })
+        .collect()
+}
+
+/// `request` as the reply a channel sends to show it: its text, to its chat, with the
+/// metadata of the message that started the turn (thread, reply-to), under the request's id
+/// (which its acknowledgement carries).
+pub fn as_outbound(request: &ApprovalRequest) -> Outbound {
+    Outbound {
+        id: request.id,
+        chat_id: request.chat_id.clone(),
+        content: request.text.clone(),
+        media: Vec::new(),
+        stream_id: None,
+        metadata: if request.metadata.is_object() {
+            request.metadata.clone()
+        } else {
+            Value::Object(Default::default())
+        },
     }
-    Some(vec![
-        Choice { label: "Approve", answer: format!("/approve {code}"), refuses: false },
-        Choice { label: "Always", answer: format!("/approve {code} always"), refuses: false },
-        Choice { label: "Deny", answer: format!("/deny {code}"), refuses: true },
-    ])
 }
 
 /// Whether `text` is an answer a button submits (so a channel takes a button press with that
@@ -53,15 +71,44 @@ pub fn is_approval_answer(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oxibot_proto::ApprovalAnswer;
     use serde_json::json;
 
+    fn request(answers: &[(&str, &str, bool)]) -> ApprovalRequest {
+        ApprovalRequest {
+            id: 7,
+            chat_id: "c1".into(),
+            code: "AB12CD34".into(),
+            tool: "exec".into(),
+            shown: "exec: sh -c 'ls'".into(),
+            timeout_secs: 300,
+            text: "Approval needed".into(),
+            answers: answers
+                .iter()
+                .map(|(label, answer, refuses)| ApprovalAnswer {
+                    label: (*label).into(),
+                    answer: (*answer).into(),
+                    refuses: *refuses,
+                })
+                .collect(),
+            metadata: json!({"thread": "t"}),
+        }
+    }
+
     #[test]
-    fn a_request_gives_three_buttons_and_anything_else_none() {
-        let choices = approval_choices(&json!({"approval": {"code": "AB12CD34"}})).unwrap();
+    fn a_request_gives_a_button_per_answer_and_none_for_anything_else() {
+        let asked = request(&[
+            ("Approve", "/approve AB12CD34", false),
+            ("Deny", "/deny AB12CD34", true),
+            ("Run", "rm -rf /", false),
+        ]);
+        let choices = choices(&asked);
         let answers: Vec<&str> = choices.iter().map(|c| c.answer.as_str()).collect();
-        assert_eq!(answers, ["/approve AB12CD34", "/approve AB12CD34 always", "/deny AB12CD34"]);
-        assert!(approval_choices(&json!({"message_id": 3})).is_none());
-        assert!(approval_choices(&json!({"approval": {"code": "x y"}})).is_none());
+        assert_eq!(answers, ["/approve AB12CD34", "/deny AB12CD34"]);
+        assert!(choices[1].refuses && !choices[0].refuses);
+        let shown = as_outbound(&asked);
+        assert_eq!((shown.id, shown.chat_id.as_str(), shown.content.as_str()), (7, "c1", "Approval needed"));
+        assert_eq!(shown.metadata, json!({"thread": "t"}));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //!
 //! - [`split`](mod@split): a long reply cut into messages the service takes whole, code blocks
 //!   and tags kept balanced, with each service's limit and way of counting ([`SplitRules`]);
-//! - [`approval_choices`]: the buttons of an approval request (the kernel's outbound with
-//!   `approval` metadata), and [`is_approval_answer`] for what a pressed button submits;
+//! - [`approval`]: the buttons of an approval request ([`approval::choices`]), the request
+//!   as a reply to show ([`approval::as_outbound`]), and [`is_approval_answer`] for what a
+//!   pressed button submits;
 //! - [`Backoff`]: growing waits between attempts to reach the service;
 //! - [`Typing`] and [`TypingLoop`]: the "typing…" indicator renewed while a reply is written;
 //! - [`escape`](escape::escape): `&`, `<`, `>` as entities, for HTML and Slack's mrkdwn;
@@ -58,7 +59,7 @@ mod token;
 mod typing;
 
 pub use acks::AckLine;
-pub use approval::{Choice, approval_choices, is_approval_answer};
+pub use approval::{Choice, is_approval_answer};
 pub use backoff::{Backoff, jitter};
 pub use config::{
     ChannelConfig, DEFAULT_REACT_EMOJI, DmSection, GroupPolicy, SectionError, emoji_name, filled, load_section,

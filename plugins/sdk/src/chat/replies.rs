@@ -9,8 +9,8 @@ use std::future::Future;
 
 use tokio::time::Instant;
 
-use super::{Edit, Streams};
-use crate::{ChannelEvent, ChannelHandle, Delta, Outbound};
+use super::{Edit, Streams, approval};
+use crate::{ApprovalRequest, ChannelEvent, ChannelHandle, Delta, Outbound};
 
 /// What a channel's reply deliverer does; [`serve_replies`] drives it.
 pub trait Replies {
@@ -29,6 +29,13 @@ pub trait Replies {
 
     /// A whole reply, ending the streamed reply with the same `stream_id` if there is one.
     fn deliver(&mut self, outbound: &Outbound) -> impl Future<Output = Result<(), Self::Error>>;
+
+    /// An approval request (only for a channel that announced approvals): shown as its text,
+    /// by default; a channel with buttons adds one per [`approval::choices`].
+    fn ask(&mut self, request: &ApprovalRequest) -> impl Future<Output = Result<(), Self::Error>> {
+        let outbound = approval::as_outbound(request);
+        async move { self.deliver(&outbound).await }
+    }
 
     /// Makes the edits that are due (none, by default).
     fn flush_due(&mut self) -> impl Future<Output = ()> {
@@ -56,6 +63,13 @@ pub async fn serve_replies(channel: &ChannelHandle, replies: &mut impl Replies) 
                         crate::warn!("reply {} to {} not delivered: {reason}", outbound.id, outbound.chat_id);
                     }
                     let _ = channel.ack(outbound.id, outcome);
+                }
+                Some(ChannelEvent::Approval(request)) => {
+                    let outcome = replies.ask(&request).await.map_err(|error| error.to_string());
+                    if let Err(reason) = &outcome {
+                        crate::warn!("approval request {} to {} not shown: {reason}", request.id, request.chat_id);
+                    }
+                    let _ = channel.ack(request.id, outcome);
                 }
                 None => return,
             },
@@ -93,6 +107,12 @@ pub trait EditedReplies {
 
     /// A whole reply, ending the streamed reply with the same `stream_id` if there is one.
     fn deliver_whole(&mut self, outbound: &Outbound) -> impl Future<Output = Result<(), Self::Error>>;
+
+    /// An approval request, shown as its text by default (see [`Replies::ask`]).
+    fn ask(&mut self, request: &ApprovalRequest) -> impl Future<Output = Result<(), Self::Error>> {
+        let outbound = approval::as_outbound(request);
+        async move { self.deliver_whole(&outbound).await }
+    }
 }
 
 impl<T: EditedReplies> Replies for T {
@@ -113,6 +133,10 @@ impl<T: EditedReplies> Replies for T {
 
     async fn deliver(&mut self, outbound: &Outbound) -> Result<(), T::Error> {
         self.deliver_whole(outbound).await
+    }
+
+    async fn ask(&mut self, request: &ApprovalRequest) -> Result<(), T::Error> {
+        EditedReplies::ask(self, request).await
     }
 
     async fn flush_due(&mut self) {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::session::SessionStore;
 use crate::session::location::key_of;
+use crate::turn::approval::audit_text;
 
 /// Longest preview of a session's last message.
 const PREVIEW_CHARS: usize = 120;
@@ -46,7 +47,8 @@ fn summary(path: &Path) -> Option<Value> {
 }
 
 /// The transcript of session `key`: each message's role, text, tool calls (name and
-/// arguments), tool name and time; `None` when there is no such session.
+/// arguments), tool name and time, and for a tool result with an audit record who or what
+/// allowed (or refused) the call, in words; `None` when there is no such session.
 pub fn transcript(store: &SessionStore, key: &str) -> Option<Value> {
     let path = store.path_for(key);
     let (header, messages) = read(&path)?;
@@ -60,7 +62,7 @@ pub fn transcript(store: &SessionStore, key: &str) -> Option<Value> {
                 .map(|call| json!({"name": call["function"]["name"], "arguments": call["function"]["arguments"]}))
                 .collect();
             json!({"role": m["role"], "text": text_of(&m["content"]), "tool_calls": calls, "name": m["name"],
-                "timestamp": m["timestamp"]})
+                "timestamp": m["timestamp"], "audit": m.get("approval").map(audit_text)})
         })
         .collect();
     Some(json!({"key": key, "updated_at": header["updated_at"], "messages": messages}))
@@ -136,5 +138,20 @@ mod tests {
         assert_eq!(shown["messages"].as_array().unwrap().len(), 2);
         assert_eq!(shown["messages"][1]["tool_calls"][0]["name"], "read_file");
         assert!(transcript(&store, "cli:other").is_none());
+    }
+
+    #[test]
+    fn a_tool_result_in_a_transcript_says_who_allowed_its_call() {
+        let dir = TempDir::new("web-audit");
+        let store = SessionStore::in_dir(dir.path());
+        let record = json!({"allowed": true, "by": "person", "channel": "telegram", "chat_id": "42", "sender": "42", "call": "ab"});
+        let lines = [
+            json!({"role": "tool", "name": "exec", "content": "ok", "approval": record}),
+            json!({"role": "tool", "name": "read_file", "content": "text"}),
+        ];
+        write_session(&store, "telegram:42", "2026-01-01T10:00:00", &lines);
+        let shown = transcript(&store, "telegram:42").unwrap();
+        assert_eq!(shown["messages"][0]["audit"], "allowed by 42 on telegram (chat 42)");
+        assert_eq!(shown["messages"][1]["audit"], Value::Null);
     }
 }
