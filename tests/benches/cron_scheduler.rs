@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use oxibot_kernel::cron::actor::{AddJob, CronActor, Flush, ListJobs, RemoveJob};
 use oxibot_kernel::cron::job::{JobTarget, JobsFile, Schedule};
+use oxibot_kernel::cron::storage::JobStorage as _;
 use oxibot_kernel::cron::store::JobStore;
 use oxibot_kernel::cron::{CronFire, NewJob, Tz, now_ms};
 use oxibot_tests::TempDir;
@@ -67,9 +68,8 @@ fn file_io(store: &JobStore, file: &JobsFile) {
     let mut loads = Vec::new();
     for _ in 0..RUNS {
         let start = Instant::now();
-        let lock = store.lock().unwrap();
-        store.write(&lock, file).unwrap();
-        drop(lock);
+        let current = store.version();
+        store.replace(current.as_ref(), file).unwrap();
         saves.push(start.elapsed());
         let start = Instant::now();
         let loaded = store.load().unwrap();
@@ -78,7 +78,7 @@ fn file_io(store: &JobStore, file: &JobsFile) {
     }
     let size = std::fs::metadata(store.path()).unwrap().len();
     println!("jobs.json with {JOBS} jobs: {:.1} MB", size as f64 / 1e6);
-    println!("    save (lock, encode, write, fsync, rename): {}", spread(&mut saves));
+    println!("    save (lock, check version, encode, write, fsync, rename): {}", spread(&mut saves));
     println!("    load (lock, read, decode):                 {}\n", spread(&mut loads));
 }
 
