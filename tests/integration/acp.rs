@@ -147,6 +147,24 @@ fn a_loaded_session_replays_its_history_and_the_conversation_goes_on() {
 }
 
 #[test]
+fn a_conversation_of_oxibot_agent_in_the_project_goes_on_in_the_editor() {
+    let editor = Editor::new();
+    editor.env.llm.push(Reply::Text("Noted: the number is 42".into()));
+    let project = editor.project().display().to_string();
+    let out = editor.env.command(&["agent", "-m", "remember the number 42", "--workspace", &project]).output().unwrap();
+    assert!(out.status.success(), "{}", oxibot_tests::stderr(&out));
+
+    editor.env.llm.push(Reply::Text("It is 42".into()));
+    let got = editor.client(&["load", "cli:direct", "which number?"]);
+    let replayed = got["replayed"].to_string();
+    assert!(replayed.contains("remember the number 42") && replayed.contains("Noted: the number is 42"), "{replayed}");
+    assert_eq!(reply_text(&of_kind(&got, "agent_message_chunk")), "It is 42");
+    let stored =
+        std::fs::read_to_string(oxibot_tests::session_path(editor.env.home.path(), editor.project(), "cli:direct"));
+    assert!(stored.unwrap().contains("It is 42"), "the editor's turn went into the same session");
+}
+
+#[test]
 fn a_permission_request_goes_to_the_editor_and_its_answer_decides_the_call() {
     let editor = Editor::with_approval(json!({"write_file": "ask"}));
     let call = ("write_file".to_owned(), r#"{"path": "note.txt", "content": "hello"}"#.to_owned());
