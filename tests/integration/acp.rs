@@ -246,3 +246,36 @@ fn malformed_lines_unknown_methods_and_bad_parameters_get_clear_json_rpc_errors(
     assert!(message.contains("sessionId"), "{message}");
     assert_eq!(answers.len(), 5, "a response of the client's is never answered: {answers:#?}");
 }
+
+#[test]
+fn closing_stdin_stops_the_running_turn_and_the_agent_exits_at_once() {
+    let editor = Editor::new();
+    editor.env.llm.push(Reply::SlowFirstToken { delay_ms: 30_000, text: "nobody reads this".into() });
+    let mut agent = oxibot_tests::kernel_command(editor.env.home.path(), &["acp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = agent.stdin.take().unwrap();
+    let mut answers = BufReader::new(agent.stdout.take().unwrap()).lines();
+    let project = editor.project().display().to_string();
+    let new = json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": project, "mcpServers": []}});
+    writeln!(stdin, "{new}").unwrap();
+    let created: Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+    let session = created["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let prompt = json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "take your time"}]}});
+    writeln!(stdin, "{prompt}").unwrap();
+    assert!(oxibot_tests::procs::wait_until(std::time::Duration::from_secs(20), || !editor
+        .env
+        .llm
+        .requests()
+        .is_empty()));
+    let closed = std::time::Instant::now();
+    drop(stdin);
+    let rest: Vec<Value> = answers.map(|line| serde_json::from_str(&line.unwrap()).unwrap()).collect();
+    assert!(agent.wait().unwrap().success());
+    assert!(closed.elapsed().as_secs() < 10, "the agent waited {:?} for a turn nobody reads", closed.elapsed());
+    let answer = rest.iter().find(|a| a["id"] == 2).unwrap_or_else(|| panic!("the prompt was not answered: {rest:#?}"));
+    assert_eq!(answer["result"]["stopReason"], "cancelled");
+}

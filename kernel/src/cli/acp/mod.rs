@@ -83,9 +83,13 @@ impl Agent {
         }
     }
 
-    /// The one way out, once the editor closed stdin: the requests still running are answered
-    /// (permission requests count as refused), everything is written, the plugins stop.
+    /// The one way out, once the editor closed stdin: running turns are stopped (nobody reads
+    /// them any more), the requests still running are answered (permission requests count as
+    /// refused), everything is written, the plugins stop.
     async fn finish(&self) {
+        for (id, kernel) in self.sessions.borrow().iter() {
+            kernel.manager.stop(id.as_str());
+        }
         self.outbox.finish_requests();
         let handling = std::mem::take(&mut *self.handling.borrow_mut());
         for request in handling {
