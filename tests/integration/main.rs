@@ -4,6 +4,8 @@
 //! Modules:
 //! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
+//! - `acp`: `oxibot acp` driven by the official ACP Python client: a streamed reply, tool calls
+//!   with status and files, cancel, a loaded session, a permission request, JSON-RPC errors;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `automation`: the assistant acting on its own through `oxibot gateway`: the `message` tool,
 //!   background and waited-for helpers (`spawn`), `/stop` of helpers, the heartbeat;
@@ -94,6 +96,7 @@
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod acp;
 mod agent;
 mod agent_terminal;
 mod approvals;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod acp;
 mod agent;
 mod approvals;
 mod background;
@@ -52,6 +53,12 @@ enum Command {
         /// Show the kernel's logs (info level) on stderr.
         #[arg(long)]
         logs: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Run as an Agent Client Protocol agent over stdio, for editors such as Zed: each
+    /// session's workspace is the editor's project directory.
+    Acp {
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -283,6 +290,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Agent { message, session, no_markdown, logs: _, common } => {
             agent::run(&common, agent::AgentOptions { message, session, no_markdown })
         }
+        Command::Acp { common } => acp::run(&common),
         Command::Gateway { port, common } => gateway::run(&common, port),
         Command::Ui { port, common } => gateway::ui(&common, port),
         Command::Approvals(command) => approvals::run(command),
