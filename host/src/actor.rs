@@ -353,6 +353,7 @@ impl Instance {
             kind: kind.clone(),
             features: features.clone(),
             announced: handshaken.hello.name.clone(),
+            detail: handshaken.manifest.detail.clone(),
         });
         // The reader task runs on this single-threaded arbiter and cannot run before this
         // future yields, so `Ready` precedes the instance's first inbound event.

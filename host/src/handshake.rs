@@ -174,7 +174,7 @@ mod tests {
             exclusive: false,
             timeout_secs: None,
         };
-        let manifest = Manifest { tools: vec![tool] };
+        let manifest = Manifest { tools: vec![tool], detail: None };
         assert!(check_manifest(&channel, &manifest).unwrap_err().contains("cannot offer tools"));
         assert_eq!(check_manifest(&hello(PeerKind::Tool), &manifest), Ok(()));
     }

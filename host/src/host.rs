@@ -64,6 +64,9 @@ pub struct PluginStatus {
     pub command: String,
     /// Where it was found.
     pub origin: String,
+    /// The line about its state its manifest carried while it runs (the MCP bridge: the
+    /// revision its server speaks).
+    pub detail: Option<String>,
 }
 
 /// Runs the plugins and routes calls to them. Must be created inside an actix `System`.
@@ -373,6 +376,10 @@ fn status_of(slot: &Slot, registry: &ToolRegistry) -> PluginStatus {
         refused: registry.refused(&slot.name),
         command: slot.spec.command_line(),
         origin: slot.spec.origin.to_string(),
+        detail: match &state {
+            SlotState::Ready { detail, .. } => detail.clone(),
+            _ => None,
+        },
     }
 }
 

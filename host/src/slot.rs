@@ -34,6 +34,8 @@ pub enum SlotState {
         /// The name it announced in `hello` (a plugin run by an interpreter is named after
         /// the interpreter until then).
         announced: String,
+        /// The line about its state its manifest carried, if any.
+        detail: Option<String>,
     },
     /// An instance died and a new one is being started.
     Restarting {

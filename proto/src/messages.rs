@@ -171,6 +171,10 @@ pub struct Manifest {
     /// One entry per tool; names are unique across all plugins of a kernel.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// One line about the plugin's state that `oxibot tools list` shows next to it (the MCP
+    /// bridge: the MCP revision it negotiated with its server). Absent: nothing to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// One tool as the model sees it, plus scheduling hints for the kernel.

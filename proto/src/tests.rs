@@ -23,6 +23,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Message)> {
                     exclusive: false,
                     timeout_secs: Some(30),
                 }],
+                detail: None,
             }),
         ),
         (

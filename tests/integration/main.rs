@@ -65,6 +65,8 @@
 //! - `local_model`: a local model server found and offered without a key, used on `onboard --local`;
 //! - `mcp`: MCP servers from `tools.mcpServers` through the bridge plugin, against a real FastMCP
 //!   server over stdio and streamable HTTP: listing, calls, crashes, timeouts;
+//! - `mcp_serve`: `oxibot mcp serve` driven by the official MCP Python client over stdio and
+//!   streamable HTTP: `chat`, `memory_search`, sessions as resources, bad keys, malformed requests;
 //! - `providers`: the LLM provider clients against the scripted LLM: both wire formats, retries;
 //! - `nanobot_compat`: an existing nanobot config and workspace work unchanged;
 //! - `nanobot_import`: `oxibot import nanobot` on a data dir the real nanobot-ai 0.3.5 made
@@ -135,6 +137,7 @@ mod local_model;
 mod local_surfaces;
 mod loop_guard;
 mod mcp;
+mod mcp_serve;
 mod memory;
 mod nanobot_compat;
 mod nanobot_import;

@@ -428,3 +428,48 @@ fn a_model_calls_an_mcp_tool_in_a_turn_and_reads_its_result() {
     assert_eq!(result["role"], "tool");
     assert!(result["content"].as_str().unwrap().contains("from the model"), "{result}");
 }
+
+/// The `oxibot tools list --json` entry of the bridge of server `server` configured in `tools`.
+fn listed_bridge(tools: Value, server: &str) -> Value {
+    let home = home_with_tools(tools);
+    let ws = TempDir::new("mcp-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "list", "--json", "--workspace", &ws_arg(&ws)]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let name = format!("mcp-{server}");
+    listed.as_array().unwrap().iter().find(|p| p["name"] == name.as_str()).expect("the bridge is listed").clone()
+}
+
+#[test]
+fn the_bridge_speaks_mcp_2026_07_28_with_a_server_that_has_it_over_stdio_and_streamable_http() {
+    let stdio = listed_bridge(
+        json!({"restrictToWorkspace": false, "mcpServers": {"test": {"command": "python3", "args": [server_script(), "stdio"]}}}),
+        "test",
+    );
+    assert_eq!((&stdio["state"], &stdio["detail"]), (&json!("running"), &json!("MCP revision 2026-07-28")), "{stdio}");
+    let server = HttpServer::start("revision-key");
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let http =
+        listed_bridge(json!({"mcpServers": {"web": {"url": url, "headers": {"X-Api-Key": "revision-key"}}}}), "web");
+    assert_eq!((&http["state"], &http["detail"]), (&json!("running"), &json!("MCP revision 2026-07-28")), "{http}");
+}
+
+#[test]
+fn the_bridge_falls_back_to_initialize_with_a_server_from_before_2026_07_28_and_tools_list_says_so() {
+    let home = home_with_tools(json!({"restrictToWorkspace": false, "mcpServers": {"old": {
+        "command": "python3", "args": [server_script(), "stdio"], "env": {"HANDSHAKE_ONLY": "1"}}}}));
+    let ws = TempDir::new("mcp-ws");
+    let out = oxibot(home.path(), ws.path(), &["tools", "list", "--workspace", &ws_arg(&ws)]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let table = stdout(&out);
+    let row = table.lines().position(|line| line.starts_with("mcp-old ")).expect("the bridge is listed");
+    assert!(table.lines().nth(row).unwrap().contains("running"), "{table}");
+    assert_eq!(table.lines().nth(row + 1).map(str::trim), Some("MCP revision 2025-11-25"), "{table}");
+    let call = oxibot(
+        home.path(),
+        ws.path(),
+        &["tools", "call", "mcp_old_echo", "--workspace", &ws_arg(&ws), "--args", r#"{"text":"still served"}"#],
+    );
+    assert!(call.status.success(), "stderr: {}", stderr(&call));
+    assert_eq!(stdout(&call).trim(), "still served");
+}

@@ -16,6 +16,7 @@ mod kernel;
 mod local_server;
 mod man;
 mod markdown;
+mod mcp_serve;
 mod memory;
 mod onboard;
 mod plugin_hints;
@@ -141,6 +142,9 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Offer the assistant to MCP clients: `oxibot mcp serve` (stdio, or `--http ADDR`).
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Print a shell completion script, e.g. `oxibot completions bash > ~/.local/share/bash-completion/completions/oxibot`.
     Completions {
         /// The shell.
@@ -239,6 +243,27 @@ enum MemoryCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Serve the assistant over MCP: a `chat` tool (a real turn in a session), `memory_search`,
+    /// and the sessions as resources.
+    ///
+    /// Over stdio by default (an MCP client starts this command). With `--http` it serves
+    /// streamable HTTP at /mcp, and every request needs `Authorization: Bearer <key>`: the key
+    /// in OXIBOT_MCP_KEY, else the "mcp" entry of <data dir>/local-secrets.json (made on first
+    /// use and shown once).
+    Serve {
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// The session `chat` talks in when a call names none.
+        #[arg(short, long, default_value = "mcp:default")]
+        session: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ToolsCommand {
     /// Start every plugin and show its state, pid and tools.
     List {
@@ -317,6 +342,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Service(ServiceCommand::Logs { follow }) => service::logs(follow),
         Command::Usage { days, by, by_session, common } => {
             usage::run(&common, days, if by_session { usage::By::Session } else { by })
+        }
+        Command::Mcp(McpCommand::Serve { http, session, common }) => {
+            mcp_serve::serve(&common, mcp_serve::ServeOptions { http, session })
         }
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

@@ -90,6 +90,9 @@ fn write_table(out: &mut impl Write, statuses: &[PluginStatus]) -> std::io::Resu
         for refused in &status.refused {
             writeln!(out, "{:<width$}  refused: {refused}", "")?;
         }
+        if let Some(detail) = &status.detail {
+            writeln!(out, "{:<width$}  {detail}", "")?;
+        }
         if let Some(reason) = &status.reason {
             writeln!(out, "{:<width$}  reason: {reason}", "")?;
         }
@@ -104,7 +107,7 @@ fn statuses_json(statuses: &[PluginStatus]) -> Value {
             .map(|s| {
                 json!({
                     "name": s.name, "announced": s.announced, "kind": String::from(s.kind.clone()), "state": s.state, "reason": s.reason, "pid": s.pid,
-                    "tools": s.tools, "refused": s.refused, "command": s.command, "origin": s.origin,
+                    "tools": s.tools, "refused": s.refused, "command": s.command, "origin": s.origin, "detail": s.detail,
                 })
             })
             .collect(),

@@ -32,6 +32,8 @@ pub enum Surface {
     Api,
     /// The `websocket` channel.
     Websocket,
+    /// `oxibot mcp serve --http`.
+    Mcp,
 }
 
 impl Surface {
@@ -41,6 +43,7 @@ impl Surface {
             Surface::WebUi => "webUi",
             Surface::Api => "api",
             Surface::Websocket => "websocket",
+            Surface::Mcp => "mcp",
         }
     }
 
@@ -50,6 +53,7 @@ impl Surface {
             Surface::WebUi => "oxibot-ui-",
             Surface::Api => "oxibot-api-",
             Surface::Websocket => "oxibot-ws-",
+            Surface::Mcp => "oxibot-mcp-",
         }
     }
 }

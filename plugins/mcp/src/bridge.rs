@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use oxibot_plugin::{Tool, ToolError};
-use rmcp::model::{CallToolRequestParams, JsonObject, MetaObject, RequestMetaObject};
+use rmcp::model::{CallToolRequestParams, ClientConfig, JsonObject, MetaObject, ProtocolVersion, RequestMetaObject};
 
 /// The `_meta` key of a `tools/call` request that carries the kernel's idempotency key of the
 /// call (the same for every attempt of one call).
 pub const IDEMPOTENCY_META_KEY: &str = "oxibot/idempotencyKey";
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
+use rmcp::transport::IntoTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceError, ServiceExt};
@@ -30,6 +31,69 @@ const WITHHELD_FROM_SERVER: &[&str] = &[
     oxibot_proto::ENV_MCP_SERVER,
     oxibot_proto::ENV_MEDIA_DIR,
 ];
+
+/// The MCP revisions the bridge offers to `server/discover`, newest first: 2026-07-28 (no
+/// `initialize`) where the server has it; else the `initialize` handshake offers
+/// [`HANDSHAKE_REVISION`], and its answer (down to 2024-11-05) is what the connection speaks.
+pub const OFFERED_REVISIONS: [ProtocolVersion; 5] = [
+    ProtocolVersion::V_2026_07_28,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2024_11_05,
+];
+
+/// The revision the `initialize` handshake offers when the server has no `server/discover`.
+pub const HANDSHAKE_REVISION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// The client as it introduces itself in the `initialize` handshake: offering
+/// [`HANDSHAKE_REVISION`].
+fn handshake_client() -> ClientConfig {
+    let mut info = ClientConfig::default();
+    info.protocol_version = HANDSHAKE_REVISION;
+    info
+}
+
+/// Connects through a transport from `connect`: first with `server/discover` (2026-07-28),
+/// waiting as long as the server takes to start; a server that does not know it (a JSON-RPC
+/// error) or offers no revision of that era gets a new connection and the `initialize`
+/// handshake, whose answer is the revision spoken.
+async fn negotiate<T, E, A>(
+    server: &str,
+    mut connect: impl FnMut() -> Result<T, BridgeError>,
+) -> Result<RunningService<RoleClient, ClientConfig>, BridgeError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let init_error =
+        |error: ClientInitializeError| BridgeError::Initialize { server: server.to_owned(), reason: error.to_string() };
+    let discover = ClientLifecycleMode::Discover { preferred_versions: OFFERED_REVISIONS.to_vec() };
+    match handshake_client().serve_with_lifecycle(connect()?, discover).await {
+        Ok(service) => Ok(service),
+        Err(ClientInitializeError::JsonRpcError(_) | ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
+            handshake_client().serve(connect()?).await.map_err(init_error)
+        }
+        Err(error) => Err(init_error(error)),
+    }
+}
+
+/// The stdio server's process, started now (without the bridge's own variables).
+fn child_process(config: &ServerConfig) -> Result<TokioChildProcess, BridgeError> {
+    let mut command = tokio::process::Command::new(&config.command);
+    for variable in WITHHELD_FROM_SERVER {
+        command.env_remove(variable);
+    }
+    command.args(&config.args).envs(&config.env);
+    if let Some(cwd) = &config.cwd {
+        command.current_dir(cwd);
+    }
+    TokioChildProcess::new(command).map_err(|source| BridgeError::Spawn {
+        server: config.name.clone(),
+        command: config.command.clone(),
+        source,
+    })
+}
 
 /// Seconds the kernel waits beyond `toolTimeout` before it treats the bridge as hung, so the
 /// bridge's own, clearer timeout error comes first.
@@ -98,7 +162,7 @@ pub struct Bridge {
     /// The server's config.
     config: ServerConfig,
     /// The running client; taken by [`Bridge::watch`].
-    service: Option<RunningService<RoleClient, ()>>,
+    service: Option<RunningService<RoleClient, ClientConfig>>,
     /// Handle to send requests through.
     peer: Peer<RoleClient>,
     /// Set once the connection has ended, so calls after it fail with that cause.
@@ -106,45 +170,42 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// Connects to the server and runs the MCP initialization (protocol version negotiated by
-    /// rmcp).
+    /// Connects to the server and negotiates the newest revision both speak
+    /// ([`OFFERED_REVISIONS`]; the legacy HTTP+SSE transport predates `server/discover` and
+    /// runs the `initialize` handshake only).
     pub async fn connect(config: ServerConfig) -> Result<Bridge, BridgeError> {
         let server = config.name.clone();
-        let init_error = |reason: String| BridgeError::Initialize { server: server.clone(), reason };
         let service = match config.transport {
-            Transport::Stdio => {
-                let mut command = tokio::process::Command::new(&config.command);
-                for variable in WITHHELD_FROM_SERVER {
-                    command.env_remove(variable);
-                }
-                command.args(&config.args).envs(&config.env);
-                if let Some(cwd) = &config.cwd {
-                    command.current_dir(cwd);
-                }
-                let transport = TokioChildProcess::new(command).map_err(|source| BridgeError::Spawn {
-                    server: server.clone(),
-                    command: config.command.clone(),
-                    source,
-                })?;
-                ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
-            }
+            Transport::Stdio => negotiate(&server, || child_process(&config)).await?,
             Transport::Sse => {
                 let headers = http_headers(&config)?;
                 let transport = SseTransport::connect(reqwest::Client::new(), &config.url, headers)
                     .await
                     .map_err(|source| BridgeError::Sse { server: server.clone(), source })?;
-                ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
+                handshake_client()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| BridgeError::Initialize { server: server.clone(), reason: e.to_string() })?
             }
             Transport::StreamableHttp => {
-                let headers = http_headers(&config)?.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                let settings =
-                    StreamableHttpClientTransportConfig::with_uri(config.url.clone()).custom_headers(headers);
-                let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), settings);
-                ().serve(transport).await.map_err(|e| init_error(e.to_string()))?
+                let headers: std::collections::HashMap<_, _> =
+                    http_headers(&config)?.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                negotiate(&server, || {
+                    let settings = StreamableHttpClientTransportConfig::with_uri(config.url.clone())
+                        .custom_headers(headers.clone());
+                    Ok(StreamableHttpClientTransport::with_client(reqwest::Client::new(), settings))
+                })
+                .await?
             }
         };
         let peer = service.peer().clone();
         Ok(Bridge { config, service: Some(service), peer, closed: Arc::default() })
+    }
+
+    /// The MCP revision the connection speaks (negotiated at connect; the legacy HTTP+SSE
+    /// transport uses the `initialize` handshake alone).
+    pub fn revision(&self) -> String {
+        self.peer.peer_info().map_or_else(|| "unknown".to_owned(), |info| info.protocol_version.to_string())
     }
 
     /// The server's tools that `enabledTools` lets through, as oxibot tools.

@@ -47,13 +47,14 @@ fn main() -> ExitCode {
         Err(error) => return fail(&error),
     };
     let caller = bridge.caller(MediaDir::from_env(&plugin_name));
+    let revision = bridge.revision();
     runtime.spawn(async move {
         let reason = bridge.watch().await;
         warn!("oxibot-tool-mcp: MCP server '{server}' went away ({reason}); exiting so the kernel restarts it");
         tokio::time::sleep(REPORT_GRACE).await;
         std::process::exit(SERVER_GONE_EXIT);
     });
-    let mut plugin = Plugin::new(plugin_name);
+    let mut plugin = Plugin::new(plugin_name).detail(format!("MCP revision {revision}"));
     for bridged in tools {
         let caller = caller.clone();
         let mcp_name = bridged.mcp_name;

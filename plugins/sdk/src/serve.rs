@@ -44,7 +44,7 @@ async fn serve(plugin: Plugin, env: LaunchEnv) -> Result<ExitCode, ServeError> {
     if plugin.static_manifest {
         hello.features.push(Feature::StaticManifest);
     }
-    let mut link = Link::open(&env, hello, Manifest { tools: plugin.tools }).await?;
+    let mut link = Link::open(&env, hello, Manifest { tools: plugin.tools, detail: plugin.detail }).await?;
     let calls = Calls {
         handlers: Arc::new(plugin.handlers),
         in_flight: Arc::default(),

@@ -113,12 +113,21 @@ pub struct Plugin {
     pub(crate) handlers: HashMap<String, Handler>,
     /// Announce `static_manifest`: the kernel may start the plugin on its first call.
     pub(crate) static_manifest: bool,
+    /// One line about the plugin's state for `oxibot tools list` ([`Plugin::detail`]).
+    pub(crate) detail: Option<String>,
 }
 
 impl Plugin {
     /// A plugin with no tools yet; `name` appears in the kernel's logs and `oxibot tools list`.
     pub fn new(name: impl Into<String>) -> Plugin {
-        Plugin { name: name.into(), tools: Vec::new(), handlers: HashMap::new(), static_manifest: false }
+        Plugin { name: name.into(), tools: Vec::new(), handlers: HashMap::new(), static_manifest: false, detail: None }
+    }
+
+    /// Sends one line about the plugin's state with the manifest; `oxibot tools list` shows it
+    /// next to the plugin (the MCP bridge says which MCP revision its server speaks).
+    pub fn detail(mut self, line: impl Into<String>) -> Plugin {
+        self.detail = Some(line.into());
+        self
     }
 
     /// Says the tools never change for the same executable, arguments and environment (no

@@ -106,7 +106,7 @@ pub fn manifest(config: &Config) -> Manifest {
         }
         tools.push(spec);
     }
-    Manifest { tools }
+    Manifest { tools, detail: None }
 }
 
 /// What `misbehave` does.

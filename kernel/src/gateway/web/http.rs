@@ -233,6 +233,7 @@ impl Response {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        202 => "Accepted",
         303 => "See Other",
         400 => "Bad Request",
         401 => "Unauthorized",
