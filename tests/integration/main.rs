@@ -4,6 +4,8 @@
 //! Modules:
 //! - `host_failures`: each misbehaviour of the stress plugin, through the real plugin host;
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
+//! - `a2a`: A2A both ways with the official `a2a-sdk`: its client against the A2A channel of a
+//!   real gateway (card, messages, a stream, tasks, cancel, keys), the `a2a` tool against its server;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `automation`: the assistant acting on its own through `oxibot gateway`: the `message` tool,
 //!   background and waited-for helpers (`spawn`), `/stop` of helpers, the heartbeat;
@@ -94,6 +96,7 @@
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod a2a;
 mod agent;
 mod agent_terminal;
 mod approvals;
