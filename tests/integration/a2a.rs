@@ -1,17 +1,21 @@
 //! A2A both ways, with the official `a2a-sdk` (PyPI): its client against the A2A channel of a
 //! real `oxibot gateway` answered by the scripted LLM (the card, a message answered, one
-//! streamed, a task read back, a slow turn canceled, a wrong key refused), and the channel
-//! refusing to start without a key.
+//! streamed, a task read back, a slow turn canceled, a wrong key refused), the channel
+//! refusing to start without a key, and the `a2a` tool through `oxibot agent` asking an agent
+//! built with the SDK (a conversation carried on, a wrong key, the SSRF guard).
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use oxibot_kernel::plugin::channel_spec;
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::Reply;
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::procs::wait_until;
+use oxibot_tests::{bin_dir, start_host, stderr, stdout};
 use serde_json::{Value, json};
 
+use crate::agent::AgentEnv;
 use crate::channel_websocket::failure_reason;
 use crate::gateway::GatewayEnv;
 
@@ -88,4 +92,100 @@ async fn an_a2a_channel_without_a_key_refuses_to_start_on_loopback_too() {
         assert!(reason.contains("refusing to serve A2A without a key: set channels.a2a.keys"), "{section}: {reason}");
         host.shutdown().await;
     }
+}
+
+/// The fixture agent built with the SDK (`tests/fixtures/a2a/server.py`) on a free loopback
+/// port; killed when dropped.
+struct SdkAgent {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl SdkAgent {
+    /// Starts it with `key` and waits until it answers.
+    fn start(key: &str) -> SdkAgent {
+        oxibot_tests::needs::python_module("a2a.server.routes", "a2a-sdk[http-server]");
+        oxibot_tests::needs::python_module("uvicorn", "uvicorn");
+        let port = free_port();
+        let child = Command::new("python3")
+            .arg(fixture("server.py"))
+            .arg(port.to_string())
+            .arg(key)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let agent = SdkAgent { child, port };
+        let listening = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        assert!(wait_until(Duration::from_secs(60), listening), "the SDK's A2A server never listened on {port}");
+        agent
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for SdkAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `oxibot agent` with `tools` whose model makes each of `calls` to the `a2a` tool in turn,
+/// then answers; returns what each call gave the model.
+fn ask_through_agent(tools: Value, calls: &[Value]) -> Vec<String> {
+    let env = AgentEnv::new();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home.path().join("config.json")).unwrap()).unwrap();
+    config["tools"] = tools;
+    env.write_config(&config);
+    for call in calls {
+        env.llm.push(Reply::ToolCalls(vec![("a2a".into(), call.to_string())]));
+    }
+    env.llm.push(Reply::Text("Asked.".into()));
+    let out = env.agent("ask the other agent");
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Asked.");
+    let requests = env.llm.requests();
+    (1..=calls.len())
+        .map(|n| {
+            let messages = requests[n]["messages"].as_array().unwrap();
+            let result = messages.iter().rev().find(|m| m["role"] == "tool").expect("tool result sent back");
+            result["content"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn agents(url: &str, key: &str) -> Value {
+    json!({"echo": {"url": url, "apiKey": key, "description": "repeats what it heard"}})
+}
+
+#[test]
+fn the_a2a_tool_asks_an_sdk_agent_and_carries_a_conversation_on_by_its_context() {
+    let remote = SdkAgent::start("remote-key");
+    let tools = json!({"a2a": {"agents": agents(&remote.url(), "remote-key")}, "ssrfWhitelist": ["127.0.0.1/32"]});
+    let ask = |message: &str| json!({"agent": "echo", "message": message, "contextId": "tea-talk"});
+    let results = ask_through_agent(tools, &[ask("What is oolong?"), ask("And sencha?")]);
+    let first = &results[0];
+    assert!(first.starts_with("[Reply from the A2A agent 'echo'"), "{first}");
+    assert!(first.contains("contextId: tea-talk"), "{first}");
+    assert!(first.contains("Remote agent heard 'What is oolong?' (turn 1 of this context)"), "{first}");
+    assert!(results[1].contains("Remote agent heard 'And sencha?' (turn 2 of this context)"), "{}", results[1]);
+}
+
+#[test]
+fn the_a2a_tool_tells_the_model_of_a_wrong_key_and_of_an_agent_the_ssrf_guard_refuses() {
+    let remote = SdkAgent::start("remote-key");
+    let call = json!({"agent": "echo", "message": "hello"});
+    let whitelisted = json!({"a2a": {"agents": agents(&remote.url(), "wrong-key")}, "ssrfWhitelist": ["127.0.0.1/32"]});
+    let wrong_key = &ask_through_agent(whitelisted, std::slice::from_ref(&call))[0];
+    assert!(wrong_key.contains("A2A agent 'echo' did not answer") && wrong_key.contains("401"), "{wrong_key}");
+    let guarded = json!({"a2a": {"agents": agents(&remote.url(), "remote-key")}});
+    let refused = &ask_through_agent(guarded, &[call])[0];
+    assert!(
+        refused.contains("cannot read the agent card of 'echo'") && refused.contains("refused: 127.0.0.1"),
+        "{refused}"
+    );
+    assert!(!refused.contains("Remote agent heard"), "{refused}");
 }
