@@ -86,7 +86,7 @@ mod tests {
         Config { keys: vec!["one".into(), "two".into()], ..Config::default() }
     }
 
-    const OWN_HOST: (hyper::header::HeaderName, &str) = (HOST, "127.0.0.1:18792");
+    const OWN_HOST: (hyper::header::HeaderName, &str) = (HOST, "127.0.0.1:18793");
     const JSON: (hyper::header::HeaderName, &str) = (CONTENT_TYPE, "application/json");
 
     #[test]

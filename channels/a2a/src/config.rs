@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 /// Default address: only this machine can connect.
 const DEFAULT_HOST: &str = "127.0.0.1";
-/// Default port, next to the API channel's 18791.
-const DEFAULT_PORT: u16 = 18792;
+/// Default port, after the API channel's 18791 and the WebSocket channel's 18792.
+const DEFAULT_PORT: u16 = 18793;
 /// Default time a message may wait for its reply.
 const DEFAULT_TIMEOUT_SECS: u64 = 300;
 /// Default time a client has to send a request's headers.
@@ -139,8 +139,8 @@ mod tests {
     #[test]
     fn a_section_with_one_key_listens_on_loopback_and_advertises_that_address() {
         let config = Config::load(&json!({"enabled": true, "keys": ["k"]})).unwrap();
-        assert_eq!((config.host.as_str(), config.port), ("127.0.0.1", 18792));
-        assert_eq!(config.base_url(), "http://127.0.0.1:18792");
+        assert_eq!((config.host.as_str(), config.port), ("127.0.0.1", 18793));
+        assert_eq!(config.base_url(), "http://127.0.0.1:18793");
         let public = Config::load(&json!({"keys": ["k"], "url": "https://me.example/"})).unwrap();
         assert_eq!(public.base_url(), "https://me.example");
     }

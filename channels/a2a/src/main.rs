@@ -2,7 +2,7 @@
 //! other agents can talk to this one.
 //!
 //! Config (`channels.a2a`): `enabled`, `keys` (required: the bearer keys callers present, at
-//! least one, on loopback too), `host` (default `127.0.0.1`), `port` (default `18792`), `url`
+//! least one, on loopback too), `host` (default `127.0.0.1`), `port` (default `18793`), `url`
 //! (the base URL the card advertises, default `http://<host>:<port>`), `name` and
 //! `description` (the card's), `timeoutSecs` (how long a message may wait for its reply,
 //! default 300; its task fails after), `headerTimeoutSecs`, `bodyTimeoutSecs`,

@@ -201,7 +201,7 @@ mod tests {
     fn the_card_points_at_the_json_rpc_endpoint_and_asks_for_a_bearer_key() {
         let config = Config { keys: vec!["k".into()], ..Config::default() };
         let card = agent_card(&config);
-        assert_eq!(card["supportedInterfaces"][0]["url"], "http://127.0.0.1:18792/a2a");
+        assert_eq!(card["supportedInterfaces"][0]["url"], "http://127.0.0.1:18793/a2a");
         assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
         assert_eq!(card["capabilities"]["streaming"], true);
         assert_eq!(card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer");
