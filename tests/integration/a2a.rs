@@ -189,3 +189,41 @@ fn the_a2a_tool_tells_the_model_of_a_wrong_key_and_of_an_agent_the_ssrf_guard_re
     );
     assert!(!refused.contains("Remote agent heard"), "{refused}");
 }
+
+/// A JSON-RPC call of `method` with `params`.
+fn rpc(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": "1", "method": method, "params": params})
+}
+
+#[test]
+fn a_caller_that_drops_its_stream_finds_the_finished_reply_in_the_task() {
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"a2a": {"enabled": true, "port": port, "keys": [KEY]}}));
+    let _gateway = env.start_with("a2a");
+    env.llm.push(Reply::StallAfter { text: "A reply worth waiting for".into(), after_chunks: 1, delay_ms: 1500 });
+    let auth = format!("Bearer {KEY}");
+    let headers = [("Authorization", auth.as_str()), ("A2A-Version", "1.0")];
+    oxibot_tests::wait::block_on(async {
+        let message =
+            json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "take your time"}]}});
+        let mut stream =
+            oxibot_tests::http::post_json(port, "/a2a", &headers, &rpc("SendStreamingMessage", message)).await;
+        let first: Value = serde_json::from_str(&stream.next_event().await.unwrap()).unwrap();
+        let task_id = first["result"]["task"]["id"].as_str().unwrap().to_owned();
+        drop(stream);
+        let get = rpc("GetTask", json!({"id": task_id}));
+        let finished = || async {
+            let task = oxibot_tests::http::post_json(port, "/a2a", &headers, &get).await.json().await;
+            (task["result"]["status"]["state"] == "TASK_STATE_COMPLETED").then_some(task)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let task = loop {
+            if let Some(task) = finished().await {
+                break task;
+            }
+            assert!(std::time::Instant::now() < deadline, "the task never completed: {}", env.log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(task["result"]["artifacts"][0]["parts"][0]["text"], "A reply worth waiting for");
+    });
+}
