@@ -73,8 +73,11 @@ fn the_official_a2a_client_reads_the_card_gets_answers_whole_and_streamed_and_ca
     assert_eq!(got["after_cancel"], "TASK_STATE_CANCELED");
     let again = got["cancel_again"].as_str().unwrap();
     assert!(again.contains("cannot be canceled") && again.contains("already canceled"), "{again}");
-    let slow = env.session_file(&format!("a2a:{}", got["slow_context_id"].as_str().unwrap()));
-    assert!(!slow.contains("too late"), "the stopped turn wrote no answer: {slow}");
+    // Without the `/stop`, the turn would wait a minute for the model's slow answer.
+    let slow = format!("a2a:{}", got["slow_context_id"].as_str().unwrap());
+    let stopped = || env.session_file(&slow).contains("(Stopped before finishing.)");
+    assert!(wait_until(Duration::from_secs(10), stopped), "the turn was stopped: {}", env.session_file(&slow));
+    assert!(!env.session_file(&slow).contains("too late"), "the stopped turn wrote no answer");
 
     let refused = got["bad_key"].as_str().unwrap();
     assert!(refused.contains("401"), "a wrong key gets a clear refusal: {refused}");

@@ -4,12 +4,13 @@
 //! `GetTask` reads a task; `CancelTask` sends `/stop` to the task's session.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::{Response, StatusCode};
 use oxibot_plugin::serving::fresh_id;
-use oxibot_plugin::warn;
+use oxibot_plugin::{ChannelError, warn};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
 use crate::app::App;
@@ -155,18 +156,53 @@ fn get_task(app: &App, params: &Value) -> Result<Value, RpcError> {
 }
 
 /// `CancelTask`: the task is canceled at once and `/stop` goes to its session, which stops
-/// the session's running turn.
-async fn cancel_task(app: &App, params: &Value) -> Result<Value, RpcError> {
+/// the session's running turn; until the kernel says it stopped something, `/stop` is sent
+/// again while the task's turn is not over (a cancel right after the message can come before
+/// its turn started).
+async fn cancel_task(app: &Arc<App>, params: &Value) -> Result<Value, RpcError> {
     let task_id = wire::task_id(params)?;
-    let stop_id = fresh_id("a2a-stop");
-    let context_id = app.tasks.cancel(&task_id, &stop_id)?;
-    let mut stop = app.channel.inbound(&stop_id, SENDER_ID, &context_id, "/stop");
-    stop.metadata = json!({"is_group": false, "request_id": stop_id, "authenticated": true});
-    if let Err(error) = app.channel.submit(stop).await {
+    let context_id = app.tasks.cancel(&task_id)?;
+    let said = send_stop(app, &context_id).await.map_err(|error| {
         warn!("a2a: the /stop for task {task_id} did not reach the agent: {error}");
-        return Err(RpcError::Internal(format!("the stop did not reach the agent: {error}")));
-    }
+        RpcError::Internal(format!("the stop did not reach the agent: {error}"))
+    })?;
+    tokio::spawn(stop_until_stopped(Arc::clone(app), task_id.clone(), context_id, said));
     task_snapshot(app, &task_id, None)
+}
+
+/// What the kernel answers `/stop` with when no turn runs (`SessionManager::stop_everything`).
+const NOTHING_RUNNING: &str = "Nothing is running.";
+/// How often `/stop` is sent for one cancel at most, and the pause between two.
+const STOP_ATTEMPTS: u32 = 40;
+const STOP_PAUSE: Duration = Duration::from_millis(250);
+
+/// Sends `/stop` to session `context_id`; the receiver gets the kernel's answer.
+async fn send_stop(app: &App, context_id: &str) -> Result<oneshot::Receiver<String>, ChannelError> {
+    let stop_id = fresh_id("a2a-stop");
+    let said = app.tasks.control(&stop_id);
+    let mut stop = app.channel.inbound(&stop_id, SENDER_ID, context_id, "/stop");
+    stop.metadata = json!({"is_group": false, "request_id": stop_id, "authenticated": true});
+    app.channel.submit(stop).await?;
+    Ok(said)
+}
+
+/// Sends `/stop` again while the kernel says nothing ran and the task's turn is not over.
+async fn stop_until_stopped(app: Arc<App>, task_id: String, context_id: String, mut said: oneshot::Receiver<String>) {
+    for _ in 0..STOP_ATTEMPTS {
+        let answer = tokio::time::timeout(Duration::from_secs(10), &mut said).await;
+        let nothing_ran = matches!(&answer, Ok(Ok(text)) if text.trim() == NOTHING_RUNNING);
+        if !nothing_ran || app.tasks.turn_over(&task_id) {
+            return;
+        }
+        tokio::time::sleep(STOP_PAUSE).await;
+        if app.tasks.turn_over(&task_id) {
+            return;
+        }
+        match send_stop(&app, &context_id).await {
+            Ok(next) => said = next,
+            Err(_) => return,
+        }
+    }
 }
 
 fn task_snapshot(app: &App, task_id: &str, history_length: Option<usize>) -> Result<Value, RpcError> {

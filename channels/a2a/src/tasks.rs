@@ -7,11 +7,11 @@
 //! The table is behind a plain mutex held only for short, non-async updates. It keeps the last
 //! [`MAX_TASKS`] tasks; an older one that has ended is forgotten (`GetTask` then says so).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::rpc::RpcError;
 use crate::wire::{self, TaskState};
@@ -46,6 +46,8 @@ struct Task {
     reply: String,
     /// The kernel's stream whose pieces this task receives, once one started.
     stream_id: Option<u64>,
+    /// Whether the kernel's reply came (its turn is over, whatever the task's state).
+    answered: bool,
     /// Requests waiting for its events.
     watchers: Vec<mpsc::UnboundedSender<TaskEvent>>,
 }
@@ -63,8 +65,8 @@ struct Inner {
     order: VecDeque<String>,
     /// Inbound id → task id.
     by_request: HashMap<String, String>,
-    /// Inbound ids of `/stop`s sent for cancels: their replies are acked and dropped.
-    controls: HashSet<String>,
+    /// Inbound ids of `/stop`s sent for cancels, and where their replies go.
+    controls: HashMap<String, oneshot::Sender<String>>,
 }
 
 impl Tasks {
@@ -79,6 +81,7 @@ impl Tasks {
             message,
             reply: String::new(),
             stream_id: None,
+            answered: false,
             watchers: Vec::new(),
         };
         inner.tasks.insert(task_id.to_owned(), task);
@@ -130,11 +133,13 @@ impl Tasks {
     /// canceled or failed task keeps its state); false when no task or cancel sent it.
     pub fn reply(&self, request_id: &str, text: &str) -> bool {
         let mut inner = self.lock();
-        if inner.controls.remove(request_id) {
+        if let Some(control) = inner.controls.remove(request_id) {
+            let _ = control.send(text.to_owned());
             return true;
         }
         let Some(task_id) = inner.by_request.get(request_id).cloned() else { return false };
         let Some(task) = inner.tasks.get_mut(&task_id) else { return false };
+        task.answered = true;
         if !task.state.is_final() {
             task.reply = text.to_owned();
             end(task, TaskState::Completed);
@@ -150,18 +155,27 @@ impl Tasks {
         }
     }
 
-    /// Cancels an unfinished task; returns its session for the `/stop`, which goes out as
-    /// `stop_request_id`.
-    pub fn cancel(&self, task_id: &str, stop_request_id: &str) -> Result<String, RpcError> {
+    /// Cancels an unfinished task; returns its session, for the `/stop`.
+    pub fn cancel(&self, task_id: &str) -> Result<String, RpcError> {
         let mut inner = self.lock();
         let task = inner.tasks.get_mut(task_id).ok_or_else(|| RpcError::TaskNotFound(task_id.to_owned()))?;
         if task.state.is_final() {
             return Err(RpcError::NotCancelable { id: task_id.to_owned(), state: task.state.word() });
         }
         end(task, TaskState::Canceled);
-        let context_id = task.context_id.clone();
-        inner.controls.insert(stop_request_id.to_owned());
-        Ok(context_id)
+        Ok(task.context_id.clone())
+    }
+
+    /// Where the reply to the `/stop` sent as `request_id` will go.
+    pub fn control(&self, request_id: &str) -> oneshot::Receiver<String> {
+        let (sender, receiver) = oneshot::channel();
+        self.lock().controls.insert(request_id.to_owned(), sender);
+        receiver
+    }
+
+    /// Whether the task's turn is over (its reply came, or the task is forgotten).
+    pub fn turn_over(&self, task_id: &str) -> bool {
+        self.lock().tasks.get(task_id).is_none_or(|task| task.answered)
     }
 
     /// The task as `GetTask` returns it: its state, the reply as an artifact and as the
@@ -266,13 +280,17 @@ mod tests {
     #[test]
     fn a_canceled_task_stays_canceled_when_the_stopped_turns_reply_arrives() {
         let tasks = tasks_with(&[("t1", "c1")]);
-        assert_eq!(tasks.cancel("t1", "stop-1").unwrap(), "c1");
+        assert_eq!(tasks.cancel("t1").unwrap(), "c1");
+        let mut stop_reply = tasks.control("stop-1");
         assert!(tasks.reply("stop-1", "Stopping."), "the /stop's own reply is taken");
+        assert_eq!(stop_reply.try_recv().unwrap(), "Stopping.");
+        assert!(!tasks.turn_over("t1"));
         assert!(tasks.reply("r-t1", "(stopped)"));
+        assert!(tasks.turn_over("t1"));
         assert_eq!(tasks.snapshot("t1", None).unwrap()["status"]["state"], "TASK_STATE_CANCELED");
-        let again = tasks.cancel("t1", "stop-2").unwrap_err();
+        let again = tasks.cancel("t1").unwrap_err();
         assert_eq!(again.to_string(), "task t1 cannot be canceled: it is already canceled");
-        assert!(matches!(tasks.cancel("nope", "stop-3"), Err(RpcError::TaskNotFound(_))));
+        assert!(matches!(tasks.cancel("nope"), Err(RpcError::TaskNotFound(_))));
     }
 
     #[test]
