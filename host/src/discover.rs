@@ -83,13 +83,15 @@ pub fn missing_bundled_tools(bundled_dir: &Path) -> Vec<&'static str> {
 /// The search providers' key variables, passed to the bundled `web` plugin and no other.
 pub const WEB_KEY_VARIABLES: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY", "JINA_API_KEY"];
 
-/// Hands the bundled `web` plugin its settings: `tools.web` and `tools.ssrfWhitelist` of
-/// `tools` as JSON (`{"web": …, "ssrfWhitelist": …}`) in `OXIBOT_TOOL_CONFIG`, and those of
+/// Hands the bundled `web` plugin its settings: `tools.web`, `tools.a2a` and
+/// `tools.ssrfWhitelist` of `tools` as JSON (`{"web": …, "a2a": …, "ssrfWhitelist": …}`) in `OXIBOT_TOOL_CONFIG`, and those of
 /// [`WEB_KEY_VARIABLES`] that `env` (the kernel's environment) has. Tool plugins otherwise get
 /// no config and a scrubbed environment; a user's own `web` plugin gets nothing.
 pub fn configure_web(specs: &mut [PluginSpec], tools: &Map<String, Value>, env: impl Fn(&str) -> Option<String>) {
     let mut config = Map::new();
-    for (key, names) in [("web", &["web"][..]), ("ssrfWhitelist", &["ssrfWhitelist", "ssrf_whitelist"][..])] {
+    for (key, names) in
+        [("web", &["web"][..]), ("a2a", &["a2a"][..]), ("ssrfWhitelist", &["ssrfWhitelist", "ssrf_whitelist"][..])]
+    {
         if let Some(value) = names.iter().find_map(|name| tools.get(*name)).filter(|value| !value.is_null()) {
             config.insert(key.to_owned(), value.clone());
         }

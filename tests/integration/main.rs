@@ -6,6 +6,8 @@
 //! - `host_calls`: multiplexing, cancellation, name clashes, SIGKILL of a real tool plugin;
 //! - `acp`: `oxibot acp` driven by the official ACP Python client: a streamed reply, tool calls
 //!   with status and files, cancel, a loaded session, a permission request, JSON-RPC errors;
+//! - `a2a`: A2A both ways with the official `a2a-sdk`: its client against the A2A channel of a
+//!   real gateway (card, messages, a stream, tasks, cancel, keys), the `a2a` tool against its server;
 //! - `agent`: `oxibot agent` against the scripted LLM: turns, tools, faults, kills;
 //! - `automation`: the assistant acting on its own through `oxibot gateway`: the `message` tool,
 //!   background and waited-for helpers (`spawn`), `/stop` of helpers, the heartbeat;
@@ -99,6 +101,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod acp;
+mod a2a;
 mod agent;
 mod agent_terminal;
 mod approvals;

@@ -31,7 +31,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ),
     ("providers.*", &["apiKey", "apiBase", "extraHeaders", "textToolCalls"]),
     ("gateway", &["host", "port", "token", "webUi", "heartbeat"]),
-    ("tools", &["restrictToWorkspace", "mcpServers", "exec", "web", "ssrfWhitelist", "approval"]),
+    ("tools", &["restrictToWorkspace", "mcpServers", "exec", "web", "a2a", "ssrfWhitelist", "approval"]),
     ("plugins.*", &["name", "command", "args", "env", "enabled", "allowPaths"]),
 ];
 

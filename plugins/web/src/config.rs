@@ -1,9 +1,10 @@
 //! [`WebConfig`]: the settings the kernel passes in `OXIBOT_TOOL_CONFIG` — the `tools.web`
-//! section and `tools.ssrfWhitelist` of `config.json` — as
-//! `{"web": {...}, "ssrfWhitelist": [...]}`.
+//! and `tools.a2a` sections and `tools.ssrfWhitelist` of `config.json` — as
+//! `{"web": {...}, "a2a": {...}, "ssrfWhitelist": [...]}`.
 
 use serde::Deserialize;
 
+use crate::a2a::config::A2aSection;
 use crate::error::WebError;
 use crate::guard::SsrfGuard;
 
@@ -13,6 +14,8 @@ use crate::guard::SsrfGuard;
 pub struct WebConfig {
     /// `tools.web`.
     pub web: WebSection,
+    /// `tools.a2a`.
+    pub a2a: A2aSection,
     /// `tools.ssrfWhitelist`: CIDRs of internal addresses the tools may reach.
     #[serde(alias = "ssrf_whitelist")]
     pub ssrf_whitelist: Vec<String>,

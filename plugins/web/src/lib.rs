@@ -1,15 +1,17 @@
 //! The `web` tool plugin: `web_fetch` (a page as Markdown or text in whatever charset it
-//! declares, a PDF as its text) and `web_search` (Brave,
-//! Tavily, SearXNG, Jina, or keyless DuckDuckGo), every request behind an SSRF guard.
+//! declares, a PDF as its text), `web_search` (Brave,
+//! Tavily, SearXNG, Jina, or keyless DuckDuckGo) and, when remote agents are configured, `a2a`
+//! (a message to another agent over A2A, [`a2a`]), every request behind an SSRF guard.
 //!
-//! Settings come from the kernel in `OXIBOT_TOOL_CONFIG` ([`config`]): `tools.web` and
-//! `tools.ssrfWhitelist`. Every request, redirect hops included, goes only to addresses the
+//! Settings come from the kernel in `OXIBOT_TOOL_CONFIG` ([`config`]): `tools.web`,
+//! `tools.a2a` and `tools.ssrfWhitelist`. Every request, redirect hops included, goes only to addresses the
 //! [`guard::SsrfGuard`] allows, and the client's resolver filters the same way, so the address
 //! checked is the address connected to. Every result opens with a line marking it as untrusted
 //! web content. The same URL or query more than twice in a turn is refused ([`repeat`]).
 //!
 //! What this crate is not: no browser (no JavaScript runs), no cache, no cookies.
 
+pub mod a2a;
 mod blank_lines;
 pub mod charset;
 pub mod config;
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use oxibot_plugin::{CallContext, Plugin, ToolError, ToolOutput};
 use serde_json::Value;
 
+use crate::a2a::config::A2aSection;
 use crate::config::{SearchConfig, WebConfig};
 use crate::error::WebError;
 use crate::http::Fetcher;
@@ -42,6 +45,8 @@ pub struct Web {
     fetcher: Fetcher,
     /// `tools.web.search`.
     search: SearchConfig,
+    /// `tools.a2a`: the remote agents.
+    agents: A2aSection,
     /// Refuses loops of the same URL or query.
     repeats: RepeatGuard,
 }
@@ -50,7 +55,12 @@ impl Web {
     /// The plugin's state for `config`.
     pub fn new(config: &WebConfig) -> Result<Web, WebError> {
         let fetcher = Fetcher::new(config.guard()?)?;
-        Ok(Web { fetcher, search: config.web.search.clone(), repeats: RepeatGuard::default() })
+        Ok(Web {
+            fetcher,
+            search: config.web.search.clone(),
+            agents: config.a2a.clone(),
+            repeats: RepeatGuard::default(),
+        })
     }
 
     /// Runs `web_fetch`.
@@ -69,12 +79,18 @@ impl Web {
         self.repeats.admit(ctx.session_key.as_deref(), &format!("web_search '{query}'")).map_err(ToolError::new)?;
         search::run(&self.fetcher, &self.search, args).await
     }
+
+    /// Runs `a2a`.
+    pub async fn ask_agent(&self, args: Value) -> ToolOutput {
+        a2a::run(&self.fetcher, &self.agents, args).await
+    }
 }
 
-/// The plugin serving both tools from `web`.
+/// The plugin serving the tools from `web` (`a2a` only when agents are configured).
 pub fn plugin(web: Arc<Web>) -> Plugin {
     let for_search = Arc::clone(&web);
-    Plugin::new("web")
+    let a2a = a2a::tool(&web.agents).map(|tool| (tool, Arc::clone(&web)));
+    let plugin = Plugin::new("web")
         .static_manifest()
         .tool(fetch::tool(), move |ctx, args| {
             let web = Arc::clone(&web);
@@ -83,5 +99,12 @@ pub fn plugin(web: Arc<Web>) -> Plugin {
         .tool(search::tool(), move |ctx, args| {
             let web = Arc::clone(&for_search);
             async move { web.search(ctx, args).await }
-        })
+        });
+    match a2a {
+        Some((tool, web)) => plugin.tool(tool, move |_ctx, args| {
+            let web = Arc::clone(&web);
+            async move { web.ask_agent(args).await }
+        }),
+        None => plugin,
+    }
 }
