@@ -261,9 +261,24 @@ mod tests {
     }
 
     #[test]
+    fn the_running_turns_calls_count_toward_its_cap_before_they_are_logged() {
+        let dir = TempDir::new("budget");
+        let log = UsageLog::new(dir.path());
+        let budgets = budgets(Some(&serde_json::json!({"dream": {"dailyTokens": 100}}))).unwrap();
+        let today = chrono::Utc::now().date_naive();
+        let pending = turn("dream", None, 120);
+        assert!(budgets.breach(&log, &BTreeMap::new(), today, "dream", None).is_none(), "nothing logged yet");
+        let breach = budgets.breach_with(&log, &BTreeMap::new(), today, "dream", None, Some(&pending)).unwrap();
+        assert_eq!((breach.scope.as_str(), breach.used.as_str()), ("dream", "120 tokens"));
+        assert!(
+            budgets.breach_with(&log, &BTreeMap::new(), today, "user", None, Some(&turn("user", None, 500))).is_none()
+        );
+    }
+
+    #[test]
     fn a_wrong_scope_or_limit_is_an_error_naming_its_key() {
-        let error = budgets(Some(&serde_json::json!({"dream": {"dailyTokens": 1}}))).unwrap_err();
-        assert!(error.starts_with("agents.defaults.budgets.dream:"), "{error}");
+        let error = budgets(Some(&serde_json::json!({"dreams": {"dailyTokens": 1}}))).unwrap_err();
+        assert!(error.starts_with("agents.defaults.budgets.dreams:"), "{error}");
         let error = budgets(Some(&serde_json::json!({"all": {"dailyTokenz": 1}}))).unwrap_err();
         assert!(error.contains("dailyTokenz"), "{error}");
     }

@@ -328,6 +328,10 @@ mod tests {
         assert_eq!((by_source["user"].prompt, by_source["cron"].prompt), (5, 7));
         let by_job = group(&entries, &BTreeMap::new(), GroupBy::Job);
         assert_eq!((by_job["-"].turns, by_job["abc123"].completion), (1, 2));
+        let mut edit = entry("system:dream", "m", 3, 0, 1);
+        (edit.source, edit.phase, edit.reasoning) = (Some("dream".into()), Some("edit".into()), 1);
+        let by_source = group(&[(day, edit)], &BTreeMap::new(), GroupBy::Source);
+        assert_eq!(by_source["dream:edit"].reasoning, 1, "Dream is shown per phase");
     }
 
     #[test]

@@ -335,3 +335,22 @@ fn utc_today() -> String {
     let out = std::process::Command::new("date").args(["-u", "+%F"]).output().expect("date(1) runs");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+#[test]
+fn recalls_embedding_requests_are_counted_as_embedding() {
+    let env = crate::agent::AgentEnv::new();
+    env.write_config(&json!({
+        "agents": {"defaults": {"workspace": env.workspace, "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "test-key", "apiBase": env.llm.base_url()}},
+        "memory": {"embedding": "test-embedding"},
+    }));
+    env.write("memory/MEMORY.md", "# Memory\n\n- The spare key is under the blue flowerpot\n");
+    env.llm.push(Reply::Text("Under the blue flowerpot.".into()));
+    let out = env.agent("where did I leave the spare key?");
+    assert!(out.status.success(), "{}", oxibot_tests::stderr(&out));
+    assert!(!env.llm.embedding_requests().is_empty(), "the query was not embedded");
+    let row = agent_usage_row(&env, "source", "embedding").expect("the embedding requests are not counted");
+    let calls: u64 = row[2].parse().unwrap();
+    assert!(calls >= 1 && row[3] != "0", "{row:?}");
+    assert_eq!(agent_usage_row(&env, "model", "test-embedding").map(|row| row[2].clone()), Some(row[2].clone()));
+}
