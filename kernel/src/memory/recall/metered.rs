@@ -4,9 +4,19 @@
 
 use std::sync::Arc;
 
-use super::RecallError;
 use crate::meter::Meter;
-use crate::provider::Embedder;
+use crate::provider::{Embedder, ProviderError};
+
+/// Why an embedding request gave no vectors.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The endpoint failed.
+    #[error("embedding failed: {0}")]
+    Failed(#[from] ProviderError),
+    /// A spending cap of `embedding` (or of everything) is reached; no request was sent.
+    #[error("embedding is capped: {0}")]
+    Capped(String),
+}
 
 /// Makes a fresh meter for one embedding request (with the caps and prices in force).
 pub type EmbedMeter = Arc<dyn Fn(&str) -> Meter + Send + Sync>;
@@ -33,11 +43,11 @@ impl MeteredEmbedder {
 
     /// One vector per text, in order; refused without a request once a cap of `embedding`
     /// (or `all`) is reached.
-    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, RecallError> {
+    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let Some(meter) = &self.meter else { return Ok(self.embedder.embed(texts).await?) };
         let mut meter = meter(self.embedder.model());
         if let Some(breach) = meter.check() {
-            return Err(RecallError::Capped(breach.message()));
+            return Err(EmbedError::Capped(breach.message()));
         }
         let started = std::time::Instant::now();
         let (vectors, usage) = self.embedder.embed_counted(texts).await?;

@@ -58,9 +58,9 @@ pub enum RecallError {
     /// The embedding endpoint failed.
     #[error("embedding failed: {0}")]
     Embed(#[from] ProviderError),
-    /// A spending cap of `embedding` (or of everything) is reached; no request was sent.
-    #[error("embedding is capped: {0}")]
-    Capped(String),
+    /// A metered embedding request failed or was refused at its cap.
+    #[error(transparent)]
+    Embedding(#[from] metered::EmbedError),
 }
 
 /// The kernel's handle on memory recall (cheap to clone).
