@@ -1,6 +1,7 @@
 //! Spending caps, `agents.defaults.budgets`: tokens or money per UTC day or month, for
-//! everything (`all`), one source (`user`, `cron`, `heartbeat`, `subagent`, `system`) or one
-//! cron job (`job:<id>`), checked against the usage log before a turn calls the model. No cap
+//! everything (`all`), one source (`user`, `cron`, `heartbeat`, `subagent`, `system`, `dream`,
+//! `consolidation`, `memory_flush`, `embedding`) or one cron job (`job:<id>`), checked against
+//! the usage log (plus the running turn's calls not yet in it) before every model call. No cap
 //! is set unless the config sets one: a limit the owner never chose would stop replies they
 //! expect. Money caps count only models that `agents.defaults.pricing` prices.
 //!
@@ -19,7 +20,8 @@ use serde_json::Value;
 use crate::usage::{Price, UsageEntry, UsageStore};
 
 /// The sources a cap may name (besides `all` and `job:<id>`).
-const SOURCES: [&str; 5] = ["user", "cron", "heartbeat", "subagent", "system"];
+const SOURCES: [&str; 9] =
+    ["user", "cron", "heartbeat", "subagent", "system", "dream", "consolidation", "memory_flush", "embedding"];
 
 /// The limits of one scope; each is optional.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -62,7 +64,7 @@ impl Breach {
         let (what, until) =
             if self.setting.starts_with("daily") { ("today", "tomorrow") } else { ("this month", "next month") };
         format!(
-            "The {} budget is spent: {} of {} {what} (UTC). No model call was made; it stays capped until {until}, \
+            "The {} budget is spent: {} of {} {what} (UTC). The model is not called; it stays capped until {until}, \
              or raise agents.defaults.budgets.{}.{} in the config.",
             self.scope, self.used, self.limit, self.scope, self.setting
         )
@@ -126,12 +128,27 @@ impl Budgets {
         source: &str,
         job: Option<&str>,
     ) -> Option<Breach> {
+        self.breach_with(store, prices, today, source, job, None)
+    }
+
+    /// Like [`Budgets::breach`], counting `pending` too: calls of the running turn that the
+    /// usage log gets only when the turn ends.
+    pub fn breach_with(
+        &self,
+        store: &dyn UsageStore,
+        prices: &BTreeMap<String, Price>,
+        today: NaiveDate,
+        source: &str,
+        job: Option<&str>,
+        pending: Option<&UsageEntry>,
+    ) -> Option<Breach> {
         if self.is_empty() {
             return None;
         }
         let job_scope = job.map(|id| format!("job:{id}"));
         let scopes = ["all", source].into_iter().chain(job_scope.as_deref());
-        let month = store.entries(today, u64::from(today.day()));
+        let mut month = store.entries(today, u64::from(today.day()));
+        month.extend(pending.map(|entry| (today, entry.clone())));
         scopes.filter_map(|scope| Some((scope, self.caps.get(scope)?))).find_map(|(scope, cap)| {
             let (day, month) = spent(&month, prices, today, scope);
             over(scope, cap, &day, &month, today)
@@ -244,9 +261,24 @@ mod tests {
     }
 
     #[test]
+    fn the_running_turns_calls_count_toward_its_cap_before_they_are_logged() {
+        let dir = TempDir::new("budget");
+        let log = UsageLog::new(dir.path());
+        let budgets = budgets(Some(&serde_json::json!({"dream": {"dailyTokens": 100}}))).unwrap();
+        let today = chrono::Utc::now().date_naive();
+        let pending = turn("dream", None, 120);
+        assert!(budgets.breach(&log, &BTreeMap::new(), today, "dream", None).is_none(), "nothing logged yet");
+        let breach = budgets.breach_with(&log, &BTreeMap::new(), today, "dream", None, Some(&pending)).unwrap();
+        assert_eq!((breach.scope.as_str(), breach.used.as_str()), ("dream", "120 tokens"));
+        assert!(
+            budgets.breach_with(&log, &BTreeMap::new(), today, "user", None, Some(&turn("user", None, 500))).is_none()
+        );
+    }
+
+    #[test]
     fn a_wrong_scope_or_limit_is_an_error_naming_its_key() {
-        let error = budgets(Some(&serde_json::json!({"dream": {"dailyTokens": 1}}))).unwrap_err();
-        assert!(error.starts_with("agents.defaults.budgets.dream:"), "{error}");
+        let error = budgets(Some(&serde_json::json!({"dreams": {"dailyTokens": 1}}))).unwrap_err();
+        assert!(error.starts_with("agents.defaults.budgets.dreams:"), "{error}");
         let error = budgets(Some(&serde_json::json!({"all": {"dailyTokenz": 1}}))).unwrap_err();
         assert!(error.contains("dailyTokenz"), "{error}");
     }

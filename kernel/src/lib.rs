@@ -36,6 +36,7 @@ pub mod gateway;
 pub mod history;
 pub mod import;
 pub mod memory;
+pub mod meter;
 pub mod plugin_specs;
 pub mod services;
 pub mod session;

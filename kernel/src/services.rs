@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 
+use crate::budget::Breach;
 use crate::config::Config;
 use crate::context::ContextBuilder;
 use crate::history::HistoryStore;
+use crate::meter::Meter;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::session::{SessionStorage, SessionStore};
@@ -51,7 +53,14 @@ pub struct Services {
     /// The kernel's built-in tools (`cron`, `spawn`, `message`), installed once at start by
     /// whoever runs the kernel and knows which of them can work there.
     builtins: OnceLock<BuiltinTools>,
+    /// Tells the owner's last active chat what the kernel noticed on its own (a background
+    /// source stopped at its spending cap), installed once by whoever runs the kernel and can
+    /// deliver; without it such notices are only logged.
+    owner_notice: OnceLock<OwnerNotice>,
 }
+
+/// Sends a message to the owner's last active chat.
+pub type OwnerNotice = Box<dyn Fn(String) + Send + Sync>;
 
 impl Services {
     /// Assembles the services with `settings` (or a config, read into them); sessions are
@@ -81,6 +90,7 @@ impl Services {
             started: Instant::now(),
             background_consolidation: true,
             builtins: OnceLock::new(),
+            owner_notice: OnceLock::new(),
         }
     }
 
@@ -205,6 +215,30 @@ impl Services {
     /// The built-in tools a session's turn offers (none until installed).
     pub fn builtins(&self) -> BuiltinTools {
         self.builtins.get().cloned().unwrap_or_default()
+    }
+
+    /// Installs how the owner's last active chat is told of kernel notices; returns `false`
+    /// when one was installed already.
+    pub fn install_owner_notice(&self, notice: OwnerNotice) -> bool {
+        self.owner_notice.set(notice).is_ok()
+    }
+
+    /// A meter on the calls of a background `source` in `session` with `model`: spending
+    /// caps checked before each call, each call written to the usage log.
+    pub fn meter(&self, session: &str, model: &str, source: &str) -> Meter {
+        Meter::per_call(&self.settings(), &self.data_dir, session, model, source)
+    }
+
+    /// Tells the owner's last active chat, once per cap and period, that a background source
+    /// stopped at `breach`.
+    pub fn tell_capped(&self, breach: &Breach) {
+        if !breach.first_notice(&self.data_dir) {
+            return;
+        }
+        match self.owner_notice.get() {
+            Some(notice) => notice(breach.message()),
+            None => tracing::warn!(scope = %breach.scope, "over budget, and no chat to tell the owner in"),
+        }
     }
 
     /// The configured IANA timezone name, if any.

@@ -1,6 +1,7 @@
 //! Token usage kept across runs: one JSON line per turn in `<data dir>/usage/<YYYY-MM-DD>.jsonl`
-//! (UTC days; session, model, prompt, cached and completion tokens, model calls, and what spent
-//! them: the source, the cron job, the turn's duration and how full its context was), appended
+//! (UTC days; session, model, prompt, cached, completion and reasoning tokens, model calls, and
+//! what spent them: the source and its phase, the cron job, the turn's duration and how full
+//! its context was; a background call is one line of its own), appended
 //! with one write so concurrent processes never interleave a line. `oxibot usage`, `/status`
 //! and the web UI read it back per day, source, job, session or model, with a cost when the
 //! config prices the model. Readers and writers go through [`UsageStore`]; [`UsageLog`] (the
@@ -10,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -33,7 +35,9 @@ pub struct UsageEntry {
     pub completion: u64,
     /// Model calls in the turn.
     pub calls: u64,
-    /// What spent the tokens (`user`, `cron`, `heartbeat`, `subagent`, `system`); absent: `user`.
+    /// What spent the tokens (`user`, `cron`, `heartbeat`, `subagent` — its session is the
+    /// parent's —, `system`, `dream`, `consolidation`, `memory_flush`, `embedding`); absent:
+    /// `user`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// The cron job's id, when a job's turn spent them.
@@ -46,12 +50,45 @@ pub struct UsageEntry {
     /// session fills.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<u64>,
+    /// Output tokens spent on reasoning (within `completion`), where the provider says.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning: u64,
+    /// The step of a source with several (Dream's `analysis` and `edit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl UsageEntry {
     /// The source, `user` for lines written before sources were recorded.
     pub fn source(&self) -> &str {
         self.source.as_deref().unwrap_or(USER_SOURCE)
+    }
+
+    /// One model call of `source` in `session`, stamped `now`, with the tokens of `usage`.
+    pub fn call(
+        session: &str,
+        model: &str,
+        source: &str,
+        usage: &crate::provider::Usage,
+        took: Duration,
+    ) -> UsageEntry {
+        UsageEntry {
+            at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            session: session.to_owned(),
+            model: model.to_owned(),
+            prompt: usage.prompt_tokens,
+            cached: usage.cached_tokens,
+            completion: usage.completion_tokens,
+            reasoning: usage.reasoning_tokens,
+            calls: 1,
+            source: Some(source.to_owned()),
+            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            ..UsageEntry::default()
+        }
     }
 }
 
@@ -75,6 +112,8 @@ pub struct Totals {
     pub cached: u64,
     /// Output tokens.
     pub completion: u64,
+    /// Reasoning tokens (within the output tokens).
+    pub reasoning: u64,
     /// Model calls.
     pub calls: u64,
     /// Turns.
@@ -89,6 +128,7 @@ impl Totals {
         self.prompt += entry.prompt;
         self.cached += entry.cached;
         self.completion += entry.completion;
+        self.reasoning += entry.reasoning;
         self.calls += entry.calls;
         self.turns += 1;
         self.cost = match (first, self.cost, price) {
@@ -215,7 +255,8 @@ pub fn summarise(
 pub enum GroupBy {
     /// The UTC day.
     Day,
-    /// What spent the tokens (user, cron, heartbeat, …).
+    /// What spent the tokens (user, cron, heartbeat, …), with the phase when it has one
+    /// (`dream:analysis`).
     Source,
     /// The cron job (`-` for turns no job ran).
     Job,
@@ -230,7 +271,10 @@ impl GroupBy {
     pub fn key(self, day: NaiveDate, entry: &UsageEntry) -> String {
         match self {
             GroupBy::Day => day.to_string(),
-            GroupBy::Source => entry.source().to_owned(),
+            GroupBy::Source => match &entry.phase {
+                Some(phase) => format!("{}:{phase}", entry.source()),
+                None => entry.source().to_owned(),
+            },
             GroupBy::Job => entry.job.clone().unwrap_or_else(|| "-".to_owned()),
             GroupBy::Session => entry.session.clone(),
             GroupBy::Model => entry.model.clone(),
@@ -284,6 +328,10 @@ mod tests {
         assert_eq!((by_source["user"].prompt, by_source["cron"].prompt), (5, 7));
         let by_job = group(&entries, &BTreeMap::new(), GroupBy::Job);
         assert_eq!((by_job["-"].turns, by_job["abc123"].completion), (1, 2));
+        let mut edit = entry("system:dream", "m", 3, 0, 1);
+        (edit.source, edit.phase, edit.reasoning) = (Some("dream".into()), Some("edit".into()), 1);
+        let by_source = group(&[(day, edit)], &BTreeMap::new(), GroupBy::Source);
+        assert_eq!(by_source["dream:edit"].reasoning, 1, "Dream is shown per phase");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 // Plugins and channels (state, pid, restarts, last error), refreshed every second; token
 // usage per day, as a bar chart (inline SVG, prompt and completion tokens stacked) over the
-// table; then small charts, all inline SVG without a library: tokens per source per day,
+// table; then small charts, all inline SVG without a library: tokens per source per day (with
+// each source's calls, cache hit rate, reasoning tokens and cost in a table under it),
 // cost per day (when the config prices the models), latency per turn, restarts per plugin,
 // and each session's context fill as a bar. Each cell carries its column's name
 // (`data-label`), so on a phone the tables stack into one block per row instead of running
@@ -45,7 +46,7 @@ function render(main, status) {
     el('h2', {}, 'Plugin restarts'), restartsChart(status.plugins),
     el('h2', {}, 'Token usage'),
     ...(status.usage.length ? [usageChart(status.usage), el('div', { class: 'scroll' }, usage)] : [el('p', { class: 'muted' }, 'No turns in the last two weeks.')]),
-    ...(status.sources?.length ? [el('h2', {}, 'Tokens by source'), sourceChart(status.sources)] : []),
+    ...(status.sources?.length ? [el('h2', {}, 'Tokens by source'), sourceChart(status.sources), sourceTotals(status.sources)] : []),
     ...(status.usage.some(d => typeof d.cost === 'number') ? [el('h2', {}, 'Cost'), costChart(status.usage)] : []),
     ...(status.turns?.length ? [el('h2', {}, 'Latency per turn'), latencyChart(status.turns)] : []),
     ...(status.contexts?.length ? [el('h2', {}, 'Context fill'), contextBars(status.contexts)] : []));
@@ -87,9 +88,12 @@ function usageChart(days) {
 }
 
 // What spends tokens, each in its own colour, stacked in this order.
-const SOURCES = ['user', 'cron', 'heartbeat', 'subagent', 'system'];
-const SOURCE_COLOURS = { user: '#3b7d6a', cron: '#d08c3f', heartbeat: '#b45f9e', subagent: '#5f8fb4', system: '#8fb8aa' };
-const colourOf = source => SOURCE_COLOURS[source] || '#999';
+const SOURCES = ['user', 'cron', 'heartbeat', 'subagent', 'system', 'dream:analysis', 'dream:edit', 'consolidation',
+  'memory_flush', 'embedding'];
+const SOURCE_COLOURS = { user: '#3b7d6a', cron: '#d08c3f', heartbeat: '#b45f9e', subagent: '#5f8fb4', system: '#8fb8aa',
+  'dream:analysis': '#7a6fc4', 'dream:edit': '#a99de0', consolidation: '#c4a13b', memory_flush: '#8a7d5a', embedding: '#6c9a3f' };
+// A phase without a colour of its own takes its source's (`dream:x` is Dream's).
+const colourOf = source => SOURCE_COLOURS[source] || SOURCE_COLOURS[source.split(':')[0] + ':analysis'] || '#999';
 
 // Vertical bars of stacked parts over a baseline: `bars` are { label, title, parts: [{ value,
 // fill }] }; the tallest bar fills the height; `top` says what the tallest stands for.
@@ -132,6 +136,26 @@ function sourceChart(rows) {
     svg('rect', { width: 10, height: 10, rx: 2, fill: colourOf(source) }));
   const legend = seen.flatMap(source => [swatch(source), ` ${source} `]);
   return figure(bars('sources-chart', 'Tokens per source per day', items, most => `${Math.round(most)} tokens`), legend, ' tokens per day (UTC)');
+}
+
+// Each source's sums over the days shown: calls, tokens, the prompt-cache hit rate (the
+// cheapest saving), reasoning tokens and cost.
+function sourceTotals(rows) {
+  const sums = new Map();
+  for (const r of rows) {
+    const s = sums.get(r.source) || { calls: 0, prompt: 0, cached: 0, completion: 0, reasoning: 0, cost: 0, priced: true };
+    s.calls += r.calls || 0; s.prompt += r.prompt; s.cached += r.cached; s.completion += r.completion;
+    s.reasoning += r.reasoning || 0;
+    if (typeof r.cost === 'number') s.cost += r.cost; else s.priced = false;
+    sums.set(r.source, s);
+  }
+  const heads = ['Source', 'Calls', 'Tokens', 'Cache hits', 'Reasoning', 'Cost'];
+  const cell = (n, value) => el('td', { 'data-label': heads[n] }, String(value));
+  const body = [...sums.entries()].sort((a, b) => rank(a[0]) - rank(b[0])).map(([source, s]) => el('tr', { 'data-source': source },
+    [source, s.calls, s.prompt + s.completion, s.prompt ? `${Math.round((100 * s.cached) / s.prompt)}%` : '—', s.reasoning,
+      s.priced ? s.cost.toFixed(4) : '—'].map((value, n) => cell(n, value))));
+  return el('div', { class: 'scroll' }, el('table', { id: 'source-totals', class: 'stack' },
+    el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))), el('tbody', {}, body)));
 }
 
 function rank(source) {

@@ -10,6 +10,7 @@ use super::error::ProviderError;
 use super::redact::Secrets;
 use super::registry::{self, Resolution, Wire};
 use super::transport::Transport;
+use super::types::Usage;
 use crate::config::LlmConfig;
 
 /// Most texts sent in one request (providers cap the batch; 96–2048 are common limits).
@@ -66,19 +67,28 @@ impl Embedder {
 
     /// One vector per text, in order; texts are sent [`MAX_BATCH`] at a time.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(MAX_BATCH) {
-            let batch = self.embed_batch(batch).await.map_err(|e| self.secrets.scrub_error(e))?;
-            vectors.extend(batch);
-        }
-        Ok(vectors)
+        self.embed_counted(texts).await.map(|(vectors, _)| vectors)
     }
 
-    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
+    /// Like [`Embedder::embed`], with the input tokens the endpoint reported
+    /// (`usage.prompt_tokens`, summed over the batches; 0 where it reports none).
+    pub async fn embed_counted(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, Usage), ProviderError> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        let mut usage = Usage::default();
+        for batch in texts.chunks(MAX_BATCH) {
+            let (batch, tokens) = self.embed_batch(batch).await.map_err(|e| self.secrets.scrub_error(e))?;
+            vectors.extend(batch);
+            usage.prompt_tokens += tokens;
+        }
+        Ok((vectors, usage))
+    }
+
+    async fn embed_batch(&self, texts: &[String]) -> Result<(Vec<Vec<f32>>, u64), ProviderError> {
         let body = json!({"model": self.model, "input": texts});
         let response = self.transport.post(&self.url, &body).await?;
         let reply = self.transport.read_json(response).await?;
-        parse_embeddings(&reply, texts.len())
+        let tokens = reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+        Ok((parse_embeddings(&reply, texts.len())?, tokens))
     }
 }
 

@@ -45,6 +45,9 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Input tokens served from the provider's prompt cache.
     pub cached_tokens: u64,
+    /// Output tokens spent on reasoning (counted in `completion_tokens` too), where the
+    /// provider reports them.
+    pub reasoning_tokens: u64,
 }
 
 /// The model's complete reply.

@@ -213,6 +213,7 @@ fn start_recall(
         index_path: index.to_path_buf(),
         settings,
         embedder,
+        meter: None,
         history: Arc::new(HistoryStore::new(workspace)),
         timezone: None,
         poll: None,

@@ -15,7 +15,7 @@ const RUNGS: &[&[&str]] = &[
     &["session", "history", "usage", "plugin_specs"],
     &["context", "settings", "budget"],
     &["turn"],
-    &["cron"],
+    &["cron", "meter"],
     &["services"],
     &["memory", "automation"],
     &["agent"],

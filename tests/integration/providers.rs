@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use oxibot_kernel::config::Config;
 use oxibot_kernel::message::{ChatMessage, Role, ToolCall};
 use oxibot_kernel::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage, Wire};
-use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS, Reply, ScriptedLlm};
+use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS, REASONING_TOKENS, Reply, ScriptedLlm};
 use oxibot_tests::wait::within_deadline;
 use serde_json::{Value, json};
 
@@ -98,7 +98,8 @@ async fn plain_text_comes_back_whole_and_streamed_in_both_wire_formats() {
                 Usage {
                     prompt_tokens: PROMPT_TOKENS,
                     completion_tokens: COMPLETION_TOKENS,
-                    cached_tokens: CACHED_TOKENS
+                    cached_tokens: CACHED_TOKENS,
+                    reasoning_tokens: if wire == Wire::Anthropic { 0 } else { REASONING_TOKENS }
                 }
             );
             if stream {

@@ -2,10 +2,13 @@
 //! scripted LLM: a cron job's and the heartbeat's turns attributed to them in the usage log and
 //! in `oxibot usage --by source|job`; a job over its budget stops calling the model, its owner
 //! is told once in the chat, and `oxibot status` says it is capped; the heartbeat's own model
-//! serves the heartbeat only; a consolidation's call is counted as `consolidation`.
+//! serves the heartbeat only; a consolidation's call is counted as `consolidation`; Dream's
+//! calls per phase, a helper's for its parent session, reasoning and cached tokens shown; a
+//! cap checked before every model call (a tool loop stops there, a capped Dream tells the
+//! owner's last active chat); the helpers' and consolidation's own models.
 
-use futures_util::StreamExt;
-use oxibot_tests::llm::{COMPLETION_TOKENS, PROMPT_TOKENS, Reply};
+use futures_util::{SinkExt, StreamExt};
+use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS, REASONING_TOKENS, Reply};
 use oxibot_tests::procs::wait_until;
 use oxibot_tests::wait::{DEADLINE, block_on};
 use serde_json::{Value, json};
@@ -168,4 +171,186 @@ fn a_consolidations_call_is_counted_as_consolidation_and_not_as_the_users_turn()
     };
     assert_eq!(row("consolidation").map(|columns| columns[2].clone()), Some("1".to_owned()), "{table}");
     assert_eq!(row("user").map(|columns| columns[2].clone()), Some("1".to_owned()), "{table}");
+}
+
+/// Words of Dream's analysis prompt (templates/agent/dream_phase1.md).
+const DREAM_PHASE1: &str = "maintain the long-term memory";
+/// Words of Dream's editing prompt (templates/agent/dream_phase2.md).
+const DREAM_PHASE2: &str = "apply a list of findings";
+/// Words of a helper's system prompt (templates/agent/subagent.md).
+const HELPER: &str = "The main assistant started you for one task";
+
+/// The row of `oxibot usage --by <by>` of an agent's data dir whose first column is `name`.
+/// Columns: NAME TURNS CALLS PROMPT CACHED COMPLETION COST HIT REASONING.
+fn agent_usage_row(env: &crate::agent::AgentEnv, by: &str, name: &str) -> Option<Vec<String>> {
+    let out = env.command(&["usage", "--by", by]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .map(|line| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .find(|columns| columns.first().is_some_and(|first| first == name))
+}
+
+#[test]
+fn a_dream_runs_calls_are_counted_per_phase_with_their_cached_and_reasoning_tokens() {
+    let env = crate::agent::AgentEnv::new();
+    env.write("memory/MEMORY.md", "# Memory\n");
+    let entry = json!({"cursor": 1, "timestamp": "2026-04-03 10:00", "content": "- Sam moved to Lyon"});
+    env.write("memory/history.jsonl", &format!("{entry}\n"));
+    env.llm.route(DREAM_PHASE1, Reply::Text("[USER] lives in Lyon".into()));
+    let read = json!({"path": "memory/MEMORY.md"}).to_string();
+    env.llm.route(DREAM_PHASE2, Reply::ToolCalls(vec![("read_file".into(), read)]));
+    env.llm.route(DREAM_PHASE2, Reply::Text("Nothing to change after all.".into()));
+    let out = env.agent("/dream");
+    assert!(out.status.success(), "{}", oxibot_tests::stderr(&out));
+    let analysis = agent_usage_row(&env, "source", "dream:analysis").expect("Dream's analysis is not counted");
+    assert_eq!(analysis[2..6], ["1", &PROMPT_TOKENS.to_string(), &CACHED_TOKENS.to_string(), "5"], "{analysis:?}");
+    assert_eq!(analysis[8], REASONING_TOKENS.to_string(), "{analysis:?}");
+    let edit = agent_usage_row(&env, "source", "dream:edit").expect("Dream's editing turn is not counted");
+    assert_eq!((edit[2].as_str(), edit[8].as_str()), ("2", &*(2 * REASONING_TOKENS).to_string()), "{edit:?}");
+    assert!(agent_usage_row(&env, "source", "user").is_none(), "Dream's calls are not the user's");
+    let status = oxibot_tests::stdout(&env.agent("/status"));
+    assert!(status.contains("dream:analysis") && status.contains("reasoning"), "{status}");
+}
+
+#[test]
+fn a_tool_loop_stops_at_its_cap_before_the_next_model_call_and_the_cap_is_the_reply() {
+    // One model call of the scripted LLM spends more than this.
+    let env = crate::agent::AgentEnv::with_defaults(json!({"budgets": {"user": {"dailyTokens": 10}}}));
+    env.write("notes.md", "a note\n");
+    let read = json!({"path": "notes.md"}).to_string();
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), read.clone())]));
+    env.llm.push(Reply::ToolCalls(vec![("read_file".into(), read)]));
+    env.llm.push(Reply::Text("The note says: a note.".into()));
+    let out = env.agent("read my notes");
+    let reply = oxibot_tests::stdout(&out);
+    assert!(reply.contains("The user budget is spent") && reply.contains("dailyTokens"), "{reply}");
+    assert_eq!(env.llm.requests().len(), 1, "the loop called the model past its cap");
+    let user = agent_usage_row(&env, "source", "user").unwrap();
+    assert_eq!(user[2], "1", "the one call made is counted: {user:?}");
+}
+
+#[test]
+fn a_helpers_own_model_serves_helpers_only_and_its_calls_count_for_its_parent_session() {
+    let env = crate::agent::AgentEnv::with_defaults(json!({"subagentModel": "helper-model"}));
+    let spawn = json!({"task": "What is six times seven?", "wait": true});
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), spawn.to_string())]));
+    env.llm.route(HELPER, Reply::Text("42".into()));
+    env.llm.push(Reply::Text("It is 42.".into()));
+    let out = env.agent("six times seven?");
+    assert!(oxibot_tests::stdout(&out).contains("It is 42."), "{}", oxibot_tests::stderr(&out));
+    let models: Vec<(bool, String)> = env
+        .llm
+        .requests()
+        .iter()
+        .map(|request| {
+            let system = request["messages"][0]["content"].as_str().unwrap_or_default();
+            (system.contains(HELPER), request["model"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let expected = [(false, "test-model"), (true, "helper-model"), (false, "test-model")];
+    assert_eq!(
+        models,
+        expected.map(|(helper, model)| (helper, model.to_owned())),
+        "the session's, the helper's, the session's"
+    );
+    let helper = agent_usage_row(&env, "source", "subagent").expect("the helper's call is not counted");
+    assert_eq!(helper[2], "1", "{helper:?}");
+    assert_eq!(agent_usage_row(&env, "model", "helper-model").unwrap()[2], "1");
+    let out = env.command(&["usage", "--by", "session"]).output().unwrap();
+    let sessions = String::from_utf8_lossy(&out.stdout).into_owned();
+    let parent = sessions.lines().find(|line| line.starts_with("cli:direct")).unwrap_or_default();
+    assert_eq!(parent.split_whitespace().nth(2), Some("3"), "the helper's call counts for its parent: {sessions}");
+}
+
+#[test]
+fn consolidation_uses_its_own_model_and_stops_at_its_cap() {
+    let env = crate::agent::AgentEnv::with_defaults(json!({"consolidationModel": "summary-model"}));
+    env.llm.push(Reply::Text("Hi Sam".into()));
+    assert!(env.agent("my name is Sam").status.success());
+    env.llm.route("keep the archive", Reply::Text("- user is called Sam".into()));
+    assert!(env.agent("/new").status.success());
+    let summaries: Vec<String> = env
+        .llm
+        .requests()
+        .iter()
+        .filter(|request| request["messages"][0]["content"].as_str().unwrap_or_default().contains("keep the archive"))
+        .map(|request| request["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(summaries, ["summary-model"]);
+    assert_eq!(agent_usage_row(&env, "model", "summary-model").unwrap()[2], "1");
+
+    // Everything spent already is over this cap: the next summary is not asked for.
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home.path().join("config.json")).unwrap()).unwrap();
+    config["agents"]["defaults"]["budgets"] = json!({"consolidation": {"dailyTokens": 1}});
+    env.write_config(&config);
+    env.llm.push(Reply::Text("Hi again".into()));
+    assert!(env.agent("I live in Lyon").status.success());
+    let before = env.llm.requests().len();
+    env.agent("/new");
+    assert_eq!(env.llm.requests().len(), before, "a capped consolidation called the model");
+    let status = oxibot_tests::stdout(&env.command(&["status"]).output().unwrap());
+    assert!(status.lines().any(|line| line.contains("consolidation: CAPPED")), "{status}");
+}
+
+#[test]
+fn a_capped_dream_tells_the_owners_last_active_chat_and_calls_no_model() {
+    let port = oxibot_tests::channels::free_port();
+    let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port}}));
+    env.edit_config(|config| config["agents"]["defaults"]["budgets"] = json!({"dream": {"dailyTokens": 1}}));
+    let entry = json!({"cursor": 1, "timestamp": "2026-04-03 10:00", "content": "- Sam moved to Lyon"});
+    std::fs::create_dir_all(env.workspace().join("memory")).unwrap();
+    std::fs::write(env.workspace().join("memory/history.jsonl"), format!("{entry}\n")).unwrap();
+    // Dream spent some tokens earlier today, over its cap of one.
+    let today = utc_today();
+    let spent = json!({"at": format!("{today}T00:00:01Z"), "session": "system:dream", "model": "test-model",
+        "prompt": 5, "cached": 0, "completion": 1, "calls": 1, "source": "dream", "phase": "analysis"});
+    std::fs::create_dir_all(env.data_dir().join("usage")).unwrap();
+    std::fs::write(env.data_dir().join(format!("usage/{today}.jsonl")), format!("{spent}\n")).unwrap();
+    env.llm.push(Reply::Text("Hello.".into()));
+    let _gateway = env.start_with("websocket");
+    block_on(async {
+        let (mut owner, _) = tokio_tungstenite::connect_async(env.ws_url(port, "owner")).await.unwrap();
+        owner.send(WsMessage::text(json!({"type": "message", "text": "hello"}).to_string())).await.unwrap();
+        assert_eq!(next_text(&mut owner).await, "Hello.");
+        owner.send(WsMessage::text(json!({"type": "message", "text": "/dream"}).to_string())).await.unwrap();
+        let mut told = Vec::new();
+        for _ in 0..2 {
+            let Ok(text) = tokio::time::timeout(std::time::Duration::from_secs(10), next_text(&mut owner)).await else {
+                break;
+            };
+            told.push(text);
+        }
+        assert!(told.iter().any(|text| text.contains("The dream budget is spent")), "{told:?}");
+        owner.close(None).await.ok();
+    });
+    let dream_calls = env.llm.requests().iter().filter(|r| r.to_string().contains(DREAM_PHASE1)).count();
+    assert_eq!(dream_calls, 0, "a capped Dream called the model");
+    let status = String::from_utf8_lossy(&env.command(&["status"]).output().unwrap().stdout).into_owned();
+    assert!(status.lines().any(|line| line.contains("dream: CAPPED")), "{status}");
+}
+
+/// Today's UTC date, `YYYY-MM-DD`, as the usage log names its files.
+fn utc_today() -> String {
+    let out = std::process::Command::new("date").args(["-u", "+%F"]).output().expect("date(1) runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn recalls_embedding_requests_are_counted_as_embedding() {
+    let env = crate::agent::AgentEnv::new();
+    env.write_config(&json!({
+        "agents": {"defaults": {"workspace": env.workspace, "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "test-key", "apiBase": env.llm.base_url()}},
+        "memory": {"embedding": "test-embedding"},
+    }));
+    env.write("memory/MEMORY.md", "# Memory\n\n- The spare key is under the blue flowerpot\n");
+    env.llm.push(Reply::Text("Under the blue flowerpot.".into()));
+    let out = env.agent("where did I leave the spare key?");
+    assert!(out.status.success(), "{}", oxibot_tests::stderr(&out));
+    assert!(!env.llm.embedding_requests().is_empty(), "the query was not embedded");
+    let row = agent_usage_row(&env, "source", "embedding").expect("the embedding requests are not counted");
+    let calls: u64 = row[2].parse().unwrap();
+    assert!(calls >= 1 && row[3] != "0", "{row:?}");
+    assert_eq!(agent_usage_row(&env, "model", "test-embedding").map(|row| row[2].clone()), Some(row[2].clone()));
 }

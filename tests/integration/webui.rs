@@ -477,10 +477,13 @@ fn the_health_page_draws_sources_cost_latency_restarts_and_context_fill() {
              return [count('#sources-chart .bar rect'), document.querySelector('#sources-chart .bar title')?.textContent ?? '',
                      count('#cost-chart .bar'), document.querySelector('#cost-chart .bar title')?.textContent ?? '',
                      count('#latency-chart .bar'), meter ? meter.value > 0 && meter.value < meter.max : null,
-                     document.documentElement.scrollWidth <= window.innerWidth];",
+                     document.documentElement.scrollWidth <= window.innerWidth,
+                     [...document.querySelectorAll('#source-totals tr[data-source=\"user\"] td')].map(td => td.textContent)];",
             json!([]),
         );
         assert_eq!(drawn[0], 1, "one source, one bar part: {drawn}");
+        // Issue 33: each source's calls, tokens, cache hit rate and reasoning tokens under the chart.
+        assert_eq!(drawn[7], json!(["user", "1", "17", "25%", "2", "0.0001"]), "{drawn}");
         assert!(drawn[1].as_str().is_some_and(|t| t.contains("user")), "{drawn}");
         assert_eq!(drawn[2], 1, "one day of cost: {drawn}");
         assert!(drawn[3].as_str().is_some_and(|t| !t.contains("unpriced")), "{drawn}");

@@ -29,6 +29,9 @@ pub const PROMPT_TOKENS: u64 = 12;
 pub const COMPLETION_TOKENS: u64 = 5;
 /// Cached input tokens every reply reports.
 pub const CACHED_TOKENS: u64 = 3;
+/// Reasoning tokens every OpenAI-compatible reply reports (within the completion tokens;
+/// Anthropic replies report none of their own).
+pub const REASONING_TOKENS: u64 = 2;
 
 /// What the server answers to one request.
 #[derive(Debug, Clone, PartialEq)]
@@ -449,7 +452,7 @@ fn openai_events(answer: &Answer, model: &str) -> Vec<Event> {
 }
 
 fn openai_usage() -> Value {
-    json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS, "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS}})
+    json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS, "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS}, "completion_tokens_details": {"reasoning_tokens": REASONING_TOKENS}})
 }
 
 fn openai_json(answer: &Answer, model: &str) -> Value {

@@ -145,10 +145,11 @@ fn today_line(services: &Services) -> String {
         })
         .collect();
     format!(
-        "\nToday, all sessions: {} prompt ({} cached), {} completion in {} calls{cost}\nToday by source: {}",
+        "\nToday, all sessions: {} prompt ({} cached), {} completion ({} reasoning) in {} calls{cost}\nToday by source: {}",
         totals.prompt,
         totals.cached,
         totals.completion,
+        totals.reasoning,
         totals.calls,
         sources.join(", ")
     )

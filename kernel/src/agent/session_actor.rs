@@ -25,6 +25,7 @@ use crate::memory::recall::auto::recall_for_message;
 use crate::memory::tokens::TokenLedger;
 use crate::message::ToolCall;
 use crate::message::{ChatMessage, Role};
+use crate::meter::Meter;
 use crate::services::Services;
 use crate::session::journal::{self, CallRecord, CallState, INBOX_ID_KEY, InboxRecord, OPEN_INBOX_KEY, TurnProgress};
 use crate::session::{InboxState, PendingMessage, Record, Session, SessionKey, close_interrupted_turn};
@@ -502,7 +503,9 @@ impl TurnJob {
             restrict_to_workspace: self.services.settings().config.tools.restrict_to_workspace,
             idempotency_key: None,
         };
+        let meter = Meter::counting(&self.services.settings(), self.services.data_dir(), self.usage_template(source));
         let hooks = CompositeHook::new(vec![
+            Box::new(meter),
             Box::new(UsageHook::new(self.usage.clone())),
             Box::new(PartialReply::new(self.partial.clone())),
             Box::new(StripThinking),
@@ -585,6 +588,17 @@ impl TurnJob {
         }
     }
 
+    /// What this session's turns of `source` are recorded as, before any tokens.
+    fn usage_template(&self, source: TurnSource) -> UsageEntry {
+        UsageEntry {
+            session: self.key.to_string(),
+            model: self.model.clone().unwrap_or_else(|| self.services.spec().model.clone()),
+            source: Some(source_name(source).unwrap_or(USER_SOURCE).to_owned()),
+            job: self.cron_job.clone(),
+            ..UsageEntry::default()
+        }
+    }
+
     /// Adds the turn's token counts, what spent them and how long it took to the usage log
     /// (a failure to write is logged only).
     fn record_usage(&self, outcome: &TurnOutcome, source: TurnSource, took: Duration) {
@@ -596,11 +610,13 @@ impl TurnJob {
             prompt: outcome.usage.prompt_tokens,
             cached: outcome.usage.cached_tokens,
             completion: outcome.usage.completion_tokens,
+            reasoning: outcome.usage.reasoning_tokens,
             calls: u64::from(outcome.iterations),
             source: Some(source_name(source).unwrap_or(USER_SOURCE).to_owned()),
             job: self.cron_job.clone(),
             ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
             context: Some(lock(&self.usage).last_prompt_tokens),
+            phase: None,
         };
         if let Err(error) = self.services.usage().record(&entry, now) {
             tracing::warn!(session = %self.key, %error, "cannot record token usage");

@@ -86,6 +86,14 @@ impl Dispatcher {
         self.requests.send(Request::Run(request)).is_ok()
     }
 
+    /// Sends `content` to `target` without waiting to learn whether it was delivered;
+    /// `false` when the runner is gone.
+    pub fn send_and_forget(&self, target: Target, content: String) -> bool {
+        let (done, _unheard) = oneshot::channel();
+        let request = SendRequest { target, content, media: Vec::new(), from: None, done };
+        self.requests.send(Request::Send(request)).is_ok()
+    }
+
     /// Sends a message and waits until its channel took it or gave up.
     pub async fn send(
         &self,

@@ -328,6 +328,7 @@ impl Beat {
             prompt: response.usage.prompt_tokens,
             cached: response.usage.cached_tokens,
             completion: response.usage.completion_tokens,
+            reasoning: response.usage.reasoning_tokens,
             calls: 1,
             source: Some("heartbeat".to_owned()),
             ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),

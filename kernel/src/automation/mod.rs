@@ -17,6 +17,7 @@ pub mod supervised;
 
 use std::sync::Arc;
 
+use crate::meter::Meter;
 use crate::paths;
 use crate::services::Services;
 use crate::turn::builtin::{BuiltinTool, BuiltinTools};
@@ -64,8 +65,24 @@ pub fn builtin_tools(services: &Services, reach: Reach) -> BuiltinTools {
         max_concurrent: services.settings().config.agents.defaults.max_concurrent_subagents,
         dispatcher: reach.dispatcher,
         timezone: services.timezone(),
+        model: subagent_model(services),
+        meter: helper_meter(services),
     };
     tools.push(Arc::new(SpawnTool::new(helpers)));
     tools.extend(reach.extra);
     BuiltinTools::new(tools)
+}
+
+/// `agents.defaults.subagentModel`, the model helpers use instead of the agent's.
+fn subagent_model(services: &Services) -> Option<String> {
+    let settings = services.settings();
+    let model = settings.config.agents.defaults.extra.get("subagentModel").and_then(serde_json::Value::as_str);
+    model.map(str::trim).filter(|model| !model.is_empty()).map(str::to_owned)
+}
+
+/// Meters for helpers, with the caps and prices in force at start.
+fn helper_meter(services: &Services) -> spawn::MeterFor {
+    let settings = services.settings();
+    let data_dir = services.data_dir().to_path_buf();
+    Arc::new(move |parent: &str, model: &str| Meter::per_call(&settings, &data_dir, parent, model, "subagent"))
 }

@@ -19,6 +19,7 @@ use super::dispatch::{Dispatcher, RunRequest};
 use super::supervised::{JobFailure, StopJob, SupervisedJob, Work};
 use crate::context::ContextBuilder;
 use crate::message::{ChatMessage, Role};
+use crate::meter::Meter;
 use crate::session::SessionKey;
 use crate::turn::Engine;
 use crate::turn::builtin::{BuiltinContext, BuiltinTool, BuiltinTools, ToolFuture, ToolReply, TurnSource};
@@ -52,7 +53,15 @@ pub struct HelperSettings {
     pub dispatcher: Option<Dispatcher>,
     /// The configured IANA timezone, for the time the helper is shown.
     pub timezone: Option<String>,
+    /// The model helpers use instead of the agent's (`agents.defaults.subagentModel`).
+    pub model: Option<String>,
+    /// A meter for one helper's calls, given its parent session and model: caps checked
+    /// before each call, each call written to the usage log as `subagent`.
+    pub meter: MeterFor,
 }
+
+/// Makes the meter of one helper from its parent session and its model.
+pub type MeterFor = Arc<dyn Fn(&str, &str) -> Meter + Send + Sync>;
 
 /// The `spawn` tool and the helpers it runs.
 pub struct SpawnTool {
@@ -155,6 +164,9 @@ impl Helpers {
     /// The helper's turn, waiting first for a free place.
     fn work(&self, task: &Task, context: &BuiltinContext) -> Work {
         let engine = self.settings.engine.clone();
+        let model = self.settings.model.clone().unwrap_or_else(|| engine.spec().model.clone());
+        let parent = context.call.session_key.clone().unwrap_or_else(|| "cli:direct".to_owned());
+        let meter = (self.settings.meter)(&parent, &model);
         let tools = self.settings.tools.clone();
         let places = self.places.clone();
         let mut call = context.call.clone();
@@ -170,7 +182,7 @@ impl Helpers {
         ];
         Box::pin(async move {
             let _place = places.acquire_owned().await.map_err(|_| "the kernel is shutting down".to_owned())?;
-            let spec = crate::turn::runner::RunSpec { stream: false, ..(*engine.spec()).clone() };
+            let spec = crate::turn::runner::RunSpec { model, stream: false, ..(*engine.spec()).clone() };
             let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
             let provider = engine.provider();
             let turn = Turn {
@@ -180,7 +192,7 @@ impl Helpers {
                 tools: engine.offered_tools(&tools),
                 context: BuiltinContext { call, source: TurnSource::Subagent },
                 builtins: tools,
-                hooks: CompositeHook::new(vec![Box::new(StripThinking)]),
+                hooks: CompositeHook::new(vec![Box::new(meter), Box::new(StripThinking)]),
                 events,
                 // A helper's steps are not part of any conversation; its report is.
                 checkpoint: Box::new(|_| Ok(())),

@@ -152,6 +152,7 @@ fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recal
         index_path: MemoryIndex::location(&paths::data_dir(), &setup.workspace),
         settings,
         embedder,
+        meter: Some(oxibot_kernel::memory::embedding_meter(&setup.settings, &paths::data_dir())),
         history: Arc::new(HistoryStore::new(&setup.workspace)),
         timezone: setup.settings.config.agents.defaults.timezone.clone(),
         poll: None,

@@ -1,6 +1,6 @@
 //! `oxibot usage`: token use per day (or per source, cron job, session or model) over the last
-//! days, from the usage log, with the cache hit rate and the cost when `agents.defaults.pricing`
-//! prices the models.
+//! days, from the usage log, with the cache hit rate, the cost when `agents.defaults.pricing`
+//! prices the models, and the reasoning tokens (last, so the columns before keep their place).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -17,7 +17,8 @@ use super::kernel::Setup;
 pub enum By {
     /// The UTC day.
     Day,
-    /// What spent the tokens: user, cron, heartbeat, subagent, system.
+    /// What spent the tokens: user, cron, heartbeat, subagent, system, dream (per phase),
+    /// consolidation, memory_flush, embedding.
     Source,
     /// The cron job's id (`-` for everything else).
     Job,
@@ -69,8 +70,8 @@ fn write_table(out: &mut impl Write, first: &str, rows: &[(String, Totals)]) -> 
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0).max(first.len());
     writeln!(
         out,
-        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}  {:>6}",
-        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST", "HIT"
+        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}  {:>6}  {:>10}",
+        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST", "HIT", "REASONING"
     )?;
     let mut total = Totals::default();
     let mut priced = true;
@@ -79,6 +80,7 @@ fn write_table(out: &mut impl Write, first: &str, rows: &[(String, Totals)]) -> 
         total.prompt += totals.prompt;
         total.cached += totals.cached;
         total.completion += totals.completion;
+        total.reasoning += totals.reasoning;
         total.calls += totals.calls;
         total.turns += totals.turns;
         priced &= totals.cost.is_some();
@@ -98,7 +100,7 @@ fn columns(totals: &Totals) -> String {
         format!("{:.0}%", totals.cached as f64 * 100.0 / totals.prompt as f64)
     };
     format!(
-        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}  {hit:>6}",
-        totals.turns, totals.calls, totals.prompt, totals.cached, totals.completion
+        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}  {hit:>6}  {:>10}",
+        totals.turns, totals.calls, totals.prompt, totals.cached, totals.completion, totals.reasoning
     )
 }

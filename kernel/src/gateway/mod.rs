@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::agent::SessionManager;
-use crate::automation::dispatch::Dispatcher;
+use crate::automation::dispatch::{Dispatcher, Target};
 use crate::automation::heartbeat::HeartbeatActor;
 use crate::automation::scheduling::{self, Scheduler};
 use crate::automation::{Reach, builtin_tools, cron_where_jobs_run};
@@ -94,6 +94,10 @@ pub async fn run(
     extra.extend(cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref()));
     let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra };
     services.install_builtins(builtin_tools(&services, reach));
+    let notices = dispatcher.clone();
+    services.install_owner_notice(Box::new(move |text| {
+        notices.send_and_forget(Target::LastActive, text);
+    }));
     manager.memory().dream.do_send(StartSchedule);
     if settings.heartbeat.enabled {
         let workspace = services.workspace().to_path_buf();

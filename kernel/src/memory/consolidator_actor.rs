@@ -149,8 +149,9 @@ impl Estimator for LedgerEstimator<'_> {
     }
 }
 
-/// Summarises with one plain call to the configured model (no tools), whose tokens the usage
-/// log counts as the session's `consolidation`.
+/// Summarises with one plain call to `agents.defaults.consolidationModel` (else the
+/// configured model), whose tokens the usage log counts as the session's `consolidation`;
+/// no call is made once a cap of `consolidation` (or `all`) is reached.
 struct LlmSummarizer<'a> {
     services: &'a Services,
     session: &'a str,
@@ -159,7 +160,7 @@ struct LlmSummarizer<'a> {
 impl Summarizer for LlmSummarizer<'_> {
     async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, ProviderError> {
         let request = ChatRequest {
-            model: self.services.spec().model.clone(),
+            model: consolidation_model(self.services),
             messages: vec![
                 ChatMessage::text(Role::System, CONSOLIDATE),
                 ChatMessage::text(Role::User, consolidation_input(messages)),
@@ -169,32 +170,22 @@ impl Summarizer for LlmSummarizer<'_> {
             temperature: self.services.spec().temperature,
             reasoning_effort: None,
         };
+        let mut meter = self.services.meter(self.session, &request.model, "consolidation");
+        if let Some(breach) = meter.check() {
+            self.services.tell_capped(&breach);
+            return Err(ProviderError::Quota { provider: "oxibot".to_owned(), message: breach.message() });
+        }
         let started = std::time::Instant::now();
         let response = self.services.provider().chat(&request, false, &mut |_| {}).await?;
-        self.record(&request.model, &response.usage, started.elapsed());
+        meter.record(&response.usage, started.elapsed());
         Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")))
     }
 }
 
-impl LlmSummarizer<'_> {
-    /// Adds the call to the usage log (a failure to write is logged only).
-    fn record(&self, model: &str, usage: &crate::provider::Usage, took: std::time::Duration) {
-        use crate::usage::{UsageEntry, UsageStore};
-        let now = chrono::Utc::now();
-        let entry = UsageEntry {
-            at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            session: self.session.to_owned(),
-            model: model.to_owned(),
-            prompt: usage.prompt_tokens,
-            cached: usage.cached_tokens,
-            completion: usage.completion_tokens,
-            calls: 1,
-            source: Some("consolidation".to_owned()),
-            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
-            ..UsageEntry::default()
-        };
-        if let Err(error) = self.services.usage().record(&entry, now) {
-            tracing::warn!(session = %self.session, %error, "cannot record the consolidation's token usage");
-        }
-    }
+/// The model of consolidation's summaries: `agents.defaults.consolidationModel`, else the
+/// agent's.
+fn consolidation_model(services: &Services) -> String {
+    let settings = services.settings();
+    let own = settings.config.agents.defaults.extra.get("consolidationModel").and_then(serde_json::Value::as_str);
+    own.filter(|model| !model.trim().is_empty()).map_or_else(|| services.spec().model.clone(), str::to_owned)
 }

@@ -5,7 +5,9 @@
 //! findings. Phase 2 is a runner turn with a gated tool set (see [`super::gate`]) that applies
 //! them as surgical edits. The Dream cursor advances after phase 2 whether or not it
 //! succeeded, so one bad batch cannot make Dream loop on it forever; only a transient failure
-//! of phase 1 (network, rate limit, server error) leaves the batch for the next run.
+//! of phase 1 (network, rate limit, server error) or a reached spending cap leaves the batch
+//! for the next run. Each call is written to the usage log as `dream`, phase `analysis` or
+//! `edit`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,11 +23,15 @@ use super::prompts::{
 use super::schedule::DreamSettings;
 use crate::history::{HistoryEntry, HistoryError};
 use crate::message::{ChatMessage, Role};
+use crate::meter::Meter;
 use crate::provider::{ChatRequest, ProviderError};
 use crate::services::Services;
 use crate::turn::builtin::{BuiltinContext, BuiltinTools, TurnSource};
 use crate::turn::hooks::{CompositeHook, StripThinking, strip_think_blocks};
 use crate::turn::runner::{RunError, RunSpec, Turn, TurnEvent};
+
+/// Dream's source in the usage log and in `agents.defaults.budgets`.
+const DREAM_SOURCE: &str = "dream";
 
 /// What a Dream run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,6 +89,10 @@ pub enum DreamError {
     /// A run is already under way.
     #[error("Dream is already running")]
     Busy,
+    /// A spending cap of Dream (or of everything) is reached: no model was called and the
+    /// batch waits for the next run.
+    #[error("{0}")]
+    Capped(String),
 }
 
 /// Why Dream's editing phase failed.
@@ -112,8 +122,13 @@ pub async fn run_dream(services: &Services, settings: &DreamSettings) -> Result<
     let today = today.get(..10).unwrap_or(&today).to_owned();
     let model = settings.model.clone().unwrap_or_else(|| services.spec().model.clone());
 
+    let meter = services.meter("system:dream", &model, DREAM_SOURCE);
+    if let Some(breach) = meter.check() {
+        services.tell_capped(&breach);
+        return Err(DreamError::Capped(breach.message()));
+    }
     let files = read_memory_files(services.workspace());
-    match analyse(services, &model, &batch, &files, &today).await {
+    match analyse(services, meter.phase("analysis"), &model, &batch, &files, &today).await {
         Ok(analysis) => report.analysis = drop_prompt_examples(&analysis),
         Err(error) if error.is_retryable() => return Err(DreamError::Analysis(error)),
         Err(error) => {
@@ -140,9 +155,10 @@ pub async fn run_dream(services: &Services, settings: &DreamSettings) -> Result<
     Ok(report)
 }
 
-/// Phase 1: the findings, as text.
+/// Phase 1: the findings, as text; the call is written to the usage log by `meter`.
 async fn analyse(
     services: &Services,
+    mut meter: Meter,
     model: &str,
     batch: &[HistoryEntry],
     files: &MemoryFiles,
@@ -159,7 +175,9 @@ async fn analyse(
         temperature: services.spec().temperature,
         reasoning_effort: None,
     };
+    let started = std::time::Instant::now();
     let response = services.provider().chat(&request, false, &mut |_| {}).await?;
+    meter.record(&response.usage, started.elapsed());
     Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")).trim().to_owned())
 }
 
@@ -183,6 +201,8 @@ async fn apply(
     };
     let (events, mut finished) = mpsc::unbounded_channel();
     let provider = services.provider();
+    let meter = services.meter("system:dream", model, DREAM_SOURCE).phase("edit");
+    let capped = meter.capped();
     let turn = Turn {
         provider: &provider,
         host: services.host(),
@@ -200,7 +220,7 @@ async fn apply(
             source: TurnSource::System,
         },
         builtins: BuiltinTools::default(),
-        hooks: CompositeHook::new(vec![Box::new(StripThinking)]),
+        hooks: CompositeHook::new(vec![Box::new(meter), Box::new(StripThinking)]),
         events,
         // Dream's turn is not a conversation: nothing of it is kept but the edits themselves.
         checkpoint: Box::new(|_| Ok(())),
@@ -212,6 +232,9 @@ async fn apply(
     };
     let messages = vec![ChatMessage::text(Role::System, DREAM_PHASE2), ChatMessage::text(Role::User, input)];
     turn.run(messages).await?;
+    if let Some(breach) = capped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        services.tell_capped(&breach);
+    }
     let mut events = Vec::new();
     while let Ok(event) = finished.try_recv() {
         events.push(event);

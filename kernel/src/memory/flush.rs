@@ -109,7 +109,7 @@ impl ToolGate for OnlyMemory {
 }
 
 /// Runs the silent turn over `slice` of session `key`: the model may `store` what matters;
-/// its words go nowhere. Returns how many stores succeeded.
+/// its words go nowhere, its calls are written to the usage log as `memory_flush`. Returns how many stores succeeded.
 pub async fn flush_before_archive(
     services: &Services,
     recall: &Recall,
@@ -122,6 +122,8 @@ pub async fn flush_before_archive(
     let (events, mut seen) = mpsc::unbounded_channel();
     let (channel, chat) = key.split_once(':').unwrap_or(("system", key));
     let provider = services.provider();
+    let meter = services.meter(key, &spec.model, "memory_flush");
+    let capped = meter.capped();
     let turn = Turn {
         provider: &provider,
         host: services.host(),
@@ -139,7 +141,7 @@ pub async fn flush_before_archive(
             source: TurnSource::System,
         },
         builtins,
-        hooks: CompositeHook::new(vec![Box::new(StripThinking)]),
+        hooks: CompositeHook::new(vec![Box::new(meter), Box::new(StripThinking)]),
         events,
         // Silent: nothing of this turn is kept but what the tool stores.
         checkpoint: Box::new(|_| Ok(())),
@@ -158,6 +160,9 @@ pub async fn flush_before_archive(
         transcript(slice)
     );
     turn.run(vec![ChatMessage::text(Role::System, MEMORY_FLUSH), ChatMessage::text(Role::User, input)]).await?;
+    if let Some(breach) = capped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        services.tell_capped(&breach);
+    }
     let mut stored = 0;
     while let Ok(event) = seen.try_recv() {
         if matches!(event, crate::turn::runner::TurnEvent::ToolFinished { is_error: false, .. }) {

@@ -91,9 +91,22 @@ fn start_recall(services: &Services) -> Option<Recall> {
         index_path: MemoryIndex::location(services.data_dir(), services.workspace()),
         settings,
         embedder,
+        meter: Some(embedding_meter(&snapshot, services.data_dir())),
         history: services.history().clone(),
         timezone: services.timezone(),
         poll: Some(recall::POLL_INTERVAL),
     };
     Recall::start(setup).inspect_err(|error| tracing::warn!(%error, "memory search is off")).ok()
+}
+
+/// Meters for embedding requests, written to the usage log as `embedding` with the caps and
+/// prices of `settings`.
+pub fn embedding_meter(
+    settings: &crate::settings::Settings,
+    data_dir: &std::path::Path,
+) -> recall::metered::EmbedMeter {
+    let (settings, data_dir) = (settings.clone(), data_dir.to_path_buf());
+    Arc::new(move |model: &str| {
+        crate::meter::Meter::per_call(&settings, &data_dir, "system:memory", model, "embedding")
+    })
 }

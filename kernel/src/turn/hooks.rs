@@ -42,6 +42,11 @@ pub trait Hook: Send {
     fn before_iteration(&mut self, _info: &IterationInfo) -> HookResult {
         Ok(())
     }
+    /// Before each model call: a reason not to make it (a spending cap reached), which ends
+    /// the turn with that reason as its answer.
+    fn refuse_call(&mut self) -> Option<String> {
+        None
+    }
     /// For each streamed text delta.
     fn on_stream(&mut self, _delta: &str) -> HookResult {
         Ok(())
@@ -83,6 +88,11 @@ impl CompositeHook {
     /// Calls `before_iteration` on every hook.
     pub fn before_iteration(&mut self, info: &IterationInfo) {
         self.each("before_iteration", |h| h.before_iteration(info));
+    }
+
+    /// The first hook's reason not to make the next model call, if any.
+    pub fn refuse_call(&mut self) -> Option<String> {
+        self.hooks.iter_mut().find_map(|hook| hook.refuse_call())
     }
 
     /// Calls `on_stream` on every hook.
@@ -299,7 +309,7 @@ mod tests {
     fn usage_hook_accumulates_per_session() {
         let totals = Arc::new(Mutex::new(UsageTotals::default()));
         let mut hook = UsageHook::new(totals.clone());
-        let usage = Usage { prompt_tokens: 100, completion_tokens: 10, cached_tokens: 40 };
+        let usage = Usage { prompt_tokens: 100, completion_tokens: 10, cached_tokens: 40, reasoning_tokens: 0 };
         hook.after_iteration(&StepInfo { iteration: 1, usage, tool_calls: 0 }).unwrap();
         hook.after_iteration(&StepInfo { iteration: 2, usage, tool_calls: 0 }).unwrap();
         let t = *totals.lock().unwrap();

@@ -203,6 +203,15 @@ impl Turn<'_> {
             }
             budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
             self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
+            if let Some(refusal) = self.hooks.refuse_call() {
+                self.store(vec![ChatMessage::text(Role::Assistant, refusal.clone()).from_kernel()])?;
+                return Ok(TurnOutcome {
+                    content: refusal,
+                    usage,
+                    iterations: iteration - 1,
+                    hit_iteration_cap: false,
+                });
+            }
             let response = match self.call_model(&request).await {
                 // The first stage of the overflow guard: long tool results cut; the caller
                 // compacts history if that still does not fit.
@@ -461,4 +470,5 @@ fn add_usage(total: &mut Usage, step: &Usage) {
     total.prompt_tokens += step.prompt_tokens;
     total.completion_tokens += step.completion_tokens;
     total.cached_tokens += step.cached_tokens;
+    total.reasoning_tokens += step.reasoning_tokens;
 }

@@ -147,7 +147,7 @@ fn a_whole_message_is_read_with_thinking_tool_use_and_cache_counts() {
     assert_eq!(parsed.thinking_blocks, Some(json!([{"type": "thinking", "thinking": "plan", "signature": "sig"}])));
     assert_eq!(parsed.reasoning_content.as_deref(), Some("plan"));
     assert_eq!(parsed.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(parsed.usage, Usage { prompt_tokens: 17, completion_tokens: 7, cached_tokens: 10 });
+    assert_eq!(parsed.usage, Usage { prompt_tokens: 17, completion_tokens: 7, cached_tokens: 10, reasoning_tokens: 0 });
 }
 
 fn read_events(events: &[serde_json::Value]) -> (Result<ChatResponse, ProviderError>, Vec<StreamEvent>) {
@@ -186,7 +186,7 @@ fn a_streamed_message_assembles_thinking_text_and_tool_input() {
     let reply = reply.unwrap();
     assert_eq!(reply.tool_calls, vec![ToolCall::new("toolu_1", "glob", r#"{"pattern":"*"}"#)]);
     assert_eq!(reply.thinking_blocks, Some(json!([{"type": "thinking", "thinking": "hmm", "signature": "sig-1"}])));
-    assert_eq!(reply.usage, Usage { prompt_tokens: 12, completion_tokens: 5, cached_tokens: 3 });
+    assert_eq!(reply.usage, Usage { prompt_tokens: 12, completion_tokens: 5, cached_tokens: 3, reasoning_tokens: 0 });
     assert_eq!(seen, vec![StreamEvent::Reasoning("hmm".into()), StreamEvent::Text("ok".into())]);
 }
 

@@ -45,6 +45,8 @@ impl From<AnthropicUsage> for Usage {
             prompt_tokens: u.input + u.cache_creation + u.cache_read,
             completion_tokens: u.output,
             cached_tokens: u.cache_read,
+            // Anthropic counts thinking in `output_tokens` and reports no share of its own.
+            reasoning_tokens: 0,
         }
     }
 }

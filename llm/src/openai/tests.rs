@@ -274,14 +274,15 @@ fn a_whole_reply_is_read_with_tool_calls_reasoning_and_cached_tokens() {
     let reply = json!({"choices": [{"finish_reason": "tool_calls", "message": {"role": "assistant", "content": "let me look", "reasoning_content": "hmm",
         "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
                        {"id": "call_9", "type": "function", "function": {"name": "list_dir", "arguments": ""}}]}}],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 16}}});
+        "usage": {"prompt_tokens": 20, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 16},
+                  "completion_tokens_details": {"reasoning_tokens": 4}}});
     let parsed = parse_response(&reply, "custom").unwrap();
     assert_eq!(parsed.content.as_deref(), Some("let me look"));
     assert_eq!(parsed.reasoning_content.as_deref(), Some("hmm"));
     assert_eq!(parsed.tool_calls[0], ToolCall::new("call_9", "read_file", "{\"path\":\"a\"}"));
     assert_ne!(parsed.tool_calls[1].id, "call_9", "a repeated id is replaced");
     assert_eq!(parsed.tool_calls[1].function.arguments, "{}");
-    assert_eq!(parsed.usage, Usage { prompt_tokens: 20, completion_tokens: 7, cached_tokens: 16 });
+    assert_eq!(parsed.usage, Usage { prompt_tokens: 20, completion_tokens: 7, cached_tokens: 16, reasoning_tokens: 4 });
     assert_eq!(parsed.finish_reason.as_deref(), Some("tool_calls"));
 }
 
@@ -340,7 +341,7 @@ fn streamed_tool_calls_are_assembled_by_index() {
         ]
     );
     assert_eq!((reply.content.as_deref(), reply.reasoning_content.as_deref()), (Some("on it"), Some("plan")));
-    assert_eq!(reply.usage, Usage { prompt_tokens: 3, completion_tokens: 4, cached_tokens: 1 });
+    assert_eq!(reply.usage, Usage { prompt_tokens: 3, completion_tokens: 4, cached_tokens: 1, reasoning_tokens: 0 });
     assert_eq!(events, vec![StreamEvent::Reasoning("plan".into()), StreamEvent::Text("on it".into())]);
 }
 

@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use crate::types::Usage;
 
-/// `usage`, with cached tokens from wherever the provider puts them.
+/// `usage`, with cached tokens from wherever the provider puts them and reasoning tokens from
+/// `completion_tokens_details`.
 pub(crate) fn parse_usage(usage: &Value) -> Usage {
     let number = |path: &[&str]| path.iter().try_fold(usage, |v, key| v.get(key)).and_then(Value::as_u64).unwrap_or(0);
     let cached = [&["prompt_tokens_details", "cached_tokens"][..], &["cached_tokens"], &["prompt_cache_hit_tokens"]]
@@ -17,5 +18,6 @@ pub(crate) fn parse_usage(usage: &Value) -> Usage {
         prompt_tokens: number(&["prompt_tokens"]),
         completion_tokens: number(&["completion_tokens"]),
         cached_tokens: cached,
+        reasoning_tokens: number(&["completion_tokens_details", "reasoning_tokens"]),
     }
 }

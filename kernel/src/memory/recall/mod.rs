@@ -13,6 +13,7 @@
 pub mod auto;
 pub mod edit;
 pub mod index;
+pub mod metered;
 pub mod rank;
 /// The `memory` section, read with the rest of the config (see [`crate::config::memory`]).
 pub use crate::config::memory as settings;
@@ -30,6 +31,7 @@ use actix::prelude::*;
 use crate::history::HistoryStore;
 use crate::provider::{Embedder, ProviderError};
 use index::{Hit, IndexError, MemoryIndex, Query, SyncReport};
+use metered::{EmbedMeter, MeteredEmbedder};
 use rank::Weights;
 use settings::RecallSettings;
 use sources::Category;
@@ -56,6 +58,9 @@ pub enum RecallError {
     /// The embedding endpoint failed.
     #[error("embedding failed: {0}")]
     Embed(#[from] ProviderError),
+    /// A metered embedding request failed or was refused at its cap.
+    #[error(transparent)]
+    Embedding(#[from] metered::EmbedError),
 }
 
 /// The kernel's handle on memory recall (cheap to clone).
@@ -70,7 +75,7 @@ struct Inner {
     /// Weights, auto-recall and flush settings.
     settings: RecallSettings,
     /// The embedding client, when `memory.embedding` names a model.
-    embedder: Option<Embedder>,
+    embedder: Option<MeteredEmbedder>,
     /// Serialises every write to the index.
     writer: Addr<IndexActor>,
     /// The connection searches use (SQLite's WAL lets it read while the writer writes).
@@ -91,6 +96,8 @@ pub struct RecallSetup {
     pub settings: RecallSettings,
     /// The embedding client, if any.
     pub embedder: Option<Embedder>,
+    /// The meter of its requests (`None`: not metered).
+    pub meter: Option<EmbedMeter>,
     /// The archive.
     pub history: Arc<HistoryStore>,
     /// The configured timezone.
@@ -103,20 +110,21 @@ impl Recall {
     /// Opens the index and starts its actor (inside a running actix system); a first sync
     /// starts at once, in the background.
     pub fn start(setup: RecallSetup) -> Result<Recall, RecallError> {
+        let embedder = setup.embedder.map(|embedder| MeteredEmbedder::new(embedder, setup.meter));
         let mut writer = MemoryIndex::open(&setup.index_path)?;
-        writer.use_model(setup.embedder.as_ref().map(Embedder::model))?;
+        writer.use_model(embedder.as_ref().map(MeteredEmbedder::model))?;
         let reader = MemoryIndex::open(&setup.index_path)?;
         let actor = IndexActor {
             index: Arc::new(Mutex::new(writer)),
             workspace: setup.workspace.clone(),
-            embedder: setup.embedder.clone(),
+            embedder: embedder.clone(),
             poll: setup.poll,
             embed_failed: None,
         };
         let inner = Inner {
             workspace: setup.workspace,
             settings: setup.settings,
-            embedder: setup.embedder,
+            embedder,
             writer: actor.start(),
             reader: Arc::new(Mutex::new(reader)),
             history: setup.history,
@@ -205,7 +213,7 @@ pub struct IndexActor {
     /// The workspace read.
     workspace: PathBuf,
     /// Embeddings for new chunks, when on.
-    embedder: Option<Embedder>,
+    embedder: Option<MeteredEmbedder>,
     /// Poll interval, if polling.
     poll: Option<Duration>,
     /// When embedding last failed (embeddings pause for [`EMBED_BACKOFF`]).
@@ -262,7 +270,7 @@ impl Handler<SyncIndex> for IndexActor {
 }
 
 /// Embeds every chunk that has no vector yet, a round at a time.
-async fn embed_missing(index: &Arc<Mutex<MemoryIndex>>, embedder: &Embedder) -> Result<(), RecallError> {
+async fn embed_missing(index: &Arc<Mutex<MemoryIndex>>, embedder: &MeteredEmbedder) -> Result<(), RecallError> {
     loop {
         let missing = blocking(index, |index| index.missing_vectors(EMBED_ROUND)).await?;
         if missing.is_empty() {

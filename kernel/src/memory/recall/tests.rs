@@ -128,6 +128,7 @@ fn recall_in(ws: &TempDir, store: &TempDir) -> Recall {
         index_path: store.path().join("i.sqlite"),
         settings: RecallSettings::default(),
         embedder: None,
+        meter: None,
         history: Arc::new(HistoryStore::new(ws.path())),
         timezone: None,
         poll: None,

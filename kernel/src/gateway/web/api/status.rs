@@ -44,7 +44,8 @@ pub fn report(host: &PluginHost, usage: &dyn UsageStore, prices: &BTreeMap<Strin
         "turns": latest_turns(&entries), "contexts": context_fill(&entries, window)})
 }
 
-/// Tokens, cache hits and cost of each source on each day, oldest day first.
+/// Tokens (reasoning too), cache hits, calls and cost of each source (Dream per phase) on each
+/// day, oldest day first.
 fn per_source_per_day(entries: &[(NaiveDate, UsageEntry)], prices: &BTreeMap<String, Price>) -> Vec<Value> {
     let mut rows = Vec::new();
     let mut by_day: BTreeMap<NaiveDate, Vec<(NaiveDate, UsageEntry)>> = BTreeMap::new();
@@ -54,7 +55,8 @@ fn per_source_per_day(entries: &[(NaiveDate, UsageEntry)], prices: &BTreeMap<Str
     for (day, entries) in by_day {
         for (source, totals) in group(&entries, prices, GroupBy::Source) {
             rows.push(json!({"day": day.to_string(), "source": source, "prompt": totals.prompt,
-                "cached": totals.cached, "completion": totals.completion, "turns": totals.turns, "cost": totals.cost}));
+                "cached": totals.cached, "completion": totals.completion, "reasoning": totals.reasoning,
+                "turns": totals.turns, "calls": totals.calls, "cost": totals.cost}));
         }
     }
     rows
