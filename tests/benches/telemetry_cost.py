@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = 15
-TURNS = 40
+RUNS = 10
+TURNS = 30
 ROUNDS = 3
 
 

@@ -23,17 +23,13 @@ const SERVICE_NAME: &str = "oxibot";
 /// How long one export may take before it is given up.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The exporters' runtime, started by the first client and kept for the process's life (a
-/// runtime cannot be dropped inside another one's task, where the providers may be dropped).
-static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-
 /// Why export could not start (it is logged; the program runs without it).
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     /// An exporter could not be built (a bad endpoint or header).
     #[error("cannot export OpenTelemetry data: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
-    /// The exporters' runtime could not be started.
+    /// The exporters' runtime or client could not be started.
     #[error("cannot start the OpenTelemetry exporter's runtime: {0}")]
     Runtime(#[source] std::io::Error),
     /// Export was started twice in one process.
@@ -41,36 +37,39 @@ pub enum TelemetryError {
     AlreadyStarted,
 }
 
+/// The exporters' client, started with the first exporter and kept for the process's life (a
+/// runtime cannot be dropped inside another one's task, where the providers may be dropped).
+static SHARED: OnceLock<OwnRuntime> = OnceLock::new();
+
 /// A reqwest client whose requests run on the exporters' own runtime.
 #[derive(Debug, Clone)]
 pub struct OwnRuntime {
-    /// The pooled client.
+    /// The pooled client (one for both exporters: building one loads the root certificates).
     client: reqwest::Client,
     /// Where its requests run.
-    runtime: tokio::runtime::Handle,
+    runtime: &'static tokio::runtime::Runtime,
 }
 
 impl OwnRuntime {
-    /// A client on the shared exporters' runtime, starting it if needed.
-    pub fn new() -> Result<OwnRuntime, TelemetryError> {
+    /// The exporters' client, built with its runtime on first use.
+    pub fn shared() -> Result<OwnRuntime, TelemetryError> {
+        if let Some(shared) = SHARED.get() {
+            return Ok(shared.clone());
+        }
         oxibot_llm::install_crypto_provider();
-        let runtime = match RUNTIME.get() {
-            Some(runtime) => runtime,
-            None => {
-                let built = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("oxibot-otlp")
-                    .enable_all()
-                    .build()
-                    .map_err(TelemetryError::Runtime)?;
-                RUNTIME.get_or_init(|| built)
-            }
-        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("oxibot-otlp")
+            .enable_all()
+            .build()
+            .map_err(TelemetryError::Runtime)?;
         let client = reqwest::Client::builder()
             .timeout(EXPORT_TIMEOUT)
             .build()
             .map_err(|error| TelemetryError::Runtime(std::io::Error::other(error)))?;
-        Ok(OwnRuntime { client, runtime: runtime.handle().clone() })
+        // Leaked on purpose: the runtime lives as long as the process (see `SHARED`).
+        let runtime: &'static tokio::runtime::Runtime = Box::leak(Box::new(runtime));
+        Ok(SHARED.get_or_init(|| OwnRuntime { client, runtime }).clone())
     }
 }
 
@@ -95,7 +94,7 @@ pub fn resource() -> Resource {
 /// The span exporter: to the config's endpoint unless a standard variable names one.
 pub fn span_exporter(settings: &TelemetrySettings) -> Result<SpanExporter, TelemetryError> {
     let mut builder =
-        SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary).with_http_client(OwnRuntime::new()?);
+        SpanExporter::builder().with_http().with_protocol(Protocol::HttpBinary).with_http_client(OwnRuntime::shared()?);
     if let Some(url) = settings.config_traces_url() {
         builder = builder.with_endpoint(url);
     }
@@ -104,8 +103,10 @@ pub fn span_exporter(settings: &TelemetrySettings) -> Result<SpanExporter, Telem
 
 /// The metric exporter (cumulative temporality, the SDK's default).
 pub fn metric_exporter(settings: &TelemetrySettings) -> Result<MetricExporter, TelemetryError> {
-    let mut builder =
-        MetricExporter::builder().with_http().with_protocol(Protocol::HttpBinary).with_http_client(OwnRuntime::new()?);
+    let mut builder = MetricExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_http_client(OwnRuntime::shared()?);
     if let Some(url) = settings.config_metrics_url() {
         builder = builder.with_endpoint(url);
     }
