@@ -41,6 +41,7 @@ pub mod plugin_specs;
 pub mod services;
 pub mod session;
 pub mod settings;
+pub mod telemetry;
 #[cfg(test)]
 mod testing;
 pub mod turn;

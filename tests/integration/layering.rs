@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// the `oxibot-host` crate that `lib.rs` re-exports: it has no files here, and cannot import
 /// the kernel at all.
 const RUNGS: &[&[&str]] = &[
-    &["fsutil", "watch"],
+    &["fsutil", "watch", "telemetry"],
     &["plugin", "launcher", "paths"],
     &["config"],
     &["session", "history", "usage", "plugin_specs"],

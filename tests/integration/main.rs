@@ -97,6 +97,8 @@
 //! - `layering`: the kernel's modules import only lower rungs of the ladder in ARCHITECTURE.md;
 //! - `text_tool_calls`: tool calls a local model wrote in its text (Qwen/Hermes markers, Llama's
 //!   python tag, a reply that is one fenced JSON call) run as calls and never reach the user;
+//! - `telemetry`: OpenTelemetry export through `oxibot agent` to a real OTLP receiver (Arize
+//!   Phoenix): one trace per turn with the GenAI attributes, contents only when opted in;
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -155,6 +157,7 @@ mod sandbox;
 mod sdk_plugin;
 mod secrets;
 mod spending;
+mod telemetry;
 mod text_tool_calls;
 mod tidy;
 mod tool_claims;

@@ -64,6 +64,8 @@ async fn serve(channel: ChannelHandle) -> Result<(), StartError<ConfigError>> {
                 app.tasks.delta(&delta.chat_id, delta.stream_id, &delta.text);
             }
             ChannelEvent::Outbound(outbound) => deliver(&app, outbound),
+            // Not announced: approvals reach an A2A caller as text with their code.
+            ChannelEvent::Approval(_) => {}
         }
     }
     Ok(())

@@ -38,6 +38,8 @@ pub struct AgentOptions {
 pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCode> {
     let style = Style::detect(options.no_markdown);
     let setup = Setup::load(common)?;
+    // Declared before the system, so it is dropped (and flushes) after the system ends.
+    let _telemetry = setup.start_telemetry();
     let provider = match Provider::from_config(&setup.settings.config.llm()) {
         Ok(provider) => with_retry_override(provider)?,
         Err(error) => return Err(without_provider(error)),

@@ -42,6 +42,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let mut setup = Setup::load(common)?;
     // The gateway starts rarely and runs for long: it tries every plugin, however it did.
     setup.host.broken = setup.host.broken.take().map(BrokenPlugins::recording_only);
+    let _telemetry = setup.start_telemetry();
     let mut settings = settings(common, &setup)?;
     if let Some(port) = port {
         settings.port = port;

@@ -146,6 +146,13 @@ impl Setup {
         location::nanobot_dir(self.config_path.parent()?, &self.workspace)
     }
 
+    /// Starts OpenTelemetry export when the config's `telemetry.otlpEndpoint` or a standard
+    /// `OTEL_EXPORTER_OTLP_*` variable names an endpoint; the guard flushes it when dropped.
+    pub fn start_telemetry(&self) -> Option<oxibot_kernel::telemetry::Telemetry> {
+        let section = self.settings.config.extra.get("telemetry");
+        oxibot_kernel::telemetry::start(&oxibot_kernel::telemetry::TelemetrySettings::from_config(section))
+    }
+
     /// How long to wait for plugins to finish starting.
     pub fn startup_wait(&self) -> Duration {
         let longest = self.plugins.iter().filter_map(|spec| spec.startup_timeout).max().unwrap_or_default();

@@ -8,7 +8,8 @@ use serde_json::Value;
 /// The keys of each checked section, by its path (`*` stands for any name). Keys are
 /// compared in camelCase, so `max_tokens` is `maxTokens`.
 const SECTIONS: &[(&str, &[&str])] = &[
-    ("", &["agents", "channels", "providers", "gateway", "tools", "plugins", "memory"]),
+    ("", &["agents", "channels", "providers", "gateway", "tools", "plugins", "memory", "telemetry"]),
+    ("telemetry", &["otlpEndpoint", "includeContent"]),
     ("agents", &["defaults"]),
     (
         "agents.defaults",

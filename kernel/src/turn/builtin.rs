@@ -48,6 +48,20 @@ pub enum TurnSource {
     System,
 }
 
+impl TurnSource {
+    /// Its name in the usage log and in exported spans (`user`, `cron`, `heartbeat`,
+    /// `subagent`, `system`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TurnSource::User => "user",
+            TurnSource::Cron => "cron",
+            TurnSource::Heartbeat => "heartbeat",
+            TurnSource::Subagent => "subagent",
+            TurnSource::System => "system",
+        }
+    }
+}
+
 /// What a built-in call runs with: the call context plugins get, and why the turn runs.
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinContext {

@@ -110,6 +110,12 @@ impl Engine {
         if let Some(model) = turn.model.filter(|model| *model != spec.model) {
             spec = Arc::new(RunSpec { model, ..(*spec).clone() });
         }
+        let span = crate::telemetry::genai::TurnSpan::start(crate::telemetry::genai::TurnInfo {
+            session: &turn.session,
+            source: turn.context.source.name(),
+            model: &spec.model,
+            provider: provider.name(),
+        });
         let run = Turn {
             provider: &provider,
             host: self.host(),
@@ -126,7 +132,9 @@ impl Engine {
             session: Some(&turn.session),
             journal: turn.journal,
         };
-        run.run(turn.messages).await
+        let outcome = span.run(run.run(turn.messages)).await;
+        span.finish(outcome.as_ref().map(|outcome| &outcome.usage).map_err(|error| error as &dyn std::fmt::Display));
+        outcome
     }
 }
 

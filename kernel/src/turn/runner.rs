@@ -276,7 +276,11 @@ impl Turn<'_> {
             StreamEvent::Reasoning(_) => {}
         };
         let stream = self.spec.stream;
+        let span = crate::telemetry::genai::model_call(&request.model, self.provider.name(), &request.messages);
         let response = self.provider.chat_in_session(request, self.session, stream, &mut on_event).await;
+        if let Some(span) = span {
+            span.finish(response.as_ref());
+        }
         self.hooks.on_stream_end();
         response
     }

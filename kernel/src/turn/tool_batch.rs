@@ -97,6 +97,7 @@ pub fn is_read_only(toolbox: &Toolbox<'_>, tool: &str) -> bool {
 }
 
 async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, key: Option<String>, max_chars: usize) -> ToolOutput {
+    let span = crate::telemetry::genai::tool_call(call);
     let name = &call.function.name;
     let arguments = parse_arguments(name, &call.function.arguments)
         .and_then(|arguments| toolbox.gate.map_or(Ok(()), |g| g.check(name, &arguments)).map(|()| arguments));
@@ -115,6 +116,9 @@ async fn run_one(toolbox: &Toolbox<'_>, call: &ToolCall, key: Option<String>, ma
             }
         },
     };
+    if let Some(span) = span {
+        span.finish(&content, is_error);
+    }
     let mut message = ChatMessage::tool_result(call, truncate(content, max_chars));
     if let Some(record) = audit {
         message.extra.insert("approval".to_owned(), record);
