@@ -102,8 +102,8 @@
 //! - `tidy`: repository hygiene (every file documents its purpose).
 #![allow(clippy::unwrap_used, missing_docs)]
 
-mod acp;
 mod a2a;
+mod acp;
 mod agent;
 mod agent_terminal;
 mod approvals;

@@ -391,6 +391,6 @@ fn a_loop_guard_stop_in_an_old_archive_is_never_recalled() {
     let out = env.agent("where is the spare key kept?");
     assert!(out.status.success(), "{}", stderr(&out));
     let sent = last_user_message(&env.llm.requests()[0]);
-    assert!(sent.contains("Recalled Memory") && sent.contains("blue flowerpot"), "{sent}");
+    assert!(sent.contains("Recalled Memory") && sent.contains("blue flowerpot"), "{sent}\n{}", stderr(&out));
     assert!(!sent.contains("I stopped"), "{sent}");
 }

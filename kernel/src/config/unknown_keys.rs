@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_key_far_from_every_known_one_is_reported_without_a_guess() {
-        assert_eq!(paths(json!({"telemetry": true})), ["unknown key telemetry"]);
+        assert_eq!(paths(json!({"wallpaper": true})), ["unknown key wallpaper"]);
     }
 
     #[test]

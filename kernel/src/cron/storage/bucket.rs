@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Map;
 
-use super::{JobStorage, Lease, Version};
+use super::{JobStorage, Lease, StoreError, Version};
 use crate::cron::job::{CronJob, JobState, JobsFile, Payload, Schedule};
-use crate::cron::store::StoreError;
 
 /// The jobs and their revision in memory; another writer adds a job of its own just before
 /// each of the first `interleaved` replaces.

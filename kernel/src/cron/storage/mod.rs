@@ -13,7 +13,9 @@ use chrono_tz::Tz;
 
 use super::change::{Applied, Change};
 use super::job::{CronJob, JobsFile};
-use super::store::StoreError;
+
+mod error;
+pub use error::StoreError;
 
 /// How many times an edit is retried when another writer keeps getting in first.
 const EDIT_TRIES: usize = 32;

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use tokio::sync::watch;
 
 use crate::history::HistoryStore;
 use crate::provider::{Embedder, ProviderError};
@@ -84,7 +85,13 @@ struct Inner {
     history: Arc<HistoryStore>,
     /// For timestamps of stored notes.
     timezone: Option<String>,
+    /// Becomes `true` once the first sync has read the files (embeddings may still follow).
+    first_sync: watch::Receiver<bool>,
 }
+
+/// How long a search waits for the first sync of a freshly started index, so a turn right
+/// after start finds what the files held (a sync that takes longer is not waited for).
+const FIRST_SYNC_WAIT: Duration = Duration::from_secs(3);
 
 /// What [`Recall::start`] needs.
 pub struct RecallSetup {
@@ -114,12 +121,14 @@ impl Recall {
         let mut writer = MemoryIndex::open(&setup.index_path)?;
         writer.use_model(embedder.as_ref().map(MeteredEmbedder::model))?;
         let reader = MemoryIndex::open(&setup.index_path)?;
+        let (first_synced, first_sync) = watch::channel(false);
         let actor = IndexActor {
             index: Arc::new(Mutex::new(writer)),
             workspace: setup.workspace.clone(),
             embedder: embedder.clone(),
             poll: setup.poll,
             embed_failed: None,
+            first_synced: Some(first_synced),
         };
         let inner = Inner {
             workspace: setup.workspace,
@@ -129,6 +138,7 @@ impl Recall {
             reader: Arc::new(Mutex::new(reader)),
             history: setup.history,
             timezone: setup.timezone,
+            first_sync,
         };
         Ok(Recall { inner: Arc::new(inner) })
     }
@@ -166,6 +176,10 @@ impl Recall {
     /// The best `limit` chunks for `text` (of `category`, if given). With embeddings on, the
     /// query is embedded first; when that fails, the search falls back to keywords.
     pub async fn search(&self, text: &str, limit: usize, category: Option<Category>) -> Result<Vec<Hit>, RecallError> {
+        let mut first_sync = self.inner.first_sync.clone();
+        if tokio::time::timeout(FIRST_SYNC_WAIT, first_sync.wait_for(|done| *done)).await.is_err() {
+            tracing::debug!("searching memory before its first sync finished");
+        }
         let vector = match &self.inner.embedder {
             Some(embedder) => match embedder.embed(&[text.to_owned()]).await {
                 Ok(mut vectors) => vectors.pop(),
@@ -218,6 +232,8 @@ pub struct IndexActor {
     poll: Option<Duration>,
     /// When embedding last failed (embeddings pause for [`EMBED_BACKOFF`]).
     embed_failed: Option<Instant>,
+    /// Told when the first sync has read the files; `None` after.
+    first_synced: Option<watch::Sender<bool>>,
 }
 
 impl Actor for IndexActor {
@@ -245,9 +261,13 @@ impl Handler<SyncIndex> for IndexActor {
         let workspace = self.workspace.clone();
         let embedder =
             self.embedder.clone().filter(|_| self.embed_failed.is_none_or(|at| at.elapsed() > EMBED_BACKOFF));
+        let first_synced = self.first_synced.take();
         AtomicResponse::new(Box::pin(
             async move {
                 let report = blocking(&index, move |index| index.sync(&workspace)).await;
+                if let Some(first_synced) = first_synced {
+                    first_synced.send_replace(true);
+                }
                 let embedded = match (&report, embedder) {
                     (Ok(_), Some(embedder)) => embed_missing(&index, &embedder).await,
                     _ => Ok(()),
