@@ -231,6 +231,29 @@ fn stop_ends_the_sessions_helpers_and_no_report_follows() {
     assert_eq!(client.expect("OUT c1"), "OUT c1 still here", "no report of the stopped helper came first");
 }
 
+#[test]
+fn stop_also_ends_a_message_waiting_behind_the_turn_and_it_is_never_answered() {
+    let (env, _gateway, mut client) = loopback_gateway();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 20_000, text: "too late".into() });
+    client.say("alice", "c1", "first");
+    assert!(wait_until(DEADLINE, || env.llm.requests().len() == 1), "the first turn reached the model");
+    client.say("alice", "c1", "second");
+    let accepted = || env.session_file("loopback:c1").contains("second");
+    assert!(wait_until(DEADLINE, accepted), "the second message was accepted while the first turn ran");
+    client.say("alice", "c1", "/stop");
+    let mut replies: Vec<String> = (0..3).map(|_| client.expect("OUT c1")).collect();
+    replies.sort();
+    assert_eq!(replies, ["OUT c1 (stopped)", "OUT c1 (stopped)", "OUT c1 Stopping, and one waiting message."]);
+
+    env.llm.push(Reply::Text("fresh".into()));
+    client.say("alice", "c1", "third");
+    assert_eq!(client.expect("OUT c1"), "OUT c1 fresh");
+    let requests = env.llm.requests();
+    assert_eq!(requests.len(), 2, "the stopped message never reached the model");
+    let replayed = requests[1]["messages"].to_string();
+    assert!(!replayed.contains("second"), "the stopped message is not in the history: {replayed}");
+}
+
 /// Marks the heartbeat's notify-or-not decision (its system prompt).
 const NOTIFY_DECISION: &str = "You decide whether the result of a scheduled background check";
 

@@ -23,6 +23,7 @@ use actix::prelude::*;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
+use crate::automation::dispatch::RunRequest;
 use crate::memory::MemoryActors;
 use crate::services::Services;
 pub use crate::session::PendingMessage;
@@ -112,7 +113,7 @@ impl SessionManager {
         let key = key.into();
         let (addr, control, inbox) = self.session(key.clone());
         if text.trim() == "/stop" {
-            return Ok(self.stop_everything(&key, &control));
+            return Ok(self.stop_everything(&key, &control, &inbox));
         }
         let accepted = inbox.accept(text, TurnSource::User, None)?;
         Self::answer(addr, accepted, Background::default(), events).await
@@ -133,6 +134,17 @@ impl SessionManager {
         let (addr, _, inbox) = self.session(key);
         let accepted = inbox.accept(text, source, None)?;
         Self::answer(addr, accepted, background, events).await
+    }
+
+    /// Runs the turn of a kernel's own request (a helper's report, a scheduled job) in its
+    /// session, as [`SessionManager::send_system`] does.
+    pub async fn run_request(
+        &self,
+        request: &RunRequest,
+        events: UnboundedSender<TurnEvent>,
+    ) -> Result<TurnReply, AgentError> {
+        let background = Background { cron_job: request.job.clone(), model: request.model.clone() };
+        self.send_system(&request.key, &request.text, request.source, background, events).await
     }
 
     /// Asks the session's actor for what an accepted message needs.
@@ -175,7 +187,7 @@ impl SessionManager {
         let (addr, control, inbox) = self.session(key.clone());
         if text.trim() == "/stop" {
             let _ = persisted.send(());
-            return Ok(self.stop_everything(&key, &control));
+            return Ok(self.stop_everything(&key, &control, &inbox));
         }
         let accepted = inbox.accept(text, TurnSource::User, Some(&origin))?;
         let _ = persisted.send(());
@@ -202,16 +214,16 @@ impl SessionManager {
         async move { request.await.map_err(|_| AgentError::Gone)? }
     }
 
-    /// `/stop`: the session's running turn and the helpers it started.
-    fn stop_everything(&self, key: &SessionKey, control: &TurnControl) -> TurnReply {
+    /// `/stop`: the session's running turn, the messages waiting behind it and the helpers
+    /// it started.
+    fn stop_everything(&self, key: &SessionKey, control: &TurnControl, inbox: &Inbox) -> TurnReply {
         let turn = control.stop();
+        let waiting = inbox.stop_waiting().unwrap_or_else(|error| {
+            tracing::warn!(session = %key, %error, "/stop could not close the waiting messages");
+            0
+        });
         let helpers = self.services.builtins().stop_session(key.as_str());
-        TurnReply::Command(match (turn, helpers) {
-            (false, 0) => "Nothing is running.".to_owned(),
-            (true, 0) => "Stopping.".to_owned(),
-            (_, 1) => "Stopping, and one helper.".to_owned(),
-            (_, n) => format!("Stopping, and {n} helpers."),
-        })
+        TurnReply::Command(stop_summary(turn, waiting, helpers))
     }
 
     /// Records in session `key` that a reply could not be delivered, after the session's
@@ -253,5 +265,37 @@ impl SessionManager {
         let entry = (addr, control, inbox);
         sessions.insert(key, entry.clone());
         entry
+    }
+}
+
+/// What `/stop` answers: whether a turn ran, and how many waiting messages and helpers it
+/// stopped.
+fn stop_summary(turn: bool, waiting: usize, helpers: usize) -> String {
+    let count = |n: usize, what: &str| match n {
+        1 => format!("one {what}"),
+        n => format!("{n} {what}s"),
+    };
+    let mut others = Vec::new();
+    if waiting > 0 {
+        others.push(count(waiting, "waiting message"));
+    }
+    if helpers > 0 {
+        others.push(count(helpers, "helper"));
+    }
+    match (turn, others.is_empty()) {
+        (false, true) => "Nothing is running.".to_owned(),
+        (true, true) => "Stopping.".to_owned(),
+        (_, false) => format!("Stopping, and {}.", others.join(" and ")),
+    }
+}
+
+/// What the asker of a [`RunRequest`] is told: the reply's text (empty when there was nothing
+/// to answer), or why there is none.
+pub fn requested_answer(reply: &Result<TurnReply, AgentError>) -> Result<String, String> {
+    match reply {
+        Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
+        Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),
+        Ok(TurnReply::AlreadyAnswered) => Ok(String::new()),
+        Err(error) => Err(error.to_string()),
     }
 }

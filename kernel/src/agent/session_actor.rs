@@ -194,6 +194,8 @@ pub struct ChannelOrigin {
 pub const INBOUND_ID_KEY: &str = "inbound_id";
 /// Key under which a user message stores its channel details.
 pub const CHANNEL_METADATA_KEY: &str = "channel_metadata";
+/// The reason recorded for a message `/stop` closed before its turn started.
+const STOPPED_WAITING: &str = "stopped with /stop before its turn";
 /// How far back a redelivered channel message stored before the inbox existed is looked for.
 const REDELIVERY_WINDOW: usize = 50;
 
@@ -271,12 +273,19 @@ impl TurnJob {
             let session = guard.as_ref().ok_or(AgentError::NotLoaded)?;
             (session.inbox_state(id), session.pending_messages().into_iter().find(|p| p.id == id))
         };
+        if self.control.take_stopped_waiting(id) {
+            return Ok(TurnReply::Stopped);
+        }
         let (Some(state), Some(pending)) = (state, pending) else { return Ok(TurnReply::AlreadyAnswered) };
         let source = source_of(pending.source.as_deref());
         // Its user message in the history means the turn started, whatever the records say.
         let started = lock(&self.session).as_ref().is_some_and(|s| s.turn_start(id).is_some());
         if state == InboxState::Accepted && !started {
-            self.start_turn(&pending)?;
+            if !self.start_turn(&pending)? {
+                // `/stop` closed it between the look above and the start.
+                self.control.take_stopped_waiting(id);
+                return Ok(TurnReply::Stopped);
+            }
             return self.answer(events, source, Some(id)).await;
         }
         let progress = {
@@ -302,8 +311,9 @@ impl TurnJob {
     }
 
     /// The start of message `pending`'s turn: its user message (marked with its inbox id)
-    /// and its `in_turn` record, in one write.
-    fn start_turn(&self, pending: &PendingMessage) -> Result<(), AgentError> {
+    /// and its `in_turn` record, in one write. `false` (nothing written) when the entry is no
+    /// longer waiting: `/stop` closed it.
+    fn start_turn(&self, pending: &PendingMessage) -> Result<bool, AgentError> {
         let stale: Vec<String> = lock(&self.session)
             .as_ref()
             .map(|s| s.pending_messages().into_iter().filter(|p| p.state == InboxState::InTurn).map(|p| p.id).collect())
@@ -324,7 +334,11 @@ impl TurnJob {
         let record = Record::Inbox(InboxRecord::state(&pending.id, InboxState::InTurn));
         let mut guard = lock(&self.session);
         let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
-        self.services.sessions().append_with_records(session, vec![user], vec![record]).map_err(AgentError::Session)
+        if session.inbox_state(&pending.id) != Some(InboxState::Accepted) {
+            return Ok(false);
+        }
+        self.services.sessions().append_with_records(session, vec![user], vec![record]).map_err(AgentError::Session)?;
+        Ok(true)
     }
 
     /// Writes the end of entry `id` (answered, or failed with `reason`), and clears the
@@ -996,6 +1010,28 @@ impl Inbox {
             store.append_with_records(session, Vec::new(), vec![Record::Inbox(record)]).map_err(AgentError::Session)
         })?;
         Ok(Acceptance::Pending(id))
+    }
+
+    /// `/stop` for the messages waiting behind the running turn: each accepted entry whose
+    /// turn has not started is closed as stopped (a restart does not answer it either) and
+    /// its caller hears "stopped". Returns how many there were.
+    pub fn stop_waiting(&self) -> Result<usize, AgentError> {
+        self.job.ensure_loaded()?;
+        let waiting: Vec<String> = lock(&self.job.session)
+            .as_ref()
+            .map(|s| {
+                s.pending_messages()
+                    .into_iter()
+                    .filter(|p| p.state == InboxState::Accepted && s.turn_start(&p.id).is_none())
+                    .map(|p| p.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for id in &waiting {
+            self.job.control.mark_stopped_waiting(id);
+            self.job.close_entry(id, InboxState::Failed, Some(STOPPED_WAITING.to_owned()));
+        }
+        Ok(waiting.len())
     }
 
     /// The session's messages accepted and not answered, in order.

@@ -1,6 +1,8 @@
 //! The control of a session's running turn: the turn runs as a task, and `/stop` (or Ctrl-C)
-//! aborts it without waiting in the session's mailbox.
+//! aborts it without waiting in the session's mailbox; the messages `/stop` closed before
+//! their turn started are remembered, so their waiting callers hear "stopped".
 
+use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
 use tokio::task::AbortHandle;
@@ -14,6 +16,8 @@ use crate::turn::runner::{RunError, TurnOutcome};
 pub struct TurnControl {
     /// The running turn's task, so `stop` can abort it; `None` between turns.
     running: Mutex<Option<AbortHandle>>,
+    /// Inbox ids of messages `/stop` closed while they waited for their turn.
+    stopped_waiting: Mutex<HashSet<String>>,
 }
 
 impl TurnControl {
@@ -45,6 +49,16 @@ impl TurnControl {
             }
             None => false,
         }
+    }
+
+    /// Remembers that `/stop` closed inbox entry `id` before its turn started.
+    pub fn mark_stopped_waiting(&self, id: &str) {
+        self.stopped_waiting.lock().unwrap_or_else(PoisonError::into_inner).insert(id.to_owned());
+    }
+
+    /// Whether `/stop` closed inbox entry `id` before its turn started (asked once per entry).
+    pub fn take_stopped_waiting(&self, id: &str) -> bool {
+        self.stopped_waiting.lock().unwrap_or_else(PoisonError::into_inner).remove(id)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<AbortHandle>> {

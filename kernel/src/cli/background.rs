@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::rc::Rc;
 
-use oxibot_kernel::agent::{Background, SessionManager, TurnReply};
+use oxibot_kernel::agent::{SessionManager, requested_answer};
 use oxibot_kernel::automation::dispatch::{Request, RunRequest};
 use tokio::sync::mpsc;
 
@@ -40,21 +40,7 @@ fn redraw_prompt(out: &mut impl Write) {
 async fn run_and_print(manager: &SessionManager, request: RunRequest) {
     let (events, mut rx) = mpsc::unbounded_channel();
     actix::spawn(async move { while rx.recv().await.is_some() {} });
-    let reply = manager
-        .send_system(
-            &request.key,
-            &request.text,
-            request.source,
-            Background { cron_job: request.job, model: request.model },
-            events,
-        )
-        .await;
-    let answer = match &reply {
-        Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
-        Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),
-        Ok(TurnReply::AlreadyAnswered) => Ok(String::new()),
-        Err(error) => Err(error.to_string()),
-    };
+    let answer = requested_answer(&manager.run_request(&request, events).await);
     if request.deliver {
         let mut out = std::io::stdout().lock();
         let shown = match &answer {

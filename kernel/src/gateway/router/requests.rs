@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::Router;
 use super::reply::Reply;
-use crate::agent::{Background, TurnReply};
+use crate::agent::requested_answer;
 use crate::automation::dispatch::{Request, RunRequest, SendRequest, Target};
 use crate::session::SessionKey;
 
@@ -47,22 +47,8 @@ impl Router {
             actix::spawn(async move { while rx.recv().await.is_some() {} });
             (events, None)
         };
-        let reply = self
-            .manager
-            .send_system(
-                &request.key,
-                &request.text,
-                request.source,
-                Background { cron_job: request.job, model: request.model },
-                events,
-            )
-            .await;
-        let answer = match &reply {
-            Ok(TurnReply::Answer(text, _) | TurnReply::Command(text)) => Ok(text.clone()),
-            Ok(TurnReply::Stopped) => Err("the turn was stopped".to_owned()),
-            Ok(TurnReply::AlreadyAnswered) => Ok(String::new()),
-            Err(error) => Err(error.to_string()),
-        };
+        let reply = self.manager.run_request(&request, events).await;
+        let answer = requested_answer(&reply);
         if deliver {
             let metadata = self.chat_metadata(&channel, &chat_id);
             self.deliver_reply(&channel, &chat_id, reply, stream_id, metadata).await;
