@@ -20,14 +20,16 @@ use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::provider::{ChatRequest, Provider};
 use oxibot_kernel::services::Services;
 use oxibot_kernel::session::SessionStore;
+use oxibot_tests::bench::sized;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::{TempDir, bin};
 use serde_json::json;
 
-const TURNS: usize = 400;
-const RUNS: usize = 5;
+const TURNS: usize = sized(400, 10);
+const RUNS: usize = sized(5, 1);
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     println!("oxibot agent benchmarks (figures: median over {RUNS} runs with min–max, unless noted)\n");
     let llm = ScriptedLlm::start();
     let home = TempDir::new("agent-bench");
@@ -40,7 +42,7 @@ fn main() {
     home.write("config.json", &config.to_string());
     let config = Config::parse(&config.to_string(), Path::new("bench.json")).unwrap();
     std::fs::write(workspace.join("notes.md"), "a short file\n").unwrap();
-    seed_long_session(&workspace, home.path(), "bench:long", 10_000);
+    seed_long_session(&workspace, home.path(), "bench:long", sized(10_000, 300));
 
     actix::System::new().block_on(async {
         let provider = Provider::from_config(&config.llm()).unwrap();

@@ -45,7 +45,10 @@ def open_fds(pid):
 def wait_for(check, seconds):
     deadline = time.time() + seconds
     while time.time() < deadline:
-        value = check()
+        try:
+            value = check()
+        except OSError:  # not listening yet
+            value = None
         if value:
             return value
         time.sleep(0.1)

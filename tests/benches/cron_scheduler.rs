@@ -14,14 +14,16 @@ use oxibot_kernel::cron::storage::JobStorage as _;
 use oxibot_kernel::cron::store::JobStore;
 use oxibot_kernel::cron::{CronFire, NewJob, Tz, now_ms};
 use oxibot_tests::TempDir;
+use oxibot_tests::bench::sized;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-const JOBS: usize = 10_000;
-const RUNS: usize = 5;
+const JOBS: usize = sized(10_000, 100);
+const RUNS: usize = sized(5, 1);
 const IDLE: Duration = Duration::from_secs(10);
 const TZ: Tz = Tz::Europe__Berlin;
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     println!("oxibot cron scheduler benchmark ({JOBS} jobs; times: median of {RUNS} with min–max)\n");
     let dir = TempDir::new("cron-bench");
     let store = JobStore::new(dir.path());

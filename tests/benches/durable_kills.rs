@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use oxibot_tests::bench::sized;
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::sigkill;
@@ -37,7 +38,8 @@ const MESSAGES_PER_RUN: usize = 2;
 const MAX_DELAY_MS: u64 = 1_500;
 
 fn main() {
-    let kills: usize = std::env::var("OXIBOT_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    oxibot_tests::bench::announce_short_run();
+    let kills: usize = std::env::var("OXIBOT_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(sized(200, 3));
     let seed = std::env::var("OXIBOT_KILL_SEED")
         .ok()
         .and_then(|n| n.parse().ok())

@@ -8,7 +8,8 @@
 //! Run: `cargo build --release -p oxibot-tool-shell && cargo bench --profile dev -p oxibot-tests
 //! --bench exec_container` with `OXIBOT_BENCH_GUARDIAN=target/release/oxibot-tool-shell`
 //! (without it the guardian comes from the bench's own profile directory).
-//! `OXIBOT_BENCH_ROUNDS` sets the rounds (default 200).
+//! `OXIBOT_BENCH_ROUNDS` sets the rounds (default 200; 5 in a debug build, the short run of
+//! `cargo test --benches`, so give it with `--profile dev`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::ffi::OsString;
@@ -20,6 +21,7 @@ use oxibot_sandbox::Policy;
 use oxibot_sandbox::limits::Limits;
 use oxibot_sandbox::mounts::CONTAINER_TMP;
 use oxibot_sandbox::namespaces::Ids;
+use oxibot_tests::bench::sized;
 use oxibot_tests::{TempDir, bin};
 use oxibot_tool_shell::plan::{Container, Plan};
 
@@ -31,7 +33,8 @@ struct Mode {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("OXIBOT_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    oxibot_tests::bench::announce_short_run();
+    let rounds: usize = std::env::var("OXIBOT_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(sized(200, 5));
     let guardian =
         std::env::var_os("OXIBOT_BENCH_GUARDIAN").map(PathBuf::from).unwrap_or_else(|| bin("oxibot-tool-shell"));
     let ws = TempDir::new("bench-exec-ws");

@@ -10,6 +10,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use oxibot_tests::bench::sized;
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::wait_until;
@@ -18,16 +19,17 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const SESSIONS: usize = 1_000;
+const SESSIONS: usize = sized(1_000, 20);
 const TURNS_PER_SESSION: usize = 3;
 const LLM_DELAY_MS: u64 = 100;
 /// Turns a second of the steady phase, and how long it lasts.
-const STEADY_RATE: u64 = 1_000;
-const STEADY_SECONDS: u64 = 5;
+const STEADY_RATE: u64 = sized(1_000, 20) as u64;
+const STEADY_SECONDS: u64 = sized(5, 1) as u64;
 /// The api channel's key, set in the config so the load needs no secrets file.
 const API_KEY: &str = "bench-key";
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     println!("oxibot gateway benchmark\n");
     let llm = ScriptedLlm::start();
     let home = TempDir::new("gateway-bench");

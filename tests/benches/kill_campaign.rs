@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use oxibot_kernel::session::SessionStore;
+use oxibot_tests::bench::sized;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::{TempDir, bin};
@@ -37,7 +38,8 @@ struct Tally {
 }
 
 fn main() {
-    let kills: usize = std::env::var("OXIBOT_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+    oxibot_tests::bench::announce_short_run();
+    let kills: usize = std::env::var("OXIBOT_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(sized(200, 4));
     let seed = std::env::var("OXIBOT_KILL_SEED")
         .ok()
         .and_then(|n| n.parse().ok())

@@ -178,7 +178,7 @@ def chat(port, text):
 def windows(turns):
     """Turn windows (1-based, inclusive) reported: the first 50, then 50 before each hundred mark."""
     marks = [50, 200, 500, 1000, 2000, 5000, 10000, 20000]
-    return [(1, 50)] + [(m - 49, m) for m in marks[1:] if m <= turns]
+    return [(1, min(50, turns))] + [(m - 49, m) for m in marks[1:] if m <= turns]
 
 
 def checkpoints(turns):

@@ -12,16 +12,18 @@ use std::time::{Duration, Instant};
 
 use oxibot_kernel::plugin::PluginHost;
 use oxibot_kernel::plugin::mcp::{McpServerConfig, mcp_specs};
+use oxibot_tests::bench::sized;
 use oxibot_tests::{bin_dir, context, test_host_config};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-const WARMUP: usize = 50;
-const CALLS: usize = 2_000;
+const WARMUP: usize = sized(50, 5);
+const CALLS: usize = sized(2_000, 20);
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     println!("oxibot MCP bridge benchmark ({CALLS} sequential echo calls each, after {WARMUP} warm-up calls)\n");
     let direct = tokio::runtime::Runtime::new().unwrap().block_on(direct_calls());
     report("direct: rmcp client -> FastMCP server (stdio)", &direct);

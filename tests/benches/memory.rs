@@ -16,10 +16,12 @@ use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::provider::ProviderError;
 use oxibot_kernel::session::SessionStore;
 use oxibot_tests::TempDir;
+use oxibot_tests::bench::sized;
 
-const RUNS: usize = 5;
+const RUNS: usize = sized(5, 1);
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     println!("oxibot memory benchmarks (figures: median over {RUNS} runs with min–max, unless noted)\n");
     tokenizer_load();
     encoding_throughput();

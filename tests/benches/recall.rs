@@ -17,11 +17,12 @@ use oxibot_kernel::memory::recall::settings::RecallSettings;
 use oxibot_kernel::memory::recall::{Recall, RecallSetup};
 use oxibot_kernel::provider::Embedder;
 use oxibot_tests::TempDir;
+use oxibot_tests::bench::sized;
 use oxibot_tests::llm::ScriptedLlm;
 use serde_json::json;
 
-const ENTRIES: usize = 10_000;
-const QUERIES: usize = 200;
+const ENTRIES: usize = sized(10_000, 300);
+const QUERIES: usize = sized(200, 20);
 const SEED: u64 = 0x5eed_2026;
 
 /// xorshift64*: small, fixed, and the same everywhere.
@@ -251,6 +252,7 @@ async fn measure(name: &str, recall: &Recall, facts: &[Fact], asked: &[usize]) {
 }
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     println!(
         "oxibot recall benchmarks: {ENTRIES} history entries, {QUERIES} queries with known answers (seed {SEED:#x})\n"
     );

@@ -10,11 +10,13 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use oxibot_kernel::provider::redact::Secrets;
+use oxibot_tests::bench::sized;
 
 const KEY: &str = "sk-proj-Oxi0123456789abcdefGHIJKLmnopQRSTuvwx";
-const RUNS: usize = 2_000;
+const RUNS: usize = sized(2_000, 20);
 
 fn main() {
+    oxibot_tests::bench::announce_short_run();
     let values = [KEY.to_owned(), "team-header-secret-42".to_owned(), "org-0123456789".to_owned()];
     let started = Instant::now();
     let secrets = Secrets::new(values.clone());

@@ -149,9 +149,14 @@ def show(label: str, values: list, unit: str) -> str:
 
 
 def main() -> None:
+    global RUNS, TURNS, ROUNDS
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin-dir", default=str(ROOT / "target" / "debug"))
-    binary = Path(parser.parse_args().bin_dir) / "oxibot"
+    parser.add_argument("--short", action="store_true", help="a few runs only: checks the benchmark works")
+    args = parser.parse_args()
+    if args.short:
+        RUNS, TURNS, ROUNDS = 2, 3, 1
+    binary = Path(args.bin_dir) / "oxibot"
     llm, sink = serve(Llm), serve(Sink)
     setups = [
         ("no telemetry section", None),

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BINARIES = ["oxibot", "oxibot-tool-fs", "oxibot-tool-shell"]
 COMMANDS = [
     ["--version"],
-    ["tools", "call", "read_file", "--args", '{"path":"README.md"}'],
+    ["tools", "call", "read_file", "--args", '{"path":"notes.md"}'],
     ["tools", "call", "exec", "--args", '{"command":"echo hi"}'],
 ]
 TIME = Path("/usr/bin/time")
@@ -78,6 +78,10 @@ def main() -> None:
     if not oxibot.exists():
         sys.exit(f"{oxibot} is missing; build it or pass --bin-dir")
     home = tempfile.mkdtemp(prefix="oxibot-whole-commands-")
+    # The file tools read beneath the workspace (`OXIBOT_HOME/workspace` by default).
+    os.makedirs(os.path.join(home, "workspace"))
+    with open(os.path.join(home, "workspace", "notes.md"), "w") as notes:
+        notes.write("# Notes\n\n" + "a line of notes\n" * 200)
     env = {**os.environ, "OXIBOT_HOME": home}
     env.pop("RUST_LOG", None)
     try:

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 pub mod background;
+pub mod bench;
 pub mod browser;
 pub mod channels;
 pub mod fakes_dingtalk;
