@@ -5,11 +5,10 @@
 //! Prints the median and the 10th–90th percentile spread of each, and the median of the paired
 //! differences.
 //!
-//! Run: `cargo build --release -p oxibot-tool-shell && cargo bench --profile dev -p oxibot-tests
+//! Run: `cargo build --release -p oxibot-tool-shell && cargo bench --profile bench-dev -p oxibot-tests
 //! --bench exec_container` with `OXIBOT_BENCH_GUARDIAN=target/release/oxibot-tool-shell`
 //! (without it the guardian comes from the bench's own profile directory).
-//! `OXIBOT_BENCH_ROUNDS` sets the rounds (default 200; 5 in a debug build, the short run of
-//! `cargo test --benches`, so give it with `--profile dev`).
+//! `OXIBOT_BENCH_ROUNDS` sets the rounds (default 200; 5 in the short run of `cargo test --benches`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::ffi::OsString;

@@ -1,7 +1,8 @@
 //! The two sizes of a benchmark: the full run of `cargo bench` (optimised) and the short run of
 //! `cargo test --benches` (a debug build), which `scripts/test` makes so that no benchmark rots.
-//! The two are told apart by the build: a debug build's figures measure nothing worth printing
-//! as a result, so its run only shows that the benchmark still works.
+//! The two are told apart by the build: a build with debug assertions (the test profile) is the
+//! short run, whose figures measure nothing and only show that the benchmark still works; an
+//! unoptimised full run is `cargo bench --profile bench-dev` (no debug assertions).
 
 /// Whether this is the short run (a debug build: `cargo test --benches`).
 pub const SHORT: bool = cfg!(debug_assertions);
