@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 mod convert;
+mod event;
 mod stream;
 mod usage;
 
@@ -57,7 +58,7 @@ impl Anthropic {
         let response = self.transport.post(&self.url, &body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = EventReader::new(Collector::new(Some(on_event)), &self.provider);
-            let done = self.transport.read_sse(response, |event| reader.on_event(&event.data)).await?;
+            let done = self.transport.read_sse(response, |event| reader.on_event(event.data)).await?;
             return reader.finish(done);
         }
         let json = self.transport.read_json(response).await?;

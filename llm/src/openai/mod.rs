@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 mod body;
+mod chunk;
 mod history;
 mod prefix;
 mod stream;
@@ -74,7 +75,7 @@ impl OpenAiCompatible {
         let response = self.transport.post_bytes(&self.url, body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = ChunkReader::new(Collector::new(Some(on_event)), &self.provider);
-            let done = self.transport.read_sse(response, |event| reader.on_event(&event.data)).await?;
+            let done = self.transport.read_sse(response, |event| reader.on_event(event.data)).await?;
             return reader.finish(done);
         }
         let json = self.transport.read_json(response).await?;
