@@ -50,15 +50,20 @@ impl std::fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// A client for `provider` sending `headers` (name, value) with every request.
+    /// A client for `provider` at `api_base` sending `headers` (name, value) with every
+    /// request. A provider at a plain `http://` base (a local model server) never does TLS,
+    /// so the system's root certificates are not loaded for it: reading them is most of a
+    /// one-shot run's system calls, and a machine without any could not reach a local model.
     pub(crate) fn new(
         provider: &str,
+        api_base: &str,
         key_hint: &str,
         headers: &[(String, String)],
     ) -> Result<Transport, ProviderError> {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
+        let builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        let builder = if is_plain_http(api_base) { builder.tls_certs_only([]) } else { builder };
+        let http = builder
             .build()
             .map_err(|e| ProviderError::Network(format!("cannot set up the http client: {}", error_chain(&e))))?;
         let mut map = HeaderMap::new();
@@ -154,6 +159,11 @@ impl From<SseError> for ProviderError {
     fn from(error: SseError) -> ProviderError {
         ProviderError::Malformed(error.to_string())
     }
+}
+
+/// Whether `url` is plain HTTP (no TLS).
+fn is_plain_http(url: &str) -> bool {
+    url.trim_start().get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
 }
 
 /// Whether a response is an event stream (some servers answer `stream: true` with plain JSON).

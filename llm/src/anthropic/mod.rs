@@ -37,7 +37,7 @@ impl Anthropic {
         let mut headers = vec![("anthropic-version".to_owned(), API_VERSION.to_owned())];
         headers.extend(resolution.api_key.iter().map(|key| ("x-api-key".to_owned(), key.clone())));
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
+        let transport = Transport::new(&resolution.name, &resolution.api_base, &resolution.key_hint, &headers)?;
         Ok(Anthropic { transport, url: messages_url(&resolution.api_base), provider: resolution.name.clone() })
     }
 
