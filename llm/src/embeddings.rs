@@ -51,7 +51,7 @@ impl Embedder {
         let mut headers: Vec<(String, String)> =
             resolution.api_key.iter().map(|key| ("authorization".to_owned(), format!("Bearer {key}"))).collect();
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
+        let transport = Transport::new(&resolution.name, &resolution.api_base, &resolution.key_hint, &headers)?;
         Ok(Embedder {
             transport,
             url: format!("{}/embeddings", resolution.api_base.trim_end_matches('/')),

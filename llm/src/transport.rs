@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::error::{ProviderError, shorten};
 use super::retry::parse_retry_after;
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::{SseDecoder, SseError, SseEventRef};
 
 /// How long to wait for a TCP (and TLS) connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,15 +50,20 @@ impl std::fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// A client for `provider` sending `headers` (name, value) with every request.
+    /// A client for `provider` at `api_base` sending `headers` (name, value) with every
+    /// request. A provider at a plain `http://` base (a local model server) never does TLS,
+    /// so the system's root certificates are not loaded for it: reading them is most of a
+    /// one-shot run's system calls, and a machine without any could not reach a local model.
     pub(crate) fn new(
         provider: &str,
+        api_base: &str,
         key_hint: &str,
         headers: &[(String, String)],
     ) -> Result<Transport, ProviderError> {
         install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
+        let builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        let builder = if is_plain_http(api_base) { builder.tls_certs_only([]) } else { builder };
+        let http = builder
             .build()
             .map_err(|e| ProviderError::Network(format!("cannot set up the http client: {}", error_chain(&e))))?;
         let mut map = HeaderMap::new();
@@ -108,11 +114,11 @@ impl Transport {
     }
 
     /// The next body chunk, `None` at the end; silence beyond the idle timeout is an error.
-    pub(crate) async fn next_chunk(&self, response: &mut reqwest::Response) -> Result<Option<Vec<u8>>, ProviderError> {
+    pub(crate) async fn next_chunk(&self, response: &mut reqwest::Response) -> Result<Option<Bytes>, ProviderError> {
         match tokio::time::timeout(self.idle, response.chunk()).await {
             Err(_) => Err(ProviderError::Timeout),
             Ok(Err(e)) => Err(from_reqwest(&e)),
-            Ok(Ok(chunk)) => Ok(chunk.map(|bytes| bytes.to_vec())),
+            Ok(Ok(chunk)) => Ok(chunk),
         }
     }
 
@@ -132,25 +138,32 @@ impl Transport {
     }
 
     /// Feeds the body to `on_event` one SSE event at a time until it returns `true` (the
-    /// format's end marker) or the body ends; returns whether the end marker was seen.
+    /// format's end marker) or the body ends; returns whether the end marker was seen. Each
+    /// event is borrowed from the decoder, and each body chunk read where it arrived.
     pub(crate) async fn read_sse(
         &self,
         mut response: reqwest::Response,
-        mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError>,
+        mut on_event: impl FnMut(SseEventRef<'_>) -> Result<bool, ProviderError>,
     ) -> Result<bool, ProviderError> {
         let mut decoder = SseDecoder::new();
         while let Some(chunk) = self.next_chunk(&mut response).await? {
-            for event in decoder.feed(&chunk).map_err(ProviderError::Malformed)? {
-                if on_event(event)? {
-                    return Ok(true);
-                }
+            if decoder.feed_with(&chunk, &mut on_event)? {
+                return Ok(true);
             }
         }
-        match decoder.finish().map_err(ProviderError::Malformed)? {
-            Some(event) => on_event(event),
-            None => Ok(false),
-        }
+        decoder.finish_with(on_event)
     }
+}
+
+impl From<SseError> for ProviderError {
+    fn from(error: SseError) -> ProviderError {
+        ProviderError::Malformed(error.to_string())
+    }
+}
+
+/// Whether `url` is plain HTTP (no TLS).
+fn is_plain_http(url: &str) -> bool {
+    url.trim_start().get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
 }
 
 /// Whether a response is an event stream (some servers answer `stream: true` with plain JSON).
@@ -164,6 +177,12 @@ pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
 
 /// Parses JSON, or says what `what` held instead.
 pub(crate) fn parse_json(bytes: &[u8], what: &str) -> Result<Value, ProviderError> {
+    parse_typed(bytes, what)
+}
+
+/// Parses JSON into the typed (and possibly borrowing) `T`, or says what `what` held
+/// instead: unlike [`parse_json`] no tree is built, and fields `T` does not name are skipped.
+pub(crate) fn parse_typed<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, ProviderError> {
     serde_json::from_slice(bytes).map_err(|e| {
         let text = String::from_utf8_lossy(bytes);
         ProviderError::Malformed(format!("{what} is not valid json ({e}): {:?}", shorten(text.trim(), 120)))

@@ -461,3 +461,41 @@ fn status_counts_the_system_prompt_and_the_tools_in_the_context() {
     let tokens: usize = line["Context: ~".len()..].split_whitespace().next().unwrap().parse().unwrap();
     assert!(tokens >= request / 4, "{line}, for a request of {request} bytes");
 }
+
+/// Issue 30: a one-shot run has one session, so it needs no pool of session threads; the
+/// whole process stays within three threads while it waits for the model.
+#[test]
+fn a_one_shot_run_uses_at_most_three_threads_while_it_waits_for_the_model() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 1_500, text: "slow hello".into() });
+    let child = env.command(&["agent", "-m", "hello"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || !env.llm.requests().is_empty()), "the model was never asked");
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
+    let names: Vec<String> = tasks
+        .flatten()
+        .map(|task| std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim().to_owned())
+        .collect();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "slow hello");
+    assert!(names.len() <= 3, "{} threads while waiting for the model: {names:?}", names.len());
+}
+
+/// Issue 30: a provider at a plain `http://` address (a local model server) needs no root
+/// certificates, so a machine or container without any still reaches it (the client used to
+/// load them anyway, and failed when there were none).
+#[test]
+fn a_local_model_over_plain_http_works_without_any_ca_certificates() {
+    let env = AgentEnv::new();
+    env.llm.push(Reply::Text("no certificates needed".into()));
+    let empty = env.home.path().join("no-certificates");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = env
+        .command(&["agent", "-m", "hello"])
+        .env("SSL_CERT_FILE", empty.join("none.pem"))
+        .env("SSL_CERT_DIR", &empty)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "no certificates needed");
+}

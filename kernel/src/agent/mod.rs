@@ -47,37 +47,48 @@ pub struct SessionManager {
     pool: SessionThreads,
 }
 
-/// Session threads started when a manager starts.
-const SESSION_THREADS: usize = 4;
+/// The most session threads a manager runs, whatever the machine.
+const MOST_SESSION_THREADS: usize = 4;
+
+/// How many session threads to allow: one per core the process may use, at most
+/// [`MOST_SESSION_THREADS`].
+pub fn session_threads_for_this_machine() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from).clamp(1, MOST_SESSION_THREADS)
+}
 
 /// The arbiters (threads with an event loop) session actors run on, so that one session's
 /// work — a blocking `fsync` of a new session file, encoding a long request — holds up only
-/// the sessions of its own thread, and sessions use every core. Stopped when dropped.
+/// the sessions of its own thread, and sessions use every core. A thread starts when the
+/// first session placed on it does (so one session costs one thread, never the whole pool);
+/// with no threads allowed, sessions run on the caller's own arbiter. Stopped when dropped.
 struct SessionThreads {
-    /// One arbiter per thread.
-    arbiters: Vec<Arbiter>,
+    /// One slot per allowed thread, its arbiter once a session needed it.
+    arbiters: Mutex<Vec<Option<Arbiter>>>,
 }
 
 impl SessionThreads {
-    fn start(count: usize) -> SessionThreads {
-        SessionThreads { arbiters: (0..count).map(|_| Arbiter::new()).collect() }
+    fn allowing(count: usize) -> SessionThreads {
+        SessionThreads { arbiters: Mutex::new((0..count).map(|_| None).collect()) }
     }
 
-    /// The arbiter of session `key`: always the same for the same key, so the session's
-    /// actor, when evicted and started again, runs where it ran before.
+    /// The arbiter of session `key`, started if it was not: always the same for the same key,
+    /// so the session's actor, when evicted and started again, runs where it ran before.
+    /// `None` when no threads are allowed.
     fn for_session(&self, key: &SessionKey) -> Option<ArbiterHandle> {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.as_str().hash(&mut hasher);
-        let count = self.arbiters.len() as u64;
+        let mut arbiters = self.arbiters.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = arbiters.len() as u64;
         let index = usize::try_from(hasher.finish().checked_rem(count)?).ok()?;
-        self.arbiters.get(index).map(Arbiter::handle)
+        arbiters.get_mut(index).map(|slot| slot.get_or_insert_with(Arbiter::new).handle())
     }
 }
 
 impl Drop for SessionThreads {
     fn drop(&mut self) {
-        for arbiter in &self.arbiters {
+        let arbiters = self.arbiters.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for arbiter in arbiters.iter().flatten() {
             arbiter.stop();
         }
     }
@@ -87,10 +98,19 @@ impl Drop for SessionThreads {
 type SessionEntry = (Addr<SessionActor>, Arc<TurnControl>, Inbox);
 
 impl SessionManager {
-    /// A manager over `services`. Must be used inside an actix system.
+    /// A manager over `services` whose sessions run on up to one thread per core (see
+    /// [`session_threads_for_this_machine`]). Must be used inside an actix system.
     pub fn new(services: Arc<Services>) -> SessionManager {
+        SessionManager::with_session_threads(services, session_threads_for_this_machine())
+    }
+
+    /// A manager over `services` whose sessions run on up to `threads` threads of their own,
+    /// started as sessions need them; with `0`, every session runs on the caller's thread
+    /// (a one-shot run has a single session, and a thread hop would only cost). Must be used
+    /// inside an actix system.
+    pub fn with_session_threads(services: Arc<Services>, threads: usize) -> SessionManager {
         let memory = MemoryActors::start(services.clone());
-        SessionManager { services, memory, sessions: Mutex::default(), pool: SessionThreads::start(SESSION_THREADS) }
+        SessionManager { services, memory, sessions: Mutex::default(), pool: SessionThreads::allowing(threads) }
     }
 
     /// The memory actors (Dream's schedule is started through them).

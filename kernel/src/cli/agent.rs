@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use oxibot_kernel::agent::{SessionManager, TurnReply};
+use oxibot_kernel::agent::{SessionManager, TurnReply, session_threads_for_this_machine};
 use oxibot_kernel::automation::dispatch::Dispatcher;
 use oxibot_kernel::automation::scheduling::{self, Scheduler};
 use oxibot_kernel::automation::{Reach, builtin_tools, cron_where_jobs_run};
@@ -60,7 +60,9 @@ pub fn run(common: &CommonArgs, options: AgentOptions) -> anyhow::Result<ExitCod
         // could not come back later).
         let scheduler =
             if interactive { Scheduler::start(services.workspace(), timezone, dispatcher.clone()) } else { None };
-        let manager = Rc::new(SessionManager::new(services.clone()));
+        // A one-shot run has one session: it runs on this thread, with no session threads.
+        let session_threads = if interactive { session_threads_for_this_machine() } else { 0 };
+        let manager = Rc::new(SessionManager::with_session_threads(services.clone(), session_threads));
         let mut extra = manager.memory().tools();
         extra.extend(cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref()));
         let reach = Reach { dispatcher: interactive.then_some(dispatcher), channels: false, extra };

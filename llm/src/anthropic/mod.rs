@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 mod convert;
+mod event;
 mod stream;
 mod usage;
 
@@ -36,7 +37,7 @@ impl Anthropic {
         let mut headers = vec![("anthropic-version".to_owned(), API_VERSION.to_owned())];
         headers.extend(resolution.api_key.iter().map(|key| ("x-api-key".to_owned(), key.clone())));
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
+        let transport = Transport::new(&resolution.name, &resolution.api_base, &resolution.key_hint, &headers)?;
         Ok(Anthropic { transport, url: messages_url(&resolution.api_base), provider: resolution.name.clone() })
     }
 
@@ -57,7 +58,7 @@ impl Anthropic {
         let response = self.transport.post(&self.url, &body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = EventReader::new(Collector::new(Some(on_event)), &self.provider);
-            let done = self.transport.read_sse(response, |event| reader.on_event(&event.data)).await?;
+            let done = self.transport.read_sse(response, |event| reader.on_event(event.data)).await?;
             return reader.finish(done);
         }
         let json = self.transport.read_json(response).await?;

@@ -2,14 +2,16 @@
 //! deltas (text, thinking, signatures, tool input JSON) and closed; usage and stop reason
 //! from `message_start` and `message_delta`; the end at `message_stop`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::event::{Delta, Event};
 use super::usage::{AnthropicUsage, finish_reason};
 use crate::error::ProviderError;
 use crate::message::ToolCall;
-use crate::transport::parse_json;
+use crate::transport::parse_typed;
 use crate::types::{ChatResponse, Collector, finish_tool_calls};
 
 /// One content block as it grows.
@@ -50,25 +52,37 @@ impl<'a> EventReader<'a> {
         }
     }
 
-    /// Takes one event's data; returns `true` at `message_stop`.
+    /// Takes one event's data; returns `true` at `message_stop`. The event is read into
+    /// borrowed, typed fields (no JSON tree for the many deltas), and an event that is not
+    /// JSON of that shape is an error naming what came.
     pub(crate) fn on_event(&mut self, data: &str) -> Result<bool, ProviderError> {
         if data.trim().is_empty() {
             return Ok(false);
         }
-        let event = parse_json(data.as_bytes(), "stream event")?;
-        let index = event["index"].as_u64().unwrap_or(0);
-        match event["type"].as_str().unwrap_or_default() {
-            "message_start" => self.usage = self.usage.merged(&event["message"]["usage"]),
-            "content_block_start" => self.start_block(index, &event["content_block"]),
-            "content_block_delta" => self.on_delta(index, &event["delta"]),
-            "message_delta" => {
-                if let Some(reason) = event["delta"]["stop_reason"].as_str() {
-                    self.stop_reason = Some(reason.to_owned());
+        let event: Event<'_> = parse_typed(data.as_bytes(), "stream event")?;
+        let index = event.index.unwrap_or(0);
+        match event.kind.as_deref().unwrap_or_default() {
+            "message_start" => {
+                let usage = event.message.and_then(|message| message.usage);
+                self.usage = self.usage.merged(usage.as_ref().unwrap_or(&Value::Null));
+            }
+            "content_block_start" => self.start_block(index, &event.content_block.unwrap_or(Value::Null)),
+            "content_block_delta" => {
+                if let Some(delta) = event.delta {
+                    self.on_delta(index, &delta);
                 }
-                self.usage = self.usage.merged(&event["usage"]);
+            }
+            "message_delta" => {
+                if let Some(reason) = event.delta.and_then(|delta| delta.stop_reason) {
+                    self.stop_reason = Some(reason.into_owned());
+                }
+                self.usage = self.usage.merged(event.usage.as_ref().unwrap_or(&Value::Null));
             }
             "message_stop" => return Ok(true),
-            "error" => return Err(ProviderError::from_error_object(&event["error"], &self.provider)),
+            "error" => {
+                let error = event.error.unwrap_or(Value::Null);
+                return Err(ProviderError::from_error_object(&error, &self.provider));
+            }
             // `ping`, `content_block_stop` and event types added later carry nothing needed.
             _ => {}
         }
@@ -100,17 +114,16 @@ impl<'a> EventReader<'a> {
         self.blocks.insert(index, started);
     }
 
-    fn on_delta(&mut self, index: u64, delta: &Value) {
-        let piece = |key: &str| delta[key].as_str().unwrap_or_default();
-        match (delta["type"].as_str().unwrap_or_default(), self.blocks.get_mut(&index)) {
-            ("text_delta", _) => self.collector.text(piece("text")),
+    fn on_delta(&mut self, index: u64, delta: &Delta<'_>) {
+        match (delta.kind.as_deref().unwrap_or_default(), self.blocks.get_mut(&index)) {
+            ("text_delta", _) => self.collector.text(piece(&delta.text)),
             ("thinking_delta", Some(Block::Thinking { thinking, .. })) => {
-                thinking.push_str(piece("thinking"));
-                self.collector.reasoning(piece("thinking"));
+                thinking.push_str(piece(&delta.thinking));
+                self.collector.reasoning(piece(&delta.thinking));
             }
-            ("thinking_delta", _) => self.collector.reasoning(piece("thinking")),
-            ("signature_delta", Some(Block::Thinking { signature, .. })) => signature.push_str(piece("signature")),
-            ("input_json_delta", Some(Block::ToolUse { input, .. })) => input.push_str(piece("partial_json")),
+            ("thinking_delta", _) => self.collector.reasoning(piece(&delta.thinking)),
+            ("signature_delta", Some(Block::Thinking { signature, .. })) => signature.push_str(piece(&delta.signature)),
+            ("input_json_delta", Some(Block::ToolUse { input, .. })) => input.push_str(piece(&delta.partial_json)),
             _ => {}
         }
     }
@@ -144,4 +157,9 @@ impl<'a> EventReader<'a> {
             usage: self.usage.into(),
         })
     }
+}
+
+/// A delta's text field, empty when absent.
+fn piece<'a>(field: &'a Option<Cow<'_, str>>) -> &'a str {
+    field.as_deref().unwrap_or_default()
 }

@@ -200,3 +200,36 @@ fn a_stream_error_event_and_a_missing_message_stop_are_errors() {
     let partial = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "par"}});
     assert!(matches!(read_events(&[partial]).0, Err(ProviderError::StreamCut(_))));
 }
+
+#[test]
+fn events_with_unknown_fields_escapes_and_redacted_thinking_are_read() {
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "model": "m", "content": [], "usage": {"input_tokens": 4}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "opaque"}}),
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": "Hi "}}),
+        json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "\"you\"\n", "new": true}}),
+        json!({"type": "content_block_delta", "index": 1, "delta": {"type": "future_delta", "text": "ignored"}}),
+        json!({"type": "something_new", "index": 7, "payload": {"x": 1}}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 3}}),
+        json!({"type": "message_stop", "extra": 1}),
+    ];
+    let (reply, seen) = read_events(&events);
+    let reply = reply.unwrap();
+    assert_eq!(reply.content.as_deref(), Some("Hi \"you\"\n"));
+    assert_eq!(reply.thinking_blocks, Some(json!([{"type": "redacted_thinking", "data": "opaque"}])));
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(reply.usage, Usage { prompt_tokens: 4, completion_tokens: 3, cached_tokens: 0, reasoning_tokens: 0 });
+    assert_eq!(seen, vec![StreamEvent::Text("Hi ".into()), StreamEvent::Text("\"you\"\n".into())]);
+}
+
+#[test]
+fn an_event_of_the_wrong_shape_is_a_clear_error() {
+    for bad in ["{not json", r#"{"type": "content_block_delta", "index": "one"}"#, r#"{"type": 5}"#] {
+        let mut reader = super::stream::EventReader::new(Collector::new(None), "anthropic");
+        let error = reader.on_event(bad).unwrap_err();
+        assert!(
+            matches!(&error, ProviderError::Malformed(text) if text.starts_with("stream event is not valid json")),
+            "{bad}: {error}"
+        );
+    }
+}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 mod body;
+mod chunk;
 mod history;
 mod prefix;
 mod stream;
@@ -44,7 +45,7 @@ impl OpenAiCompatible {
         let mut headers: Vec<(String, String)> =
             resolution.api_key.iter().map(|key| ("authorization".to_owned(), format!("Bearer {key}"))).collect();
         headers.extend(resolution.extra_headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let transport = Transport::new(&resolution.name, &resolution.key_hint, &headers)?;
+        let transport = Transport::new(&resolution.name, &resolution.api_base, &resolution.key_hint, &headers)?;
         let url = format!("{}/chat/completions", resolution.api_base.trim_end_matches('/'));
         Ok(OpenAiCompatible {
             transport,
@@ -74,7 +75,7 @@ impl OpenAiCompatible {
         let response = self.transport.post_bytes(&self.url, body).await?;
         if stream && is_event_stream(&response) {
             let mut reader = ChunkReader::new(Collector::new(Some(on_event)), &self.provider);
-            let done = self.transport.read_sse(response, |event| reader.on_event(&event.data)).await?;
+            let done = self.transport.read_sse(response, |event| reader.on_event(event.data)).await?;
             return reader.finish(done);
         }
         let json = self.transport.read_json(response).await?;

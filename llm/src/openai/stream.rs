@@ -3,13 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
+use super::chunk::{Choice, Chunk, Text, ToolCallPiece};
 use super::usage::parse_usage;
 use crate::error::ProviderError;
 use crate::message::ToolCall;
-use crate::transport::parse_json;
-use crate::types::{ChatResponse, Collector, Usage, finish_tool_calls, text_of};
+use crate::transport::parse_typed;
+use crate::types::{ChatResponse, Collector, Usage, finish_tool_calls};
 
 /// The state of one streamed reply.
 pub(crate) struct ChunkReader<'a> {
@@ -37,7 +36,9 @@ impl<'a> ChunkReader<'a> {
         }
     }
 
-    /// Takes one event's data; returns `true` at `[DONE]`.
+    /// Takes one event's data; returns `true` at `[DONE]`. The chunk is read into borrowed,
+    /// typed fields (no JSON tree), and a chunk that is not JSON of that shape is an error
+    /// naming what came.
     pub(crate) fn on_event(&mut self, data: &str) -> Result<bool, ProviderError> {
         let data = data.trim();
         if data == "[DONE]" {
@@ -46,45 +47,45 @@ impl<'a> ChunkReader<'a> {
         if data.is_empty() {
             return Ok(false);
         }
-        let chunk = parse_json(data.as_bytes(), "stream chunk")?;
-        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(ProviderError::from_error_object(error, &self.provider));
+        let chunk: Chunk<'_> = parse_typed(data.as_bytes(), "stream chunk")?;
+        if let Some(error) = chunk.error {
+            return Err(ProviderError::from_error_object(&error, &self.provider));
         }
-        if chunk.get("usage").is_some_and(Value::is_object) {
-            self.usage = parse_usage(&chunk["usage"]);
+        if let Some(usage) = chunk.usage.as_ref().filter(|usage| usage.is_object()) {
+            self.usage = parse_usage(usage);
         }
-        if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
+        if let Some(choice) = chunk.choices.and_then(|choices| choices.into_iter().next()) {
             self.on_choice(choice);
         }
         Ok(false)
     }
 
-    fn on_choice(&mut self, choice: &Value) {
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            self.finish_reason = Some(reason.to_owned());
+    fn on_choice(&mut self, choice: Choice<'_>) {
+        if let Some(reason) = choice.finish_reason {
+            self.finish_reason = Some(reason.into_owned());
         }
-        let delta = &choice["delta"];
-        let reasoning = delta.get("reasoning_content").filter(|v| !v.is_null()).or_else(|| delta.get("reasoning"));
-        self.collector.reasoning(&reasoning.map(text_of).unwrap_or_default());
-        self.collector.text(&text_of(&delta["content"]));
-        for (position, piece) in delta["tool_calls"].as_array().into_iter().flatten().enumerate() {
+        let Some(delta) = choice.delta else { return };
+        let reasoning = delta.reasoning_content.or(delta.reasoning);
+        self.collector.reasoning(reasoning.as_ref().map(Text::as_str).unwrap_or_default());
+        self.collector.text(delta.content.as_ref().map(Text::as_str).unwrap_or_default());
+        for (position, piece) in delta.tool_calls.into_iter().flatten().enumerate() {
             self.on_tool_call_piece(position as u64, piece);
         }
     }
 
     /// The first piece of a call brings its id and name; later ones add argument text.
-    fn on_tool_call_piece(&mut self, position: u64, piece: &Value) {
-        let index = piece["index"].as_u64().unwrap_or(position);
+    fn on_tool_call_piece(&mut self, position: u64, piece: ToolCallPiece<'_>) {
+        let index = piece.index.unwrap_or(position);
         let call = self.calls.entry(index).or_insert_with(|| ToolCall::new("", "", ""));
-        if let Some(id) = piece["id"].as_str().filter(|id| !id.is_empty()) {
-            call.id = id.to_owned();
+        if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
+            call.id = id.into_owned();
         }
-        let function = &piece["function"];
-        if let Some(name) = function["name"].as_str().filter(|name| !name.is_empty()) {
-            call.function.name = name.to_owned();
+        let Some(function) = piece.function else { return };
+        if let Some(name) = function.name.filter(|name| !name.is_empty()) {
+            call.function.name = name.into_owned();
         }
-        if let Some(arguments) = function["arguments"].as_str() {
-            call.function.arguments.push_str(arguments);
+        if let Some(arguments) = function.arguments {
+            call.function.arguments.push_str(&arguments);
         }
     }
 

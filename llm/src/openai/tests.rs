@@ -362,3 +362,65 @@ fn a_chunk_that_is_not_json_names_the_problem() {
         "{error}"
     );
 }
+
+#[test]
+fn every_chunk_shape_is_read_without_a_json_tree() {
+    let chunks = [
+        // Reasoning under OpenRouter's name, with fields nobody reads.
+        json!({"id": "x", "object": "chat.completion.chunk", "system_fingerprint": null,
+               "choices": [{"index": 0, "delta": {"role": "assistant", "reasoning": "think", "extra": {"a": [1]}},
+                            "logprobs": null, "finish_reason": null}]}),
+        // A null `reasoning_content` falls back to `reasoning`.
+        json!({"choices": [{"delta": {"reasoning_content": null, "reasoning": "ing"}}]}),
+        // Content as a list of parts, escapes in the text, a delta of null.
+        json!({"choices": [{"delta": {"content": [{"type": "text", "text": "a \"quoted\"\n"}, {"type": "image"}]}}]}),
+        json!({"choices": [{"delta": null}]}),
+        json!({"choices": [{"delta": {"content": "é ✓", "tool_calls": null}}]}),
+        // A piece without `index` belongs to the call at its position in the chunk.
+        json!({"choices": [{"delta": {"tool_calls": [{"id": "call_\u{e9}", "function": {"name": "glob", "arguments": "{}"}}]}}]}),
+        json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+        // A usage-only chunk, with a second choice nobody reads.
+        json!({"choices": null, "usage": {"prompt_tokens": 5, "completion_tokens": 2, "prompt_cache_hit_tokens": 4,
+               "completion_tokens_details": {"reasoning_tokens": 1}}}),
+        json!({"choices": [], "usage": null}),
+    ];
+    let (reply, events) = read_stream(&chunks, true);
+    let reply = reply.unwrap();
+    assert_eq!(reply.reasoning_content.as_deref(), Some("thinking"));
+    assert_eq!(reply.content.as_deref(), Some("a \"quoted\"\né ✓"));
+    assert_eq!(reply.tool_calls, vec![ToolCall::new("call_é", "glob", "{}")]);
+    assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(reply.usage, Usage { prompt_tokens: 5, completion_tokens: 2, cached_tokens: 4, reasoning_tokens: 1 });
+    assert_eq!(
+        events,
+        vec![
+            StreamEvent::Reasoning("think".into()),
+            StreamEvent::Reasoning("ing".into()),
+            StreamEvent::Text("a \"quoted\"\n".into()),
+            StreamEvent::Text("é ✓".into()),
+        ]
+    );
+}
+
+#[test]
+fn an_error_object_inside_the_stream_is_the_error_the_caller_sees() {
+    let mut reader = ChunkReader::new(Collector::new(None), "custom");
+    let chunk = json!({"error": {"code": "rate_limit_exceeded", "message": "slow down"}}).to_string();
+    assert_eq!(
+        reader.on_event(&chunk).unwrap_err(),
+        ProviderError::RateLimited { retry_after: None, message: "slow down".into() }
+    );
+    assert!(!reader.on_event(&json!({"error": null, "choices": []}).to_string()).unwrap());
+}
+
+#[test]
+fn a_chunk_of_the_wrong_shape_is_a_clear_error() {
+    for bad in [r#"{"choices": "none"}"#, r#"{"choices": [{"finish_reason": 3}]}"#, r#"[1, 2]"#] {
+        let mut reader = ChunkReader::new(Collector::new(None), "custom");
+        let error = reader.on_event(bad).unwrap_err();
+        assert!(
+            matches!(&error, ProviderError::Malformed(text) if text.starts_with("stream chunk is not valid json (invalid type")),
+            "{bad}: {error}"
+        );
+    }
+}

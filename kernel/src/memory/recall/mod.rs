@@ -205,17 +205,15 @@ impl Recall {
         .await
     }
 
-    /// Runs `read` on the search connection on a blocking thread.
+    /// Runs `read` on the search connection, on the caller's thread: a search or a listing
+    /// takes well under a millisecond, less than handing it to the blocking pool and waking
+    /// the caller again would cost (a turn's own thread is the session's, so nothing else
+    /// waits on it). Writes (syncs) still go to the blocking pool.
     pub async fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&mut MemoryIndex) -> Result<T, IndexError> + Send + 'static,
     ) -> Result<T, RecallError> {
-        let reader = self.inner.reader.clone();
-        let result =
-            tokio::task::spawn_blocking(move || read(&mut reader.lock().unwrap_or_else(PoisonError::into_inner)))
-                .await
-                .map_err(|e| RecallError::Task(e.to_string()))?;
-        Ok(result?)
+        Ok(read(&mut self.inner.reader.lock().unwrap_or_else(PoisonError::into_inner))?)
     }
 }
 
