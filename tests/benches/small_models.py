@@ -289,7 +289,10 @@ def main():
             for name, task in tasks:
                 home = Home()
                 started = time.time()
-                ok = task(home)
+                try:
+                    ok = task(home)
+                except subprocess.TimeoutExpired:
+                    ok = False  # the agent still ran after 30 minutes: a failure, not the end of the run
                 seconds = time.time() - started
                 calls, prompt = home.usage()
                 print(f"| {model} | {name} | {'yes' if ok else 'no'} | {calls} | {seconds:.1f} | {prompt} |",
