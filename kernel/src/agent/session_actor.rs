@@ -531,7 +531,7 @@ impl TurnJob {
             let session = guard.as_mut().ok_or(CheckpointError::NotLoaded)?;
             Ok(store.append(session, messages)?)
         });
-        let context = BuiltinContext { call: call_context, source };
+        let context = BuiltinContext { call: call_context, source, ..BuiltinContext::default() };
         let builtins = self.services.builtins();
         let session = self.key.to_string();
         let model = self.model.clone();

@@ -5,6 +5,7 @@
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::provider::Usage;
 use crate::session::SessionKey;
 use crate::turn::builtin::TurnSource;
 
@@ -63,6 +64,9 @@ pub struct SendRequest {
     /// The session whose turn sent it, if any (a send to that session's own chat is already in
     /// its conversation, as the tool call).
     pub from: Option<SessionKey>,
+    /// That turn's token counts so far; a send to its own chat carries them as the reply's
+    /// `usage`, as the turn's own reply would have.
+    pub usage: Option<Usage>,
     /// Told whether the channel took it.
     pub done: oneshot::Sender<Result<(), String>>,
 }
@@ -90,7 +94,7 @@ impl Dispatcher {
     /// `false` when the runner is gone.
     pub fn send_and_forget(&self, target: Target, content: String) -> bool {
         let (done, _unheard) = oneshot::channel();
-        let request = SendRequest { target, content, media: Vec::new(), from: None, done };
+        let request = SendRequest { target, content, media: Vec::new(), from: None, usage: None, done };
         self.requests.send(Request::Send(request)).is_ok()
     }
 
@@ -102,8 +106,20 @@ impl Dispatcher {
         media: Vec<String>,
         from: Option<SessionKey>,
     ) -> Result<(), String> {
+        self.send_from_turn(target, content, media, from, None).await
+    }
+
+    /// [`Dispatcher::send`] for a turn's tool call, with the turn's token counts so far.
+    pub async fn send_from_turn(
+        &self,
+        target: Target,
+        content: String,
+        media: Vec<String>,
+        from: Option<SessionKey>,
+        usage: Option<Usage>,
+    ) -> Result<(), String> {
         let (done, answer) = oneshot::channel();
-        let request = SendRequest { target, content, media, from, done };
+        let request = SendRequest { target, content, media, from, usage, done };
         self.requests.send(Request::Send(request)).map_err(|_| "the kernel is shutting down".to_owned())?;
         answer.await.unwrap_or_else(|_| Err("the message was dropped before it was sent".to_owned()))
     }

@@ -48,7 +48,7 @@ impl MessageTool {
             Target::LastActive => (String::new(), String::new()),
         };
         let attached = media.len();
-        match self.dispatcher.send(target, content, media, from).await {
+        match self.dispatcher.send_from_turn(target, content, media, from, Some(context.usage)).await {
             Ok(()) if attached > 0 => {
                 ToolReply::ok(format!("Message sent to {channel}:{chat_id} with {attached} attachment(s)."))
             }

@@ -190,7 +190,7 @@ impl Helpers {
                 host: engine.host(),
                 spec: &spec,
                 tools: engine.offered_tools(&tools),
-                context: BuiltinContext { call, source: TurnSource::Subagent },
+                context: BuiltinContext { call, source: TurnSource::Subagent, ..BuiltinContext::default() },
                 builtins: tools,
                 hooks: CompositeHook::new(vec![Box::new(meter), Box::new(StripThinking)]),
                 events,

@@ -218,6 +218,7 @@ async fn apply(
                 idempotency_key: None,
             },
             source: TurnSource::System,
+            ..BuiltinContext::default()
         },
         builtins: BuiltinTools::default(),
         hooks: CompositeHook::new(vec![Box::new(meter), Box::new(StripThinking)]),

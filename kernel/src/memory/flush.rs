@@ -139,6 +139,7 @@ pub async fn flush_before_archive(
                 idempotency_key: None,
             },
             source: TurnSource::System,
+            ..BuiltinContext::default()
         },
         builtins,
         hooks: CompositeHook::new(vec![Box::new(meter), Box::new(StripThinking)]),

@@ -10,6 +10,8 @@ use std::sync::{Arc, OnceLock};
 use oxibot_proto::{CallContext, ToolSpec};
 use serde_json::Value;
 
+use crate::provider::Usage;
+
 /// What a built-in tool answers: the text the model reads and whether the call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolReply {
@@ -69,6 +71,10 @@ pub struct BuiltinContext {
     pub call: CallContext,
     /// Why the turn runs.
     pub source: TurnSource,
+    /// The turn's token counts so far (its model calls up to the one asking for this call):
+    /// the `message` tool sends them with a reply to the turn's own chat, which then ends the
+    /// turn for a channel that reports usage (the API channel).
+    pub usage: Usage,
 }
 
 /// The future a built-in call returns (it runs on the turn's own task; no `Send` needed).

@@ -225,6 +225,7 @@ impl Turn<'_> {
                 other => other?,
             };
             add_usage(&mut usage, &response.usage);
+            self.context.usage = usage;
             self.hooks.after_iteration(&StepInfo {
                 iteration,
                 usage: response.usage,

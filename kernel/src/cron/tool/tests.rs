@@ -22,6 +22,7 @@ fn chat(key: &str) -> BuiltinContext {
             ..CallContext::default()
         },
         source: TurnSource::User,
+        ..BuiltinContext::default()
     }
 }
 

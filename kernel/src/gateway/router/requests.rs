@@ -86,6 +86,12 @@ impl Router {
         }
         let key = SessionKey::new(&channel, &chat_id);
         self.in_flight.set(self.in_flight.get() + 1);
+        let own_chat = request.from.as_ref() == Some(&key);
+        let mut metadata = metadata;
+        if let Some(usage) = request.usage.as_ref().filter(|_| own_chat) {
+            // The reply ends the turn's request for this chat, as the turn's answer would have.
+            super::with_usage(&mut metadata, usage);
+        }
         let mut reply = Reply::new(&channel, &chat_id, request.content.clone(), None, metadata);
         reply.media = request.media.clone();
         reply.record_late_in = Some(key.clone());
@@ -98,7 +104,7 @@ impl Router {
                  turn if it fails for good"
             ));
         }
-        if request.from.as_ref() == Some(&key) {
+        if own_chat {
             // Already in that session, as the tool call; its turn's reply is not sent twice.
             self.sent_by_tool.borrow_mut().insert(key);
         } else {
