@@ -15,7 +15,8 @@
 //! 5. `context` — the system prompt; `settings` — the config's typed sections, one snapshot;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
-//! 8. `services` — what every actor above shares;
+//! 8. `services` — what every actor above shares; `cluster` — cluster mode over NATS JetStream
+//!    (session ownership, the fenced session store, the scheduler's election);
 //! 9. `memory` — consolidation, Dream, git; `automation` — the kernel acting on its own;
 //! 10. `agent` — sessions and commands;
 //! 11. `gateway` — the daemon serving channels;
@@ -28,6 +29,8 @@ pub use oxibot_host::{launcher, paths};
 pub mod agent;
 pub mod automation;
 pub mod budget;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod cron;

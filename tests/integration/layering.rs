@@ -16,7 +16,7 @@ const RUNGS: &[&[&str]] = &[
     &["context", "settings", "budget"],
     &["turn"],
     &["cron", "meter"],
-    &["services"],
+    &["services", "cluster"],
     &["memory", "automation"],
     &["agent"],
     &["gateway"],

@@ -44,6 +44,8 @@
 //! - `channel_api`: the OpenAI-compatible API channel over HTTP: completions, the Responses API,
 //!   streams, token counts, order, keys;
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
+//! - `cluster`: cluster mode against a real `nats-server` (issue 31): one owner per session,
+//!   takeover after the TTL, a stale owner's writes refused, one scheduler, the config checked;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `tool_claims`: a plugin cannot take a bundled or built-in tool's name without `replaces`,
@@ -124,6 +126,7 @@ mod channel_wecom;
 mod channels;
 mod cli_service;
 mod cli_tools;
+mod cluster;
 mod config_checks;
 mod container;
 mod cron;

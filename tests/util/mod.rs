@@ -20,6 +20,7 @@ pub mod fault_proxy;
 pub mod http;
 pub mod llm;
 pub mod mailserver;
+pub mod nats;
 pub mod needs;
 pub mod phoenix;
 pub mod procs;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::paths;
 
 pub mod approval;
+pub mod cluster;
 pub mod fresh;
 pub mod memory;
 mod unknown_keys;
@@ -54,6 +55,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Extra plugin processes to start.
     pub plugins: Vec<PluginEntry>,
+    /// Cluster mode over NATS JetStream; `None` (the default): one kernel on one host.
+    pub cluster: Option<cluster::ClusterConfig>,
     /// Keys this version does not use, kept as they were.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -228,6 +231,9 @@ impl Config {
         let mut config: Config =
             serde_path_to_error::deserialize(raw).map_err(|e| invalid(e.path().to_string(), e.inner().to_string()))?;
         config.unknown_keys = unknown;
+        if let Some(cluster) = &config.cluster {
+            cluster.validate().map_err(|(key, message)| invalid(key.to_owned(), message))?;
+        }
         Ok(config)
     }
 

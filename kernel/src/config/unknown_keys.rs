@@ -8,7 +8,7 @@ use serde_json::Value;
 /// The keys of each checked section, by its path (`*` stands for any name). Keys are
 /// compared in camelCase, so `max_tokens` is `maxTokens`.
 const SECTIONS: &[(&str, &[&str])] = &[
-    ("", &["agents", "channels", "providers", "gateway", "tools", "plugins", "memory", "telemetry"]),
+    ("", &["agents", "channels", "providers", "gateway", "tools", "plugins", "memory", "telemetry", "cluster"]),
     ("telemetry", &["otlpEndpoint", "includeContent"]),
     ("agents", &["defaults"]),
     (

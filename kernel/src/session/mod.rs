@@ -175,6 +175,16 @@ pub enum SessionError {
         /// The serializer's error.
         source: serde_json::Error,
     },
+    /// In cluster mode, this kernel does not hold the session's ownership (it expired, or
+    /// another kernel took it): its write is refused, so a stale owner cannot write over the
+    /// new owner's work.
+    #[error("session {key} is not owned by this kernel (node {node}) any more; the write was refused")]
+    NotOwner {
+        /// The session key.
+        key: String,
+        /// This kernel's node name.
+        node: String,
+    },
 }
 
 #[cfg(test)]

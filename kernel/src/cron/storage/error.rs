@@ -46,4 +46,7 @@ pub enum StoreError {
     /// it tried.
     #[error("the scheduled jobs kept changing while this edit was being saved; try again")]
     Conflict,
+    /// In cluster mode, the kernels' shared state could not be reached to elect the scheduler.
+    #[error("cannot reach the cluster to elect the scheduler: {0}")]
+    Cluster(String),
 }

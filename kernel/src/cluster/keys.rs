@@ -1,0 +1,37 @@
+//! Names in the buckets: a session key (`telegram:12345`) becomes a key-value key, which
+//! allows only letters, digits and `-/_=.`; every other byte is written as `=XX` (hex).
+
+/// The bucket of session ownership: one key per session, its value the owner's node name.
+pub const SESSIONS_BUCKET: &str = "oxibot_sessions";
+
+/// The bucket of leader keys (`scheduler`): one key per role, its value the leader's node name.
+pub const LEADERS_BUCKET: &str = "oxibot_leaders";
+
+/// The leader key of the one scheduler of cron jobs and the heartbeat.
+pub const SCHEDULER_KEY: &str = "scheduler";
+
+/// The key-value key of session `key`: readable where it can be, never ambiguous.
+pub fn session_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 8);
+    for byte in key.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("={byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_keys_become_valid_bucket_keys_and_stay_apart() {
+        assert_eq!(session_key("telegram:12345"), "telegram=3A12345");
+        assert_eq!(session_key("cli:direct"), "cli=3Adirect");
+        assert_ne!(session_key("a:b"), session_key("a=3Ab"));
+        assert_eq!(session_key("α"), "=CE=B1");
+    }
+}

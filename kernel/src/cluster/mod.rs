@@ -1,0 +1,27 @@
+//! Cluster mode (issue 31, first part): several kernels sharing one NATS JetStream, each
+//! session run by exactly one of them. Compiled only with the `cluster` cargo feature and used
+//! only when `config.json` has a `cluster` section; without it no NATS code runs.
+//!
+//! What is here: the connection ([`Node`], its own small runtime so synchronous stores can use
+//! it too), exclusive ownership of a key in a JetStream key-value bucket ([`Claim`]: created
+//! with create-only compare-and-swap, kept alive by revision-checked updates within the TTL,
+//! lost after the TTL when its kernel dies), session ownership on top of it with the claim's
+//! revision as the fencing token of the session store ([`FencedSessions`]), and the election of
+//! the one scheduler of cron jobs and the heartbeat ([`ClusterJobs`], a [`JobStorage`] whose
+//! lease is a leader key). What is not here yet (inbound through JetStream, outbound streams,
+//! session logs in JetStream) is listed in ARCHITECTURE.md.
+//!
+//! [`JobStorage`]: crate::cron::storage::JobStorage
+
+mod claim;
+mod error;
+mod fence;
+mod jobs;
+mod keys;
+mod node;
+
+pub use claim::{Claim, Token};
+pub use error::ClusterError;
+pub use fence::FencedSessions;
+pub use jobs::ClusterJobs;
+pub use node::Node;

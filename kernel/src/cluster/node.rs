@@ -1,0 +1,216 @@
+//! `Node`: this kernel's connection to the cluster. The NATS client runs on a small runtime of
+//! its own (one worker thread), so a caller on any runtime — actix's arbiters, a test's, or a
+//! plain thread through [`Node::block_on`] — can use it, and it outlives no caller's runtime.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+
+use super::claim::{Claim, ClaimState};
+use super::error::ClusterError;
+use super::keys::{LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, session_key};
+use crate::config::cluster::ClusterConfig;
+
+/// How long connecting to the first server may take before the kernel gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// This kernel's place in the cluster.
+pub struct Node {
+    /// `cluster.node`: written as the value of every key this kernel owns.
+    name: String,
+    /// How long ownership lasts without renewal (`cluster.ttlSeconds`).
+    ttl: Duration,
+    /// The runtime the client and every renewal run on; shut down in the background on drop
+    /// (dropping it inside another runtime would panic).
+    runtime: Option<tokio::runtime::Runtime>,
+    /// Session ownership: one key per session.
+    sessions: kv::Store,
+    /// Leader keys (`scheduler`).
+    leaders: kv::Store,
+    /// The sessions this kernel claimed, for the fence of the session store; a claim that was
+    /// dropped is gone from here too.
+    owned: Mutex<HashMap<String, Weak<ClaimState>>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("name", &self.name).field("ttl", &self.ttl).finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Connects to `config.nats` and opens (or creates) the buckets; fails when no server
+    /// answers or JetStream is off.
+    pub async fn connect(config: &ClusterConfig) -> Result<Arc<Node>, ClusterError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("oxibot-cluster")
+            .enable_all()
+            .build()
+            .map_err(|error| ClusterError::Runtime(format!("cannot start: {error}")))?;
+        let ttl = Duration::from_secs(config.ttl_seconds);
+        let (servers, name) =
+            (config.servers().into_iter().map(str::to_owned).collect::<Vec<_>>(), config.node.clone());
+        let opened = match runtime.spawn(open_buckets(servers, name.clone(), ttl)).await {
+            Ok(opened) => opened,
+            Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
+        };
+        let (sessions, leaders) = match opened {
+            Ok(buckets) => buckets,
+            Err(error) => {
+                // Dropping a runtime inside another one would panic.
+                runtime.shutdown_background();
+                return Err(error);
+            }
+        };
+        tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
+        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, owned: Mutex::new(HashMap::new()) }))
+    }
+
+    /// This kernel's node name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How long ownership lasts without renewal.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Takes session `key` for this kernel if no kernel owns it; `None` when another does.
+    /// The claim renews itself until it is released, dropped, or lost.
+    pub async fn claim_session(&self, key: &str) -> Result<Option<Claim>, ClusterError> {
+        let claim = self.claim(self.sessions.clone(), session_key(key)).await?;
+        if let Some(claim) = &claim {
+            let mut owned = self.owned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            owned.retain(|_, state| state.strong_count() > 0);
+            owned.insert(key.to_owned(), claim.state());
+        }
+        Ok(claim)
+    }
+
+    /// The node that owns session `key` now, if any.
+    pub async fn session_owner(&self, key: &str) -> Result<Option<String>, ClusterError> {
+        self.owner(self.sessions.clone(), session_key(key)).await
+    }
+
+    /// Becomes the one scheduler of cron jobs and the heartbeat if no kernel is; `None` when
+    /// another kernel leads.
+    pub async fn try_lead_scheduler(&self) -> Result<Option<Claim>, ClusterError> {
+        self.claim(self.leaders.clone(), SCHEDULER_KEY.to_owned()).await
+    }
+
+    /// The node that schedules now, if any.
+    pub async fn scheduler(&self) -> Result<Option<String>, ClusterError> {
+        self.owner(self.leaders.clone(), SCHEDULER_KEY.to_owned()).await
+    }
+
+    /// The fencing token of this kernel's ownership of session `key`: its claim's revision
+    /// while the claim is held and within its TTL; `None` otherwise.
+    pub fn fencing_token(&self, key: &str) -> Option<u64> {
+        let owned = self.owned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        owned.get(key)?.upgrade()?.valid_token().map(|token| token.revision)
+    }
+
+    /// Runs `future` on the cluster's runtime and waits for it, blocking this thread: for
+    /// synchronous stores, never from an actor's handler.
+    pub fn block_on<F>(&self, future: F) -> Result<F::Output, ClusterError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        self.spawn(async move {
+            let _ = done.send(future.await);
+        })?;
+        result.recv().map_err(|_| ClusterError::Runtime("stopped before answering".to_owned()))
+    }
+
+    /// Runs `future` on the cluster's runtime.
+    pub(crate) fn spawn<F>(&self, future: F) -> Result<tokio::task::JoinHandle<F::Output>, ClusterError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let runtime = self.runtime.as_ref().ok_or_else(|| ClusterError::Runtime("is shut down".to_owned()))?;
+        Ok(runtime.spawn(future))
+    }
+
+    async fn claim(&self, bucket: kv::Store, key: String) -> Result<Option<Claim>, ClusterError> {
+        let (name, ttl) = (bytes::Bytes::from(self.name.clone()), self.ttl);
+        let taken = self.spawn(Claim::take(name, ttl, bucket, key))?;
+        taken.await.map_err(|error| ClusterError::Runtime(format!("failed while claiming: {error}")))?
+    }
+
+    async fn owner(&self, bucket: kv::Store, key: String) -> Result<Option<String>, ClusterError> {
+        let read = self.spawn(async move { bucket.get(key).await })?;
+        let value = read
+            .await
+            .map_err(|error| ClusterError::Runtime(format!("failed while reading: {error}")))?
+            .map_err(|error| ClusterError::request("reading an owner", error))?;
+        Ok(value.filter(|value| !value.is_empty()).map(|value| String::from_utf8_lossy(&value).into_owned()))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Connects and opens both buckets, creating them with `ttl` as their messages' age limit:
+/// a key not renewed within it disappears, and with it the ownership.
+async fn open_buckets(
+    servers: Vec<String>,
+    name: String,
+    ttl: Duration,
+) -> Result<(kv::Store, kv::Store), ClusterError> {
+    let client = async_nats::ConnectOptions::new()
+        .name(&name)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .connect(servers.clone())
+        .await
+        .map_err(|source| ClusterError::Connect { servers: servers.join(","), source })?;
+    let jetstream = jetstream::new(client);
+    let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl).await?;
+    let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl).await?;
+    Ok((sessions, leaders))
+}
+
+/// The bucket `bucket`, created with one value per key and `ttl` as its age limit when it
+/// does not exist yet (kernels of one cluster must agree on `cluster.ttlSeconds`). The bucket's
+/// stream is made here as the key-value convention lays it out (`KV_<bucket>`, subjects
+/// `$KV.<bucket>.>`): the client's own bucket creation first reads the account's limits in a
+/// form nats-server 2.9 does not answer.
+async fn open_bucket(
+    jetstream: &jetstream::Context,
+    bucket: &'static str,
+    ttl: Duration,
+) -> Result<kv::Store, ClusterError> {
+    if let Ok(store) = jetstream.get_key_value(bucket).await {
+        return Ok(store);
+    }
+    let config = jetstream::stream::Config {
+        name: format!("KV_{bucket}"),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age: ttl,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: jetstream::stream::DiscardPolicy::New,
+        ..jetstream::stream::Config::default()
+    };
+    // Another kernel may create it at the same moment: then opening it is enough.
+    let created = jetstream.get_or_create_stream(config).await;
+    let opened = jetstream.get_key_value(bucket).await;
+    opened.map_err(|error| match created {
+        Err(created) => ClusterError::Bucket { bucket, source: created.into() },
+        Ok(_) => ClusterError::Bucket { bucket, source: error.into() },
+    })
+}
