@@ -20,6 +20,7 @@ pub mod http;
 pub mod llm;
 pub mod mailserver;
 pub mod needs;
+pub mod otlp_metrics;
 pub mod phoenix;
 pub mod procs;
 pub mod synapse;

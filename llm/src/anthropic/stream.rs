@@ -36,6 +36,8 @@ pub(crate) struct EventReader<'a> {
     usage: AnthropicUsage,
     /// Registry name, for errors inside the stream.
     provider: String,
+    /// The model `message_start` names.
+    model: Option<String>,
 }
 
 impl<'a> EventReader<'a> {
@@ -47,6 +49,7 @@ impl<'a> EventReader<'a> {
             stop_reason: None,
             usage: AnthropicUsage::default(),
             provider: provider.to_owned(),
+            model: None,
         }
     }
 
@@ -58,7 +61,10 @@ impl<'a> EventReader<'a> {
         let event = parse_json(data.as_bytes(), "stream event")?;
         let index = event["index"].as_u64().unwrap_or(0);
         match event["type"].as_str().unwrap_or_default() {
-            "message_start" => self.usage = self.usage.merged(&event["message"]["usage"]),
+            "message_start" => {
+                self.usage = self.usage.merged(&event["message"]["usage"]);
+                self.model = event["message"]["model"].as_str().filter(|model| !model.is_empty()).map(str::to_owned);
+            }
             "content_block_start" => self.start_block(index, &event["content_block"]),
             "content_block_delta" => self.on_delta(index, &event["delta"]),
             "message_delta" => {
@@ -142,6 +148,7 @@ impl<'a> EventReader<'a> {
             thinking_blocks: if thinking_blocks.is_empty() { None } else { Some(Value::Array(thinking_blocks)) },
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: self.usage.into(),
+            model: self.model,
         })
     }
 }

@@ -23,6 +23,8 @@ pub(crate) struct ChunkReader<'a> {
     usage: Usage,
     /// Registry name, for errors inside the stream.
     provider: String,
+    /// The model the chunks name (the first that names one).
+    model: Option<String>,
 }
 
 impl<'a> ChunkReader<'a> {
@@ -34,6 +36,7 @@ impl<'a> ChunkReader<'a> {
             finish_reason: None,
             usage: Usage::default(),
             provider: provider.to_owned(),
+            model: None,
         }
     }
 
@@ -49,6 +52,9 @@ impl<'a> ChunkReader<'a> {
         let chunk = parse_json(data.as_bytes(), "stream chunk")?;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             return Err(ProviderError::from_error_object(error, &self.provider));
+        }
+        if self.model.is_none() {
+            self.model = super::reply_model(&chunk);
         }
         if chunk.get("usage").is_some_and(Value::is_object) {
             self.usage = parse_usage(&chunk["usage"]);
@@ -103,6 +109,7 @@ impl<'a> ChunkReader<'a> {
             thinking_blocks: None,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            model: self.model,
         })
     }
 }
