@@ -387,8 +387,8 @@ fn a_cap_edited_while_the_gateway_runs_stops_the_next_helper_and_embedding_reque
         let text = json!({"type": "message", "text": "and eight times nine, remember it?"}).to_string();
         owner.send(WsMessage::text(text)).await.unwrap();
         assert_eq!(next_text(&mut owner).await, "Done.");
-        assert_eq!(helper_calls(), 1, "a helper over its edited cap called the model");
         assert_eq!(env.llm.embedding_requests().len(), embedded, "recall embedded over its edited cap");
+        assert_eq!(helper_calls(), 1, "a helper over its edited cap called the model");
         owner.close(None).await.ok();
     });
 }
