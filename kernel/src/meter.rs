@@ -2,7 +2,9 @@
 //! (`agents.defaults.budgets`, see [`crate::budget`]) and refuses the call once one is
 //! reached; after each call it writes the call to the usage log (a background source: Dream,
 //! consolidation, the memory flush, a helper, an embedding) or counts it until the turn's own
-//! line is written (a session's turn). As a turn hook it stops a tool loop at its cap.
+//! line is written (a session's turn). As a turn hook it stops a tool loop at its cap. A
+//! meter made [`Meter::live`] reads the caps and prices in force before each call, so a cap
+//! edited while the gateway runs holds from the next call on.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::{self, Breach, Budgets};
 use crate::provider::Usage;
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsHandle};
 use crate::turn::hooks::{Hook, HookResult, IterationInfo, StepInfo};
 use crate::usage::{Price, UsageEntry, UsageLog, UsageStore};
 
@@ -28,6 +30,8 @@ pub struct Meter {
     budgets: Budgets,
     /// The prices in force when the source started, for money caps.
     prices: BTreeMap<String, Price>,
+    /// The settings in force, read again before each call, when the meter is live.
+    live: Option<SettingsHandle>,
     /// What each call is recorded as: session, model, source, job, phase.
     template: UsageEntry,
     /// Whether each call is written at once; otherwise it is only counted in `pending`.
@@ -59,15 +63,12 @@ impl Meter {
     }
 
     fn with_template(settings: &Settings, data_dir: &Path, template: UsageEntry, per_call: bool) -> Meter {
-        let budgets = budget::budgets(settings.config.agents.defaults.extra.get("budgets")).unwrap_or_else(|error| {
-            tracing::warn!(%error, "the budgets section is wrong; no cap is checked");
-            Budgets::default()
-        });
         Meter {
             log: UsageLog::new(data_dir),
             data_dir: data_dir.to_path_buf(),
-            budgets,
+            budgets: budgets_of(settings),
             prices: settings.prices_or_none(),
+            live: None,
             pending: template.clone(),
             template,
             per_call,
@@ -76,11 +77,28 @@ impl Meter {
         }
     }
 
+    /// The same meter reading the caps and prices of `settings` before each call (not those
+    /// in force when it was made).
+    pub fn live(mut self, settings: SettingsHandle) -> Meter {
+        self.live = Some(settings);
+        self
+    }
+
     /// The same meter for one phase of its source (Dream's `analysis`, `edit`).
     pub fn phase(mut self, phase: &str) -> Meter {
         self.template.phase = Some(phase.to_owned());
         self.pending.phase = Some(phase.to_owned());
         self
+    }
+
+    /// What this meter's calls are attributed to, for their spans.
+    pub fn attribution(&self) -> crate::telemetry::attribution::Attribution {
+        crate::telemetry::attribution::Attribution {
+            source: self.template.source().to_owned(),
+            session: self.template.session.clone(),
+            job: self.template.job.clone(),
+            phase: self.template.phase.clone(),
+        }
     }
 
     /// Where the cap that refused a call is kept.
@@ -93,8 +111,12 @@ impl Meter {
         let source = self.template.source();
         let today = chrono::Utc::now().date_naive();
         let pending = (!self.per_call).then_some(&self.pending);
-        let breach =
-            self.budgets.breach_with(&self.log, &self.prices, today, source, self.template.job.as_deref(), pending)?;
+        let current = self.live.as_ref().map(|live| {
+            let settings = live.current();
+            (budgets_of(&settings), settings.prices_or_none())
+        });
+        let (budgets, prices) = current.as_ref().map_or((&self.budgets, &self.prices), |(b, p)| (b, p));
+        let breach = budgets.breach_with(&self.log, prices, today, source, self.template.job.as_deref(), pending)?;
         tracing::warn!(source, scope = %breach.scope, setting = breach.setting, "over budget; the model is not called");
         *self.capped.lock().unwrap_or_else(PoisonError::into_inner) = Some(breach.clone());
         Some(breach)
@@ -124,6 +146,14 @@ impl Meter {
             tracing::warn!(source = self.template.source(), %error, "cannot record token usage");
         }
     }
+}
+
+/// The caps `settings` set (none, logged, when the section is wrong).
+fn budgets_of(settings: &Settings) -> Budgets {
+    budget::budgets(settings.config.agents.defaults.extra.get("budgets")).unwrap_or_else(|error| {
+        tracing::warn!(%error, "the budgets section is wrong; no cap is checked");
+        Budgets::default()
+    })
 }
 
 impl Hook for Meter {

@@ -6,7 +6,7 @@
 //! fields stay private so that what an actor may touch is what these methods hand out.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use crate::budget::Breach;
@@ -17,7 +17,7 @@ use crate::meter::Meter;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::session::{SessionStorage, SessionStore};
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsHandle};
 use crate::turn::Engine;
 use crate::turn::approval::Approvals;
 use crate::turn::builtin::BuiltinTools;
@@ -30,7 +30,7 @@ pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 /// The kernel's shared services.
 pub struct Services {
     /// The settings in force: the config as loaded at start, replaced whole by a reload.
-    settings: RwLock<Arc<Settings>>,
+    settings: SettingsHandle,
     /// The workspace directory.
     workspace: PathBuf,
     /// The data directory (sessions and the memory index of the workspace live under it).
@@ -84,7 +84,7 @@ impl Services {
             history: Arc::new(HistoryStore::new(&workspace)),
             context: Mutex::new(ContextBuilder::new(workspace.clone())),
             engine: Arc::new(Engine::new(provider, host, spec, approvals)),
-            settings: RwLock::new(Arc::new(settings)),
+            settings: SettingsHandle::new(settings),
             workspace,
             data_dir: data_dir.to_path_buf(),
             started: Instant::now(),
@@ -111,14 +111,20 @@ impl Services {
     /// The settings in force. Read them once per use: a reload may replace them at any time,
     /// and whoever holds this snapshot keeps seeing one consistent set.
     pub fn settings(&self) -> Arc<Settings> {
-        self.settings.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.settings.current()
+    }
+
+    /// A handle on the settings in force, for what reads them call by call after this
+    /// returns (a helper's or an embedding's meter).
+    pub fn settings_handle(&self) -> SettingsHandle {
+        self.settings.clone()
     }
 
     /// Puts edited settings in force (a config reload); readers get them from their next
     /// [`Services::settings`] on.
     pub fn replace_settings(&self, settings: Settings) {
         self.engine.approvals().replace_policy(settings.config.tools.approval.clone());
-        *self.settings.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(settings);
+        self.settings.replace(settings);
     }
 
     /// The approval policy, the calls waiting for a person, the standing approvals.
@@ -226,7 +232,7 @@ impl Services {
     /// A meter on the calls of a background `source` in `session` with `model`: spending
     /// caps checked before each call, each call written to the usage log.
     pub fn meter(&self, session: &str, model: &str, source: &str) -> Meter {
-        Meter::per_call(&self.settings(), &self.data_dir, session, model, source)
+        Meter::per_call(&self.settings(), &self.data_dir, session, model, source).live(self.settings_handle())
     }
 
     /// Tells the owner's last active chat, once per cap and period, that a background source

@@ -5,6 +5,7 @@
 //! sees the same settings, and a reload reaches them all at once.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::config::Config;
 use crate::config::memory::{RecallSettings, SettingsError};
@@ -68,5 +69,27 @@ mod tests {
         let wrong = Settings::new(Config::parse(r#"{"memory": {"recallTopK": "x"}}"#, Path::new("c.json")).unwrap());
         assert!(wrong.memory.as_ref().unwrap_err().to_string().contains("memory.recallTopK"));
         assert_eq!(wrong.memory_or_default(), RecallSettings::default());
+    }
+}
+
+/// The settings in force, shared: whoever keeps one (a helper's or an embedding's meter) reads
+/// the current settings at each use, so a config reload reaches it.
+#[derive(Debug, Clone)]
+pub struct SettingsHandle(Arc<RwLock<Arc<Settings>>>);
+
+impl SettingsHandle {
+    /// A handle on `settings`, until [`SettingsHandle::replace`].
+    pub fn new(settings: Settings) -> SettingsHandle {
+        SettingsHandle(Arc::new(RwLock::new(Arc::new(settings))))
+    }
+
+    /// The settings in force now.
+    pub fn current(&self) -> Arc<Settings> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Puts `settings` in force for every holder of this handle.
+    pub fn replace(&self, settings: Settings) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(settings);
     }
 }

@@ -25,6 +25,8 @@ pub struct Embedder {
     url: String,
     /// The embedding model as sent on the wire.
     model: String,
+    /// The provider's registry name.
+    provider: String,
     /// Configured keys, scrubbed from errors.
     secrets: Secrets,
 }
@@ -56,6 +58,7 @@ impl Embedder {
             transport,
             url: format!("{}/embeddings", resolution.api_base.trim_end_matches('/')),
             model: resolution.wire_model.clone(),
+            provider: resolution.name.clone(),
             secrets: Secrets::from_config(Some(config), &resolution),
         })
     }
@@ -63,6 +66,11 @@ impl Embedder {
     /// The model sent on the wire.
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// The provider's registry name.
+    pub fn provider(&self) -> &str {
+        &self.provider
     }
 
     /// One vector per text, in order; texts are sent [`MAX_BATCH`] at a time.

@@ -65,6 +65,9 @@ pub struct ChatResponse {
     pub finish_reason: Option<String>,
     /// Token counts.
     pub usage: Usage,
+    /// The model the provider says answered (its reply's `model`), which may differ from the
+    /// one asked for (an alias resolved, a router's choice); `None` when the reply names none.
+    pub model: Option<String>,
 }
 
 /// Collects text and reasoning of one reply while forwarding each piece to the consumer.

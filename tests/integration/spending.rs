@@ -354,3 +354,41 @@ fn recalls_embedding_requests_are_counted_as_embedding() {
     assert!(calls >= 1 && row[3] != "0", "{row:?}");
     assert_eq!(agent_usage_row(&env, "model", "test-embedding").map(|row| row[2].clone()), Some(row[2].clone()));
 }
+
+#[test]
+fn a_cap_edited_while_the_gateway_runs_stops_the_next_helper_and_embedding_requests() {
+    let port = oxibot_tests::channels::free_port();
+    let env = GatewayEnv::with_channels(json!({"websocket": {"enabled": true, "port": port}}));
+    env.edit_config(|config| config["memory"] = json!({"embedding": "test-embedding"}));
+    let spawn = json!({"task": "What is six times seven?", "wait": true}).to_string();
+    env.llm.push(Reply::ToolCalls(vec![("spawn".into(), spawn.clone())]));
+    env.llm.route(HELPER, Reply::Text("42".into()));
+    env.llm.push(Reply::Text("It is 42.".into()));
+    let _gateway = env.start_with("websocket");
+    let helper_calls = || env.llm.requests().iter().filter(|r| r.to_string().contains(HELPER)).count();
+    let log = || std::fs::read_to_string(env.data_dir().join("gateway.log")).unwrap_or_default();
+    block_on(async {
+        let (mut owner, _) = tokio_tungstenite::connect_async(env.ws_url(port, "owner")).await.unwrap();
+        owner.send(WsMessage::text(json!({"type": "message", "text": "six times seven?"}).to_string())).await.unwrap();
+        assert_eq!(next_text(&mut owner).await, "It is 42.");
+        assert_eq!(helper_calls(), 1, "the helper ran before any cap");
+        assert!(!env.llm.embedding_requests().is_empty(), "nothing was embedded before any cap");
+
+        // Everything the helper and recall spent today is over these caps.
+        let caps = json!({"subagent": {"dailyTokens": 1}, "embedding": {"dailyTokens": 1}});
+        env.edit_config(|config| config["agents"]["defaults"]["budgets"] = caps);
+        assert!(wait_until(DEADLINE, || log().contains("model settings applied")), "{}", log());
+        // An embedding already under way when the edit landed may still finish.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let embedded = env.llm.embedding_requests().len();
+        env.llm.push(Reply::ToolCalls(vec![("spawn".into(), spawn)]));
+        env.llm.route(HELPER, Reply::Text("72".into()));
+        env.llm.push(Reply::Text("Done.".into()));
+        let text = json!({"type": "message", "text": "and eight times nine, remember it?"}).to_string();
+        owner.send(WsMessage::text(text)).await.unwrap();
+        assert_eq!(next_text(&mut owner).await, "Done.");
+        assert_eq!(env.llm.embedding_requests().len(), embedded, "recall embedded over its edited cap");
+        assert_eq!(helper_calls(), 1, "a helper over its edited cap called the model");
+        owner.close(None).await.ok();
+    });
+}

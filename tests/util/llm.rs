@@ -75,6 +75,8 @@ struct State {
     connections: u32,
     /// Why each finished connection ended.
     dropped: Vec<String>,
+    /// The model every reply names, when set; otherwise the one asked for.
+    answering_model: Option<String>,
 }
 
 /// The running server. Dropping it stops the server and joins its thread.
@@ -123,6 +125,12 @@ impl ScriptedLlm {
             Some((_, queue)) => queue.push_back(reply),
             None => state.routes.push((marker.to_owned(), VecDeque::from([reply]))),
         }
+    }
+
+    /// Makes every later reply name `model` as the one that answered (as a router or an
+    /// alias-resolving provider does), whatever model was asked for.
+    pub fn answer_as(&self, model: &str) {
+        self.state.lock().unwrap().answering_model = Some(model.to_owned());
     }
 
     /// The request bodies received so far, in order.
@@ -306,9 +314,10 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
     let body: Value = serde_json::from_slice(&request.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
     let stream = body["stream"] == true;
-    let model = body["model"].as_str().unwrap_or("scripted").to_owned();
-    let (reply, answer) = {
+    let asked = body["model"].as_str().unwrap_or("scripted").to_owned();
+    let (reply, answer, model) = {
         let mut state = state.lock().unwrap();
+        let model = state.answering_model.clone().unwrap_or(asked);
         state.requests.push(body);
         state.raw_requests.push(request.body.clone());
         state.headers.push(request.headers);
@@ -321,7 +330,7 @@ async fn respond(socket: &mut TcpStream, request: Request, state: &Mutex<State>)
         let reply =
             routed.or_else(|| state.replies.pop_front()).unwrap_or_else(|| Reply::Text("(no scripted reply)".into()));
         let answer = Answer::of(&reply, &mut state.calls_served);
-        (reply, answer)
+        (reply, answer, model)
     };
     match reply {
         Reply::Status { code, retry_after, body } => {

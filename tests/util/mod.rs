@@ -22,6 +22,7 @@ pub mod llm;
 pub mod mailserver;
 pub mod nats;
 pub mod needs;
+pub mod otlp_metrics;
 pub mod phoenix;
 pub mod procs;
 pub mod synapse;

@@ -20,6 +20,7 @@ use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ChatResponse};
 use crate::services::Services;
 use crate::session::SessionKey;
+use crate::telemetry::genai::{Attribution, traced_chat};
 use crate::turn::Engine;
 use crate::turn::builtin::TurnSource;
 use crate::usage::{UsageEntry, UsageStore};
@@ -285,7 +286,13 @@ impl Beat {
             reasoning_effort: None,
         };
         let started = std::time::Instant::now();
-        let response = self.engine.provider().chat(&request, false, &mut |_| {}).await.map_err(|e| e.to_string())?;
+        let provider = self.engine.provider();
+        let attribution = Attribution::new("heartbeat", SESSION);
+        let mut no_stream = |_| {};
+        let call = provider.chat(&request, false, &mut no_stream);
+        let response = traced_chat(&attribution, &request.model, provider.name(), &request.messages, call)
+            .await
+            .map_err(|e| e.to_string())?;
         self.record_decision(&request.model, &response, started.elapsed());
         let Some(call) = response.tool_calls.iter().find(|c| c.function.name == "notify") else {
             return Err("the model answered without calling notify".to_owned());

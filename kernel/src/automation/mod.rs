@@ -80,9 +80,11 @@ fn subagent_model(services: &Services) -> Option<String> {
     model.map(str::trim).filter(|model| !model.is_empty()).map(str::to_owned)
 }
 
-/// Meters for helpers, with the caps and prices in force at start.
+/// Meters for helpers, reading the caps and prices in force before each call.
 fn helper_meter(services: &Services) -> spawn::MeterFor {
-    let settings = services.settings();
+    let settings = services.settings_handle();
     let data_dir = services.data_dir().to_path_buf();
-    Arc::new(move |parent: &str, model: &str| Meter::per_call(&settings, &data_dir, parent, model, "subagent"))
+    Arc::new(move |parent: &str, model: &str| {
+        Meter::per_call(&settings.current(), &data_dir, parent, model, "subagent").live(settings.clone())
+    })
 }

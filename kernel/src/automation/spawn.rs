@@ -167,6 +167,7 @@ impl Helpers {
         let model = self.settings.model.clone().unwrap_or_else(|| engine.spec().model.clone());
         let parent = context.call.session_key.clone().unwrap_or_else(|| "cli:direct".to_owned());
         let meter = (self.settings.meter)(&parent, &model);
+        let attribution = meter.attribution();
         let tools = self.settings.tools.clone();
         let places = self.places.clone();
         let mut call = context.call.clone();
@@ -202,7 +203,8 @@ impl Helpers {
                 compact_on_overflow: false,
                 session: None,
             };
-            turn.run(messages).await.map(|outcome| outcome.content).map_err(|error| error.to_string())
+            let outcome = attribution.run(turn.run(messages)).await;
+            outcome.map(|outcome| outcome.content).map_err(|error| error.to_string())
         })
     }
 

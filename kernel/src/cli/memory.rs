@@ -152,7 +152,10 @@ fn start_recall(setup: &Setup, settings: RecallSettings) -> anyhow::Result<Recal
         index_path: MemoryIndex::location(&paths::data_dir(), &setup.workspace),
         settings,
         embedder,
-        meter: Some(oxibot_kernel::memory::embedding_meter(&setup.settings, &paths::data_dir())),
+        meter: Some(oxibot_kernel::memory::embedding_meter(
+            oxibot_kernel::settings::SettingsHandle::new(setup.settings.clone()),
+            &paths::data_dir(),
+        )),
         history: Arc::new(HistoryStore::new(&setup.workspace)),
         timezone: setup.settings.config.agents.defaults.timezone.clone(),
         poll: None,

@@ -176,7 +176,18 @@ impl Summarizer for LlmSummarizer<'_> {
             return Err(ProviderError::Quota { provider: "oxibot".to_owned(), message: breach.message() });
         }
         let started = std::time::Instant::now();
-        let response = self.services.provider().chat(&request, false, &mut |_| {}).await?;
+        let provider = self.services.provider();
+        let mut no_stream = |_| {};
+        let call = provider.chat(&request, false, &mut no_stream);
+        let attribution = meter.attribution();
+        let response = crate::telemetry::genai::traced_chat(
+            &attribution,
+            &request.model,
+            provider.name(),
+            &request.messages,
+            call,
+        )
+        .await?;
         meter.record(&response.usage, started.elapsed());
         Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")))
     }

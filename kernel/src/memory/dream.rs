@@ -176,7 +176,12 @@ async fn analyse(
         reasoning_effort: None,
     };
     let started = std::time::Instant::now();
-    let response = services.provider().chat(&request, false, &mut |_| {}).await?;
+    let provider = services.provider();
+    let mut no_stream = |_| {};
+    let call = provider.chat(&request, false, &mut no_stream);
+    let response =
+        crate::telemetry::genai::traced_chat(&meter.attribution(), model, provider.name(), &request.messages, call)
+            .await?;
     meter.record(&response.usage, started.elapsed());
     Ok(strip_think_blocks(response.content.as_deref().unwrap_or("")).trim().to_owned())
 }
@@ -203,6 +208,7 @@ async fn apply(
     let provider = services.provider();
     let meter = services.meter("system:dream", model, DREAM_SOURCE).phase("edit");
     let capped = meter.capped();
+    let attribution = meter.attribution();
     let turn = Turn {
         provider: &provider,
         host: services.host(),
@@ -232,7 +238,7 @@ async fn apply(
         session: None,
     };
     let messages = vec![ChatMessage::text(Role::System, DREAM_PHASE2), ChatMessage::text(Role::User, input)];
-    turn.run(messages).await?;
+    attribution.run(turn.run(messages)).await?;
     if let Some(breach) = capped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
         services.tell_capped(&breach);
     }

@@ -124,6 +124,7 @@ pub async fn flush_before_archive(
     let provider = services.provider();
     let meter = services.meter(key, &spec.model, "memory_flush");
     let capped = meter.capped();
+    let attribution = meter.attribution();
     let turn = Turn {
         provider: &provider,
         host: services.host(),
@@ -160,7 +161,8 @@ pub async fn flush_before_archive(
         if memory.trim().is_empty() { "(empty)" } else { memory.trim() },
         transcript(slice)
     );
-    turn.run(vec![ChatMessage::text(Role::System, MEMORY_FLUSH), ChatMessage::text(Role::User, input)]).await?;
+    let messages = vec![ChatMessage::text(Role::System, MEMORY_FLUSH), ChatMessage::text(Role::User, input)];
+    attribution.run(turn.run(messages)).await?;
     if let Some(breach) = capped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
         services.tell_capped(&breach);
     }

@@ -91,7 +91,7 @@ fn start_recall(services: &Services) -> Option<Recall> {
         index_path: MemoryIndex::location(services.data_dir(), services.workspace()),
         settings,
         embedder,
-        meter: Some(embedding_meter(&snapshot, services.data_dir())),
+        meter: Some(embedding_meter(services.settings_handle(), services.data_dir())),
         history: services.history().clone(),
         timezone: services.timezone(),
         poll: Some(recall::POLL_INTERVAL),
@@ -100,13 +100,13 @@ fn start_recall(services: &Services) -> Option<Recall> {
 }
 
 /// Meters for embedding requests, written to the usage log as `embedding` with the caps and
-/// prices of `settings`.
+/// prices `settings` hold when each request is made.
 pub fn embedding_meter(
-    settings: &crate::settings::Settings,
+    settings: crate::settings::SettingsHandle,
     data_dir: &std::path::Path,
 ) -> recall::metered::EmbedMeter {
-    let (settings, data_dir) = (settings.clone(), data_dir.to_path_buf());
+    let data_dir = data_dir.to_path_buf();
     Arc::new(move |model: &str| {
-        crate::meter::Meter::per_call(&settings, &data_dir, "system:memory", model, "embedding")
+        crate::meter::Meter::per_call(&settings.current(), &data_dir, "system:memory", model, "embedding")
     })
 }

@@ -3,6 +3,10 @@
 //! `execute_tool` span per tool call as its children, and the `gen_ai.client.token.usage`
 //! and `gen_ai.client.operation.duration` histograms.
 //!
+//! Model calls outside a turn (the heartbeat's decision, consolidation, Dream, the memory
+//! flush, helpers) get the same `chat` spans, each with its [`Attribution`]; embedding
+//! requests get `embeddings` spans.
+//!
 //! Every function here returns at once (`None`, or the future unchanged) when export is off.
 //! The parent of a model or tool span is the current OpenTelemetry context, which
 //! [`TurnSpan::run`] attaches to the turn's future each time it is polled.
@@ -16,13 +20,10 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue, Value};
 use serde_json::json;
 
+pub use super::attribution::{Attribution, SOURCE_ATTRIBUTE};
 use super::instruments::{Instruments, instruments};
 use crate::message::{ChatMessage, ToolCall};
 use crate::provider::{ChatResponse, ProviderError, Usage};
-
-/// The attribute naming what spent the tokens (`user`, `cron`, `heartbeat`, …), as in the
-/// usage log.
-pub const SOURCE_ATTRIBUTE: &str = "oxibot.usage.source";
 
 /// What a turn span says about its turn.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +58,8 @@ impl TurnSpan {
                 KeyValue::new(SOURCE_ATTRIBUTE, info.source.to_owned()),
             ])
             .start_with_context(&instruments.tracer, &Context::new());
-        TurnSpan(Some(Context::new().with_span(span)))
+        let attribution = Attribution::new(info.source, info.session);
+        TurnSpan(Some(Context::new().with_span(span).with_value(attribution)))
     }
 
     /// `run` with the turn's span as the current context at every poll, so the model and
@@ -92,18 +94,35 @@ pub struct ModelCall {
     started: Instant,
     /// The attributes the metrics carry.
     metric_attributes: Vec<KeyValue>,
+    /// The model asked for, the response model when the reply names none.
+    requested: String,
 }
 
-/// Starts a model call's span (`chat <model>`); `None` when export is off.
+/// Starts a model call's span (`chat <model>`), attributed as the current context says;
+/// `None` when export is off.
 pub fn model_call(model: &str, provider: &str, messages: &[ChatMessage]) -> Option<ModelCall> {
+    instruments()?;
+    model_call_for(Attribution::current().as_ref(), model, provider, messages)
+}
+
+/// Starts a model call's span attributed to `attribution`; `None` when export is off.
+pub fn model_call_for(
+    attribution: Option<&Attribution>,
+    model: &str,
+    provider: &str,
+    messages: &[ChatMessage],
+) -> Option<ModelCall> {
     let instruments = instruments()?;
-    let metric_attributes = vec![
+    let mut metric_attributes = vec![
         KeyValue::new("gen_ai.operation.name", "chat"),
         KeyValue::new("gen_ai.provider.name", provider.to_owned()),
         KeyValue::new("gen_ai.request.model", model.to_owned()),
-        KeyValue::new("gen_ai.response.model", model.to_owned()),
     ];
     let mut attributes = metric_attributes.clone();
+    if let Some(attribution) = attribution {
+        attributes.extend(attribution.span_attributes());
+        metric_attributes.extend(attribution.metric_attributes());
+    }
     if instruments.include_content {
         attributes.push(KeyValue::new("gen_ai.input.messages", input_messages(messages)));
     }
@@ -114,7 +133,32 @@ pub fn model_call(model: &str, provider: &str, messages: &[ChatMessage]) -> Opti
         .with_kind(SpanKind::Client)
         .with_attributes(attributes)
         .start_with_context(&instruments.tracer, &parent);
-    Some(ModelCall { context: parent.with_span(span), started: Instant::now(), metric_attributes })
+    Some(ModelCall {
+        context: parent.with_span(span),
+        started: Instant::now(),
+        metric_attributes,
+        requested: model.to_owned(),
+    })
+}
+
+/// Sends one model call outside a turn (`call`), traced as a `chat` span attributed to
+/// `attribution`.
+pub async fn traced_chat<F>(
+    attribution: &Attribution,
+    model: &str,
+    provider: &str,
+    messages: &[ChatMessage],
+    call: F,
+) -> Result<ChatResponse, ProviderError>
+where
+    F: Future<Output = Result<ChatResponse, ProviderError>>,
+{
+    let span = model_call_for(Some(attribution), model, provider, messages);
+    let response = call.await;
+    if let Some(span) = span {
+        span.finish(response.as_ref());
+    }
+    response
 }
 
 impl ModelCall {
@@ -127,6 +171,9 @@ impl ModelCall {
         match result {
             Ok(response) => {
                 let usage = &response.usage;
+                let answered = response.model.clone().unwrap_or(self.requested);
+                span.set_attribute(KeyValue::new("gen_ai.response.model", answered.clone()));
+                metric_attributes.push(KeyValue::new("gen_ai.response.model", answered));
                 span.set_attribute(KeyValue::new("gen_ai.usage.input_tokens", as_i64(usage.prompt_tokens)));
                 span.set_attribute(KeyValue::new("gen_ai.usage.output_tokens", as_i64(usage.completion_tokens)));
                 span.set_attribute(KeyValue::new("gen_ai.usage.cache_read.input_tokens", as_i64(usage.cached_tokens)));

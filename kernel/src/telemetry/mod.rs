@@ -8,11 +8,15 @@
 //! with; [`export`] builds the exporters over the
 //! reqwest client the LLM client uses, on a runtime of their own; [`genai`] makes the spans
 //! (one trace per turn: `invoke_agent` with `chat` and `execute_tool` children) and records
-//! the `gen_ai.client.*` histograms.
+//! the `gen_ai.client.*` histograms; model calls outside a turn get `chat` spans too, each
+//! with its [`attribution`] (the usage log's source, session, job, phase), and embedding
+//! requests `embeddings` spans ([`embeddings`]).
 //!
 //! Without an endpoint nothing is built: no exporter, no thread, and every hook in the turn
 //! returns after one read of an unset `OnceLock` ([`instruments`]).
 
+pub mod attribution;
+pub mod embeddings;
 pub mod export;
 pub mod genai;
 pub mod instruments;

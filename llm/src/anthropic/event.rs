@@ -39,6 +39,9 @@ pub(crate) struct MessageHead {
     /// The input token counts.
     #[serde(default)]
     pub(crate) usage: Option<Value>,
+    /// The model that answers.
+    #[serde(default)]
+    pub(crate) model: Option<String>,
 }
 
 /// What a delta event adds: one of the text fields, chosen by `type`, or the stop reason.

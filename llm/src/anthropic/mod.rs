@@ -169,6 +169,7 @@ pub(crate) fn parse_message(json: &Value, provider: &str) -> Result<ChatResponse
         thinking_blocks: if thinking_blocks.is_empty() { None } else { Some(Value::Array(thinking_blocks)) },
         finish_reason: json["stop_reason"].as_str().map(finish_reason),
         usage: AnthropicUsage::default().merged(&json["usage"]).into(),
+        model: json["model"].as_str().filter(|model| !model.is_empty()).map(str::to_owned),
     })
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct EventReader<'a> {
     usage: AnthropicUsage,
     /// Registry name, for errors inside the stream.
     provider: String,
+    /// The model `message_start` names.
+    model: Option<String>,
 }
 
 impl<'a> EventReader<'a> {
@@ -49,6 +51,7 @@ impl<'a> EventReader<'a> {
             stop_reason: None,
             usage: AnthropicUsage::default(),
             provider: provider.to_owned(),
+            model: None,
         }
     }
 
@@ -63,8 +66,9 @@ impl<'a> EventReader<'a> {
         let index = event.index.unwrap_or(0);
         match event.kind.as_deref().unwrap_or_default() {
             "message_start" => {
-                let usage = event.message.and_then(|message| message.usage);
+                let (usage, model) = event.message.map(|message| (message.usage, message.model)).unwrap_or_default();
                 self.usage = self.usage.merged(usage.as_ref().unwrap_or(&Value::Null));
+                self.model = model.filter(|model| !model.is_empty());
             }
             "content_block_start" => self.start_block(index, &event.content_block.unwrap_or(Value::Null)),
             "content_block_delta" => {
@@ -155,6 +159,7 @@ impl<'a> EventReader<'a> {
             thinking_blocks: if thinking_blocks.is_empty() { None } else { Some(Value::Array(thinking_blocks)) },
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: self.usage.into(),
+            model: self.model,
         })
     }
 }

@@ -16,6 +16,9 @@ pub(crate) struct Chunk<'a> {
     /// The choices; only the first is read.
     #[serde(default, borrow)]
     pub(crate) choices: Option<Vec<Choice<'a>>>,
+    /// The model that answers, as the server names it.
+    #[serde(default, borrow)]
+    pub(crate) model: Option<Cow<'a, str>>,
     /// Token counts, normally in a last chunk of their own.
     #[serde(default)]
     pub(crate) usage: Option<Value>,

@@ -194,7 +194,13 @@ pub(crate) fn parse_response(json: &Value, provider: &str) -> Result<ChatRespons
         thinking_blocks: None,
         finish_reason: choice["finish_reason"].as_str().map(str::to_owned),
         usage: parse_usage(&json["usage"]),
+        model: reply_model(json),
     })
+}
+
+/// The `model` a reply (or a stream chunk) names, if any.
+pub(crate) fn reply_model(json: &Value) -> Option<String> {
+    json.get("model").and_then(Value::as_str).map(str::trim).filter(|model| !model.is_empty()).map(str::to_owned)
 }
 
 /// One entry of `message.tool_calls`; object arguments (some servers send them) become text.

@@ -22,6 +22,8 @@ pub(crate) struct ChunkReader<'a> {
     usage: Usage,
     /// Registry name, for errors inside the stream.
     provider: String,
+    /// The model the chunks name (the first that names one).
+    model: Option<String>,
 }
 
 impl<'a> ChunkReader<'a> {
@@ -33,6 +35,7 @@ impl<'a> ChunkReader<'a> {
             finish_reason: None,
             usage: Usage::default(),
             provider: provider.to_owned(),
+            model: None,
         }
     }
 
@@ -50,6 +53,9 @@ impl<'a> ChunkReader<'a> {
         let chunk: Chunk<'_> = parse_typed(data.as_bytes(), "stream chunk")?;
         if let Some(error) = chunk.error {
             return Err(ProviderError::from_error_object(&error, &self.provider));
+        }
+        if self.model.is_none() {
+            self.model = chunk.model.as_deref().map(str::trim).filter(|model| !model.is_empty()).map(str::to_owned);
         }
         if let Some(usage) = chunk.usage.as_ref().filter(|usage| usage.is_object()) {
             self.usage = parse_usage(usage);
@@ -104,6 +110,7 @@ impl<'a> ChunkReader<'a> {
             thinking_blocks: None,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            model: self.model,
         })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::meter::Meter;
 use crate::provider::{Embedder, ProviderError};
+use crate::telemetry::embeddings::embedding_call;
 
 /// Why an embedding request gave no vectors.
 #[derive(Debug, thiserror::Error)]
@@ -49,8 +50,14 @@ impl MeteredEmbedder {
         if let Some(breach) = meter.check() {
             return Err(EmbedError::Capped(breach.message()));
         }
+        let (model, provider) = (self.embedder.model(), self.embedder.provider());
+        let span = embedding_call(&meter.attribution(), model, provider, texts.len());
         let started = std::time::Instant::now();
-        let (vectors, usage) = self.embedder.embed_counted(texts).await?;
+        let result = self.embedder.embed_counted(texts).await;
+        if let Some(span) = span {
+            span.finish(result.as_ref().map(|(_, usage)| usage));
+        }
+        let (vectors, usage) = result?;
         meter.record(&usage, started.elapsed());
         Ok(vectors)
     }
