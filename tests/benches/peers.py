@@ -306,6 +306,7 @@ def tree_bytes(path):
 
 def cold_run(peer, k):
     """One one-shot run: wall ms, CPU ms, peak RSS MiB, most threads seen."""
+    asked = MockLlm.requests
     started = time.perf_counter()
     proc = subprocess.Popen(peer.one_shot(k), env=peer.env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -320,6 +321,8 @@ def cold_run(peer, k):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"{peer.name}: `{' '.join(peer.one_shot(k))}` failed ({proc.returncode})")
+    if MockLlm.requests == asked:
+        sys.exit(f"{peer.name}: `{' '.join(peer.one_shot(k))}` never asked the scripted LLM (misconfigured?)")
     return {"wall": wall, "cpu": (usage.ru_utime + usage.ru_stime) * 1000, "rss": usage.ru_maxrss / 1024,
             "threads": most}
 
