@@ -15,10 +15,10 @@ struct Counted {
 }
 
 impl Estimator for Counted {
-    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64 {
-        self.fixed + self.per_message * (messages.len() - from) as u64
+    fn total(&mut self, session: &Session) -> u64 {
+        self.fixed + self.per_message * session.unconsolidated().len() as u64
     }
-    fn message(&mut self, _: &[ChatMessage], _: usize) -> u64 {
+    fn message(&mut self, _: &Session, _: usize) -> u64 {
         self.per_message
     }
 }
