@@ -96,7 +96,7 @@ fn consolidation<'a>(
         session,
         store,
         history,
-        estimator: LedgerEstimator::new(ledger, fixed, budget.limit),
+        estimator: LedgerEstimator { ledger, fixed, limit: budget.limit },
         summarizer: Instant0,
         budget,
         timezone: None,

@@ -11,7 +11,7 @@ use actix::prelude::*;
 use super::consolidator::{Budget, ConsolidateError, Consolidation, Estimator, Report, SharedSession, Summarizer};
 use super::prompts::{CONSOLIDATE, consolidation_input};
 use super::recall::Recall;
-use super::tokens::{TokenLedger, Tokenizer};
+use super::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
 use crate::services::Services;
@@ -95,7 +95,11 @@ impl Handler<Consolidate> for ConsolidatorActor {
                 session: &request.session,
                 store: services.sessions().as_ref(),
                 history: services.history(),
-                estimator: LedgerEstimator::new(&request.ledger, &request.fixed_prompt, budget.limit),
+                estimator: LedgerEstimator {
+                    ledger: &request.ledger,
+                    fixed: &request.fixed_prompt,
+                    limit: budget.limit,
+                },
                 summarizer: LlmSummarizer { services: &services, session: request.key.as_str() },
                 budget,
                 timezone: defaults.timezone.clone(),
@@ -121,8 +125,7 @@ impl Handler<Consolidate> for ConsolidatorActor {
     }
 }
 
-/// Counts with the session's ledger: byte bounds while far from the limit, exact tokens near
-/// it, with a vocabulary held for this consolidation only.
+/// Counts with the session's ledger: byte bounds while far from the limit, exact tokens near it.
 pub struct LedgerEstimator<'a> {
     /// The session's ledger.
     pub ledger: &'a Mutex<TokenLedger>,
@@ -130,28 +133,19 @@ pub struct LedgerEstimator<'a> {
     pub fixed: &'a str,
     /// Below this the cheap bound answers.
     pub limit: u64,
-    /// The vocabulary, once a count needed it; freed with the estimator.
-    pub tokenizer: Tokenizer,
-}
-
-impl<'a> LedgerEstimator<'a> {
-    /// An estimator that has not loaded the vocabulary yet.
-    pub fn new(ledger: &'a Mutex<TokenLedger>, fixed: &'a str, limit: u64) -> LedgerEstimator<'a> {
-        LedgerEstimator { ledger, fixed, limit, tokenizer: Tokenizer::default() }
-    }
 }
 
 impl Estimator for LedgerEstimator<'_> {
     fn total(&mut self, session: &Session) -> u64 {
         let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
         ledger.sync(&session.messages, session.offset, session.last_consolidated);
-        ledger.estimate(&session.messages, session.offset, self.fixed, self.limit, &mut self.tokenizer).tokens
+        ledger.estimate(&session.messages, session.offset, self.fixed, self.limit).tokens
     }
 
     fn message(&mut self, session: &Session, index: usize) -> u64 {
         let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
         ledger.sync(&session.messages, session.offset, session.last_consolidated);
-        ledger.message_tokens(&session.messages, session.offset, index, &mut self.tokenizer)
+        ledger.message_tokens(&session.messages, session.offset, index)
     }
 }
 

@@ -8,13 +8,12 @@
 //! messages are appended, archived or dropped, so the budget check after a turn costs the
 //! new messages plus a constant, never a sum over the session.
 //!
-//! The vocabulary is held by a [`Tokenizer`] only for one piece of work (one estimate, one
-//! consolidation) and freed when the last hold drops: a long session does not keep 24 MiB
+//! The vocabulary is built for one batch of exact counts, on a thread of its own, and freed
+//! there once the batch is counted ([`count_exactly`]): a long session does not keep 24 MiB
 //! resident for counts it has already cached.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tiktoken_rs::CoreBPE;
@@ -24,66 +23,103 @@ use crate::message::ChatMessage;
 /// Tokens a message costs besides its text (role, separators).
 pub const MESSAGE_OVERHEAD: u64 = 4;
 
-/// The vocabulary while some [`Tokenizer`] holds it, so holds alive at once share one copy.
-static SHARED_VOCABULARY: Mutex<Weak<CoreBPE>> = Mutex::new(Weak::new());
-/// How many times this process built the vocabulary.
+/// Vocabularies alive now.
+static LIVE_VOCABULARIES: AtomicUsize = AtomicUsize::new(0);
+/// How many times this process built a vocabulary for [`count_exactly`].
 static VOCABULARY_LOADS: AtomicU64 = AtomicU64::new(0);
 
-/// A hold on the tokenizer's vocabulary for one piece of work: built on the first count
-/// (or shared with a hold alive elsewhere), freed when the last hold drops.
-#[derive(Default)]
-pub struct Tokenizer {
-    /// The vocabulary, once a count needed it.
-    vocabulary: Option<Arc<CoreBPE>>,
+/// The exact token counts of `texts`. The vocabulary is built, used and freed on a thread
+/// spawned for the batch: its ~100,000 small allocations then fill that thread's malloc arena
+/// alone, which goes back to the system whole once they are freed (built on a busy thread,
+/// they would sit among its other allocations and stay resident). Should the thread or the
+/// vocabulary fail, or the tokenizer fail on some pathological input, the byte bound stands
+/// in: it never under-counts.
+pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
+    // Allocated here, not on the counting thread, so nothing of that thread's arena outlives it.
+    let mut counts: Vec<usize> = texts.iter().map(|text| upper_bound(text)).collect();
+    if texts.is_empty() {
+        return counts;
+    }
+    let name = String::from("oxibot-count");
+    std::thread::scope(|scope| {
+        let counting = std::thread::Builder::new().name(name).spawn_scoped(scope, || count_into(texts, &mut counts));
+        match counting {
+            Ok(handle) => {
+                if handle.join().is_err() {
+                    tracing::warn!("the token count failed; counting bytes instead");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot start the token count; counting bytes instead"),
+        }
+    });
+    counts
 }
 
-impl Tokenizer {
-    /// The exact token count of `text`. Should the vocabulary fail to build, or the
-    /// tokenizer fail on some pathological input, the byte bound stands in: it never
-    /// under-counts.
-    pub fn count(&mut self, text: &str) -> usize {
-        if self.vocabulary.is_none() {
-            self.vocabulary = shared_vocabulary();
-        }
-        let Some(vocabulary) = &self.vocabulary else { return upper_bound(text) };
-        let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            vocabulary.encode_with_special_tokens(text).len()
+/// Fills `counts` with the exact counts of `texts` (left as they are when the vocabulary
+/// cannot be built).
+fn count_into(texts: &[&str], counts: &mut [usize]) {
+    let Some(vocabulary) = Vocabulary::build() else { return };
+    for (text, count) in texts.iter().zip(counts.iter_mut()) {
+        let exact = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            vocabulary.bpe.encode_with_special_tokens(text).len()
         }));
-        count.unwrap_or_else(|_| upper_bound(text))
-    }
-}
-
-/// The vocabulary a live hold already has, or a new one.
-fn shared_vocabulary() -> Option<Arc<CoreBPE>> {
-    let mut shared = SHARED_VOCABULARY.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(vocabulary) = shared.upgrade() {
-        return Some(vocabulary);
-    }
-    let vocabulary = match tiktoken_rs::cl100k_base() {
-        Ok(vocabulary) => Arc::new(vocabulary),
-        Err(error) => {
-            tracing::warn!(%error, "cannot build the tokenizer vocabulary; counting bytes instead");
-            return None;
+        if let Ok(exact) = exact {
+            *count = exact;
         }
-    };
-    VOCABULARY_LOADS.fetch_add(1, Ordering::Relaxed);
-    tracing::debug!("tokenizer vocabulary built for an exact count");
-    *shared = Arc::downgrade(&vocabulary);
-    Some(vocabulary)
+    }
+    drop(vocabulary);
+    release_freed_memory();
 }
 
-/// Whether some [`Tokenizer`] holds the vocabulary now.
+/// After the vocabulary's small blocks were freed: one free of a block of at least 64 KiB
+/// makes glibc's malloc merge the small free blocks of this thread's arena and give its free
+/// top back to the system (small frees alone stay cached in the arena). Elsewhere, a block
+/// allocated and freed.
+fn release_freed_memory() {
+    drop(std::hint::black_box(vec![0u8; 96 * 1024]));
+}
+
+/// A vocabulary, counted in [`LIVE_VOCABULARIES`] while it lives.
+struct Vocabulary {
+    bpe: CoreBPE,
+}
+
+impl Vocabulary {
+    fn build() -> Option<Vocabulary> {
+        match tiktoken_rs::cl100k_base() {
+            Ok(bpe) => {
+                VOCABULARY_LOADS.fetch_add(1, Ordering::Relaxed);
+                LIVE_VOCABULARIES.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("tokenizer vocabulary built for an exact count");
+                Some(Vocabulary { bpe })
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot build the tokenizer vocabulary; counting bytes instead");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Vocabulary {
+    fn drop(&mut self) {
+        LIVE_VOCABULARIES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a vocabulary built for [`count_exactly`] is alive now.
 pub fn vocabulary_resident() -> bool {
-    SHARED_VOCABULARY.lock().unwrap_or_else(PoisonError::into_inner).strong_count() > 0
+    LIVE_VOCABULARIES.load(Ordering::Relaxed) > 0
 }
 
-/// How many times this process built the vocabulary for a [`Tokenizer`].
+/// How many times this process built a vocabulary for [`count_exactly`].
 pub fn vocabulary_loads() -> u64 {
     VOCABULARY_LOADS.load(Ordering::Relaxed)
 }
 
 /// The exact token count of `text` with a vocabulary kept for the life of the process:
-/// for tests and benchmarks that count many texts; the kernel counts through [`Tokenizer`].
+/// for tests and benchmarks that count many texts; the kernel counts through
+/// [`count_exactly`].
 pub fn exact_tokens(text: &str) -> usize {
     let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
@@ -204,21 +240,13 @@ impl TokenLedger {
 
     /// The prompt estimate of `fixed` plus the messages the ledger covers: the cheap bound
     /// while it is below `limit`, else the exact count (cached per message, counted with
-    /// `tokenizer`). Call [`TokenLedger::sync`] first.
-    pub fn estimate(
-        &mut self,
-        messages: &[ChatMessage],
-        offset: usize,
-        fixed: &str,
-        limit: u64,
-        tokenizer: &mut Tokenizer,
-    ) -> Estimate {
+    /// the messages not counted yet in one batch). Call [`TokenLedger::sync`] first.
+    pub fn estimate(&mut self, messages: &[ChatMessage], offset: usize, fixed: &str, limit: u64) -> Estimate {
         let bound = upper_bound(fixed) as u64 + self.bound_total;
         if bound < limit {
             return Estimate { tokens: bound, exact: false };
         }
-        let fixed_tokens = self.fixed_tokens(fixed, tokenizer);
-        self.count_uncounted(messages, offset, tokenizer);
+        let fixed_tokens = self.count_uncounted(messages, offset, Some(fixed));
         Estimate { tokens: fixed_tokens + self.best_total, exact: true }
     }
 
@@ -239,24 +267,15 @@ impl TokenLedger {
     }
 
     /// The exact tokens of message `index` (from the session's start; cached), 0 for one the
-    /// ledger does not cover.
-    pub fn message_tokens(
-        &mut self,
-        messages: &[ChatMessage],
-        offset: usize,
-        index: usize,
-        tokenizer: &mut Tokenizer,
-    ) -> u64 {
+    /// ledger does not cover. An uncounted message is counted with every other one not
+    /// counted yet, in one batch.
+    pub fn message_tokens(&mut self, messages: &[ChatMessage], offset: usize, index: usize) -> u64 {
         let Some(position) = index.checked_sub(self.start) else { return 0 };
         let Some(entry) = self.entries.get(position).copied() else { return 0 };
-        if let Some(count) = entry.exact {
-            return count;
+        if entry.exact.is_none() {
+            self.count_uncounted(messages, offset, None);
         }
-        let Some(message) = index.checked_sub(offset).and_then(|i| messages.get(i)) else { return entry.bound };
-        self.exact_counts += 1;
-        let count = tokenizer.count(&message_text(message)) as u64 + MESSAGE_OVERHEAD;
-        self.set_exact(position, count);
-        count
+        self.entries.get(position).map_or(entry.bound, |entry| entry.best())
     }
 
     /// How many texts were counted exactly so far.
@@ -303,32 +322,54 @@ impl TokenLedger {
         }
     }
 
-    /// Counts the entries not counted yet, newest first (they are mostly the newest), and
-    /// stops once none is left.
-    fn count_uncounted(&mut self, messages: &[ChatMessage], offset: usize, tokenizer: &mut Tokenizer) {
+    /// Counts the entries not counted yet, and `fixed` unless its count is cached, in one
+    /// batch; returns the fixed part's count (0 without `fixed`). The uncounted entries are
+    /// mostly the newest, so they are looked for from the end, until none is left.
+    fn count_uncounted(&mut self, messages: &[ChatMessage], offset: usize, fixed: Option<&str>) -> u64 {
+        let cached_fixed = match (fixed, &self.fixed_exact) {
+            (None, _) => Some(0),
+            (Some(fixed), Some((text, count))) if **text == *fixed => Some(*count),
+            _ => None,
+        };
+        let mut positions = Vec::with_capacity(self.uncounted);
+        let mut texts = Vec::with_capacity(self.uncounted + 1);
         let mut position = self.entries.len();
-        while self.uncounted > 0 && position > 0 {
+        while positions.len() < self.uncounted && position > 0 {
             position -= 1;
             self.entries_touched += 1;
-            if self.entries[position].exact.is_none() {
-                self.message_tokens(messages, offset, self.start + position, tokenizer);
+            let message = (self.start + position).checked_sub(offset).and_then(|i| messages.get(i));
+            if let (None, Some(message)) = (self.entries[position].exact, message) {
+                positions.push(position);
+                texts.push(message_text(message));
             }
         }
-    }
-
-    fn fixed_tokens(&mut self, fixed: &str, tokenizer: &mut Tokenizer) -> u64 {
-        if let Some((_, count)) = self.fixed_exact.as_ref().filter(|(text, _)| **text == *fixed) {
-            return *count;
+        if cached_fixed.is_none() {
+            texts.push(fixed.unwrap_or_default().to_owned());
         }
-        self.exact_counts += 1;
-        let count = tokenizer.count(fixed) as u64;
-        self.fixed_exact = Some((fixed.into(), count));
-        count
+        if texts.is_empty() {
+            return cached_fixed.unwrap_or(0);
+        }
+        self.exact_counts += texts.len() as u64;
+        let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        for (&position, &count) in positions.iter().zip(&counts) {
+            self.set_exact(position, count as u64 + MESSAGE_OVERHEAD);
+        }
+        match (cached_fixed, fixed) {
+            (Some(count), _) => count,
+            (None, Some(fixed)) => {
+                let count = counts.last().copied().unwrap_or_default() as u64;
+                self.fixed_exact = Some((fixed.into(), count));
+                count
+            }
+            (None, None) => 0,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Mutex, PoisonError};
+
     use super::*;
     use crate::message::{Role, ToolCall};
 
@@ -358,12 +399,11 @@ mod tests {
     }
 
     #[test]
-    fn a_tokenizer_hold_counts_as_the_process_wide_vocabulary_does() {
+    fn a_batch_counts_as_the_process_wide_vocabulary_does() {
         let _watch = watching();
-        let mut tokenizer = Tokenizer::default();
-        for text in texts() {
-            assert_eq!(tokenizer.count(&text), exact_tokens(&text), "{text}");
-        }
+        let texts = texts();
+        let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(counts, texts.iter().map(|text| exact_tokens(text)).collect::<Vec<_>>());
     }
 
     fn conversation(n: usize) -> Vec<ChatMessage> {
@@ -393,22 +433,21 @@ mod tests {
         limit: u64,
     ) -> Estimate {
         let _watch = watching();
-        ledger.estimate(messages, offset, fixed, limit, &mut Tokenizer::default())
+        ledger.estimate(messages, offset, fixed, limit)
     }
 
     #[test]
-    fn an_exact_count_frees_the_vocabulary_once_its_tokenizer_is_dropped() {
+    fn an_exact_count_frees_the_vocabulary_once_it_is_done() {
         let _watch = watching();
         let messages = conversation(20);
         let mut ledger = TokenLedger::default();
         ledger.sync(&messages, 0, 0);
         let loads = vocabulary_loads();
-        let mut tokenizer = Tokenizer::default();
-        assert!(ledger.estimate(&messages, 0, "system", 1, &mut tokenizer).exact);
-        assert!(vocabulary_resident());
+        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
         assert_eq!(vocabulary_loads(), loads + 1, "one vocabulary for the whole estimate");
-        drop(tokenizer);
         assert!(!vocabulary_resident(), "no 24 MiB vocabulary stays for counts already cached");
+        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
+        assert_eq!(vocabulary_loads(), loads + 1, "cached counts need no vocabulary");
     }
 
     #[test]
@@ -418,8 +457,7 @@ mod tests {
         let mut ledger = TokenLedger::default();
         ledger.sync(&messages, 0, 0);
         let loads = vocabulary_loads();
-        let mut tokenizer = Tokenizer::default();
-        let estimate = ledger.estimate(&messages, 0, "system", bytes_of(&messages) + 7, &mut tokenizer);
+        let estimate = ledger.estimate(&messages, 0, "system", bytes_of(&messages) + 7);
         assert!(!estimate.exact);
         assert!(!ledger.may_reach("system", bytes_of(&messages) + 7));
         assert_eq!(vocabulary_loads(), loads);
