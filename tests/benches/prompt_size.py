@@ -117,13 +117,14 @@ def wait_http(url, seconds=30):
 
 
 def wait_ready(url, seconds=30):
-    """Waits until the gateway's health lists every plugin as running: a turn that starts while a
+    """Waits until the gateway's health lists every plugin as running or idle (idle: started on
+    first use, its tools offered from the manifest it remembers): a turn that starts while a
     tool plugin is still starting is offered fewer tools."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
             plugins = json.loads(urllib.request.urlopen(url, timeout=1).read()).get("plugins") or []
-            if plugins and all(p.get("state") == "running" for p in plugins):
+            if plugins and all(p.get("state") in ("running", "idle") for p in plugins):
                 return
         except (OSError, ValueError):
             pass
