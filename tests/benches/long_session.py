@@ -181,9 +181,11 @@ def windows(turns):
     return [(1, min(50, turns))] + [(m - 49, m) for m in marks[1:] if m <= turns]
 
 
-def checkpoints(turns):
-    return [t for t in [1, 100, 500, 1000, 2000, 5000, 10000, 20000] if t <= turns] + (
-        [turns] if turns not in (1, 100, 500, 1000, 2000, 5000, 10000, 20000) else [])
+def checkpoints(turns, every=1000):
+    """Turns after which the kernel's RSS is read: early ones, then every `every` turns (a
+    soak's flatness shows between them), and the last."""
+    marks = sorted(set([t for t in [1, 100, 500] if t <= turns] + list(range(every, turns + 1, every))))
+    return marks + ([turns] if turns not in marks else [])
 
 
 def config_for(home, llm_port, api_port, health_port, context_window):
@@ -203,6 +205,7 @@ def main():
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--context-window", type=int, default=200_000)
     parser.add_argument("--keep-alive", action="store_true", help="the LLM keeps connections open")
+    parser.add_argument("--rss-every", type=int, default=1000, help="read the kernel's RSS every this many turns")
     parser.add_argument("--perf", metavar="FILE", help="record `perf record --call-graph dwarf` of the kernel into FILE")
     parser.add_argument("--perf-from", type=int, default=300, help="turn at which perf starts recording")
     parser.add_argument("--perf-turns", type=int, default=0, help="turns perf records (default: to the end)")
@@ -227,6 +230,7 @@ def main():
                  "the api channel")
         pid = gateway.pid
         per_turn_ns, ticks_at, seen = [], {0: cpu_ticks(pid)}, {}
+        marks = set(checkpoints(args.turns, args.rss_every))
         started = time.perf_counter()
         for turn in range(1, args.turns + 1):
             if args.perf and turn == args.perf_from:
@@ -243,7 +247,7 @@ def main():
                 sys.exit(f"turn {turn}: unexpected answer {answer!r}")
             per_turn_ns.append(cpu_ns(pid) - before)
             ticks_at[turn] = cpu_ticks(pid)
-            if turn in checkpoints(args.turns):
+            if turn in marks:
                 time.sleep(0.2)
                 seen[turn] = status(pid)
                 print(f"after turn {turn}: {seen[turn]}, {time.perf_counter() - started:.0f} s", file=sys.stderr)

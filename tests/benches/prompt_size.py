@@ -42,6 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 NANOBOT = Path.home() / ".cache/oxibot-bench/nanobot"
+API_KEY = "bench-key"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 RECORDER = r'''
 import json, sys
@@ -105,11 +107,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_http(url, seconds=30):
+def wait_http(url, seconds=30, headers=None):
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
-            urllib.request.urlopen(url, timeout=1).read()
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=1).read()
             return
         except OSError:
             time.sleep(0.05)
@@ -117,13 +119,14 @@ def wait_http(url, seconds=30):
 
 
 def wait_ready(url, seconds=30):
-    """Waits until the gateway's health lists every plugin as running: a turn that starts while a
+    """Waits until the gateway's health lists every plugin as running or idle (idle: started on
+    first use, its tools offered from the manifest it remembers): a turn that starts while a
     tool plugin is still starting is offered fewer tools."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
             plugins = json.loads(urllib.request.urlopen(url, timeout=1).read()).get("plugins") or []
-            if plugins and all(p.get("state") == "running" for p in plugins):
+            if plugins and all(p.get("state") in ("running", "idle") for p in plugins):
                 return
         except (OSError, ValueError):
             pass
@@ -181,14 +184,15 @@ def oxibot_gateway(bins, home, recorder):
     """The first requests for "hello" in two new sessions of the api channel of `oxibot gateway`."""
     api, health = free_port(), free_port()
     point_at(home / "config.json", recorder.url(), {
-        "channels": {"api": {"enabled": True, "host": "127.0.0.1", "port": api, "allowFrom": "*"}},
+        # The api channel serves only requests that carry its key.
+        "channels": {"api": {"enabled": True, "host": "127.0.0.1", "port": api, "allowFrom": "*", "apiKey": API_KEY}},
         "gateway": {"host": "127.0.0.1", "port": health},
     })
     env = dict(os.environ, OXIBOT_HOME=str(home))
     gateway = subprocess.Popen([bins / "oxibot", "gateway"], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
-        wait_http(f"http://127.0.0.1:{api}/v1/models")
+        wait_http(f"http://127.0.0.1:{api}/v1/models", headers=AUTH)
         wait_ready(f"http://127.0.0.1:{health}/health")
         bodies = []
         for session in ("bench-1", "bench-2"):
@@ -197,7 +201,7 @@ def oxibot_gateway(bins, home, recorder):
                 f"http://127.0.0.1:{api}/v1/chat/completions",
                 data=json.dumps({"model": "oxibot", "session_id": session,
                                  "messages": [{"role": "user", "content": "hello"}]}).encode(),
-                headers={"Content-Type": "application/json"})
+                headers={"Content-Type": "application/json", **AUTH})
             urllib.request.urlopen(request, timeout=60).read()
             bodies.append(recorder.request(before + 1))
         return bodies

@@ -117,8 +117,9 @@ pub fn run(
         Command::Stop => Ok("Nothing is running.".to_owned()),
         Command::New => {
             // Nothing is deleted: the history the model sees starts after this point.
-            session.last_consolidated = session.messages.len();
+            session.last_consolidated = session.message_count();
             services.sessions().save_metadata(session).map_err(AgentError::Session)?;
+            session.forget_archived();
             Ok("Started a new conversation.".to_owned())
         }
         Command::Status => Ok(status(session, services, usage)),
@@ -169,7 +170,7 @@ fn fixed_tokens(session: &Session, services: &Services) -> u64 {
 fn status(session: &Session, services: &Services, usage: UsageTotals) -> String {
     let settings = services.settings();
     let defaults = &settings.config.agents.defaults;
-    let pending = &session.messages[session.last_consolidated.min(session.messages.len())..];
+    let pending = session.unconsolidated();
     let estimate = estimate_tokens(pending) + fixed_tokens(session, services);
     let budget = defaults.context_window_tokens.saturating_sub(defaults.max_tokens);
     let uptime = services.started().elapsed().as_secs();
@@ -185,7 +186,7 @@ fn status(session: &Session, services: &Services, usage: UsageTotals) -> String 
         defaults.model,
         services.provider().name(),
         session.key,
-        session.messages.len(),
+        session.message_count(),
         pending.len(),
         estimate,
         budget,

@@ -713,8 +713,8 @@ impl TurnJob {
         let guard = lock(&self.session);
         let Some(session) = guard.as_ref() else { return false };
         let mut ledger = lock(&self.ledger);
-        ledger.sync(&session.messages);
-        ledger.may_reach(fixed, session.last_consolidated, limit)
+        ledger.sync(&session.messages, session.offset, session.last_consolidated);
+        ledger.may_reach(fixed, limit)
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context (and
@@ -759,6 +759,7 @@ impl TurnJob {
         let loaded = self.services.sessions().load(self.key.as_str()).map_err(AgentError::Session)?;
         let mut session = loaded.session;
         self.mark_archived(&mut session)?;
+        session.forget_archived();
         // A turn the inbox knows goes on where it stopped (see `answer_entry`); only a turn of
         // an older file is closed here.
         let in_turn = session.pending_messages().iter().any(|p| p.state == InboxState::InTurn);
@@ -869,7 +870,7 @@ impl TurnJob {
         let messages = {
             let guard = lock(&self.session);
             let Some(session) = guard.as_ref() else { return };
-            session.messages[session.last_consolidated.min(session.messages.len())..].to_vec()
+            session.unconsolidated().to_vec()
         };
         match write_session_flush(
             self.services.workspace(),
@@ -1044,8 +1045,7 @@ impl Inbox {
 /// The messages replayed to the model: those not yet consolidated, at most
 /// [`MAX_REPLAYED_MESSAGES`], starting at a user message so no tool result is orphaned.
 fn replayable(session: &Session) -> &[ChatMessage] {
-    let start = session.last_consolidated.min(session.messages.len());
-    let pending = &session.messages[start..];
+    let pending = session.unconsolidated();
     let mut from = pending.len().saturating_sub(MAX_REPLAYED_MESSAGES);
     while from < pending.len() && pending[from].role != Role::User {
         from += 1;

@@ -15,7 +15,7 @@ use super::tokens::TokenLedger;
 use crate::message::{ChatMessage, Role};
 use crate::provider::{ChatRequest, ProviderError};
 use crate::services::Services;
-use crate::session::SessionKey;
+use crate::session::{Session, SessionKey};
 use crate::turn::hooks::strip_think_blocks;
 
 /// Most tokens a summary may take.
@@ -136,16 +136,16 @@ pub struct LedgerEstimator<'a> {
 }
 
 impl Estimator for LedgerEstimator<'_> {
-    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64 {
+    fn total(&mut self, session: &Session) -> u64 {
         let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
-        ledger.sync(messages);
-        ledger.estimate(messages, from, self.fixed, self.limit).tokens
+        ledger.sync(&session.messages, session.offset, session.last_consolidated);
+        ledger.estimate(&session.messages, session.offset, self.fixed, self.limit).tokens
     }
 
-    fn message(&mut self, messages: &[ChatMessage], index: usize) -> u64 {
+    fn message(&mut self, session: &Session, index: usize) -> u64 {
         let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
-        ledger.sync(messages);
-        ledger.message_tokens(messages, index)
+        ledger.sync(&session.messages, session.offset, session.last_consolidated);
+        ledger.message_tokens(&session.messages, session.offset, index)
     }
 }
 

@@ -1,36 +1,130 @@
 //! Prompt-size estimates that cost time proportional to what changed, not to the session.
 //!
-//! Loading a tokenizer vocabulary takes 40–110 ms and tens of MB, so a session is first
+//! Loading a tokenizer vocabulary takes 40–110 ms and ~24 MiB, so a session is first
 //! measured with a cheap upper bound — a BPE token is at least one byte, so a text's byte
 //! length never under-counts its tokens — and only a session whose bound reaches its budget
 //! is counted exactly (tiktoken's `cl100k_base`, as nanobot does). Both counts are cached
-//! per message in a [`TokenLedger`] kept beside the session, with prefix sums of the bounds,
-//! so the estimate after a turn costs the new messages plus a constant.
+//! per message in a [`TokenLedger`] kept beside the session, with running totals updated as
+//! messages are appended, archived or dropped, so the budget check after a turn costs the
+//! new messages plus a constant, never a sum over the session.
+//!
+//! The vocabulary is built for one batch of exact counts, on a thread of its own, and freed
+//! there once the batch is counted ([`count_exactly`]): a long session does not keep 24 MiB
+//! resident for counts it has already cached.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde_json::Value;
+use tiktoken_rs::CoreBPE;
 
 use crate::message::ChatMessage;
 
 /// Tokens a message costs besides its text (role, separators).
 pub const MESSAGE_OVERHEAD: u64 = 4;
 
-static TOKENIZER_LOADED: AtomicBool = AtomicBool::new(false);
+/// Vocabularies alive now.
+static LIVE_VOCABULARIES: AtomicUsize = AtomicUsize::new(0);
+/// How many times this process built a vocabulary for [`count_exactly`].
+static VOCABULARY_LOADS: AtomicU64 = AtomicU64::new(0);
 
-/// The exact token count of `text` (loads the tokenizer on first use). Should the tokenizer
-/// fail on some pathological input, the byte bound stands in: it never under-counts.
+/// The exact token counts of `texts`. The vocabulary is built, used and freed on a thread
+/// spawned for the batch: its ~100,000 small allocations then fill that thread's malloc arena
+/// alone, which goes back to the system whole once they are freed (built on a busy thread,
+/// they would sit among its other allocations and stay resident). Should the thread or the
+/// vocabulary fail, or the tokenizer fail on some pathological input, the byte bound stands
+/// in: it never under-counts.
+pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
+    // Allocated here, not on the counting thread, so nothing of that thread's arena outlives it.
+    let mut counts: Vec<usize> = texts.iter().map(|text| upper_bound(text)).collect();
+    if texts.is_empty() {
+        return counts;
+    }
+    let name = String::from("oxibot-count");
+    std::thread::scope(|scope| {
+        let counting = std::thread::Builder::new().name(name).spawn_scoped(scope, || count_into(texts, &mut counts));
+        match counting {
+            Ok(handle) => {
+                if handle.join().is_err() {
+                    tracing::warn!("the token count failed; counting bytes instead");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot start the token count; counting bytes instead"),
+        }
+    });
+    counts
+}
+
+/// Fills `counts` with the exact counts of `texts` (left as they are when the vocabulary
+/// cannot be built).
+fn count_into(texts: &[&str], counts: &mut [usize]) {
+    let Some(vocabulary) = Vocabulary::build() else { return };
+    for (text, count) in texts.iter().zip(counts.iter_mut()) {
+        let exact = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            vocabulary.bpe.encode_with_special_tokens(text).len()
+        }));
+        if let Ok(exact) = exact {
+            *count = exact;
+        }
+    }
+    drop(vocabulary);
+    release_freed_memory();
+}
+
+/// After the vocabulary's small blocks were freed: one free of a block of at least 64 KiB
+/// makes glibc's malloc merge the small free blocks of this thread's arena and give its free
+/// top back to the system (small frees alone stay cached in the arena). Elsewhere, a block
+/// allocated and freed.
+fn release_freed_memory() {
+    drop(std::hint::black_box(vec![0u8; 96 * 1024]));
+}
+
+/// A vocabulary, counted in [`LIVE_VOCABULARIES`] while it lives.
+struct Vocabulary {
+    bpe: CoreBPE,
+}
+
+impl Vocabulary {
+    fn build() -> Option<Vocabulary> {
+        match tiktoken_rs::cl100k_base() {
+            Ok(bpe) => {
+                VOCABULARY_LOADS.fetch_add(1, Ordering::Relaxed);
+                LIVE_VOCABULARIES.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("tokenizer vocabulary built for an exact count");
+                Some(Vocabulary { bpe })
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot build the tokenizer vocabulary; counting bytes instead");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Vocabulary {
+    fn drop(&mut self) {
+        LIVE_VOCABULARIES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a vocabulary built for [`count_exactly`] is alive now.
+pub fn vocabulary_resident() -> bool {
+    LIVE_VOCABULARIES.load(Ordering::Relaxed) > 0
+}
+
+/// How many times this process built a vocabulary for [`count_exactly`].
+pub fn vocabulary_loads() -> u64 {
+    VOCABULARY_LOADS.load(Ordering::Relaxed)
+}
+
+/// The exact token count of `text` with a vocabulary kept for the life of the process:
+/// for tests and benchmarks that count many texts; the kernel counts through
+/// [`count_exactly`].
 pub fn exact_tokens(text: &str) -> usize {
-    TOKENIZER_LOADED.store(true, Ordering::Relaxed);
     let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
     }));
     count.unwrap_or_else(|_| upper_bound(text))
-}
-
-/// Whether this process has loaded the tokenizer.
-pub fn tokenizer_loaded() -> bool {
-    TOKENIZER_LOADED.load(Ordering::Relaxed)
 }
 
 /// An upper bound of the tokens of `text`: its length in bytes.
@@ -76,88 +170,112 @@ pub struct Estimate {
     pub exact: bool,
 }
 
-/// Cached token counts of one session's messages (index-aligned with them).
+/// The cached counts of one message.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Its byte bound, overhead included.
+    bound: u64,
+    /// Its exact count, overhead included, once computed.
+    exact: Option<u64>,
+}
+
+impl Entry {
+    /// The best upper bound known: the exact count, else the byte bound.
+    fn best(self) -> u64 {
+        self.exact.unwrap_or(self.bound)
+    }
+}
+
+/// Cached token counts of the messages of one session that a prompt can still hold (those
+/// from the consolidation cursor on), with their running totals.
+///
+/// Messages are named by their index from the session's start, however many of them the
+/// session still keeps in memory (see `Session::offset`).
 #[derive(Debug, Default)]
 pub struct TokenLedger {
-    /// `bound_prefix[i]` = sum of the bounds of messages `0..i`; one longer than the messages.
-    bound_prefix: Vec<u64>,
-    /// Exact count per message, once computed.
-    exact: Vec<Option<u64>>,
-    /// The fixed part (system prompt, tools) last counted exactly: its text hash and count.
-    fixed_exact: Option<(u64, u64)>,
+    /// Index (from the session's start) of the message of `entries[0]`.
+    start: usize,
+    /// One entry per message from `start` on.
+    entries: VecDeque<Entry>,
+    /// Sum of the entries' byte bounds.
+    bound_total: u64,
+    /// Sum of the entries' best bounds (exact where counted).
+    best_total: u64,
+    /// Entries without an exact count.
+    uncounted: usize,
+    /// The fixed part (system prompt, tools) last counted exactly, and its count.
+    fixed_exact: Option<(Box<str>, u64)>,
     /// How many texts this ledger has counted exactly (for tests and benchmarks).
     exact_counts: u64,
+    /// How many entries were added, dropped or read (for tests: what a check costs).
+    entries_touched: u64,
 }
 
 impl TokenLedger {
-    /// Accounts for messages appended since the last call; a shorter list (a reset session)
-    /// starts the ledger over. Costs time proportional to the new messages.
-    pub fn sync(&mut self, messages: &[ChatMessage]) {
-        if self.bound_prefix.is_empty() {
-            self.bound_prefix.push(0);
+    /// Brings the ledger to cover `messages[from..]` of a session whose first message in
+    /// memory (`messages[0]`) has index `offset` from its start; `from` is an index from the
+    /// start too. Costs time proportional to the messages appended or archived since the
+    /// last call; a session that went back (a reset, a cursor moved back) starts over.
+    pub fn sync(&mut self, messages: &[ChatMessage], offset: usize, from: usize) {
+        let end = offset + messages.len();
+        let from = from.clamp(offset, end);
+        if from < self.start || end < self.end() {
+            self.clear(from);
         }
-        let known = self.exact.len();
-        if messages.len() < known {
-            self.bound_prefix.truncate(messages.len() + 1);
-            self.exact.truncate(messages.len());
-            return;
+        while self.start < from && !self.entries.is_empty() {
+            self.drop_first();
         }
-        for message in &messages[known..] {
+        if self.entries.is_empty() {
+            self.start = from;
+        }
+        for message in &messages[self.end() - offset..] {
             let bound = message_bytes(message) as u64 + MESSAGE_OVERHEAD;
-            let total = self.bound_prefix.last().copied().unwrap_or(0) + bound;
-            self.bound_prefix.push(total);
-            self.exact.push(None);
+            self.entries.push_back(Entry { bound, exact: None });
+            self.bound_total += bound;
+            self.best_total += bound;
+            self.uncounted += 1;
+            self.entries_touched += 1;
         }
     }
 
-    /// The prompt estimate of `fixed` plus `messages[from..]`: the cheap bound while it is
-    /// below `limit`, else the exact count (cached per message). Call [`TokenLedger::sync`]
-    /// first.
-    pub fn estimate(&mut self, messages: &[ChatMessage], from: usize, fixed: &str, limit: u64) -> Estimate {
-        let from = from.min(self.exact.len());
-        let bound = upper_bound(fixed) as u64 + self.bound_of(from, self.exact.len());
+    /// The prompt estimate of `fixed` plus the messages the ledger covers: the cheap bound
+    /// while it is below `limit`, else the exact count (cached per message, counted with
+    /// the messages not counted yet in one batch). Call [`TokenLedger::sync`] first.
+    pub fn estimate(&mut self, messages: &[ChatMessage], offset: usize, fixed: &str, limit: u64) -> Estimate {
+        let bound = upper_bound(fixed) as u64 + self.bound_total;
         if bound < limit {
             return Estimate { tokens: bound, exact: false };
         }
-        let mut tokens = self.fixed_tokens(fixed);
-        for index in from..self.exact.len().min(messages.len()) {
-            tokens += self.message_tokens(messages, index);
-        }
-        Estimate { tokens, exact: true }
+        let fixed_tokens = self.count_uncounted(messages, offset, Some(fixed));
+        Estimate { tokens: fixed_tokens + self.best_total, exact: true }
     }
 
-    /// Whether the prompt of `fixed` plus `messages[from..]` may have reached `limit`: its
+    /// Whether the prompt of `fixed` plus the covered messages may have reached `limit`: its
     /// estimate with exact counts where they are cached and byte bounds elsewhere, an upper
-    /// bound of the exact count that never loads the tokenizer. When it is below `limit`,
-    /// [`TokenLedger::estimate`] is too. Call [`TokenLedger::sync`] first.
-    pub fn may_reach(&self, fixed: &str, from: usize, limit: u64) -> bool {
-        let from = from.min(self.exact.len());
+    /// bound of the exact count that never loads the tokenizer and costs a constant. When it
+    /// is below `limit`, [`TokenLedger::estimate`] is too. Call [`TokenLedger::sync`] first.
+    pub fn may_reach(&self, fixed: &str, limit: u64) -> bool {
         let fixed_bound = upper_bound(fixed) as u64;
-        if fixed_bound + self.bound_of(from, self.exact.len()) < limit {
+        if fixed_bound + self.bound_total < limit {
             return false;
         }
-        let fixed_tokens = match self.fixed_exact {
-            Some((hash, count)) if hash == fingerprint(fixed) => count,
+        let fixed_tokens = match &self.fixed_exact {
+            Some((text, count)) if **text == *fixed => *count,
             _ => fixed_bound,
         };
-        let messages: u64 = (from..self.exact.len())
-            .map(|index| self.exact[index].unwrap_or_else(|| self.bound_of(index, index + 1)))
-            .sum();
-        fixed_tokens + messages >= limit
+        fixed_tokens + self.best_total >= limit
     }
 
-    /// The exact tokens of message `index` (cached).
-    pub fn message_tokens(&mut self, messages: &[ChatMessage], index: usize) -> u64 {
-        if let Some(Some(count)) = self.exact.get(index) {
-            return *count;
+    /// The exact tokens of message `index` (from the session's start; cached), 0 for one the
+    /// ledger does not cover. An uncounted message is counted with every other one not
+    /// counted yet, in one batch.
+    pub fn message_tokens(&mut self, messages: &[ChatMessage], offset: usize, index: usize) -> u64 {
+        let Some(position) = index.checked_sub(self.start) else { return 0 };
+        let Some(entry) = self.entries.get(position).copied() else { return 0 };
+        if entry.exact.is_none() {
+            self.count_uncounted(messages, offset, None);
         }
-        let Some(message) = messages.get(index) else { return 0 };
-        self.exact_counts += 1;
-        let count = exact_tokens(&message_text(message)) as u64 + MESSAGE_OVERHEAD;
-        if let Some(slot) = self.exact.get_mut(index) {
-            *slot = Some(count);
-        }
-        count
+        self.entries.get(position).map_or(entry.bound, |entry| entry.best())
     }
 
     /// How many texts were counted exactly so far.
@@ -165,32 +283,102 @@ impl TokenLedger {
         self.exact_counts
     }
 
-    fn bound_of(&self, from: usize, to: usize) -> u64 {
-        let at = |i: usize| self.bound_prefix.get(i).copied().unwrap_or(0);
-        at(to).saturating_sub(at(from))
+    /// How many cached entries were added, dropped or read so far: what the ledger's work
+    /// cost, independent of the clock.
+    pub fn entries_touched(&self) -> u64 {
+        self.entries_touched
     }
 
-    fn fixed_tokens(&mut self, fixed: &str) -> u64 {
-        let hash = fingerprint(fixed);
-        if let Some((_, count)) = self.fixed_exact.filter(|(known, _)| *known == hash) {
-            return count;
+    /// One past the index of the last message covered.
+    fn end(&self) -> usize {
+        self.start + self.entries.len()
+    }
+
+    fn clear(&mut self, start: usize) {
+        self.entries_touched += self.entries.len() as u64;
+        self.entries.clear();
+        self.start = start;
+        self.bound_total = 0;
+        self.best_total = 0;
+        self.uncounted = 0;
+    }
+
+    fn drop_first(&mut self) {
+        if let Some(entry) = self.entries.pop_front() {
+            self.bound_total -= entry.bound;
+            self.best_total -= entry.best();
+            self.uncounted -= usize::from(entry.exact.is_none());
+            self.entries_touched += 1;
         }
-        self.exact_counts += 1;
-        let count = exact_tokens(fixed) as u64;
-        self.fixed_exact = Some((hash, count));
-        count
+        self.start += 1;
     }
-}
 
-/// A 64-bit FNV-1a hash, enough to notice that the system prompt changed.
-fn fingerprint(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    fn set_exact(&mut self, position: usize, count: u64) {
+        let Some(entry) = self.entries.get_mut(position) else { return };
+        if entry.exact.is_none() {
+            self.best_total = self.best_total - entry.bound + count;
+            self.uncounted -= 1;
+            entry.exact = Some(count);
+        }
+    }
+
+    /// Counts the entries not counted yet, and `fixed` unless its count is cached, in one
+    /// batch; returns the fixed part's count (0 without `fixed`). The uncounted entries are
+    /// mostly the newest, so they are looked for from the end, until none is left.
+    fn count_uncounted(&mut self, messages: &[ChatMessage], offset: usize, fixed: Option<&str>) -> u64 {
+        let cached_fixed = match (fixed, &self.fixed_exact) {
+            (None, _) => Some(0),
+            (Some(fixed), Some((text, count))) if **text == *fixed => Some(*count),
+            _ => None,
+        };
+        let mut positions = Vec::with_capacity(self.uncounted);
+        let mut texts = Vec::with_capacity(self.uncounted + 1);
+        let mut position = self.entries.len();
+        while positions.len() < self.uncounted && position > 0 {
+            position -= 1;
+            self.entries_touched += 1;
+            let message = (self.start + position).checked_sub(offset).and_then(|i| messages.get(i));
+            if let (None, Some(message)) = (self.entries[position].exact, message) {
+                positions.push(position);
+                texts.push(message_text(message));
+            }
+        }
+        if cached_fixed.is_none() {
+            texts.push(fixed.unwrap_or_default().to_owned());
+        }
+        if texts.is_empty() {
+            return cached_fixed.unwrap_or(0);
+        }
+        self.exact_counts += texts.len() as u64;
+        let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        for (&position, &count) in positions.iter().zip(&counts) {
+            self.set_exact(position, count as u64 + MESSAGE_OVERHEAD);
+        }
+        match (cached_fixed, fixed) {
+            (Some(count), _) => count,
+            (None, Some(fixed)) => {
+                let count = counts.last().copied().unwrap_or_default() as u64;
+                self.fixed_exact = Some((fixed.into(), count));
+                count
+            }
+            (None, None) => 0,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Mutex, PoisonError};
+
     use super::*;
     use crate::message::{Role, ToolCall};
+
+    /// Tests that watch the shared vocabulary take turns, so one's hold is not another's.
+    static VOCABULARY_WATCH: Mutex<()> = Mutex::new(());
+
+    fn watching() -> std::sync::MutexGuard<'static, ()> {
+        VOCABULARY_WATCH.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 
     fn texts() -> Vec<String> {
         vec![
@@ -210,6 +398,14 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_batch_counts_as_the_process_wide_vocabulary_does() {
+        let _watch = watching();
+        let texts = texts();
+        let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(counts, texts.iter().map(|text| exact_tokens(text)).collect::<Vec<_>>());
+    }
+
     fn conversation(n: usize) -> Vec<ChatMessage> {
         (0..n)
             .map(|i| {
@@ -221,44 +417,126 @@ mod tests {
             .collect()
     }
 
+    fn bytes_of(messages: &[ChatMessage]) -> u64 {
+        messages.iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum()
+    }
+
+    fn estimate(ledger: &mut TokenLedger, messages: &[ChatMessage], fixed: &str, limit: u64) -> Estimate {
+        estimate_from(ledger, messages, 0, fixed, limit)
+    }
+
+    fn estimate_from(
+        ledger: &mut TokenLedger,
+        messages: &[ChatMessage],
+        offset: usize,
+        fixed: &str,
+        limit: u64,
+    ) -> Estimate {
+        let _watch = watching();
+        ledger.estimate(messages, offset, fixed, limit)
+    }
+
+    #[test]
+    fn an_exact_count_frees_the_vocabulary_once_it_is_done() {
+        let _watch = watching();
+        let messages = conversation(20);
+        let mut ledger = TokenLedger::default();
+        ledger.sync(&messages, 0, 0);
+        let loads = vocabulary_loads();
+        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
+        assert_eq!(vocabulary_loads(), loads + 1, "one vocabulary for the whole estimate");
+        assert!(!vocabulary_resident(), "no 24 MiB vocabulary stays for counts already cached");
+        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
+        assert_eq!(vocabulary_loads(), loads + 1, "cached counts need no vocabulary");
+    }
+
+    #[test]
+    fn an_estimate_the_bytes_settle_never_loads_the_vocabulary() {
+        let _watch = watching();
+        let messages = conversation(2_000);
+        let mut ledger = TokenLedger::default();
+        ledger.sync(&messages, 0, 0);
+        let loads = vocabulary_loads();
+        let estimate = ledger.estimate(&messages, 0, "system", bytes_of(&messages) + 7);
+        assert!(!estimate.exact);
+        assert!(!ledger.may_reach("system", bytes_of(&messages) + 7));
+        assert_eq!(vocabulary_loads(), loads);
+        assert!(!vocabulary_resident());
+    }
+
     #[test]
     fn may_reach_agrees_with_the_exact_estimate_without_counting() {
         let mut messages = conversation(40);
         let mut ledger = TokenLedger::default();
-        ledger.sync(&messages);
-        let exact = ledger.estimate(&messages, 0, "system", 1).tokens;
+        ledger.sync(&messages, 0, 0);
+        let exact = estimate(&mut ledger, &messages, "system", 1).tokens;
         let counted = ledger.exact_counts();
-        assert!(!ledger.may_reach("system", 0, exact + 1), "exact counts are used where cached");
-        assert!(ledger.may_reach("system", 0, exact));
+        assert!(!ledger.may_reach("system", exact + 1), "exact counts are used where cached");
+        assert!(ledger.may_reach("system", exact));
         messages.extend(conversation(2));
-        ledger.sync(&messages);
-        let bytes: u64 = messages[40..].iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum();
-        assert!(!ledger.may_reach("system", 0, exact + bytes + 1), "new messages count by their bound");
-        assert!(ledger.may_reach("system", 0, exact + bytes));
+        ledger.sync(&messages, 0, 0);
+        let bytes = bytes_of(&messages[40..]);
+        assert!(!ledger.may_reach("system", exact + bytes + 1), "new messages count by their bound");
+        assert!(ledger.may_reach("system", exact + bytes));
         assert_eq!(ledger.exact_counts(), counted, "nothing was counted");
+    }
+
+    #[test]
+    fn the_budget_check_after_a_turn_touches_only_the_new_messages() {
+        // Issue 30: the check summed every message of the session each turn once its byte
+        // bound had reached the budget.
+        let mut messages = conversation(10_000);
+        let mut ledger = TokenLedger::default();
+        ledger.sync(&messages, 0, 0);
+        let exact = estimate(&mut ledger, &messages, "system", 1).tokens;
+        assert!(bytes_of(&messages) > exact + 100, "the byte bound alone is inconclusive here");
+        let touched = ledger.entries_touched();
+        messages.extend(conversation(2));
+        ledger.sync(&messages, 0, 0);
+        assert!(ledger.may_reach("system", exact));
+        assert!(!ledger.may_reach("system", exact + 100));
+        assert_eq!(ledger.entries_touched(), touched + 2, "two new messages, nothing else looked at");
+    }
+
+    #[test]
+    fn archiving_drops_the_archived_entries_from_the_totals() {
+        let messages = conversation(100);
+        let mut ledger = TokenLedger::default();
+        ledger.sync(&messages, 0, 0);
+        ledger.sync(&messages, 0, 60);
+        assert_eq!(estimate(&mut ledger, &messages, "", u64::MAX).tokens, bytes_of(&messages[60..]));
+        // The session forgets the archived messages: the ledger names messages by their index
+        // from the session's start, so it goes on as it was.
+        let kept = &messages[60..];
+        let touched = ledger.entries_touched();
+        ledger.sync(kept, 60, 60);
+        assert_eq!(ledger.entries_touched(), touched);
+        assert_eq!(estimate_from(&mut ledger, kept, 60, "", u64::MAX).tokens, bytes_of(kept));
+        let exact = estimate_from(&mut ledger, kept, 60, "", 1).tokens;
+        let expected: u64 = kept.iter().map(|m| exact_tokens(&m.text_content()) as u64 + MESSAGE_OVERHEAD).sum();
+        assert_eq!(exact, expected);
     }
 
     #[test]
     fn far_below_the_limit_nothing_is_counted_exactly() {
         let messages = conversation(100);
         let mut ledger = TokenLedger::default();
-        ledger.sync(&messages);
-        let estimate = ledger.estimate(&messages, 0, "system prompt", 1_000_000);
+        ledger.sync(&messages, 0, 0);
+        let estimate = estimate(&mut ledger, &messages, "system prompt", 1_000_000);
         assert!(!estimate.exact);
         assert_eq!(ledger.exact_counts(), 0, "the tokenizer is never needed for a short session");
-        let bytes: u64 = messages.iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum();
-        assert_eq!(estimate.tokens, bytes + "system prompt".len() as u64);
+        assert_eq!(estimate.tokens, bytes_of(&messages) + "system prompt".len() as u64);
     }
 
     #[test]
     fn near_the_limit_counts_are_exact_and_cached() {
         let messages = conversation(20);
         let mut ledger = TokenLedger::default();
-        ledger.sync(&messages);
-        let first = ledger.estimate(&messages, 0, "system", 1);
+        ledger.sync(&messages, 0, 0);
+        let first = estimate(&mut ledger, &messages, "system", 1);
         assert!(first.exact);
         assert_eq!(ledger.exact_counts(), 21, "each message and the fixed part once");
-        let again = ledger.estimate(&messages, 0, "system", 1);
+        let again = estimate(&mut ledger, &messages, "system", 1);
         assert_eq!(again, first);
         assert_eq!(ledger.exact_counts(), 21, "nothing counted twice");
         let expected: u64 =
@@ -271,12 +549,12 @@ mod tests {
     fn appending_only_processes_the_new_messages() {
         let mut messages = conversation(1000);
         let mut ledger = TokenLedger::default();
-        ledger.sync(&messages);
-        ledger.estimate(&messages, 990, "s", 1);
+        ledger.sync(&messages, 0, 990);
+        estimate(&mut ledger, &messages, "s", 1);
         let counted = ledger.exact_counts();
         messages.extend(conversation(2));
-        ledger.sync(&messages);
-        ledger.estimate(&messages, 990, "s", 1);
+        ledger.sync(&messages, 0, 990);
+        estimate(&mut ledger, &messages, "s", 1);
         assert_eq!(ledger.exact_counts(), counted + 2);
     }
 
@@ -284,11 +562,11 @@ mod tests {
     fn the_estimate_covers_only_messages_from_the_given_index() {
         let messages = conversation(10);
         let mut ledger = TokenLedger::default();
-        ledger.sync(&messages);
-        let all = ledger.estimate(&messages, 0, "", u64::MAX).tokens;
-        let tail = ledger.estimate(&messages, 8, "", u64::MAX).tokens;
-        let last_two: u64 = messages[8..].iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum();
-        assert_eq!(tail, last_two);
+        ledger.sync(&messages, 0, 0);
+        let all = estimate(&mut ledger, &messages, "", u64::MAX).tokens;
+        ledger.sync(&messages, 0, 8);
+        let tail = estimate(&mut ledger, &messages, "", u64::MAX).tokens;
+        assert_eq!(tail, bytes_of(&messages[8..]));
         assert!(all > tail);
     }
 
@@ -296,12 +574,11 @@ mod tests {
     fn a_shorter_message_list_restarts_the_ledger() {
         let messages = conversation(10);
         let mut ledger = TokenLedger::default();
-        ledger.sync(&messages);
-        ledger.sync(&messages[..0]);
-        assert_eq!(ledger.estimate(&messages[..0], 0, "", u64::MAX).tokens, 0);
-        ledger.sync(&messages[..3]);
-        let bytes: u64 = messages[..3].iter().map(|m| m.text_content().len() as u64 + MESSAGE_OVERHEAD).sum();
-        assert_eq!(ledger.estimate(&messages[..3], 0, "", u64::MAX).tokens, bytes);
+        ledger.sync(&messages, 0, 0);
+        ledger.sync(&messages[..0], 0, 0);
+        assert_eq!(estimate(&mut ledger, &messages[..0], "", u64::MAX).tokens, 0);
+        ledger.sync(&messages[..3], 0, 0);
+        assert_eq!(estimate(&mut ledger, &messages[..3], "", u64::MAX).tokens, bytes_of(&messages[..3]));
     }
 
     #[test]
@@ -310,8 +587,8 @@ mod tests {
         message.tool_calls = vec![ToolCall::new("1", "read_file", r#"{"path": "a.md"}"#)];
         message.reasoning_content = Some("thinking it over".into());
         let mut ledger = TokenLedger::default();
-        ledger.sync(std::slice::from_ref(&message));
-        let estimate = ledger.estimate(std::slice::from_ref(&message), 0, "", u64::MAX);
+        ledger.sync(std::slice::from_ref(&message), 0, 0);
+        let estimate = estimate(&mut ledger, std::slice::from_ref(&message), "", u64::MAX);
         assert_eq!(
             estimate.tokens,
             ("read_file".len() + r#"{"path": "a.md"}"#.len() + "thinking it over".len()) as u64 + MESSAGE_OVERHEAD

@@ -258,6 +258,24 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Decoded, Damaged> {
     Ok(decoded)
 }
 
+/// The first `count` message lines of a session file, byte for byte (a whole-file rewrite of
+/// a session that left its archived messages on disk copies them back from the old file).
+pub(super) fn leading_message_lines(bytes: &[u8], count: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut found = 0;
+    for line in raw_lines(bytes) {
+        if found == count {
+            break;
+        }
+        if let Ok(Line::Message(_)) = decode_line(line.text) {
+            out.extend_from_slice(line.text);
+            out.push(b'\n');
+            found += 1;
+        }
+    }
+    out
+}
+
 /// Fills `session` from a decoded metadata line.
 pub(super) fn apply_header(session: &mut Session, header: HeaderIn) {
     if let Some(created_at) = header.created_at {

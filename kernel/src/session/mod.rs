@@ -69,9 +69,14 @@ pub struct Session {
     /// Runtime state kept with the session (nanobot keeps `runtime_checkpoint` and
     /// `pending_user_turn` here); unknown keys round-trip untouched.
     pub metadata: Map<String, Value>,
-    /// How many of `messages` the consolidator has already summarised away.
+    /// How many messages from the session's start the consolidator has already summarised
+    /// away (an index from the session's start, as the file's metadata line keeps it).
     pub last_consolidated: usize,
-    /// The whole history, oldest first.
+    /// How many messages from the session's start are left on disk only: `messages[0]` is
+    /// message `offset` of the session. Only archived messages are ever left out
+    /// (`offset <= last_consolidated`); 0 for a session as loaded.
+    pub offset: usize,
+    /// The history from message `offset` on, oldest first.
     pub messages: Vec<ChatMessage>,
     /// The inbox and journal records still open (see [`journal`]), in file order.
     pub records: Vec<Record>,
@@ -100,6 +105,7 @@ impl Session {
             updated_at: now,
             metadata: Map::new(),
             last_consolidated: 0,
+            offset: 0,
             messages: Vec::new(),
             records: Vec::new(),
             header_extra: Map::new(),
@@ -109,8 +115,35 @@ impl Session {
 
     /// The messages not yet consolidated: what is replayed to the model.
     pub fn unconsolidated(&self) -> &[ChatMessage] {
-        let start = self.last_consolidated.min(self.messages.len());
-        &self.messages[start..]
+        &self.messages[self.consolidated_in_memory()..]
+    }
+
+    /// How many of `messages` (in memory) are consolidated: where the unconsolidated ones
+    /// start in `messages`.
+    pub fn consolidated_in_memory(&self) -> usize {
+        self.last_consolidated.saturating_sub(self.offset).min(self.messages.len())
+    }
+
+    /// How many messages the session has, those left on disk included.
+    pub fn message_count(&self) -> usize {
+        self.offset + self.messages.len()
+    }
+
+    /// Lets the archived messages go from memory (they stay in the file): a session keeps
+    /// only what a request can still use, however long its life. The store writes them back
+    /// from the old file should it ever rewrite the whole file.
+    pub fn forget_archived(&mut self) {
+        let archived = self.consolidated_in_memory();
+        if archived == 0 {
+            return;
+        }
+        self.messages.drain(..archived);
+        self.offset += archived;
+        // Give the room back once most of it is unused, so the vector does not keep the
+        // largest size the session ever had.
+        if self.messages.capacity() > 2 * self.messages.len() + 64 {
+            self.messages.shrink_to(self.messages.len() * 3 / 2);
+        }
     }
 
     /// Whether the store holds this session's metadata line where it can be changed in place;
@@ -125,6 +158,7 @@ impl Session {
         self.messages.clear();
         self.compact_records();
         self.last_consolidated = 0;
+        self.offset = 0;
         self.updated_at = now_timestamp();
     }
 }

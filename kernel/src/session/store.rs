@@ -322,10 +322,11 @@ impl SessionStore {
         let width = format::width_for(header.len());
         let header = format::pad_line(header, width);
 
+        let archived = self.archived_lines(session, path)?;
         session.compact_records();
         let temp = self.temp_path(path);
-        let written =
-            write_temp(&temp, &header, &session.messages, &session.records).and_then(|()| fs::rename(&temp, path));
+        let written = write_temp(&temp, &[&header, &archived], &session.messages, &session.records)
+            .and_then(|()| fs::rename(&temp, path));
         if let Err(source) = written {
             // Best effort: a leftover temporary file is harmless, only untidy.
             let _ = fs::remove_file(&temp);
@@ -339,6 +340,16 @@ impl SessionStore {
         Ok(())
     }
 
+    /// The lines of the messages `session` left on disk (see [`Session::forget_archived`]),
+    /// read back from its file for a whole-file rewrite.
+    fn archived_lines(&self, session: &Session, path: &Path) -> Result<Vec<u8>, SessionError> {
+        if session.offset == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = fs::read(path).map_err(|source| SessionError::Read { path: path.to_owned(), source })?;
+        Ok(format::leading_message_lines(&bytes, session.offset))
+    }
+
     /// `.cli_direct.jsonl.<pid>.<n>.tmp` next to `path`: hidden, and not `*.jsonl`, so no
     /// session listing picks it up.
     fn temp_path(&self, path: &Path) -> PathBuf {
@@ -348,11 +359,14 @@ impl SessionStore {
     }
 }
 
-/// Writes header and messages to a new file at `temp` and flushes it to disk.
-fn write_temp(temp: &Path, header: &[u8], messages: &[ChatMessage], records: &[Record]) -> io::Result<()> {
+/// Writes the leading lines (header, archived messages), the messages and the records to a
+/// new file at `temp` and flushes it to disk.
+fn write_temp(temp: &Path, leading: &[&[u8]], messages: &[ChatMessage], records: &[Record]) -> io::Result<()> {
     let file = File::create_new(temp)?;
     let mut out = BufWriter::with_capacity(256 * 1024, file);
-    out.write_all(header)?;
+    for lines in leading {
+        out.write_all(lines)?;
+    }
     let mut line = Vec::new();
     for message in messages {
         line.clear();
@@ -755,6 +769,31 @@ mod tests {
         store.save_metadata(&mut session).unwrap();
         assert_eq!(fs::metadata(&path).unwrap().ino(), inode);
         assert_eq!(fs::read(&path).unwrap().len(), bytes.len());
+    }
+
+    #[test]
+    fn a_session_that_forgot_its_archived_messages_keeps_them_in_the_file_through_a_whole_rewrite() {
+        let dir = TempDir::new("forgotten");
+        let store = store_in(&dir);
+        let mut session = Session::new("cli:direct");
+        store.append(&mut session, conversation(5)).unwrap();
+        session.last_consolidated = 6;
+        store.save_metadata(&mut session).unwrap();
+        session.forget_archived();
+        assert_eq!((session.offset, session.messages.len(), session.message_count()), (6, 4, 10));
+        let texts = |messages: &[ChatMessage]| messages.iter().map(ChatMessage::text_content).collect::<Vec<_>>();
+        assert_eq!(texts(session.unconsolidated()), texts(&conversation(5)[6..]));
+
+        store.append(&mut session, conversation(1)).unwrap();
+        session.metadata.insert("runtime_checkpoint".into(), json!({"assistant_message": "x".repeat(700)}));
+        store.save_metadata(&mut session).unwrap();
+
+        let loaded = store.load("cli:direct").unwrap().session;
+        let mut all = conversation(5);
+        all.extend(conversation(1));
+        assert_eq!(texts(&loaded.messages), texts(&all), "the archived messages are still in the file, in order");
+        assert_eq!(loaded.last_consolidated, 6);
+        assert_eq!(loaded.metadata, session.metadata);
     }
 
     #[test]

@@ -40,10 +40,10 @@ impl Budget {
 
 /// Token counts of a session's prompt.
 pub trait Estimator {
-    /// The whole prompt (fixed part plus `messages[from..]`).
-    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64;
-    /// One message.
-    fn message(&mut self, messages: &[ChatMessage], index: usize) -> u64;
+    /// The whole prompt: the fixed part plus the session's unconsolidated messages.
+    fn total(&mut self, session: &Session) -> u64;
+    /// Message `index` (from the session's start, see `Session::offset`).
+    fn message(&mut self, session: &Session, index: usize) -> u64;
 }
 
 /// Turns a slice of conversation into archive text.
@@ -92,12 +92,13 @@ pub fn catch_up(
     store: &dyn SessionStorage,
 ) -> Result<bool, ConsolidateError> {
     let Some(through) = history.archived_through(&session.key)? else { return Ok(false) };
-    if through <= session.last_consolidated || through > session.messages.len() {
+    if through <= session.last_consolidated || through > session.message_count() {
         return Ok(false);
     }
     tracing::info!(session = %session.key, through, "the history already holds this slice; marking it consolidated");
     session.last_consolidated = through;
     store.save_metadata(session)?;
+    session.forget_archived();
     Ok(true)
 }
 
@@ -167,7 +168,7 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
         }
         let excess = tokens.saturating_sub(self.budget.target).max(1);
         let Some(cut) = self.cut_by_tokens(excess)? else { return Ok(None) };
-        self.with_session(|s| Some(s.messages[s.last_consolidated.min(cut)..cut].to_vec()))
+        self.with_session(|s| Some(archivable(s, cut).to_vec()))
     }
 
     /// Archives at least one slice, then more while the estimate is above half the budget
@@ -190,7 +191,9 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
     pub async fn everything(&mut self) -> Result<Report, ConsolidateError> {
         self.recover()?;
         let mut report = Report::default();
-        while let Some(cut) = self.with_session(|s| cut_for_everything(&s.messages, s.last_consolidated, true))? {
+        while let Some(cut) = self.with_session(|s| {
+            cut_for_everything(&s.messages, s.consolidated_in_memory(), true).map(|cut| s.offset + cut)
+        })? {
             self.archive_until(cut, &mut report).await?;
         }
         Ok(report)
@@ -199,20 +202,22 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
     fn estimate(&mut self) -> Result<u64, ConsolidateError> {
         let guard = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         let session = guard.as_ref().ok_or(ConsolidateError::NotLoaded)?;
-        Ok(self.estimator.total(&session.messages, session.last_consolidated))
+        Ok(self.estimator.total(session))
     }
 
     fn cut_by_tokens(&mut self, excess: u64) -> Result<Option<usize>, ConsolidateError> {
         let guard = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         let session = guard.as_ref().ok_or(ConsolidateError::NotLoaded)?;
         let estimator = &mut self.estimator;
-        Ok(pick_cut(&session.messages, session.last_consolidated, excess, |i| estimator.message(&session.messages, i)))
+        let (offset, start) = (session.offset, session.consolidated_in_memory());
+        let cut = pick_cut(&session.messages, start, excess, |i| estimator.message(session, offset + i));
+        Ok(cut.map(|cut| offset + cut))
     }
 
-    /// Archives `messages[last_consolidated..cut]` and marks it consolidated.
+    /// Archives the messages from `last_consolidated` to `cut` (an index from the session's
+    /// start), marks them consolidated and lets them go from memory.
     async fn archive_until(&mut self, cut: usize, report: &mut Report) -> Result<(), ConsolidateError> {
-        let (key, slice) =
-            self.with_session(|s| (s.key.clone(), s.messages[s.last_consolidated.min(cut)..cut].to_vec()))?;
+        let (key, slice) = self.with_session(|s| (s.key.clone(), archivable(s, cut).to_vec()))?;
         if slice.is_empty() {
             return Ok(());
         }
@@ -246,6 +251,7 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
         let session = guard.as_mut().ok_or(ConsolidateError::NotLoaded)?;
         session.last_consolidated = session.last_consolidated.max(cut);
         self.store.save_metadata(session)?;
+        session.forget_archived();
         report.rounds += 1;
         report.messages += slice.len();
         Ok(())
@@ -258,6 +264,12 @@ impl<E: Estimator, S: Summarizer> Consolidation<'_, E, S> {
     fn lock(&self) -> MutexGuard<'_, Option<Session>> {
         self.session.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The unconsolidated messages before `cut` (an index from the session's start).
+fn archivable(session: &Session, cut: usize) -> &[ChatMessage] {
+    let end = cut.saturating_sub(session.offset).min(session.messages.len());
+    &session.messages[session.consolidated_in_memory().min(end)..end]
 }
 
 #[cfg(test)]

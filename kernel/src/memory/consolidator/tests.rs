@@ -15,10 +15,10 @@ struct Counted {
 }
 
 impl Estimator for Counted {
-    fn total(&mut self, messages: &[ChatMessage], from: usize) -> u64 {
-        self.fixed + self.per_message * (messages.len() - from) as u64
+    fn total(&mut self, session: &Session) -> u64 {
+        self.fixed + self.per_message * session.unconsolidated().len() as u64
     }
-    fn message(&mut self, _: &[ChatMessage], _: usize) -> u64 {
+    fn message(&mut self, _: &Session, _: usize) -> u64 {
         self.per_message
     }
 }
@@ -180,4 +180,45 @@ fn a_kill_between_the_history_entry_and_the_session_save_is_repaired_without_a_d
     assert_eq!(f.on_disk_last_consolidated(), 16);
     assert_eq!(f.history.entries().unwrap().len(), 1);
     drop(f.dir);
+}
+
+#[test]
+fn archived_messages_leave_memory_and_later_slices_keep_indices_from_the_sessions_start() {
+    // Issue 30: a session kept every message of its life in memory.
+    let f = fixture("forget", 100); // 200 messages
+    let budget = Budget { limit: 1000, target: 500 };
+    block_on(f.run(budget, 10, false).over_budget()).unwrap();
+    let first = f.last_consolidated();
+    {
+        let guard = f.session.lock().unwrap();
+        let session = guard.as_ref().unwrap();
+        assert_eq!(session.offset, first, "nothing archived is left in memory");
+        assert_eq!(session.messages.len(), 200 - first);
+        assert_eq!(session.message_count(), 200);
+    }
+    // More turns, then a second consolidation: its marks count from the session's start.
+    {
+        let mut guard = f.session.lock().unwrap();
+        let session = guard.as_mut().unwrap();
+        let more = (100..150)
+            .flat_map(|i| {
+                [ChatMessage::text(Role::User, format!("q{i}")), ChatMessage::text(Role::Assistant, format!("a{i}"))]
+            })
+            .collect();
+        f.store.append(session, more).unwrap();
+    }
+    block_on(f.run(budget, 10, false).over_budget()).unwrap();
+    let entries = f.history.entries().unwrap();
+    let marks: Vec<usize> = entries.iter().map(|e| e.through.unwrap()).collect();
+    assert!(marks.windows(2).all(|w| w[0] < w[1]) && *marks.last().unwrap() == f.last_consolidated(), "{marks:?}");
+    assert!(f.last_consolidated() > first);
+    let summarised: usize = entries
+        .iter()
+        .map(|e| e.content.trim_start_matches("- summary of ").trim_end_matches(" messages"))
+        .map(|n| n.parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(summarised, f.last_consolidated(), "every archived message summarised once, none twice");
+    let loaded = f.store.load("cli:direct").unwrap().session;
+    assert_eq!((loaded.messages.len(), loaded.last_consolidated), (300, f.last_consolidated()));
+    assert_eq!(loaded.messages[0].text_content(), "q0", "the file keeps every message");
 }
