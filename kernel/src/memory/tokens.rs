@@ -8,12 +8,15 @@
 //! messages are appended, archived or dropped, so the budget check after a turn costs the
 //! new messages plus a constant, never a sum over the session.
 //!
-//! The vocabulary is built for one batch of exact counts, on a thread of its own, and freed
-//! there once the batch is counted ([`count_exactly`]): a long session does not keep 24 MiB
-//! resident for counts it has already cached.
+//! The vocabulary is built on a counting thread of its own when an exact count is needed,
+//! kept while counts keep coming (a conversation near its budget asks every turn), and freed
+//! there after a quiet minute ([`count_exactly`]): an assistant that has cached its counts
+//! does not keep 24 MiB resident.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError, mpsc};
+use std::time::Duration;
 
 use serde_json::Value;
 use tiktoken_rs::CoreBPE;
@@ -28,47 +31,95 @@ static LIVE_VOCABULARIES: AtomicUsize = AtomicUsize::new(0);
 /// How many times this process built a vocabulary for [`count_exactly`].
 static VOCABULARY_LOADS: AtomicU64 = AtomicU64::new(0);
 
-/// The exact token counts of `texts`. The vocabulary is built, used and freed on a thread
-/// spawned for the batch: its ~100,000 small allocations then fill that thread's malloc arena
-/// alone, which goes back to the system whole once they are freed (built on a busy thread,
-/// they would sit among its other allocations and stay resident). Should the thread or the
-/// vocabulary fail, or the tokenizer fail on some pathological input, the byte bound stands
-/// in: it never under-counts.
-pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
-    // Allocated here, not on the counting thread, so nothing of that thread's arena outlives it.
-    let mut counts: Vec<usize> = texts.iter().map(|text| upper_bound(text)).collect();
-    if texts.is_empty() {
-        return counts;
-    }
-    let name = String::from("oxibot-count");
-    std::thread::scope(|scope| {
-        let counting = std::thread::Builder::new().name(name).spawn_scoped(scope, || count_into(texts, &mut counts));
-        match counting {
-            Ok(handle) => {
-                if handle.join().is_err() {
-                    tracing::warn!("the token count failed; counting bytes instead");
-                }
-            }
-            Err(error) => tracing::warn!(%error, "cannot start the token count; counting bytes instead"),
-        }
-    });
-    counts
+/// How long the counting thread keeps its vocabulary after its last batch (milliseconds;
+/// tests shorten it): a conversation near its budget asks for a count every turn, and
+/// rebuilding the vocabulary each time would cost 40–110 ms a turn.
+static KEEP_VOCABULARY_MS: AtomicU64 = AtomicU64::new(60_000);
+
+/// One batch for the counting thread, and where its counts go.
+struct Batch {
+    texts: Vec<String>,
+    counts: mpsc::Sender<Vec<usize>>,
 }
 
-/// Fills `counts` with the exact counts of `texts` (left as they are when the vocabulary
-/// cannot be built).
-fn count_into(texts: &[&str], counts: &mut [usize]) {
-    let Some(vocabulary) = Vocabulary::build() else { return };
-    for (text, count) in texts.iter().zip(counts.iter_mut()) {
-        let exact = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            vocabulary.bpe.encode_with_special_tokens(text).len()
-        }));
-        if let Ok(exact) = exact {
-            *count = exact;
+/// The counting thread's inbox, started with the first exact count.
+static COUNTER: Mutex<Option<mpsc::Sender<Batch>>> = Mutex::new(None);
+
+/// The exact token counts of `texts`, counted on the counting thread: it builds the
+/// vocabulary for its first batch, keeps it while batches keep coming, and frees it after a
+/// quiet spell ([`KEEP_VOCABULARY_MS`]). Its ~100,000 small allocations fill that thread's
+/// malloc arena alone, which then goes back to the system whole (on a busy thread they would
+/// sit among its other allocations and stay resident). Should the thread or the vocabulary
+/// fail, or the tokenizer fail on some pathological input, the byte bound stands in: it never
+/// under-counts.
+pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
+    let bounds: Vec<usize> = texts.iter().map(|text| upper_bound(text)).collect();
+    if texts.is_empty() {
+        return bounds;
+    }
+    let (reply, counts) = mpsc::channel();
+    let batch = Batch { texts: texts.iter().map(|text| (*text).to_owned()).collect(), counts: reply };
+    if let Err(error) = send_to_counter(batch) {
+        tracing::warn!(%error, "cannot start the token count; counting bytes instead");
+        return bounds;
+    }
+    counts.recv().unwrap_or_else(|_| {
+        tracing::warn!("the token count failed; counting bytes instead");
+        bounds
+    })
+}
+
+/// Hands `batch` to the counting thread, starting it when it is not running.
+fn send_to_counter(batch: Batch) -> std::io::Result<()> {
+    let mut counter = COUNTER.lock().unwrap_or_else(PoisonError::into_inner);
+    let batch = match counter.as_ref() {
+        Some(inbox) => match inbox.send(batch) {
+            Ok(()) => return Ok(()),
+            // The thread is gone (it panicked): start another.
+            Err(mpsc::SendError(batch)) => batch,
+        },
+        None => batch,
+    };
+    let (inbox, batches) = mpsc::channel();
+    std::thread::Builder::new().name("oxibot-count".to_owned()).spawn(move || serve_counts(batches))?;
+    // The thread just started holds the receiver: this send reaches it.
+    let _ = inbox.send(batch);
+    *counter = Some(inbox);
+    Ok(())
+}
+
+/// The counting thread: counts each batch, keeping the vocabulary between batches until a
+/// quiet spell, then frees it and waits without one.
+fn serve_counts(batches: mpsc::Receiver<Batch>) {
+    let mut vocabulary: Option<Vocabulary> = None;
+    loop {
+        let next = match vocabulary {
+            Some(_) => batches.recv_timeout(Duration::from_millis(KEEP_VOCABULARY_MS.load(Ordering::Relaxed))),
+            None => batches.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match next {
+            Ok(batch) => {
+                if vocabulary.is_none() {
+                    vocabulary = Vocabulary::build();
+                }
+                let counts = batch.texts.iter().map(|text| count_one(vocabulary.as_ref(), text)).collect();
+                let _ = batch.counts.send(counts);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                drop(vocabulary.take());
+                release_freed_memory();
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
     }
-    drop(vocabulary);
-    release_freed_memory();
+}
+
+/// The exact count of `text`, or its byte bound without a vocabulary or when the tokenizer
+/// fails on it.
+fn count_one(vocabulary: Option<&Vocabulary>, text: &str) -> usize {
+    let Some(vocabulary) = vocabulary else { return upper_bound(text) };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| vocabulary.bpe.encode_with_special_tokens(text).len()))
+        .unwrap_or_else(|_| upper_bound(text))
 }
 
 /// After the vocabulary's small blocks were freed: one free of a block of at least 64 KiB
@@ -437,17 +488,29 @@ mod tests {
     }
 
     #[test]
-    fn an_exact_count_frees_the_vocabulary_once_it_is_done() {
+    fn the_vocabulary_serves_a_run_of_counts_and_is_freed_after_a_quiet_spell() {
         let _watch = watching();
+        KEEP_VOCABULARY_MS.store(300, Ordering::Relaxed);
         let messages = conversation(20);
         let mut ledger = TokenLedger::default();
         ledger.sync(&messages, 0, 0);
+        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
+        assert!(vocabulary_resident(), "a vocabulary counted the estimate");
+        // An earlier test's vocabulary may still be serving; this one's counts reuse it.
         let loads = vocabulary_loads();
-        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
-        assert_eq!(vocabulary_loads(), loads + 1, "one vocabulary for the whole estimate");
-        assert!(!vocabulary_resident(), "no 24 MiB vocabulary stays for counts already cached");
-        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
-        assert_eq!(vocabulary_loads(), loads + 1, "cached counts need no vocabulary");
+        let mut more = messages.clone();
+        more.extend(conversation(2));
+        ledger.sync(&more, 0, 0);
+        assert!(ledger.estimate(&more, 0, "system", 1).exact);
+        assert_eq!(vocabulary_loads(), loads, "the next turn's count reuses the vocabulary");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while vocabulary_resident() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!vocabulary_resident(), "no 24 MiB vocabulary stays after a quiet spell");
+        assert!(ledger.estimate(&more, 0, "system", 1).exact);
+        assert_eq!(vocabulary_loads(), loads, "cached counts need no vocabulary");
+        KEEP_VOCABULARY_MS.store(60_000, Ordering::Relaxed);
     }
 
     #[test]
@@ -460,8 +523,7 @@ mod tests {
         let estimate = ledger.estimate(&messages, 0, "system", bytes_of(&messages) + 7);
         assert!(!estimate.exact);
         assert!(!ledger.may_reach("system", bytes_of(&messages) + 7));
-        assert_eq!(vocabulary_loads(), loads);
-        assert!(!vocabulary_resident());
+        assert_eq!(vocabulary_loads(), loads, "no vocabulary was built for it");
     }
 
     #[test]
