@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use oxibot_kernel::plugin::PluginHost;
 use oxibot_kernel::plugin::mcp::{McpServerConfig, mcp_specs};
-use oxibot_tests::{bin_dir, context, test_host_config};
+use oxibot_tests::{bin, context, test_host_config};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -58,7 +58,7 @@ async fn direct_calls() -> Vec<Duration> {
 async fn bridged_calls() -> (Vec<Duration>, u64) {
     let servers: BTreeMap<String, McpServerConfig> =
         serde_json::from_value(json!({"bench": {"command": "python3", "args": [server_script(), "stdio"]}})).unwrap();
-    let host = PluginHost::start(mcp_specs(&bin_dir(), &servers), test_host_config()).unwrap();
+    let host = PluginHost::start(mcp_specs(&bin("oxibot"), &servers), test_host_config()).unwrap();
     host.wait_settled(Duration::from_secs(60)).await;
     let ws = std::env::temp_dir();
     let mut samples = Vec::with_capacity(CALLS);
