@@ -1,5 +1,5 @@
-//! Finding plugins: the tool plugins built into the kernel's executable (`oxibot __plugin fs`),
-//! the plugins directory, config entries; the spec of one bundled channel (`oxibot __channel
+//! Finding plugins: the tool plugins built into the kernel's executable (`oxibot __plugin fs`)
+//! and those installed next to it, the plugins directory, config entries; the spec of one bundled channel (`oxibot __channel
 //! telegram`), started only when configured; and the settings handed to the bundled `web` tool.
 
 use std::os::unix::fs::PermissionsExt;
@@ -37,6 +37,13 @@ pub fn discover(sources: &PluginSources) -> Vec<PluginSpec> {
     if let Some(kernel) = &sources.kernel {
         // The MCP bridge serves only configured servers (see `mcp::mcp_specs`), never on its own.
         found.extend(BUNDLED_TOOLS.iter().map(|(name, _)| PluginSpec::bundled(kernel, &PeerKind::Tool, name)));
+        // Tool plugins installed next to the kernel. A file named after a built-in one (left
+        // by an older install of separate executables) is shadowed by the built-in.
+        let bridge = format!("{TOOL_PREFIX}{}", super::mcp::MCP_BRIDGE);
+        let beside = kernel
+            .parent()
+            .map(|dir| executables(dir, |name| name.starts_with(TOOL_PREFIX) && !name.contains('.') && name != bridge));
+        found.extend(beside.into_iter().flatten().map(|p| PluginSpec::for_executable(p, Origin::Bundled)));
     }
     let mut seen = std::collections::HashSet::new();
     found.retain(|spec| {
@@ -142,6 +149,28 @@ mod tests {
                 ("web", format!("{KERNEL} __plugin web"), Origin::Bundled),
             ]
         );
+    }
+
+    #[test]
+    fn tool_executables_next_to_the_kernel_are_found_and_a_leftover_of_a_built_in_one_is_shadowed() {
+        let dir = temp("beside");
+        for (file, mode) in [
+            ("oxibot", 0o755),
+            ("oxibot-tool-fs", 0o755),
+            ("oxibot-tool-fs.d", 0o644),
+            ("oxibot-tool-notexec", 0o644),
+            ("oxibot-tool-mcp", 0o755),
+            ("oxibot-tool-weather", 0o755),
+            ("oxibot-channel-telegram", 0o755),
+        ] {
+            touch(&dir.join(file), mode);
+        }
+        let kernel = dir.join("oxibot");
+        let found = discover(&PluginSources { kernel: Some(kernel.clone()), ..Default::default() });
+        let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["fs", "shell", "web", "weather"]);
+        assert_eq!(found[0].command_line(), format!("{} __plugin fs", kernel.display()));
+        assert_eq!(found[3].command, dir.join("oxibot-tool-weather"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! The MCP bridge's cost: latency of a tool call through the kernel host and `oxibot-tool-mcp`
-//! against the same call made directly with the rmcp client, both to the same FastMCP server
-//! (stdio), and the bridge process's resident memory.
+//! The MCP bridge's cost: latency of a tool call through the kernel host and the bridge
+//! (`oxibot __plugin mcp`) against the same call made directly with the rmcp client, both to
+//! the same FastMCP server (stdio), and the bridge process's resident memory.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p oxibot-tests --bench mcp_bridge`
 //! (needs `python3 -m pip install mcp`).
@@ -27,7 +27,7 @@ fn main() {
     report("direct: rmcp client -> FastMCP server (stdio)", &direct);
     let system = actix::System::new();
     let (bridged, rss_kb) = system.block_on(bridged_calls());
-    report("bridged: kernel host -> oxibot-tool-mcp -> FastMCP server (stdio)", &bridged);
+    report("bridged: kernel host -> oxibot __plugin mcp -> FastMCP server (stdio)", &bridged);
     let added_p50 = micros(percentile(&bridged, 50.0)) - micros(percentile(&direct, 50.0));
     let added_p99 = micros(percentile(&bridged, 99.0)) - micros(percentile(&direct, 99.0));
     println!("added by the bridge: p50 {added_p50:.0} µs, p99 {added_p99:.0} µs");

@@ -71,7 +71,8 @@ async fn a_link_named_after_a_bundled_tool_plugin_runs_that_plugin() {
     ws.write("note.txt", "reached through a link\n");
     let link = dir.path().join("oxibot-tool-fs");
     std::os::unix::fs::symlink(bin("oxibot"), &link).unwrap();
-    let spec = PluginSpec::for_executable(link, Origin::PluginDir);
+    // As a packager might install it: next to the kernel, in place of a separate executable.
+    let spec = PluginSpec::for_executable(link, Origin::Bundled);
     assert_eq!((spec.name.as_str(), spec.expected_kind()), ("fs", PeerKind::Tool));
     let host = start_host(vec![spec]).await;
     let read = host.call("read_file", json!({"path": "note.txt"}), context(ws.path()), None).await.unwrap();
