@@ -1,6 +1,6 @@
 # oxibot in a container: `docker build -t oxibot .` then `docker compose up -d` (compose.yaml).
-# Stage 1 builds the kernel and the bundled plugins; stage 2 holds only those binaries, run by
-# an unprivileged user whose data directory is the /data volume.
+# Stage 1 builds `oxibot` (the kernel with its bundled plugins and channels built in); stage 2
+# holds only that executable, run by an unprivileged user whose data directory is the /data volume.
 
 FROM rust:1-slim-bookworm AS build
 RUN apt-get update \
@@ -8,13 +8,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --profile dist --locked \
-        -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell -p oxibot-tool-web -p oxibot-tool-mcp \
-        -p oxibot-channel-telegram -p oxibot-channel-discord -p oxibot-channel-slack \
-        -p oxibot-channel-websocket -p oxibot-channel-api \
+RUN cargo build --profile dist --locked -p oxibot-kernel --bin oxibot \
     && mkdir /out \
-    && cp target/dist/oxibot target/dist/oxibot-tool-* target/dist/oxibot-channel-* /out/ \
-    && rm -f /out/*.d
+    && cp target/dist/oxibot /out/
 
 FROM debian:bookworm-slim
 RUN apt-get update \

@@ -17,6 +17,26 @@ pub const BUNDLED_TOOLS: &[(&str, &[&str])] = &[
     ("web", &["web_fetch", "web_search"]),
 ];
 
+/// The channels the `oxibot` executable can have built in (`oxibot __channel <name>`); a
+/// packager may leave some out (the kernel's `channel-<name>` features).
+pub const BUNDLED_CHANNELS: &[&str] = &[
+    "a2a",
+    "api",
+    "dingtalk",
+    "discord",
+    "email",
+    "feishu",
+    "loopback",
+    "matrix",
+    "mattermost",
+    "qq",
+    "signal",
+    "slack",
+    "telegram",
+    "websocket",
+    "wecom",
+];
+
 /// Longest tool description accepted, in bytes: every request carries it.
 pub const MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
 /// Longest parameter schema accepted, in bytes of its JSON text.

@@ -1,6 +1,6 @@
-//! Finding plugins: bundled `oxibot-tool-*` executables, the plugins directory, config entries;
-//! the spec of one bundled `oxibot-channel-*` executable, started only when configured; and the
-//! settings handed to the bundled `web` tool.
+//! Finding plugins: the tool plugins built into the kernel's executable (`oxibot __plugin fs`)
+//! and those installed next to it, the plugins directory, config entries; the spec of one bundled channel (`oxibot __channel
+//! telegram`), started only when configured; and the settings handed to the bundled `web` tool.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -8,16 +8,18 @@ use std::path::{Path, PathBuf};
 use oxibot_proto::{ENV_CHANNEL_CONFIG, ENV_TOOL_CONFIG};
 use serde_json::{Map, Value};
 
-use super::claims::BUNDLED_TOOLS;
+use oxibot_proto::PeerKind;
+
+use super::claims::{BUNDLED_CHANNELS, BUNDLED_TOOLS};
 use super::error::ChannelSpecError;
-pub use super::spec::{CHANNEL_PREFIX, TOOL_PREFIX};
+pub use super::spec::{CHANNEL_ARG, CHANNEL_PREFIX, TOOL_ARG, TOOL_PREFIX};
 use super::spec::{Origin, PluginSpec};
 
 /// Where to look for plugins.
 #[derive(Debug, Clone, Default)]
 pub struct PluginSources {
-    /// The directory holding the kernel binary (bundled plugins), if known.
-    pub bundled_dir: Option<PathBuf>,
+    /// The kernel's own executable, which runs the bundled tool plugins, if known.
+    pub kernel: Option<PathBuf>,
     /// The user's plugins directory (`~/.oxibot/plugins`).
     pub plugin_dir: Option<PathBuf>,
     /// Plugins listed in the config file.
@@ -32,12 +34,16 @@ pub fn discover(sources: &PluginSources) -> Vec<PluginSpec> {
     if let Some(dir) = &sources.plugin_dir {
         found.extend(executables(dir, |_| true).into_iter().map(|p| PluginSpec::for_executable(p, Origin::PluginDir)));
     }
-    if let Some(dir) = &sources.bundled_dir {
+    if let Some(kernel) = &sources.kernel {
         // The MCP bridge serves only configured servers (see `mcp::mcp_specs`), never on its own.
-        let bundled = executables(dir, |name| {
-            name.starts_with(TOOL_PREFIX) && !name.contains('.') && name != super::mcp::MCP_BRIDGE
-        });
-        found.extend(bundled.into_iter().map(|p| PluginSpec::for_executable(p, Origin::Bundled)));
+        found.extend(BUNDLED_TOOLS.iter().map(|(name, _)| PluginSpec::bundled(kernel, &PeerKind::Tool, name)));
+        // Tool plugins installed next to the kernel. A file named after a built-in one (left
+        // by an older install of separate executables) is shadowed by the built-in.
+        let bridge = format!("{TOOL_PREFIX}{}", super::mcp::MCP_BRIDGE);
+        let beside = kernel
+            .parent()
+            .map(|dir| executables(dir, |name| name.starts_with(TOOL_PREFIX) && !name.contains('.') && name != bridge));
+        found.extend(beside.into_iter().flatten().map(|p| PluginSpec::for_executable(p, Origin::Bundled)));
     }
     let mut seen = std::collections::HashSet::new();
     found.retain(|spec| {
@@ -50,34 +56,24 @@ pub fn discover(sources: &PluginSources) -> Vec<PluginSpec> {
     found
 }
 
-/// The spec of the bundled channel `oxibot-channel-<name>` in `bundled_dir`, handed its
-/// config section as JSON in `OXIBOT_CHANNEL_CONFIG`.
+/// The spec of the bundled channel `name` (one of [`BUNDLED_CHANNELS`]), run by the kernel's
+/// executable `kernel` as `kernel __channel <name>`, handed its config section as JSON in
+/// `OXIBOT_CHANNEL_CONFIG`.
 ///
 /// Channels are not discovered: the gateway builds a spec for each channel enabled in the
-/// config. The spec is named `name`, so events and `send` use the channel's own name.
-pub fn channel_spec(bundled_dir: &Path, name: &str, config: &Value) -> Result<PluginSpec, ChannelSpecError> {
+/// config. The spec is named `name`, so events and `send` use the channel's own name. Whether
+/// `kernel` was built with the channel is the kernel's to check (`oxibot_kernel::bundled`).
+pub fn channel_spec(kernel: &Path, name: &str, config: &Value) -> Result<PluginSpec, ChannelSpecError> {
     let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !valid {
         return Err(ChannelSpecError::InvalidName(name.to_owned()));
     }
-    let command = bundled_dir.join(format!("{CHANNEL_PREFIX}{name}"));
-    if !is_executable_file(&command) {
-        return Err(ChannelSpecError::NotInstalled { channel: name.to_owned(), path: command.display().to_string() });
+    if !BUNDLED_CHANNELS.contains(&name) {
+        return Err(ChannelSpecError::Unknown(name.to_owned()));
     }
-    let mut spec = PluginSpec::for_executable(command, Origin::Bundled);
-    spec.name = name.to_owned();
+    let mut spec = PluginSpec::bundled(kernel, &PeerKind::Channel, name);
     spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
     Ok(spec)
-}
-
-/// The bundled tool plugins (see [`BUNDLED_TOOLS`]) whose executable is not in `bundled_dir`:
-/// the kernel was installed without them (e.g. `oxibot` copied alone), so their tools are gone.
-pub fn missing_bundled_tools(bundled_dir: &Path) -> Vec<&'static str> {
-    BUNDLED_TOOLS
-        .iter()
-        .map(|(plugin, _)| *plugin)
-        .filter(|name| !is_executable_file(&bundled_dir.join(format!("{TOOL_PREFIX}{name}"))))
-        .collect()
 }
 
 /// The search providers' key variables, passed to the bundled `web` plugin and no other.
@@ -139,68 +135,69 @@ mod tests {
         dir
     }
 
+    const KERNEL: &str = "/opt/oxibot/oxibot";
+
     #[test]
-    fn bundled_plugins_are_executables_with_the_tool_prefix() {
-        let dir = temp("bundled");
-        touch(&dir.join("oxibot-tool-fs"), 0o755);
-        touch(&dir.join("oxibot-tool-fs.d"), 0o644);
-        touch(&dir.join("oxibot-tool-notexec"), 0o644);
-        touch(&dir.join("oxibot"), 0o755);
-        touch(&dir.join("oxibot-tool-mcp"), 0o755);
-        let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
-        let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["fs"]);
+    fn the_bundled_tool_plugins_are_run_by_the_kernel_executable_and_no_channel_or_bridge_is() {
+        let found = discover(&PluginSources { kernel: Some(PathBuf::from(KERNEL)), ..Default::default() });
+        let lines: Vec<_> = found.iter().map(|s| (s.name.as_str(), s.command_line(), s.origin)).collect();
+        assert_eq!(
+            lines,
+            [
+                ("fs", format!("{KERNEL} __plugin fs"), Origin::Bundled),
+                ("shell", format!("{KERNEL} __plugin shell"), Origin::Bundled),
+                ("web", format!("{KERNEL} __plugin web"), Origin::Bundled),
+            ]
+        );
     }
 
     #[test]
-    fn missing_bundled_tools_are_named_when_the_kernel_was_installed_alone() {
-        let dir = temp("missing-bundled");
-        touch(&dir.join("oxibot"), 0o755);
-        touch(&dir.join("oxibot-tool-fs"), 0o755);
-        touch(&dir.join("oxibot-tool-web"), 0o644);
-        assert_eq!(missing_bundled_tools(&dir), ["shell", "web"]);
-        touch(&dir.join("oxibot-tool-shell"), 0o755);
-        touch(&dir.join("oxibot-tool-web"), 0o755);
-        assert!(missing_bundled_tools(&dir).is_empty());
-    }
-
-    #[test]
-    fn bundled_discovery_does_not_start_channels() {
-        let dir = temp("no-channels");
-        touch(&dir.join("oxibot-tool-fs"), 0o755);
-        touch(&dir.join("oxibot-channel-telegram"), 0o755);
-        let found = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
+    fn tool_executables_next_to_the_kernel_are_found_and_a_leftover_of_a_built_in_one_is_shadowed() {
+        let dir = temp("beside");
+        for (file, mode) in [
+            ("oxibot", 0o755),
+            ("oxibot-tool-fs", 0o755),
+            ("oxibot-tool-fs.d", 0o644),
+            ("oxibot-tool-notexec", 0o644),
+            ("oxibot-tool-mcp", 0o755),
+            ("oxibot-tool-weather", 0o755),
+            ("oxibot-channel-telegram", 0o755),
+        ] {
+            touch(&dir.join(file), mode);
+        }
+        let kernel = dir.join("oxibot");
+        let found = discover(&PluginSources { kernel: Some(kernel.clone()), ..Default::default() });
         let names: Vec<_> = found.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["fs"]);
+        assert_eq!(names, ["fs", "shell", "web", "weather"]);
+        assert_eq!(found[0].command_line(), format!("{} __plugin fs", kernel.display()));
+        assert_eq!(found[3].command, dir.join("oxibot-tool-weather"));
     }
 
     #[test]
     fn a_channel_spec_names_the_channel_and_carries_its_config_as_json() {
-        let dir = temp("channel-spec");
-        touch(&dir.join("oxibot-channel-telegram"), 0o755);
-        let spec = channel_spec(&dir, "telegram", &serde_json::json!({"token": "t", "allowFrom": ["1"]})).unwrap();
+        let spec = channel_spec(Path::new(KERNEL), "telegram", &serde_json::json!({"token": "t", "allowFrom": ["1"]}))
+            .unwrap();
         assert_eq!(spec.name, "telegram");
-        assert_eq!(spec.command, dir.join("oxibot-channel-telegram"));
+        assert_eq!(spec.command_line(), format!("{KERNEL} __channel telegram"));
         assert_eq!(spec.expected_kind(), oxibot_proto::PeerKind::Channel);
         let config: Value = serde_json::from_str(&spec.env[ENV_CHANNEL_CONFIG]).unwrap();
         assert_eq!(config, serde_json::json!({"token": "t", "allowFrom": ["1"]}));
     }
 
     #[test]
-    fn a_channel_spec_fails_for_a_missing_executable_or_a_bad_name() {
-        let dir = temp("channel-missing");
-        touch(&dir.join("oxibot-channel-mute"), 0o644);
-        let missing = channel_spec(&dir, "mute", &Value::Null).unwrap_err();
-        assert!(missing.to_string().starts_with("channel 'mute' is not installed"), "{missing}");
-        assert!(matches!(channel_spec(&dir, "../fs", &Value::Null), Err(ChannelSpecError::InvalidName(_))));
+    fn a_channel_spec_fails_for_an_unknown_channel_or_a_bad_name() {
+        let unknown = channel_spec(Path::new(KERNEL), "mute", &Value::Null).unwrap_err();
+        assert!(unknown.to_string().starts_with("channel 'mute' is not one oxibot has"), "{unknown}");
+        assert!(unknown.to_string().contains("telegram"), "{unknown}");
+        assert!(matches!(
+            channel_spec(Path::new(KERNEL), "../fs", &Value::Null),
+            Err(ChannelSpecError::InvalidName(_))
+        ));
     }
 
     #[test]
     fn only_the_bundled_web_plugin_gets_the_web_settings_and_search_keys() {
-        let dir = temp("web-config");
-        touch(&dir.join("oxibot-tool-web"), 0o755);
-        touch(&dir.join("oxibot-tool-fs"), 0o755);
-        let mut specs = discover(&PluginSources { bundled_dir: Some(dir), ..Default::default() });
+        let mut specs = discover(&PluginSources { kernel: Some(PathBuf::from(KERNEL)), ..Default::default() });
         let tools = serde_json::json!({
             "web": {"search": {"provider": "brave"}},
             "ssrf_whitelist": ["10.0.0.0/8"],
@@ -222,14 +219,12 @@ mod tests {
 
     #[test]
     fn user_plugins_shadow_bundled_ones_of_the_same_name() {
-        let bundled = temp("shadow-bundled");
         let user = temp("shadow-user");
-        touch(&bundled.join("oxibot-tool-fs"), 0o755);
         touch(&user.join("oxibot-tool-fs"), 0o755);
         touch(&user.join("weather.py"), 0o755);
-        let found =
-            discover(&PluginSources { bundled_dir: Some(bundled), plugin_dir: Some(user.clone()), configured: vec![] });
-        assert_eq!(found.len(), 2);
+        let kernel = Some(PathBuf::from(KERNEL));
+        let found = discover(&PluginSources { kernel, plugin_dir: Some(user.clone()), configured: vec![] });
+        assert_eq!(found.len(), 4);
         let fs = found.iter().find(|s| s.name == "fs").unwrap();
         assert_eq!(fs.command, user.join("oxibot-tool-fs"));
         assert!(found.iter().any(|s| s.name == "weather"));

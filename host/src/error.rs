@@ -119,14 +119,12 @@ pub enum ChannelSpecError {
     /// The name could not be part of an executable's file name.
     #[error("'{0}' is not a valid channel name (use letters, digits, '-' and '_')")]
     InvalidName(String),
-    /// No executable of that name next to the kernel.
-    #[error("channel '{channel}' is not installed: {path} is missing or not executable")]
-    NotInstalled {
-        /// The channel's name.
-        channel: String,
-        /// Where its executable was expected.
-        path: String,
-    },
+    /// No channel of that name is bundled with oxibot.
+    #[error("channel '{0}' is not one oxibot has (it has: {list})", list = crate::claims::BUNDLED_CHANNELS.join(", "))]
+    Unknown(String),
+    /// The channel is bundled with oxibot, but this executable was built without it.
+    #[error("this oxibot was built without the {0} channel (cargo feature channel-{0} of oxibot-kernel)")]
+    NotBuiltIn(String),
 }
 
 /// Why a plugin instance could not be started.

@@ -43,8 +43,8 @@ pub mod spec;
 pub mod wire;
 
 pub use broken::BrokenPlugins;
-pub use claims::{BUNDLED_TOOLS, ReservedNames};
-pub use discover::{PluginSources, channel_spec, configure_web, discover, missing_bundled_tools};
+pub use claims::{BUNDLED_CHANNELS, BUNDLED_TOOLS, ReservedNames};
+pub use discover::{PluginSources, channel_spec, configure_web, discover};
 pub use error::{ChannelSpecError, PluginError, StartError};
 pub use events::PluginEvent;
 pub use host::{PluginHost, PluginStatus};

@@ -1,5 +1,5 @@
 //! `tools.mcpServers`: nanobot's MCP server entries, and the spec of the bridge plugin
-//! (`oxibot-tool-mcp`) that serves one of them.
+//! (`oxibot __plugin mcp`) that serves one of them.
 //!
 //! Each server runs as its own plugin process named `mcp-<server>`, so one server crashing or
 //! hanging is isolated, supervised and restarted like any plugin. The kernel reads of an entry
@@ -13,11 +13,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use oxibot_proto::{ENV_MCP_CONFIG, ENV_MCP_SERVER, ENV_MEDIA_DIR};
+use oxibot_proto::{ENV_MCP_CONFIG, ENV_MCP_SERVER, ENV_MEDIA_DIR, PeerKind};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::spec::{Origin, PluginSpec, Program, TOOL_PREFIX};
+use super::spec::{Origin, PluginSpec, Program};
 
 /// Prefix of the plugin name of an MCP server's bridge.
 pub const MCP_PLUGIN_PREFIX: &str = "mcp-";
@@ -26,8 +26,8 @@ pub const MCP_PLUGIN_PREFIX: &str = "mcp-";
 /// handshake, and an `npx`- or `uvx`-launched server may first have to be fetched.
 pub const MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The bridge executable's name, without the directory.
-pub const MCP_BRIDGE: &str = "oxibot-tool-mcp";
+/// The name of the bridge among the plugins built into the kernel (`oxibot __plugin mcp`).
+pub const MCP_BRIDGE: &str = "mcp";
 
 /// One `tools.mcpServers.<name>` entry, kept as the user wrote it.
 ///
@@ -106,15 +106,15 @@ pub fn plugin_name(server: &str) -> String {
     format!("{MCP_PLUGIN_PREFIX}{clean}")
 }
 
-/// One bridge spec per server (in name order), each running `bundled_dir/oxibot-tool-mcp`
-/// with the server's name in `OXIBOT_MCP_SERVER`, its entry as written in `OXIBOT_MCP_CONFIG`
+/// One bridge spec per server (in name order), each running `kernel __plugin mcp` (`kernel`
+/// is the kernel's own executable) with the server's name in `OXIBOT_MCP_SERVER`, its entry as written in `OXIBOT_MCP_CONFIG`
 /// and `<data dir>/media/mcp-<server>` in `OXIBOT_MEDIA_DIR`. While confined, the bridge may
 /// also run its server's program (see `Confinement::programs`) and write its media directory.
-pub fn mcp_specs(bundled_dir: &Path, servers: &BTreeMap<String, McpServerConfig>) -> Vec<PluginSpec> {
-    debug_assert!(MCP_BRIDGE.starts_with(TOOL_PREFIX));
+pub fn mcp_specs(kernel: &Path, servers: &BTreeMap<String, McpServerConfig>) -> Vec<PluginSpec> {
     let mut specs = Vec::new();
     for (server, config) in servers {
-        let mut spec = PluginSpec::for_executable(bundled_dir.join(MCP_BRIDGE), Origin::Config);
+        let mut spec =
+            PluginSpec { origin: Origin::Config, ..PluginSpec::bundled(kernel, &PeerKind::Tool, MCP_BRIDGE) };
         spec.name = plugin_name(server);
         spec.startup_timeout = Some(MCP_STARTUP_TIMEOUT);
         spec.confinement.allow_paths = config.allow_paths().into_iter().chain(config.cwd()).collect();
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn the_bridge_gets_the_entry_exactly_as_written_unknown_keys_included() {
         let entry = json!({"command": "python3", "args": ["s.py"], "toolTimeout": "soon", "futureKey": {"a": 1}});
-        let specs = mcp_specs(Path::new("/opt/oxibot"), &servers(json!({"files": entry})));
+        let specs = mcp_specs(Path::new("/opt/oxibot/oxibot"), &servers(json!({"files": entry})));
         let forwarded: Value = serde_json::from_str(&specs[0].env[ENV_MCP_CONFIG]).unwrap();
         assert_eq!(forwarded, entry);
         assert_eq!(specs[0].env[ENV_MCP_SERVER], "files");
@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn each_server_becomes_a_bridge_spec_with_its_paths_and_media_dir() {
         let specs = mcp_specs(
-            Path::new("/opt/oxibot"),
+            Path::new("/opt/oxibot/oxibot"),
             &servers(json!({
                 "files": {"command": "python3", "args": ["s.py"], "env": {"PATH": "/srv/bin"}},
                 "my.web": {"url": "http://127.0.0.1:1/mcp", "allowPaths": ["/srv/a"], "cwd": "/srv/b"},
@@ -158,7 +158,7 @@ mod tests {
         );
         let names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["mcp-broken", "mcp-files", "mcp-my_web"], "the bridge, not the kernel, refuses an entry");
-        assert_eq!(specs[1].command, Path::new("/opt/oxibot/oxibot-tool-mcp"));
+        assert_eq!(specs[1].command_line(), "/opt/oxibot/oxibot __plugin mcp");
         let program = &specs[1].confinement.programs[0];
         assert_eq!(
             (program.command.as_path(), program.args.as_slice()),

@@ -15,12 +15,18 @@ use serde_json::Value;
 pub const TOOL_PREFIX: &str = "oxibot-tool-";
 /// File-name prefix of channel plugin executables.
 pub const CHANNEL_PREFIX: &str = "oxibot-channel-";
+/// The argument that makes the `oxibot` executable run one of the tool plugins built into it:
+/// `oxibot __plugin fs` runs what a link named `oxibot-tool-fs` runs.
+pub const TOOL_ARG: &str = "__plugin";
+/// The argument that makes the `oxibot` executable run one of the channels built into it:
+/// `oxibot __channel telegram` runs what a link named `oxibot-channel-telegram` runs.
+pub const CHANNEL_ARG: &str = "__channel";
 
 /// Where a plugin was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
-    /// An `oxibot-tool-*` (or a configured `oxibot-channel-*`) executable next to the kernel
-    /// binary.
+    /// A tool plugin (or a configured channel) built into the kernel's own executable, run as
+    /// `oxibot __plugin <name>` (`oxibot __channel <name>`).
     Bundled,
     /// An executable in the data dir's `plugins/` directory.
     PluginDir,
@@ -116,6 +122,27 @@ impl PluginSpec {
         }
     }
 
+    /// A spec for the plugin `name` built into the kernel's executable `kernel`: a tool runs as
+    /// `kernel __plugin <name>`, a channel as `kernel __channel <name>`.
+    pub fn bundled(kernel: &Path, kind: &PeerKind, name: &str) -> PluginSpec {
+        let arg = if *kind == PeerKind::Channel { CHANNEL_ARG } else { TOOL_ARG };
+        PluginSpec {
+            name: name.to_owned(),
+            args: vec![arg.to_owned(), name.to_owned()],
+            ..PluginSpec::for_executable(kernel.to_path_buf(), Origin::Bundled)
+        }
+    }
+
+    /// The name the plugin's program goes by: its file name, or for a plugin built into the
+    /// kernel the name of its link (`oxibot __plugin fs` → `oxibot-tool-fs`).
+    pub fn program_name(&self) -> String {
+        match self.args.as_slice() {
+            [arg, name, ..] if arg == TOOL_ARG => format!("{TOOL_PREFIX}{name}"),
+            [arg, name, ..] if arg == CHANNEL_ARG => format!("{CHANNEL_PREFIX}{name}"),
+            _ => self.command.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+        }
+    }
+
     /// The same spec, confined to `workspace` (`Some` while the restriction is on) or not.
     pub fn confined_to(mut self, workspace: Option<&Path>) -> PluginSpec {
         self.confinement.workspace = workspace.map(Path::to_path_buf);
@@ -198,19 +225,18 @@ impl PluginSpec {
         names.iter().find_map(|name| config.get(name).cloned())
     }
 
-    /// Whether this is the shell plugin (`oxibot-tool-shell`, bundled or named in a `plugins`
-    /// entry to set its environment), which runs each command in a container of its own
+    /// Whether this is the shell plugin (`oxibot __plugin shell` or a link `oxibot-tool-shell`,
+    /// bundled or named in a `plugins` entry to set its environment), which runs each command in a container of its own
     /// making. Landlock forbids mounting, so where containers can be built the launcher does
     /// not confine the plugin itself; its commands are confined (container and Landlock).
     pub fn contains_its_commands(&self) -> bool {
-        self.command.file_name().is_some_and(|name| name == "oxibot-tool-shell")
+        self.program_name() == "oxibot-tool-shell"
     }
 
-    /// The kind the executable's name suggests (`oxibot-channel-*` is a channel, anything
-    /// else a tool), shown until the plugin announces its kind in `hello`.
+    /// The kind the program's name suggests (`oxibot-channel-*` and `oxibot __channel *` are
+    /// channels, anything else a tool), shown until the plugin announces its kind in `hello`.
     pub fn expected_kind(&self) -> PeerKind {
-        let file = self.command.file_name().map(|f| f.to_string_lossy()).unwrap_or_default();
-        if file.starts_with(CHANNEL_PREFIX) { PeerKind::Channel } else { PeerKind::Tool }
+        if self.program_name().starts_with(CHANNEL_PREFIX) { PeerKind::Channel } else { PeerKind::Tool }
     }
 
     /// The command line as one string, for messages.
@@ -245,37 +271,48 @@ mod tests {
     use super::*;
 
     fn channel(name: &str, config: Value) -> PluginSpec {
-        let mut spec =
-            PluginSpec::for_executable(PathBuf::from(format!("/opt/oxibot/oxibot-channel-{name}")), Origin::Bundled);
+        let mut spec = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Channel, name);
         spec.env.insert(ENV_CHANNEL_CONFIG.to_owned(), config.to_string());
         spec
     }
 
     #[test]
     fn only_the_shell_plugin_contains_its_commands_whatever_its_entry_is_called() {
-        let bundled = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-shell"), Origin::Bundled);
+        let bundled = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Tool, "shell");
         let mut configured = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-shell"), Origin::Config);
-        configured.name = "shell".to_owned();
-        let other = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled);
+        configured.name = "exec".to_owned();
+        let other = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Tool, "fs");
         assert!(bundled.contains_its_commands() && configured.contains_its_commands());
         assert!(!other.contains_its_commands());
     }
 
     #[test]
+    fn a_bundled_plugin_runs_the_kernel_executable_under_the_name_of_its_link() {
+        let tool = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Tool, "fs");
+        assert_eq!((tool.command_line().as_str(), tool.name.as_str()), ("/opt/oxibot/oxibot __plugin fs", "fs"));
+        assert_eq!((tool.program_name().as_str(), tool.expected_kind()), ("oxibot-tool-fs", PeerKind::Tool));
+        let channel = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Channel, "slack");
+        assert_eq!(channel.command_line(), "/opt/oxibot/oxibot __channel slack");
+        assert_eq!(channel.expected_kind(), PeerKind::Channel);
+        let linked = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-channel-slack"), Origin::PluginDir);
+        assert_eq!((linked.name.as_str(), linked.expected_kind()), ("slack", PeerKind::Channel));
+    }
+
+    #[test]
     fn an_unconfined_spec_has_no_policy() {
-        let spec = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled);
+        let spec = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Tool, "fs");
         assert!(!spec.is_confined());
         assert_eq!(spec.sandbox_policy(Path::new("/run/x.tmp")), None);
     }
 
     #[test]
     fn a_tool_plugin_gets_the_workspace_its_tmp_and_its_own_program() {
-        let spec = PluginSpec::for_executable(PathBuf::from("/opt/oxibot/oxibot-tool-fs"), Origin::Bundled)
+        let spec = PluginSpec::bundled(Path::new("/opt/oxibot/oxibot"), &PeerKind::Tool, "fs")
             .confined_to(Some(Path::new("/ws")));
         let policy = spec.sandbox_policy(Path::new("/run/fs-0.tmp")).unwrap();
         assert!(policy.read_write().contains(&PathBuf::from("/ws")));
         assert!(policy.read_write().contains(&PathBuf::from("/run/fs-0.tmp")));
-        assert!(policy.executable().contains(&PathBuf::from("/opt/oxibot/oxibot-tool-fs")));
+        assert!(policy.executable().contains(&PathBuf::from("/opt/oxibot/oxibot")));
         let data = crate::paths::data_dir();
         let all = policy.read_write().iter().chain(policy.read_only()).chain(policy.executable());
         assert!(

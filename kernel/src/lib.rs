@@ -10,8 +10,8 @@
 //! 2. `plugin`, `launcher`, `paths` — the plugin host: the `oxibot-host` crate, re-exported; it
 //!    imports no kernel module at all;
 //! 3. `config`;
-//! 4. `session`, `history`, `usage`, `plugin_specs` — stores, the plugin specs the config asks
-//!    for;
+//! 4. `session`, `history`, `usage`, `plugin_specs`, `bundled` — stores, the plugin specs the
+//!    config asks for, the plugins built into the executable;
 //! 5. `context` — the system prompt; `settings` — the config's typed sections, one snapshot;
 //! 6. `turn` — the LLM ↔ tools loop;
 //! 7. `cron` — scheduled jobs: their file, the scheduler, the `cron` tool;
@@ -29,6 +29,7 @@ pub use oxibot_host::{launcher, paths};
 pub mod agent;
 pub mod automation;
 pub mod budget;
+pub mod bundled;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod config;

@@ -1,4 +1,6 @@
-//! The `oxibot` binary: parses the command line, sets up logging, maps errors to exit codes.
+//! The `oxibot` binary: runs a bundled plugin when started as one (`oxibot __plugin fs`, a link
+//! named `oxibot-tool-fs`; see `oxibot_kernel::bundled`), else parses the command line, sets up
+//! logging and maps errors to exit codes.
 
 use std::process::ExitCode;
 
@@ -8,6 +10,10 @@ use oxibot_kernel::launcher;
 mod cli;
 
 fn main() -> ExitCode {
+    // A bundled plugin sets up its own runtime and logging: decided before anything else.
+    if let Some(code) = oxibot_kernel::bundled::dispatch() {
+        return code;
+    }
     // The launcher mode runs before anything else: it must be cheap and must not log.
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|first| first == launcher::SUBCOMMAND) {

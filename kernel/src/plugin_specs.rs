@@ -16,15 +16,16 @@ pub fn plugin_specs(config: &Config) -> Vec<PluginSpec> {
     config.plugins.iter().filter(|p| p.enabled).map(entry_spec).collect()
 }
 
-/// Specs for the `tools.mcpServers` entries: the bridge in `bundled_dir`, once per server.
-pub fn mcp_specs(config: &Config, bundled_dir: &Path) -> Vec<PluginSpec> {
+/// Specs for the `tools.mcpServers` entries: the bridge built into the kernel's executable
+/// `kernel`, once per server.
+pub fn mcp_specs(config: &Config, kernel: &Path) -> Vec<PluginSpec> {
     let servers: BTreeMap<String, McpServerConfig> = config
         .tools
         .mcp_servers
         .iter()
         .map(|(name, entry)| (name.clone(), McpServerConfig::new(entry.clone())))
         .collect();
-    crate::plugin::mcp::mcp_specs(bundled_dir, &servers)
+    crate::plugin::mcp::mcp_specs(kernel, &servers)
 }
 
 /// The spec the plugin host starts for one `plugins` entry.

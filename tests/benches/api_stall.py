@@ -24,7 +24,9 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def find_plugin(name):
+def find_plugin(role):
+    """The process of the bundled plugin `role` (`["__channel", "api"]`), the one executable
+    started as that plugin."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -33,7 +35,7 @@ def find_plugin(name):
                 parts = cmdline.read().split(b"\0")
         except OSError:
             continue
-        if any(part.endswith(name.encode()) for part in parts[:1]):
+        if parts[1:3] == [word.encode() for word in role]:
             return int(pid)
     return None
 
@@ -77,7 +79,7 @@ def main():
     gateway = subprocess.Popen([os.path.join(binaries, "oxibot"), "gateway"], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        pid = wait_for(lambda: find_plugin("oxibot-channel-api"), 20)
+        pid = wait_for(lambda: find_plugin(["__channel", "api"]), 20)
         wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1), 20)
         before = open_fds(pid)
         head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer bench-key\r\n"

@@ -1,13 +1,11 @@
 #!/usr/bin/env python3
-"""Sizes of the shipped release binaries: the kernel `oxibot`, the bundled tool plugins and the
-channel plugins, one line each and their total, plus which tiktoken vocabularies the kernel
-embeds (each is a text file of base64 tokens and ranks linked in as a string).
+"""Size of what a user installs: the one `oxibot` executable, with the bundled tool plugins and
+channels built in (issue 30), plus which tiktoken vocabularies it embeds (each is a text file of
+base64 tokens and ranks linked in as a string).
 
-Run: `cargo build --profile dist -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell
--p oxibot-tool-web -p oxibot-tool-mcp -p oxibot-channel-telegram -p oxibot-channel-discord
--p oxibot-channel-slack -p oxibot-channel-dingtalk -p oxibot-channel-feishu
--p oxibot-channel-websocket -p oxibot-channel-api && python3 tests/benches/binary_sizes.py
-[--bin-dir target/dist]`
+Run: `cargo build --profile dist -p oxibot-kernel --bin oxibot && python3
+tests/benches/binary_sizes.py [--bin-dir target/dist]` (or `--release` and `--bin-dir
+target/release`).
 """
 
 import argparse
@@ -15,12 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SHIPPED = [
-    "oxibot",
-    "oxibot-tool-fs", "oxibot-tool-shell", "oxibot-tool-web", "oxibot-tool-mcp",
-    "oxibot-channel-telegram", "oxibot-channel-discord", "oxibot-channel-slack", "oxibot-channel-dingtalk",
-    "oxibot-channel-feishu", "oxibot-channel-websocket", "oxibot-channel-api",
-]
+SHIPPED = ["oxibot"]
 
 # A line of each vocabulary file (" breaking" and its rank there), with the file's size.
 VOCABULARIES = {

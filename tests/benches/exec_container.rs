@@ -5,8 +5,8 @@
 //! Prints the median and the 10th–90th percentile spread of each, and the median of the paired
 //! differences.
 //!
-//! Run: `cargo build --release -p oxibot-tool-shell && cargo bench --profile bench-dev -p oxibot-tests
-//! --bench exec_container` with `OXIBOT_BENCH_GUARDIAN=target/release/oxibot-tool-shell`
+//! Run: `cargo build --release -p oxibot-kernel && cargo bench --profile bench-dev -p oxibot-tests
+//! --bench exec_container` with `OXIBOT_BENCH_GUARDIAN=target/release/oxibot`
 //! (without it the guardian comes from the bench's own profile directory).
 //! `OXIBOT_BENCH_ROUNDS` sets the rounds (default 200; 5 in the short run of `cargo test --benches`).
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -34,8 +34,7 @@ struct Mode {
 fn main() {
     oxibot_tests::bench::announce_short_run();
     let rounds: usize = std::env::var("OXIBOT_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(sized(200, 5));
-    let guardian =
-        std::env::var_os("OXIBOT_BENCH_GUARDIAN").map(PathBuf::from).unwrap_or_else(|| bin("oxibot-tool-shell"));
+    let guardian = std::env::var_os("OXIBOT_BENCH_GUARDIAN").map(PathBuf::from).unwrap_or_else(|| bin("oxibot"));
     let ws = TempDir::new("bench-exec-ws");
     let scratch = TempDir::new("bench-exec-scratch");
     let tmp = TempDir::new("bench-exec-tmp");

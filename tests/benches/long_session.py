@@ -16,8 +16,7 @@ It prints, for windows of turns (1-50, 151-200, 951-1000, ...), the kernel CPU p
 RSS, threads and open descriptors of the kernel after given turns, and a JSON line with every
 figure.
 
-Run: `cargo build --release -p oxibot-kernel -p oxibot-channel-api -p oxibot-tool-fs
--p oxibot-tool-shell && python3 tests/benches/long_session.py [--turns 1000]
+Run: `cargo build --release -p oxibot-kernel && python3 tests/benches/long_session.py [--turns 1000]
 [--context-window 200000] [--keep-alive] [--bin-dir target/release]`
 """
 

@@ -1,6 +1,6 @@
-//! The MCP bridge's cost: latency of a tool call through the kernel host and `oxibot-tool-mcp`
-//! against the same call made directly with the rmcp client, both to the same FastMCP server
-//! (stdio), and the bridge process's resident memory.
+//! The MCP bridge's cost: latency of a tool call through the kernel host and the bridge
+//! (`oxibot __plugin mcp`) against the same call made directly with the rmcp client, both to
+//! the same FastMCP server (stdio), and the bridge process's resident memory.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p oxibot-tests --bench mcp_bridge`
 //! (needs `python3 -m pip install mcp`).
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use oxibot_kernel::plugin::PluginHost;
 use oxibot_kernel::plugin::mcp::{McpServerConfig, mcp_specs};
 use oxibot_tests::bench::sized;
-use oxibot_tests::{bin_dir, context, test_host_config};
+use oxibot_tests::{bin, context, test_host_config};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
@@ -29,7 +29,7 @@ fn main() {
     report("direct: rmcp client -> FastMCP server (stdio)", &direct);
     let system = actix::System::new();
     let (bridged, rss_kb) = system.block_on(bridged_calls());
-    report("bridged: kernel host -> oxibot-tool-mcp -> FastMCP server (stdio)", &bridged);
+    report("bridged: kernel host -> oxibot __plugin mcp -> FastMCP server (stdio)", &bridged);
     let added_p50 = micros(percentile(&bridged, 50.0)) - micros(percentile(&direct, 50.0));
     let added_p99 = micros(percentile(&bridged, 99.0)) - micros(percentile(&direct, 99.0));
     println!("added by the bridge: p50 {added_p50:.0} µs, p99 {added_p99:.0} µs");
@@ -60,7 +60,7 @@ async fn direct_calls() -> Vec<Duration> {
 async fn bridged_calls() -> (Vec<Duration>, u64) {
     let servers: BTreeMap<String, McpServerConfig> =
         serde_json::from_value(json!({"bench": {"command": "python3", "args": [server_script(), "stdio"]}})).unwrap();
-    let host = PluginHost::start(mcp_specs(&bin_dir(), &servers), test_host_config()).unwrap();
+    let host = PluginHost::start(mcp_specs(&bin("oxibot"), &servers), test_host_config()).unwrap();
     host.wait_settled(Duration::from_secs(60)).await;
     let ws = std::env::temp_dir();
     let mut samples = Vec::with_capacity(CALLS);

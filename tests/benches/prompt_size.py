@@ -23,8 +23,7 @@ follows the stable prefix: what a provider with a prompt cache processes afresh 
 model call of a turn (the runtime block and the user's message; later turns add the
 conversation since the last cache point).
 
-Run: `cargo build --release -p oxibot-kernel -p oxibot-tool-fs -p oxibot-tool-shell
--p oxibot-tool-web -p oxibot-channel-api && ~/.cache/oxibot-bench/nanobot/bin/python
+Run: `cargo build --release -p oxibot-kernel && ~/.cache/oxibot-bench/nanobot/bin/python
 tests/benches/prompt_size.py [--bin-dir target/release] [--nanobot PATH] [--dump DIR]`
 """
 

@@ -14,7 +14,7 @@ so the figures are the kernel's own work.
   by the turns, median over ROUNDS rounds;
 - threads: how many threads the kernel has while a turn runs (`/proc/<pid>/status`).
 
-Run: `cargo build -p oxibot-kernel -p oxibot-tool-fs && python3 tests/benches/telemetry_cost.py`
+Run: `cargo build -p oxibot-kernel && python3 tests/benches/telemetry_cost.py`
 (`--bin-dir` for another build).
 """
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BINARIES = ["oxibot", "oxibot-tool-fs", "oxibot-tool-shell"]
+BINARIES = ["oxibot"]
 COMMANDS = [
     ["--version"],
     ["tools", "call", "read_file", "--args", '{"path":"notes.md"}'],
@@ -34,8 +34,7 @@ TIME = Path("/usr/bin/time")
 
 def build() -> None:
     """Builds the release binaries the benchmark runs."""
-    packages = ["-p", "oxibot-kernel", "-p", "oxibot-tool-fs", "-p", "oxibot-tool-shell"]
-    subprocess.run(["cargo", "build", "--release", *packages], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-p", "oxibot-kernel", "--bin", "oxibot"], cwd=ROOT, check=True)
 
 
 def run(command: list, env: dict) -> subprocess.CompletedProcess:

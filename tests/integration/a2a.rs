@@ -12,7 +12,7 @@ use oxibot_kernel::plugin::channel_spec;
 use oxibot_tests::channels::free_port;
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::wait_until;
-use oxibot_tests::{bin_dir, start_host, stderr, stdout};
+use oxibot_tests::{bin, start_host, stderr, stdout};
 use serde_json::{Value, json};
 
 use crate::agent::AgentEnv;
@@ -88,7 +88,7 @@ fn the_official_a2a_client_reads_the_card_gets_answers_whole_and_streamed_and_ca
 #[actix_rt::test]
 async fn an_a2a_channel_without_a_key_refuses_to_start_on_loopback_too() {
     for section in [json!({"port": free_port()}), json!({"port": free_port(), "keys": [""]})] {
-        let spec = channel_spec(&bin_dir(), "a2a", &section)
+        let spec = channel_spec(&bin("oxibot"), "a2a", &section)
             .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
         let host = start_host(vec![spec]).await;
         let reason = failure_reason(&host).await;

@@ -9,7 +9,7 @@ use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
 use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Message, Outbound};
 use oxibot_tests::channels::{event_where, free_port};
 use oxibot_tests::http::{HttpResponse, get, post_json};
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -22,7 +22,7 @@ const KEY: &str = "sk-test-key";
 const AUTH: (&str, &str) = ("Authorization", "Bearer sk-test-key");
 
 fn api_spec(config: Value) -> PluginSpec {
-    channel_spec(&bin_dir(), "api", &config)
+    channel_spec(&bin("oxibot"), "api", &config)
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 

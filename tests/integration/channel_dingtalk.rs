@@ -14,7 +14,7 @@ use oxibot_tests::fakes_dingtalk::{
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::wait::block_on;
-use oxibot_tests::{TempDir, bin_dir, start_host};
+use oxibot_tests::{TempDir, bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -311,7 +311,7 @@ async fn a_message_not_accepted_before_the_channel_died_is_submitted_again_when_
 #[actix_rt::test]
 async fn refused_credentials_fail_the_channel_with_a_reason_that_names_the_keys() {
     let dingtalk = FakeDingTalk::start();
-    let spec = channel_spec(&bin_dir(), "dingtalk", &dingtalk.config(json!({"clientSecret": "wrong"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "dingtalk", &dingtalk.config(json!({"clientSecret": "wrong"}))).unwrap();
     let host = start_host(vec![spec]).await;
     oxibot_tests::wait::eventually("the channel has failed", || host.statuses()[0].state == "failed").await;
     let reason = host.statuses()[0].reason.clone().unwrap();

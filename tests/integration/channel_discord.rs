@@ -11,13 +11,13 @@ use oxibot_tests::channels::outbound;
 use oxibot_tests::fakes_discord::{
     BOT_ID, FakeDiscord, HEARTBEAT_MS, SESSION_ID, TOKEN, direct_message, guild_message,
 };
-use oxibot_tests::{TempDir, bin_dir, start_host};
+use oxibot_tests::{TempDir, bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The host running the Discord channel against `fake`, once the channel has identified.
 async fn discord_host(fake: &FakeDiscord, extra: Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), "discord", &fake.config(extra))
+    let spec = channel_spec(&bin("oxibot"), "discord", &fake.config(extra))
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
     let host = start_host(vec![spec]).await;
     let mut events = host.subscribe();
@@ -294,7 +294,7 @@ async fn a_reply_with_a_file_is_uploaded_as_multipart_with_its_text() {
 async fn a_token_discord_rejects_stops_the_channel_for_good_with_the_reason() {
     let fake = FakeDiscord::start();
     fake.reject_identify();
-    let spec = channel_spec(&bin_dir(), "discord", &fake.config(json!({}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "discord", &fake.config(json!({}))).unwrap();
     let host = start_host(vec![spec]).await;
     let failed = || host.statuses()[0].state == "failed";
     let settled = tokio::time::timeout(Duration::from_secs(10), async {

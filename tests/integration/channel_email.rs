@@ -11,7 +11,7 @@ use oxibot_tests::fakes_email::{AUTHSERV, BOT_ADDRESS, FakeMail, mail, verified_
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::sigkill;
 use oxibot_tests::wait::block_on;
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -238,7 +238,7 @@ async fn a_long_reply_goes_out_whole_as_one_mail() {
 #[actix_rt::test]
 async fn without_consent_or_with_a_refused_login_the_channel_fails_with_a_reason_naming_the_keys() {
     let fake = FakeMail::start();
-    let spec = channel_spec(&bin_dir(), "email", &fake.config(json!({"consentGranted": false}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "email", &fake.config(json!({"consentGranted": false}))).unwrap();
     let host = start_host(vec![spec]).await;
     oxibot_tests::wait::eventually("the channel has failed", || host.statuses()[0].state == "failed").await;
     let reason = host.statuses()[0].reason.clone().unwrap();
@@ -246,7 +246,7 @@ async fn without_consent_or_with_a_refused_login_the_channel_fails_with_a_reason
     assert!(fake.commands().is_empty(), "the mailbox was read without consent");
     host.shutdown().await;
 
-    let spec = channel_spec(&bin_dir(), "email", &fake.config(json!({"imapPassword": "wrong"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "email", &fake.config(json!({"imapPassword": "wrong"}))).unwrap();
     let host = start_host(vec![spec]).await;
     oxibot_tests::wait::eventually("the channel has failed", || host.statuses()[0].state == "failed").await;
     let reason = host.statuses()[0].reason.clone().unwrap();

@@ -13,7 +13,7 @@ use oxibot_tests::fakes_matrix::{
     BOT, DM_ROOM, FakeMatrix, GROUP_ROOM, PASSWORD, SyncFailure, TOKEN, in_thread, mention, text,
 };
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -214,7 +214,7 @@ async fn a_long_reply_is_sent_in_parts_that_each_fit_the_limit_and_a_retry_sends
 #[actix_rt::test]
 async fn a_refused_access_token_fails_the_channel_with_a_reason_that_names_the_key() {
     let matrix = FakeMatrix::start();
-    let spec = channel_spec(&bin_dir(), "matrix", &matrix.config(json!({"accessToken": "syt_revoked"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "matrix", &matrix.config(json!({"accessToken": "syt_revoked"}))).unwrap();
     let host = start_host(vec![spec]).await;
     let failed = tokio::time::timeout(Duration::from_secs(10), async {
         while host.statuses()[0].state != "failed" {
@@ -251,7 +251,7 @@ async fn with_a_password_the_channel_logs_in_once_and_a_restart_reuses_the_saved
 async fn a_refused_password_fails_the_channel_with_a_reason_that_names_the_key() {
     let matrix = FakeMatrix::start();
     let section = matrix.config(json!({"accessToken": "", "password": "wrong"}));
-    let spec = channel_spec(&bin_dir(), "matrix", &section).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "matrix", &section).unwrap();
     let host = start_host(vec![spec]).await;
     let failed = tokio::time::timeout(Duration::from_secs(10), async {
         while host.statuses()[0].state != "failed" {

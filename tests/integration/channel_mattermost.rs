@@ -11,7 +11,7 @@ use oxibot_proto::{DeliveryAck, Delta, Message};
 use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, outbound, started_channel};
 use oxibot_tests::fakes_mattermost::{BOT_ID, FakeMattermost, TOKEN, post, thread_post};
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -196,7 +196,7 @@ async fn a_streamed_reply_is_one_post_patched_less_often_than_deltas_come_and_en
 #[actix_rt::test]
 async fn a_refused_token_fails_the_channel_with_a_reason_that_names_the_key() {
     let mattermost = FakeMattermost::start();
-    let spec = channel_spec(&bin_dir(), "mattermost", &mattermost.config(json!({"token": "revoked"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "mattermost", &mattermost.config(json!({"token": "revoked"}))).unwrap();
     let host = start_host(vec![spec]).await;
     let failed = tokio::time::timeout(Duration::from_secs(10), async {
         while host.statuses()[0].state != "failed" {

@@ -10,7 +10,7 @@ use oxibot_tests::channels::{accept, next_delivery, next_inbound, outbound, star
 use oxibot_tests::fakes_qq::{FakeQq, TOKEN_PATH, c2c_message, group_message, group_messages, user_messages};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::wait::block_on;
-use oxibot_tests::{TempDir, bin_dir, start_host};
+use oxibot_tests::{TempDir, bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -230,7 +230,7 @@ async fn an_attachment_is_downloaded_into_the_media_dir_and_handed_to_the_kernel
 #[actix_rt::test]
 async fn refused_credentials_fail_the_channel_with_a_reason_that_names_the_keys() {
     let qq = FakeQq::start();
-    let spec = channel_spec(&bin_dir(), "qq", &qq.config(json!({"secret": "wrong"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "qq", &qq.config(json!({"secret": "wrong"}))).unwrap();
     let host = start_host(vec![spec]).await;
     oxibot_tests::wait::eventually("the channel has failed", || host.statuses()[0].state == "failed").await;
     let reason = host.statuses()[0].reason.clone().unwrap();

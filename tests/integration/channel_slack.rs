@@ -12,7 +12,7 @@ use oxibot_tests::fakes_slack::{
     APP_TOKEN, BOT_TOKEN, FakeSlack, PostReply, app_mention, channel_message, direct_message,
 };
 use oxibot_tests::procs::sigkill;
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -235,7 +235,7 @@ async fn a_message_not_accepted_before_the_channel_died_is_submitted_again_when_
 #[actix_rt::test]
 async fn a_refused_bot_token_fails_the_channel_with_a_reason_that_names_the_key() {
     let slack = FakeSlack::start();
-    let spec = channel_spec(&bin_dir(), "slack", &slack.config(json!({"botToken": "xoxb-revoked"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "slack", &slack.config(json!({"botToken": "xoxb-revoked"}))).unwrap();
     let host = start_host(vec![spec]).await;
     let failed = tokio::time::timeout(Duration::from_secs(10), async {
         while host.statuses()[0].state != "failed" {

@@ -10,7 +10,7 @@ use oxibot_proto::{DeliveryAck, Delta, Feature, Inbound, InboundAccepted, Messag
 use oxibot_tests::channels::event_where;
 use oxibot_tests::channels::outbound;
 use oxibot_tests::fakes_telegram::{BOT_USERNAME, FIRST_UPDATE_ID, FakeTelegram, group_text, private_text, user};
-use oxibot_tests::{TempDir, bin_dir, start_host};
+use oxibot_tests::{TempDir, bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -31,7 +31,7 @@ impl Harness {
         for (key, value) in extra.as_object().cloned().unwrap_or_default() {
             config[key] = value;
         }
-        let spec = channel_spec(&bin_dir(), "telegram", &config)
+        let spec = channel_spec(&bin("oxibot"), "telegram", &config)
             .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
         let host = start_host(vec![spec]).await;
         let mut events = host.subscribe();
@@ -303,7 +303,7 @@ async fn a_token_telegram_refuses_makes_the_channel_fail_with_a_reason_that_says
     let media = TempDir::new("telegram-bad-token");
     let mut config = fake.config(media.path());
     config["token"] = json!("000:wrong");
-    let spec = channel_spec(&bin_dir(), "telegram", &config).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "telegram", &config).unwrap();
     let host = start_host(vec![spec]).await;
     let failed = tokio::time::timeout(Duration::from_secs(10), async {
         while host.statuses()[0].state != "failed" {

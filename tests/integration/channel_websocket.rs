@@ -8,7 +8,7 @@ use futures_util::{SinkExt, StreamExt};
 use oxibot_kernel::plugin::{PluginEvent, PluginHost, PluginSpec, channel_spec};
 use oxibot_proto::{Delta, Feature, Inbound, InboundAccepted, Message as Wire, Outbound};
 use oxibot_tests::channels::{WAIT, event_where, free_port};
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -21,7 +21,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 fn websocket_spec(config: Value) -> PluginSpec {
-    channel_spec(&bin_dir(), "websocket", &config)
+    channel_spec(&bin("oxibot"), "websocket", &config)
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 

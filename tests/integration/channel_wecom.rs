@@ -10,7 +10,7 @@ use oxibot_tests::channels::{accept, event_where, next_delivery, next_inbound, o
 use oxibot_tests::fakes_wecom::{FakeWeCom, INVALID_REQ_ID, direct_text, group_text};
 use oxibot_tests::llm::Reply;
 use oxibot_tests::wait::block_on;
-use oxibot_tests::{bin_dir, start_host};
+use oxibot_tests::{bin, start_host};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -211,7 +211,7 @@ async fn without_a_welcome_message_opening_a_chat_gets_no_answer() {
 #[actix_rt::test]
 async fn refused_credentials_fail_the_channel_with_a_reason_that_names_the_keys() {
     let wecom = FakeWeCom::start();
-    let spec = channel_spec(&bin_dir(), "wecom", &wecom.config(json!({"secret": "wrong"}))).unwrap();
+    let spec = channel_spec(&bin("oxibot"), "wecom", &wecom.config(json!({"secret": "wrong"}))).unwrap();
     let host = start_host(vec![spec]).await;
     oxibot_tests::wait::eventually("the channel has failed", || host.statuses()[0].state == "failed").await;
     let reason = host.statuses()[0].reason.clone().unwrap();

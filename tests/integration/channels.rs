@@ -172,7 +172,8 @@ async fn a_channel_whose_service_keeps_failing_is_given_up_and_send_says_it_is_n
 #[test]
 fn the_loopback_channel_refuses_to_run_outside_the_kernel() {
     let spec = loopback_spec(1);
-    let out = std::process::Command::new(&spec.command).env_remove("OXIBOT_PLUGIN_SOCKET").output().unwrap();
+    let out =
+        std::process::Command::new(&spec.command).args(&spec.args).env_remove("OXIBOT_PLUGIN_SOCKET").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("started by the oxibot kernel"), "{}", stderr(&out));
 }

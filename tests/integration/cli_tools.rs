@@ -174,7 +174,11 @@ fn malformed_config_is_reported_with_the_file_and_the_key() {
 
 #[test]
 fn a_plugin_started_by_hand_explains_that_the_kernel_starts_it() {
-    let out = std::process::Command::new(bin("oxibot-tool-fs")).env_remove("OXIBOT_PLUGIN_SOCKET").output().unwrap();
+    let out = std::process::Command::new(bin("oxibot"))
+        .args(["__plugin", "fs"])
+        .env_remove("OXIBOT_PLUGIN_SOCKET")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("started by the oxibot kernel"), "{}", stderr(&out));
 }
@@ -193,29 +197,6 @@ fn output_into_a_closed_pipe_ends_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
     assert!(out.status.success(), "{:?}", out.status);
-}
-
-#[test]
-fn status_warns_when_oxibot_was_installed_without_its_bundled_plugins() {
-    let home = TempDir::new("cli-home");
-    let alone = TempDir::new("cli-lone-install");
-    let copy = alone.path().join("oxibot");
-    std::fs::copy(bin("oxibot"), &copy).unwrap();
-    let out = std::process::Command::new(&copy)
-        .arg("status")
-        .current_dir(alone.path())
-        .env("OXIBOT_HOME", home.path())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let report = stdout(&out);
-    let warning = report.lines().find(|line| line.starts_with("warning:")).unwrap_or_default();
-    assert!(
-        warning.contains("oxibot-tool-fs, oxibot-tool-shell, oxibot-tool-web") && warning.contains("scripts/install"),
-        "{report}"
-    );
-    let installed = oxibot(home.path(), home.path(), &["status"]);
-    assert!(!stdout(&installed).contains("bundled plugins missing"), "{}", stdout(&installed));
 }
 
 #[test]

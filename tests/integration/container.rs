@@ -23,7 +23,8 @@ use super::sandbox::{Scene, base64};
 fn network_off() -> Value {
     json!({"plugins": [{
         "name": "shell",
-        "command": bin("oxibot-tool-shell"),
+        "command": bin("oxibot"),
+        "args": ["__plugin", "shell"],
         "env": {"OXIBOT_EXEC_NETWORK": "off"},
         "replaces": ["exec"],
     }]})

@@ -12,7 +12,7 @@ const RUNGS: &[&[&str]] = &[
     &["fsutil", "watch", "telemetry"],
     &["plugin", "launcher", "paths"],
     &["config"],
-    &["session", "history", "usage", "plugin_specs"],
+    &["session", "history", "usage", "plugin_specs", "bundled"],
     &["context", "settings", "budget"],
     &["turn"],
     &["cron", "meter"],

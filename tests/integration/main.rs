@@ -48,6 +48,7 @@
 //!   takeover after the TTL, a stale owner's writes refused, one scheduler, the config checked;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
+//! - `one_executable`: `oxibot` copied alone has every bundled tool and channel; links by name;
 //! - `tool_claims`: a plugin cannot take a bundled or built-in tool's name without `replaces`,
 //!   and a tool with an oversized description is refused alone;
 //! - `config_checks`: config typos warned about with the closest key; `status` checks ports,
@@ -149,6 +150,7 @@ mod mcp_serve;
 mod memory;
 mod nanobot_compat;
 mod nanobot_import;
+mod one_executable;
 mod orphans;
 mod prompt;
 mod providers;

@@ -13,7 +13,7 @@ use oxibot_kernel::plugin::mcp::{McpServerConfig, mcp_specs};
 use oxibot_kernel::plugin::{PluginError, PluginHost, PluginSpec};
 use oxibot_proto::ENV_MEDIA_DIR;
 use oxibot_tests::wait::{eventually, within_deadline};
-use oxibot_tests::{TempDir, bin_dir, context, oxibot, start_host, stderr, stdout};
+use oxibot_tests::{TempDir, bin, context, oxibot, start_host, stderr, stdout};
 use serde_json::{Value, json};
 
 /// The FastMCP test server script.
@@ -27,7 +27,7 @@ fn stdio_spec(extra: Value) -> PluginSpec {
     let mut entry = json!({"command": "python3", "args": [server_script(), "stdio"]});
     entry.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     let servers: BTreeMap<String, McpServerConfig> = serde_json::from_value(json!({"test": entry})).unwrap();
-    mcp_specs(&bin_dir(), &servers).remove(0)
+    mcp_specs(&bin("oxibot"), &servers).remove(0)
 }
 
 /// A data dir whose `config.json` holds `tools`.

@@ -332,7 +332,8 @@ fn commands_lose_tcp_when_the_shell_plugin_says_network_off() {
     assert!(open.contains("connected"), "{open}");
     let shell = json!({"plugins": [{
         "name": "shell",
-        "command": bin("oxibot-tool-shell"),
+        "command": bin("oxibot"),
+        "args": ["__plugin", "shell"],
         "env": {"OXIBOT_EXEC_NETWORK": "off"},
         "replaces": ["exec"],
     }]});

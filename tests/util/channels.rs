@@ -12,14 +12,14 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::bin_dir;
+use crate::bin;
 
 /// How long a test waits for a line or an event before failing.
 pub const WAIT: Duration = crate::wait::DEADLINE;
 
 /// The bundled loopback channel listening on `port`, built the way the gateway builds specs.
 pub fn loopback_spec(port: u16) -> PluginSpec {
-    channel_spec(&bin_dir(), "loopback", &json!({"port": port}))
+    channel_spec(&bin("oxibot"), "loopback", &json!({"port": port}))
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"))
 }
 
@@ -107,7 +107,7 @@ pub fn outbound(id: u64, chat_id: &str, content: &str, metadata: Value) -> Messa
 /// Starts a host running the bundled channel `name` with its config section, and waits until
 /// the channel announced itself ready.
 pub async fn started_channel(name: &str, config: &Value) -> (PluginHost, UnboundedReceiver<PluginEvent>) {
-    let spec = channel_spec(&bin_dir(), name, config)
+    let spec = channel_spec(&bin("oxibot"), name, config)
         .unwrap_or_else(|e| panic!("{e}; run `cargo build --workspace` before the tests"));
     let host = crate::start_host(vec![spec]).await;
     let mut events = host.subscribe();

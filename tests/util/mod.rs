@@ -88,9 +88,9 @@ pub fn stress_spec(name: &str, env: &[(&str, &str)]) -> PluginSpec {
     spec
 }
 
-/// A spec for one of the bundled tool plugins (`fs`, `shell`).
+/// A spec for one of the bundled tool plugins (`fs`, `shell`): `oxibot __plugin <name>`.
 pub fn tool_spec(name: &str) -> PluginSpec {
-    PluginSpec::for_executable(bin(&format!("oxibot-tool-{name}")), Origin::Bundled)
+    PluginSpec::bundled(&bin("oxibot"), &oxibot_proto::PeerKind::Tool, name)
 }
 
 /// Host settings for tests: the real launcher, quick backoff, short handshake timeout.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use oxibot_kernel::bundled::channel_spec;
 use oxibot_kernel::config::Config;
 use oxibot_kernel::gateway::access::Access;
 use oxibot_kernel::gateway::local_secrets::{self, Filled, LocalSecrets};
@@ -13,7 +14,7 @@ use oxibot_kernel::gateway::reload::ConfigReload;
 use oxibot_kernel::gateway::settings::GatewaySettings;
 use oxibot_kernel::gateway::web::login::{LoginCodes, login_url};
 use oxibot_kernel::paths;
-use oxibot_kernel::plugin::{BrokenPlugins, ChannelSpecError, channel_spec};
+use oxibot_kernel::plugin::{BrokenPlugins, ChannelSpecError};
 use oxibot_kernel::provider::Provider;
 use oxibot_kernel::services::Services;
 
@@ -50,14 +51,13 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let secrets = LocalSecrets::new(&paths::data_dir());
     let filled = local_secrets::fill(&mut settings, &secrets)?;
     let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
-    let bundled = exe.parent().map(PathBuf::from).unwrap_or_default();
     let mut missing = Vec::new();
     for channel in &settings.channels {
-        match channel_spec(&bundled, &channel.name, &channel.raw) {
+        match channel_spec(&exe, &channel.name, &channel.raw) {
             Ok(spec) => setup.plugins.push(spec),
-            // A channel this version does not have (a nanobot config may enable one): the
-            // others run, and the gap is said plainly.
-            Err(error @ ChannelSpecError::NotInstalled { .. }) => {
+            // A channel this version does not have (a nanobot config may enable one) or this
+            // build left out: the others run, and the gap is said plainly.
+            Err(error @ (ChannelSpecError::Unknown(_) | ChannelSpecError::NotBuiltIn(_))) => {
                 eprintln!("warning: channels.{}: {error}; the gateway runs without it", channel.name);
                 missing.push(channel.name.clone());
             }
@@ -84,7 +84,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
         let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);
         let reload = std::path::absolute(&config_file).ok().filter(|path| path.exists()).map(|path| ConfigReload {
             path,
-            bundled_dir: bundled.clone(),
+            kernel: exe.clone(),
             secrets: secrets.clone(),
             provider: Box::new(|config: &Config| {
                 let provider = Provider::from_config(&config.llm()).map_err(|error| error.to_string())?;

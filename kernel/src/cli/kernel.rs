@@ -110,10 +110,9 @@ impl Setup {
             anyhow::bail!("workspace {} is not a directory (create it, or pass --workspace)", workspace.display());
         }
         let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
-        let bundled_dir = exe.parent().map(PathBuf::from);
         let mut configured = plugin_specs::plugin_specs(config);
-        configured.extend(bundled_dir.iter().flat_map(|dir| plugin_specs::mcp_specs(config, dir)));
-        let sources = PluginSources { bundled_dir, plugin_dir: Some(paths::plugins_dir()), configured };
+        configured.extend(plugin_specs::mcp_specs(config, &exe));
+        let sources = PluginSources { kernel: Some(exe.clone()), plugin_dir: Some(paths::plugins_dir()), configured };
         let mut plugins = discover(&sources);
         configure_web(&mut plugins, &config.tools.extra, |name| std::env::var(name).ok());
         // Plugins that announce `static_manifest` start on their first call once their tools

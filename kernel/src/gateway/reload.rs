@@ -17,8 +17,9 @@ use serde_json::{Value, json};
 use super::local_secrets::{self, LocalSecrets};
 use super::router::Router;
 use super::settings::{ChannelChanges, ChannelSettings, GatewaySettings};
+use crate::bundled::channel_spec;
 use crate::config::Config;
-use crate::plugin::{PluginHost, channel_spec};
+use crate::plugin::PluginHost;
 use crate::provider::Provider;
 use crate::services::{Services, run_spec};
 use crate::settings::Settings;
@@ -33,8 +34,8 @@ pub struct ConfigReload {
     pub path: PathBuf,
     /// Builds the LLM client for an edited config.
     pub provider: ProviderFactory,
-    /// Where the bundled channel plugins are (next to the `oxibot` binary).
-    pub bundled_dir: PathBuf,
+    /// The kernel's own executable, which runs the bundled channels.
+    pub kernel: PathBuf,
     /// The local surfaces' secrets, given to edited settings as to the first ones.
     pub secrets: LocalSecrets,
 }
@@ -109,7 +110,7 @@ async fn apply_gateway_settings(reload: &ConfigReload, config: &Config, router: 
         }
     }
     let (channels, pending) = router.apply_settings(settings);
-    apply_channel_changes(&reload.bundled_dir, channels, router, host).await;
+    apply_channel_changes(&reload.kernel, channels, router, host).await;
     if pending.is_empty() {
         tracing::info!(file = %path.display(), "config reloaded");
     } else {
@@ -119,23 +120,23 @@ async fn apply_gateway_settings(reload: &ConfigReload, config: &Config, router: 
 
 /// Stops the plugins of disabled channels, restarts those whose section changed, and starts
 /// newly enabled ones. A channel that cannot start is reported and left off.
-async fn apply_channel_changes(bundled_dir: &Path, changes: ChannelChanges, router: &Router, host: &PluginHost) {
+async fn apply_channel_changes(kernel: &Path, changes: ChannelChanges, router: &Router, host: &PluginHost) {
     for name in &changes.stopped {
         host.remove(name).await;
         tracing::info!(channel = %name, "channel disabled; its plugin stopped");
     }
     for channel in &changes.restarted {
         host.remove(&channel.name).await;
-        start_channel(bundled_dir, channel, router, host, "channel settings changed; its plugin restarted");
+        start_channel(kernel, channel, router, host, "channel settings changed; its plugin restarted");
     }
     for channel in &changes.started {
-        start_channel(bundled_dir, channel, router, host, "channel enabled; its plugin started");
+        start_channel(kernel, channel, router, host, "channel enabled; its plugin started");
     }
 }
 
 /// Starts one channel's plugin with its section, or forgets the channel (logged) when it cannot.
-fn start_channel(bundled_dir: &Path, channel: &ChannelSettings, router: &Router, host: &PluginHost, done: &str) {
-    let started = channel_spec(bundled_dir, &channel.name, &channel.raw)
+fn start_channel(kernel: &Path, channel: &ChannelSettings, router: &Router, host: &PluginHost, done: &str) {
+    let started = channel_spec(kernel, &channel.name, &channel.raw)
         .map_err(|error| error.to_string())
         .and_then(|spec| host.add(spec).map_err(|error| error.to_string()));
     match started {

@@ -17,9 +17,12 @@
 
 pub mod bridge;
 pub mod config;
+mod entry;
 pub mod event_stream;
 pub mod media;
 pub mod naming;
 pub mod render;
 pub mod schema;
 pub mod sse;
+
+pub use entry::run;

@@ -22,6 +22,7 @@
 
 pub mod confine;
 pub mod contain;
+mod entry;
 pub mod exec;
 mod exit_code;
 pub mod group;
@@ -32,3 +33,5 @@ pub mod policy;
 pub mod process;
 pub mod sandbox;
 pub mod tree;
+
+pub use entry::{is_own_mode, run};

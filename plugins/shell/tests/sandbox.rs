@@ -10,7 +10,18 @@ use oxibot_tool_shell::exec::execute;
 use serde_json::json;
 
 fn guardian() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_oxibot-tool-shell"))
+    static GUARDIAN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    GUARDIAN.get_or_init(|| {
+        // target/debug/deps/<this test> → target/debug/examples/shell_guardian
+        let exe = std::env::current_exe().expect("the test's own path");
+        let guardian = exe.parent().and_then(Path::parent).expect("target/debug").join("examples/shell_guardian");
+        assert!(
+            guardian.exists(),
+            "{} is missing: run `cargo test -p oxibot-tool-shell`, which builds it",
+            guardian.display()
+        );
+        guardian
+    })
 }
 
 /// A fresh directory for one test.

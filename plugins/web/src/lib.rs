@@ -15,6 +15,7 @@ pub mod a2a;
 mod blank_lines;
 pub mod charset;
 pub mod config;
+mod entry;
 pub mod error;
 pub mod extract;
 pub mod fetch;
@@ -23,6 +24,8 @@ pub mod http;
 pub mod pdf;
 pub mod repeat;
 pub mod search;
+
+pub use entry::run;
 
 use std::sync::Arc;
 

@@ -67,7 +67,6 @@ pub fn run(common: &CommonArgs) -> anyhow::Result<ExitCode> {
         };
         println!("  {:<12} {:<10} {offers}{detail}", status.name, status.state);
     }
-    warn_of_missing_bundled_plugins();
     print_gateway(common, &setup);
     print_config_problems(&setup);
     Ok(ExitCode::SUCCESS)
@@ -81,24 +80,6 @@ fn print_config_problems(setup: &Setup) {
     let plugin_files = super::plugin_hints::not_executable_warnings();
     for problem in checks::config_problems(setup, gateway_running).into_iter().chain(plugin_files) {
         println!("warning:   {problem}");
-    }
-}
-
-/// Says so when the bundled tool plugins are not next to this executable (it was installed
-/// alone): their tools, `exec` and the file tools among them, are then missing.
-fn warn_of_missing_bundled_plugins() {
-    let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(std::path::Path::to_path_buf)) else {
-        return;
-    };
-    let missing = oxibot_kernel::plugin::missing_bundled_tools(&dir);
-    if !missing.is_empty() {
-        let names: Vec<String> = missing.iter().map(|name| format!("oxibot-tool-{name}")).collect();
-        println!(
-            "warning:   bundled plugins missing from {}: {} — the model has no file tools, exec or web tools \
-             without them; install them next to oxibot (scripts/install does)",
-            dir.display(),
-            names.join(", ")
-        );
     }
 }
 

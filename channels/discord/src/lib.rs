@@ -23,7 +23,8 @@ use std::process::ExitCode;
 
 use oxibot_plugin::ChannelPlugin;
 
-fn main() -> ExitCode {
+/// Serves the discord channel to the kernel that started this process; the entry `oxibot __channel discord` runs.
+pub fn run() -> ExitCode {
     // reqwest and tungstenite are built without a crypto provider; pick ring before any client
     // exists. An error only means a provider is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,13 +1,16 @@
-//! Entry point of `oxibot-tool-web`: the TLS provider, the config from the kernel, the plugin.
+//! Entry point of the web plugin (`oxibot __plugin web`): the TLS provider, the config from
+//! the kernel, the plugin.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::config::WebConfig;
+use crate::{Web, plugin};
 use oxibot_plugin::warn;
-use oxibot_tool_web::config::WebConfig;
-use oxibot_tool_web::{Web, plugin};
 
-fn main() -> ExitCode {
+/// Serves `web_fetch` and `web_search` to the kernel that started this process; the entry
+/// `oxibot __plugin web` runs.
+pub fn run() -> ExitCode {
     // reqwest is built without a default TLS provider; ring must be installed before any client.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = WebConfig::from_env().unwrap_or_else(|error| {

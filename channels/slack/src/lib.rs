@@ -48,7 +48,8 @@ use crate::replies::Replies;
 use crate::socket::Listener;
 use crate::submit::{Reactions, Submitter};
 
-fn main() -> ExitCode {
+/// Serves the slack channel to the kernel that started this process; the entry `oxibot __channel slack` runs.
+pub fn run() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("slack").approvals().run(serve)

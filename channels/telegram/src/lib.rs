@@ -27,7 +27,8 @@ use std::process::ExitCode;
 
 use oxibot_plugin::ChannelPlugin;
 
-fn main() -> ExitCode {
+/// Serves the telegram channel to the kernel that started this process; the entry `oxibot __channel telegram` runs.
+pub fn run() -> ExitCode {
     // reqwest with rustls-no-provider panics on the first client unless a provider is installed.
     api::install_crypto_provider();
     ChannelPlugin::new("telegram").streaming().approvals().run(service::serve)

@@ -63,7 +63,8 @@ use crate::replies::Deliverer;
 use crate::stream::Listener;
 use crate::submit::Submitter;
 
-fn main() -> ExitCode {
+/// Serves the feishu channel to the kernel that started this process; the entry `oxibot __channel feishu` runs.
+pub fn run() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Streaming is announced always; with `streaming: false` the deltas are ignored.

@@ -28,7 +28,8 @@ mod write;
 use oxibot_plugin::beneath::AccessError;
 use oxibot_plugin::{Plugin, ToolError, ToolOutput};
 
-fn main() -> ExitCode {
+/// Serves the file tools to the kernel that started this process; the entry `oxibot __plugin fs` runs.
+pub fn run() -> ExitCode {
     Plugin::new("fs")
         .static_manifest()
         .tool(read::tool(), read::handle)

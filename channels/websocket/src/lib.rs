@@ -42,7 +42,8 @@ use crate::connection::{Server, serve_connection};
 use crate::frames::ServerFrame;
 use crate::rooms::Rooms;
 
-fn main() -> ExitCode {
+/// Serves the websocket channel to the kernel that started this process; the entry `oxibot __channel websocket` runs.
+pub fn run() -> ExitCode {
     ChannelPlugin::new("websocket").streaming().tool_hints().run(serve)
 }
 

@@ -61,7 +61,8 @@ use crate::delivery::DeliveryGuard;
 use crate::server::serve_connection;
 use crate::waiters::Waiters;
 
-fn main() -> ExitCode {
+/// Serves the api channel to the kernel that started this process; the entry `oxibot __channel api` runs.
+pub fn run() -> ExitCode {
     ChannelPlugin::new("api").streaming().run(serve)
 }
 

@@ -51,7 +51,8 @@ use crate::link::Link;
 use crate::replies::Deliverer;
 use crate::submit::Submitter;
 
-fn main() -> ExitCode {
+/// Serves the wecom channel to the kernel that started this process; the entry `oxibot __channel wecom` runs.
+pub fn run() -> ExitCode {
     // The WebSocket's TLS needs a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("wecom").streaming().run(serve)

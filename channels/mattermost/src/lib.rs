@@ -56,7 +56,8 @@ use crate::resume::Progress;
 use crate::socket::Listener;
 use crate::submit::Submitter;
 
-fn main() -> ExitCode {
+/// Serves the mattermost channel to the kernel that started this process; the entry `oxibot __channel mattermost` runs.
+pub fn run() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("mattermost").streaming().run(serve)

@@ -1,14 +1,14 @@
-//! Entry point of `oxibot-tool-mcp`: connect to the configured MCP server, then serve its
-//! tools to the kernel until either side goes away.
+//! Entry point of the MCP bridge (`oxibot __plugin mcp`): connect to the configured MCP
+//! server, then serve its tools to the kernel until either side goes away.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::bridge::Bridge;
+use crate::config::ServerConfig;
+use crate::media::MediaDir;
 use oxibot_plugin::warn;
 use oxibot_plugin::{CallContext, Plugin};
-use oxibot_tool_mcp::bridge::Bridge;
-use oxibot_tool_mcp::config::ServerConfig;
-use oxibot_tool_mcp::media::MediaDir;
 use serde_json::Value;
 
 /// Exit status after the MCP server went away (EX_TEMPFAIL): the kernel restarts the bridge.
@@ -20,7 +20,9 @@ const START_FAILED_EXIT: u8 = 78;
 /// How long calls in flight get to report the server's loss before the process exits.
 const REPORT_GRACE: Duration = Duration::from_millis(200);
 
-fn main() -> ExitCode {
+/// Bridges the MCP server named in the environment to the kernel that started this process;
+/// the entry `oxibot __plugin mcp` runs.
+pub fn run() -> ExitCode {
     // reqwest is built without a default TLS provider; install ring's before any client.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = match ServerConfig::from_env() {
@@ -36,11 +38,11 @@ fn main() -> ExitCode {
         warn!("oxibot-tool-mcp: {key} is not a key this version reads; ignored");
     }
     let server = config.name.clone();
-    let plugin_name = format!("mcp-{}", oxibot_tool_mcp::naming::plugin_suffix(&server));
+    let plugin_name = format!("mcp-{}", crate::naming::plugin_suffix(&server));
     let connected = runtime.block_on(async {
         let bridge = Bridge::connect(config).await?;
         let tools = bridge.tools().await?;
-        Ok::<_, oxibot_tool_mcp::bridge::BridgeError>((bridge, tools))
+        Ok::<_, crate::bridge::BridgeError>((bridge, tools))
     });
     let (bridge, tools) = match connected {
         Ok(connected) => connected,

@@ -94,7 +94,8 @@ impl Clients {
     }
 }
 
-fn main() -> ExitCode {
+/// Serves the loopback channel to the kernel that started this process; the entry `oxibot __channel loopback` runs.
+pub fn run() -> ExitCode {
     let plugin = ChannelPlugin::new("loopback").streaming();
     if announces_approvals() { plugin.approvals().run(serve) } else { plugin.run(serve) }
 }

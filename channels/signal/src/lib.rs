@@ -44,7 +44,8 @@ use crate::incoming::GroupContext;
 use crate::receive::Receiver;
 use crate::replies::Replies;
 
-fn main() -> ExitCode {
+/// Serves the signal channel to the kernel that started this process; the entry `oxibot __channel signal` runs.
+pub fn run() -> ExitCode {
     // reqwest's TLS (a daemon behind https) needs a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("signal").run(serve)

@@ -59,7 +59,8 @@ use crate::imap::Mailbox;
 use crate::replies::Mailer;
 use crate::submit::Submitter;
 
-fn main() -> ExitCode {
+/// Serves the email channel to the kernel that started this process; the entry `oxibot __channel email` runs.
+pub fn run() -> ExitCode {
     // The TLS of IMAP and SMTP needs a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("email").run(serve)

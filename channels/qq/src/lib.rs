@@ -53,7 +53,8 @@ use crate::replies::{ChatKinds, Replies, Sender};
 use crate::sequence::Sequence;
 use crate::submit::Submitter;
 
-fn main() -> ExitCode {
+/// Serves the qq channel to the kernel that started this process; the entry `oxibot __channel qq` runs.
+pub fn run() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("qq").run(serve)

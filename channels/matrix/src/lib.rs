@@ -51,7 +51,8 @@ use crate::replies::Replies;
 use crate::store::SyncStore;
 use crate::sync::Syncer;
 
-fn main() -> ExitCode {
+/// Serves the matrix channel to the kernel that started this process; the entry `oxibot __channel matrix` runs.
+pub fn run() -> ExitCode {
     // reqwest's TLS needs a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("matrix").run(serve)

@@ -45,7 +45,8 @@ use crate::config::{Config, ConfigError};
 use crate::server::serve_connection;
 use crate::tasks::Tasks;
 
-fn main() -> ExitCode {
+/// Serves the a2a channel to the kernel that started this process; the entry `oxibot __channel a2a` runs.
+pub fn run() -> ExitCode {
     ChannelPlugin::new("a2a").streaming().run(serve)
 }
 

@@ -53,7 +53,8 @@ use crate::replies::Replies;
 use crate::stream::Listener;
 use crate::submit::Submitter;
 
-fn main() -> ExitCode {
+/// Serves the dingtalk channel to the kernel that started this process; the entry `oxibot __channel dingtalk` runs.
+pub fn run() -> ExitCode {
     // reqwest and the WebSocket's TLS both need a rustls crypto provider; ring is the one linked.
     let _ = rustls::crypto::ring::default_provider().install_default();
     ChannelPlugin::new("dingtalk").run(serve)
