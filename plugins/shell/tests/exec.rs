@@ -1,5 +1,8 @@
 //! Process-level tests of the `exec` tool and its guardian, run against the built binary.
 
+mod support;
+use support::guardian;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -8,22 +11,6 @@ use oxibot_plugin::{CallContext, ToolOutput};
 use oxibot_tool_shell::exec::execute;
 use oxibot_tool_shell::guard::GUARD_ARG;
 use serde_json::{Value, json};
-
-/// The plugin binary, used as the guardian.
-fn guardian() -> &'static Path {
-    static GUARDIAN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    GUARDIAN.get_or_init(|| {
-        // target/debug/deps/<this test> → target/debug/examples/shell_guardian
-        let exe = std::env::current_exe().expect("the test's own path");
-        let guardian = exe.parent().and_then(Path::parent).expect("target/debug").join("examples/shell_guardian");
-        assert!(
-            guardian.exists(),
-            "{} is missing: run `cargo test -p oxibot-tool-shell`, which builds it",
-            guardian.display()
-        );
-        guardian
-    })
-}
 
 /// A fresh, empty workspace directory for one test.
 fn workspace(name: &str) -> PathBuf {

@@ -1,6 +1,9 @@
 //! The `exec` sandbox and process-tree clean-up, run against the built binary with this test
 //! process as the plugin: what a restricted command can reach, and what survives a timeout.
 
+mod support;
+use support::guardian;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -8,21 +11,6 @@ use oxibot_plugin::{CallContext, ToolOutput};
 use oxibot_sandbox::{Support, detect};
 use oxibot_tool_shell::exec::execute;
 use serde_json::json;
-
-fn guardian() -> &'static Path {
-    static GUARDIAN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    GUARDIAN.get_or_init(|| {
-        // target/debug/deps/<this test> → target/debug/examples/shell_guardian
-        let exe = std::env::current_exe().expect("the test's own path");
-        let guardian = exe.parent().and_then(Path::parent).expect("target/debug").join("examples/shell_guardian");
-        assert!(
-            guardian.exists(),
-            "{} is missing: run `cargo test -p oxibot-tool-shell`, which builds it",
-            guardian.display()
-        );
-        guardian
-    })
-}
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
