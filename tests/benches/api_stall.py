@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -112,6 +113,7 @@ def main():
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
