@@ -5,7 +5,7 @@
 
 use hyper::HeaderMap;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
-use oxibot_plugin::serving::site::{host_allowed, is_json_content_type, origin_allowed};
+use oxibot_plugin::serving::site::{bearer, host_allowed, is_json_content_type, origin_allowed, same_secret};
 
 use crate::config::Config;
 
@@ -53,19 +53,6 @@ pub fn admit_call(config: &Config, headers: &HeaderMap) -> Result<(), Refusal> {
 
 fn text(headers: &HeaderMap, name: hyper::header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|value| value.to_str().ok())
-}
-
-/// The credentials of a `Bearer` authorization header (the scheme is case-insensitive).
-fn bearer(header: &str) -> Option<&str> {
-    let (scheme, credentials) = header.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
-}
-
-/// Compares secrets without stopping at the first difference.
-fn same_secret(given: &str, expected: &str) -> bool {
-    let (given, expected) = (given.as_bytes(), expected.as_bytes());
-    let differences = given.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    given.len() == expected.len() && differences == 0
 }
 
 #[cfg(test)]

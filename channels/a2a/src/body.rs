@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use hyper::{Response, StatusCode};
-use oxibot_plugin::serving::slots::Busy;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -75,36 +74,4 @@ pub fn event_stream() -> (Response<ReplyBody>, mpsc::UnboundedSender<Bytes>) {
 /// One server-sent event carrying `data`.
 pub fn sse_event(data: &Value) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
-}
-
-/// A response body with the mark that keeps its connection's slot until the body is sent, so
-/// a connection streaming a task is never given to a newcomer.
-pub struct ServedBody {
-    body: ReplyBody,
-    /// Dropped with the body.
-    _busy: Busy,
-}
-
-impl ServedBody {
-    /// `response` with its body marked as being served.
-    pub fn wrap(response: Response<ReplyBody>, busy: Busy) -> Response<ServedBody> {
-        response.map(|body| ServedBody { body, _busy: busy })
-    }
-}
-
-impl Body for ServedBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
 }

@@ -2,24 +2,20 @@
 //! each request's headers, and the routes: `GET /health`, the agent card, and JSON-RPC posted
 //! to `/a2a` (or `/`) behind the key check ([`crate::admission`]).
 
-use std::convert::Infallible;
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use hyper::body::{Body, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use oxibot_plugin::serving::http;
 use oxibot_plugin::serving::slots::BusyMarker;
-use oxibot_plugin::warn;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
 use crate::admission::{Refusal, admit_call, same_site};
 use crate::app::App;
-use crate::body::{ReplyBody, ServedBody, json_response, unauthorised};
+use crate::body::{ReplyBody, json_response, unauthorised};
 use crate::calls::call;
 use crate::rpc::{self, RpcError};
 use crate::wire::{CARD_PATH, RPC_PATH, agent_card};
@@ -29,21 +25,12 @@ const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// Serves the requests of one connection until the client closes it.
 pub async fn serve_connection(stream: TcpStream, app: Arc<App>, slot: BusyMarker) {
-    let _ = stream.set_nodelay(true);
     let header_timeout = app.config.header_timeout();
-    let service = service_fn(move |request| {
-        let (app, busy) = (app.clone(), slot.busy());
-        async move { Ok::<_, Infallible>(ServedBody::wrap(route(&app, request).await, busy)) }
-    });
-    let connection = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .serve_connection(TokioIo::new(stream), service);
-    if let Err(error) = connection.await {
-        if !error.is_incomplete_message() {
-            warn!("a2a: a connection failed: {error}");
-        }
-    }
+    let route = move |request| {
+        let app = app.clone();
+        async move { route(&app, request).await }
+    };
+    http::serve_connection("a2a", stream, header_timeout, slot, route).await;
 }
 
 /// Answers one request.

@@ -4,7 +4,7 @@
 
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
 use hyper::{HeaderMap, Method};
-use oxibot_plugin::serving::site::{host_allowed, is_json_content_type, origin_allowed};
+use oxibot_plugin::serving::site::{bearer, host_allowed, is_json_content_type, origin_allowed, same_secret};
 
 use crate::config::Config;
 use crate::responses::ApiFailure;
@@ -33,19 +33,6 @@ fn authorised(config: &Config, headers: &HeaderMap) -> bool {
     let Some(key) = &config.api_key else { return false };
     let presented = headers.get(AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(bearer);
     presented.is_some_and(|given| same_secret(given, key))
-}
-
-/// The credentials of a `Bearer` authorization header (the scheme is case-insensitive).
-fn bearer(header: &str) -> Option<&str> {
-    let (scheme, credentials) = header.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
-}
-
-/// Compares secrets without stopping at the first difference.
-fn same_secret(given: &str, expected: &str) -> bool {
-    let (given, expected) = (given.as_bytes(), expected.as_bytes());
-    let differences = given.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    given.len() == expected.len() && differences == 0
 }
 
 #[cfg(test)]

@@ -6,9 +6,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use hyper::Response;
 use hyper::body::{Body, Bytes, Frame, SizeHint};
-use oxibot_plugin::serving::slots::Busy;
 use tokio::sync::mpsc;
 
 use crate::delivery::DeliveryGuard;
@@ -94,38 +92,6 @@ impl Body for ReplyBody {
             }
             ReplyBody::Streamed(_) => SizeHint::default(),
         }
-    }
-}
-
-/// A response body with the mark that keeps its connection's slot until the body is sent (or
-/// dropped), so a connection streaming a reply is never given to a newcomer.
-pub struct ServedBody {
-    body: ReplyBody,
-    /// Dropped with the body.
-    _busy: Busy,
-}
-
-impl ServedBody {
-    /// `response` with its body marked as being served.
-    pub fn wrap(response: Response<ReplyBody>, busy: Busy) -> Response<ServedBody> {
-        response.map(|body| ServedBody { body, _busy: busy })
-    }
-}
-
-impl Body for ServedBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
 

@@ -2,22 +2,18 @@
 //! each request's headers, the connection's slot marked busy while a request is served, and
 //! routing behind the admission checks ([`crate::admission`]).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use oxibot_plugin::serving::http;
 use oxibot_plugin::serving::slots::BusyMarker;
-use oxibot_plugin::warn;
 use serde_json::json;
 use tokio::net::TcpStream;
 
 use crate::admission::admit;
 use crate::app::App;
-use crate::body::{ReplyBody, ServedBody};
+use crate::body::ReplyBody;
 use crate::completions::chat_completions;
 use crate::openai::model_list;
 use crate::responses::{ApiFailure, json_response};
@@ -26,22 +22,12 @@ use crate::responses_api::responses;
 /// Serves the requests of one connection until the client closes it. Between requests the
 /// connection is idle and may give its slot to a newcomer (see `serving::slots`).
 pub async fn serve_connection(stream: TcpStream, app: Arc<App>, slot: BusyMarker) {
-    let _ = stream.set_nodelay(true);
     let header_timeout = app.config.header_timeout();
-    let service = service_fn(move |request| {
-        let (app, busy) = (app.clone(), slot.busy());
-        // The guard lives in the body, so a streamed reply keeps the slot until its end.
-        async move { Ok::<_, Infallible>(ServedBody::wrap(route(&app, request).await, busy)) }
-    });
-    let connection = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .serve_connection(TokioIo::new(stream), service);
-    if let Err(error) = connection.await {
-        if !error.is_incomplete_message() {
-            warn!("api: a connection failed: {error}");
-        }
-    }
+    let route = move |request| {
+        let app = app.clone();
+        async move { route(&app, request).await }
+    };
+    http::serve_connection("api", stream, header_timeout, slot, route).await;
 }
 
 /// Answers one request.

@@ -1,7 +1,7 @@
 //! Deciding about an upgrade request: is it for our path and our host, from no other web
 //! site, which chat does it join, and did the client present the token.
 
-use oxibot_plugin::serving::site::{host_allowed, origin_allowed};
+use oxibot_plugin::serving::site::{bearer, host_allowed, origin_allowed, same_secret};
 
 use crate::config::Config;
 
@@ -81,19 +81,6 @@ fn checked_param(query: &str, name: &'static str) -> Result<Option<String>, Refu
 /// The token from `?token=` or else from `Authorization: Bearer …`.
 fn presented_token(query: &str, authorization: Option<&str>) -> Option<String> {
     query_param(query, "token").or_else(|| bearer(authorization?).map(str::to_owned))
-}
-
-/// The credentials of a `Bearer` authorization header (the scheme is case-insensitive).
-pub fn bearer(header: &str) -> Option<&str> {
-    let (scheme, credentials) = header.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
-}
-
-/// Compares secrets without stopping at the first difference.
-pub fn same_secret(given: &str, expected: &str) -> bool {
-    let (given, expected) = (given.as_bytes(), expected.as_bytes());
-    let differences = given.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    given.len() == expected.len() && differences == 0
 }
 
 /// The first value of `name` in a query string, percent-decoded (`+` is a space).
@@ -207,13 +194,5 @@ mod tests {
         assert_eq!(query_param("a=100%&b=%zz%4", "a").as_deref(), Some("100%"));
         assert_eq!(query_param("a=100%&b=%zz%4", "b").as_deref(), Some("%zz%4"));
         assert_eq!(query_param("flag", "flag").as_deref(), Some(""));
-    }
-
-    #[test]
-    fn secrets_compare_equal_only_when_identical() {
-        assert!(same_secret("abc", "abc"));
-        assert!(!same_secret("abc", "abd"));
-        assert!(!same_secret("abc", "abcd"));
-        assert!(!same_secret("", "a"));
     }
 }

@@ -1,7 +1,8 @@
 //! Helpers for channels that serve local clients themselves (a WebSocket or HTTP server):
 //! reading the config and listening where it says ([`start`]), accepting clients into fairly
 //! shared connection slots ([`accept_forever`], [`slots`]), keeping other web sites out
-//! ([`site`]: `Host`, `Origin`, JSON bodies), fresh ids, and the loopback check.
+//! ([`site`]: `Host`, `Origin`, JSON bodies, bearer keys), serving HTTP/1.1 on a connection
+//! (`http`, with the `http` feature), fresh ids, and the loopback check.
 //!
 //! ```no_run
 //! use oxibot_plugin::chat::{ChannelConfig, SectionError};
@@ -32,6 +33,8 @@
 //! }
 //! ```
 
+#[cfg(feature = "http")]
+pub mod http;
 pub mod site;
 pub mod slots;
 

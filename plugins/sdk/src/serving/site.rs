@@ -2,6 +2,7 @@
 //! server's (its configured host, a loopback name, or an address literal, which no DNS
 //! rebinding can produce), and an `Origin` a browser sends must be the server's own. A page
 //! from elsewhere that makes the user's browser connect is refused before any secret is checked.
+//! Then the secret: a `Bearer` credential, compared in constant time.
 
 use std::net::IpAddr;
 
@@ -34,6 +35,19 @@ pub fn is_json_content_type(content_type: Option<&str>) -> bool {
     content_type
         .and_then(|value| value.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The credentials of a `Bearer` authorization header (the scheme is case-insensitive).
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, credentials) = header.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
+}
+
+/// Compares secrets without stopping at the first difference.
+pub fn same_secret(given: &str, expected: &str) -> bool {
+    let (given, expected) = (given.as_bytes(), expected.as_bytes());
+    let differences = given.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    given.len() == expected.len() && differences == 0
 }
 
 /// The host part of `name[:port]`; a bracketed or bare IPv6 address keeps its colons.
@@ -86,5 +100,21 @@ mod tests {
             assert!(!is_json_content_type(Some(other)), "{other}");
         }
         assert!(!is_json_content_type(None));
+    }
+
+    #[test]
+    fn a_bearer_credential_is_read_whatever_the_schemes_case_and_nothing_else_is() {
+        assert_eq!(bearer("Bearer one"), Some("one"));
+        assert_eq!(bearer("bearer   two "), Some("two"));
+        assert_eq!(bearer("Basic one"), None);
+        assert_eq!(bearer("one"), None);
+    }
+
+    #[test]
+    fn secrets_compare_equal_only_when_identical() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "abcd"));
+        assert!(!same_secret("", "a"));
     }
 }
