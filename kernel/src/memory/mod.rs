@@ -5,6 +5,7 @@
 //! `memory` tool, auto-recall) and [`flush`] (session flushes and the silent pre-archive turn).
 
 pub mod boundary;
+pub mod bpe;
 pub mod consolidator;
 pub mod consolidator_actor;
 pub mod dream;

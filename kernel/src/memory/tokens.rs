@@ -1,26 +1,24 @@
 //! Prompt-size estimates that cost time proportional to what changed, not to the session.
 //!
-//! Loading a tokenizer vocabulary takes 40–110 ms and ~24 MiB, so a session is first
-//! measured with a cheap upper bound — a BPE token is at least one byte, so a text's byte
-//! length never under-counts its tokens — and only a session whose bound reaches its budget
-//! is counted exactly (tiktoken's `cl100k_base`, as nanobot does). Both counts are cached
-//! per message in a [`TokenLedger`] kept beside the session, with running totals updated as
-//! messages are appended, archived or dropped, so the budget check after a turn costs the
-//! new messages plus a constant, never a sum over the session.
+//! A session is first measured with a cheap upper bound — a BPE token is at least one byte,
+//! so a text's byte length never under-counts its tokens — and only a session whose bound
+//! reaches its budget is counted exactly (`cl100k_base`, as nanobot does). Both counts are
+//! cached per message in a [`TokenLedger`] kept beside the session, with running totals
+//! updated as messages are appended, archived or dropped, so the budget check after a turn
+//! costs the new messages plus a constant, never a sum over the session.
 //!
-//! The vocabulary is built on a counting thread of its own when an exact count is needed,
-//! kept while counts keep coming (a conversation near its budget asks every turn), and freed
-//! there after a quiet minute ([`count_exactly`]): an assistant that has cached its counts
-//! does not keep 24 MiB resident.
+//! Exact counts run on a counting thread of its own ([`count_exactly`]), with the compact
+//! vocabulary of [`super::bpe`] (about 2.5 MiB, built once in 40–110 ms and then kept): the
+//! reference tokenizer it is built from (~24 MiB in ~200,000 small blocks) lives only while it
+//! is copied, on that thread, whose malloc arena then gives the memory back.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError, mpsc};
-use std::time::Duration;
 
 use serde_json::Value;
-use tiktoken_rs::CoreBPE;
 
+use super::bpe::CompactBpe;
 use crate::message::ChatMessage;
 
 /// Tokens a message costs besides its text (role, separators).
@@ -31,11 +29,6 @@ static LIVE_VOCABULARIES: AtomicUsize = AtomicUsize::new(0);
 /// How many times this process built a vocabulary for [`count_exactly`].
 static VOCABULARY_LOADS: AtomicU64 = AtomicU64::new(0);
 
-/// How long the counting thread keeps its vocabulary after its last batch (milliseconds;
-/// tests shorten it): a conversation near its budget asks for a count every turn, and
-/// rebuilding the vocabulary each time would cost 40–110 ms a turn.
-static KEEP_VOCABULARY_MS: AtomicU64 = AtomicU64::new(60_000);
-
 /// One batch for the counting thread, and where its counts go.
 struct Batch {
     texts: Vec<String>,
@@ -45,13 +38,12 @@ struct Batch {
 /// The counting thread's inbox, started with the first exact count.
 static COUNTER: Mutex<Option<mpsc::Sender<Batch>>> = Mutex::new(None);
 
-/// The exact token counts of `texts`, counted on the counting thread: it builds the
-/// vocabulary for its first batch, keeps it while batches keep coming, and frees it after a
-/// quiet spell ([`KEEP_VOCABULARY_MS`]). Its ~100,000 small allocations fill that thread's
-/// malloc arena alone, which then goes back to the system whole (on a busy thread they would
-/// sit among its other allocations and stay resident). Should the thread or the vocabulary
-/// fail, or the tokenizer fail on some pathological input, the byte bound stands in: it never
-/// under-counts.
+/// The exact token counts of `texts`, counted on the counting thread, which builds the
+/// compact vocabulary for its first batch and keeps it. The reference tokenizer it is copied
+/// from fills that thread's malloc arena alone, which then goes back to the system whole (on a
+/// busy thread its blocks would sit among other allocations and stay resident). Should the
+/// thread or the vocabulary fail, or the tokenizer give up on some pathological input, the
+/// byte bound stands in: it never under-counts.
 pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
     let bounds: Vec<usize> = texts.iter().map(|text| upper_bound(text)).collect();
     if texts.is_empty() {
@@ -88,41 +80,27 @@ fn send_to_counter(batch: Batch) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The counting thread: counts each batch, keeping the vocabulary between batches until a
-/// quiet spell, then frees it and waits without one.
+/// The counting thread: builds the vocabulary for its first batch and counts every batch
+/// with it.
 fn serve_counts(batches: mpsc::Receiver<Batch>) {
     let mut vocabulary: Option<Vocabulary> = None;
-    loop {
-        let next = match vocabulary {
-            Some(_) => batches.recv_timeout(Duration::from_millis(KEEP_VOCABULARY_MS.load(Ordering::Relaxed))),
-            None => batches.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-        };
-        match next {
-            Ok(batch) => {
-                if vocabulary.is_none() {
-                    vocabulary = Vocabulary::build();
-                }
-                let counts = batch.texts.iter().map(|text| count_one(vocabulary.as_ref(), text)).collect();
-                let _ = batch.counts.send(counts);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                drop(vocabulary.take());
-                release_freed_memory();
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+    while let Ok(batch) = batches.recv() {
+        if vocabulary.is_none() {
+            vocabulary = Vocabulary::build();
+            release_freed_memory();
         }
+        let counts = batch.texts.iter().map(|text| count_one(vocabulary.as_ref(), text)).collect();
+        let _ = batch.counts.send(counts);
     }
 }
 
 /// The exact count of `text`, or its byte bound without a vocabulary or when the tokenizer
-/// fails on it.
+/// gives up on it.
 fn count_one(vocabulary: Option<&Vocabulary>, text: &str) -> usize {
-    let Some(vocabulary) = vocabulary else { return upper_bound(text) };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| vocabulary.bpe.encode_with_special_tokens(text).len()))
-        .unwrap_or_else(|_| upper_bound(text))
+    vocabulary.and_then(|vocabulary| vocabulary.bpe.count(text)).unwrap_or_else(|| upper_bound(text))
 }
 
-/// After the vocabulary's small blocks were freed: one free of a block of at least 64 KiB
+/// After the reference tokenizer's small blocks were freed: one free of a block of at least 64 KiB
 /// makes glibc's malloc merge the small free blocks of this thread's arena and give its free
 /// top back to the system (small frees alone stay cached in the arena). Elsewhere, a block
 /// allocated and freed.
@@ -132,12 +110,12 @@ fn release_freed_memory() {
 
 /// A vocabulary, counted in [`LIVE_VOCABULARIES`] while it lives.
 struct Vocabulary {
-    bpe: CoreBPE,
+    bpe: CompactBpe,
 }
 
 impl Vocabulary {
     fn build() -> Option<Vocabulary> {
-        match tiktoken_rs::cl100k_base() {
+        match CompactBpe::cl100k() {
             Ok(bpe) => {
                 VOCABULARY_LOADS.fetch_add(1, Ordering::Relaxed);
                 LIVE_VOCABULARIES.fetch_add(1, Ordering::Relaxed);
@@ -488,29 +466,20 @@ mod tests {
     }
 
     #[test]
-    fn the_vocabulary_serves_a_run_of_counts_and_is_freed_after_a_quiet_spell() {
+    fn the_vocabulary_is_built_once_and_serves_every_later_count() {
         let _watch = watching();
-        KEEP_VOCABULARY_MS.store(300, Ordering::Relaxed);
         let messages = conversation(20);
         let mut ledger = TokenLedger::default();
         ledger.sync(&messages, 0, 0);
         assert!(ledger.estimate(&messages, 0, "system", 1).exact);
         assert!(vocabulary_resident(), "a vocabulary counted the estimate");
-        // An earlier test's vocabulary may still be serving; this one's counts reuse it.
         let loads = vocabulary_loads();
+        assert_eq!(loads, 1, "one vocabulary for the process");
         let mut more = messages.clone();
         more.extend(conversation(2));
         ledger.sync(&more, 0, 0);
         assert!(ledger.estimate(&more, 0, "system", 1).exact);
         assert_eq!(vocabulary_loads(), loads, "the next turn's count reuses the vocabulary");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while vocabulary_resident() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!vocabulary_resident(), "no 24 MiB vocabulary stays after a quiet spell");
-        assert!(ledger.estimate(&more, 0, "system", 1).exact);
-        assert_eq!(vocabulary_loads(), loads, "cached counts need no vocabulary");
-        KEEP_VOCABULARY_MS.store(60_000, Ordering::Relaxed);
     }
 
     #[test]

@@ -1,0 +1,248 @@
+//! A compact byte-pair tokenizer that counts `cl100k_base` tokens: the vocabulary kept as one
+//! byte buffer and one open-addressing table (about 2.5 MiB), where a general tokenizer keeps
+//! maps of 100,000 small allocations each way (about 24 MiB resident).
+//!
+//! Counting is the same as tiktoken's `encode_with_special_tokens(text).len()`: the special
+//! tokens count one each, the text between them is split by the `cl100k_base` pattern, and
+//! each piece is merged pair by pair, the pair of lowest rank first. A unit test holds the
+//! counts equal to tiktoken's over mixed texts.
+
+use fancy_regex::Regex;
+
+/// The `cl100k_base` split pattern (contractions, words, numbers of up to three digits,
+/// punctuation runs, newlines, other whitespace).
+const PATTERN: &str = concat!(
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+",
+    r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+);
+
+/// Texts that are one token each wherever they appear.
+const SPECIAL_TOKENS: [&str; 5] =
+    ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"];
+
+/// No rank: the marker of an empty table slot and of a pair that is not a token.
+const NONE: u32 = u32::MAX;
+
+/// Why the tokenizer could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BpeError {
+    /// The reference vocabulary did not load.
+    #[error("the cl100k_base vocabulary did not load: {0}")]
+    Vocabulary(String),
+    /// The split pattern did not compile.
+    #[error("the cl100k_base split pattern did not compile: {0}")]
+    Pattern(#[from] Box<fancy_regex::Error>),
+}
+
+/// The `cl100k_base` vocabulary in compact form, and the pattern that splits text into pieces.
+pub struct CompactBpe {
+    /// Every token's bytes, one after another in rank order.
+    bytes: Vec<u8>,
+    /// Where token `rank` starts in `bytes`; entry `rank + 1` is where it ends.
+    starts: Vec<u32>,
+    /// Open addressing by the hash of a token's bytes: a rank, or [`NONE`].
+    slots: Vec<u32>,
+    splitter: Regex,
+}
+
+impl CompactBpe {
+    /// Builds the tokenizer from tiktoken's `cl100k_base` data: the reference vocabulary is
+    /// loaded, each rank's bytes copied out, and the reference dropped again. Call it on a
+    /// thread whose malloc arena may then shrink (the reference makes ~200,000 small blocks).
+    pub fn cl100k() -> Result<CompactBpe, BpeError> {
+        let reference = tiktoken_rs::cl100k_base().map_err(|e| BpeError::Vocabulary(e.to_string()))?;
+        let mut tokens = Vec::new();
+        for rank in 0.. {
+            match reference.decode_bytes(&[rank]) {
+                Ok(token) => tokens.push(token),
+                Err(_) => break,
+            }
+        }
+        drop(reference);
+        CompactBpe::from_tokens(&tokens)
+    }
+
+    /// Builds the tokenizer from every token's bytes in rank order.
+    pub fn from_tokens(tokens: &[Vec<u8>]) -> Result<CompactBpe, BpeError> {
+        let total: usize = tokens.iter().map(Vec::len).sum();
+        let mut bytes = Vec::with_capacity(total);
+        let mut starts = Vec::with_capacity(tokens.len() + 1);
+        for token in tokens {
+            starts.push(offset(bytes.len()));
+            bytes.extend_from_slice(token);
+        }
+        starts.push(offset(bytes.len()));
+        let mut slots = vec![NONE; (tokens.len() * 2).next_power_of_two().max(2)];
+        let mask = slots.len() - 1;
+        for (rank, token) in tokens.iter().enumerate() {
+            let mut slot = hash(token) & mask;
+            while slots[slot] != NONE {
+                slot = (slot + 1) & mask;
+            }
+            slots[slot] = rank as u32;
+        }
+        let splitter = Regex::new(PATTERN).map_err(Box::new)?;
+        Ok(CompactBpe { bytes, starts, slots, splitter })
+    }
+
+    /// Bytes this tokenizer holds on the heap, its compiled pattern aside.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity() + 4 * (self.starts.capacity() + self.slots.capacity())
+    }
+
+    /// The tokens of `text`, special tokens counting one each; `None` when the pattern gave
+    /// up on some piece (its backtracking limit), so the caller can fall back to a bound.
+    pub fn count(&self, text: &str) -> Option<usize> {
+        let mut total = 0;
+        let mut rest = text;
+        while let Some((at, special)) = next_special(rest) {
+            total += self.count_ordinary(&rest[..at])? + 1;
+            rest = &rest[at + special.len()..];
+        }
+        Some(total + self.count_ordinary(rest)?)
+    }
+
+    /// The tokens of text with no special token in it.
+    fn count_ordinary(&self, text: &str) -> Option<usize> {
+        let mut total = 0;
+        for piece in self.splitter.find_iter(text) {
+            total += self.piece_tokens(piece.ok()?.as_str().as_bytes());
+        }
+        Some(total)
+    }
+
+    /// How many tokens one piece merges into: adjacent parts are joined, the pair whose
+    /// joined bytes have the lowest rank first (the leftmost of equals), until no adjacent
+    /// pair is a token.
+    fn piece_tokens(&self, piece: &[u8]) -> usize {
+        if piece.len() <= 1 || self.rank(piece) != NONE {
+            return piece.len().min(1);
+        }
+        // `bounds[i]..bounds[i + 1]` is part `i`; `joined[i]` the rank of parts `i` and `i + 1`.
+        let mut bounds: Vec<usize> = (0..=piece.len()).collect();
+        let mut joined: Vec<u32> = (0..piece.len()).map(|i| self.pair_rank(piece, &bounds, i)).collect();
+        let lowest = |joined: &[u32]| {
+            let (best, &rank) = joined.iter().enumerate().min_by_key(|(_, rank)| **rank)?;
+            (rank != NONE).then_some(best)
+        };
+        while let Some(best) = lowest(&joined) {
+            bounds.remove(best + 1);
+            joined.remove(best + 1);
+            joined[best] = self.pair_rank(piece, &bounds, best);
+            if best > 0 {
+                joined[best - 1] = self.pair_rank(piece, &bounds, best - 1);
+            }
+        }
+        bounds.len() - 1
+    }
+
+    /// The rank of parts `i` and `i + 1` of `piece` joined, or [`NONE`].
+    fn pair_rank(&self, piece: &[u8], bounds: &[usize], i: usize) -> u32 {
+        match bounds.get(i + 2) {
+            Some(&end) => self.rank(&piece[bounds[i]..end]),
+            None => NONE,
+        }
+    }
+
+    /// The rank of the token whose bytes are `token`, or [`NONE`].
+    fn rank(&self, token: &[u8]) -> u32 {
+        let mask = self.slots.len() - 1;
+        let mut slot = hash(token) & mask;
+        loop {
+            let rank = self.slots[slot];
+            if rank == NONE || self.token(rank) == token {
+                return rank;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// The bytes of token `rank`.
+    fn token(&self, rank: u32) -> &[u8] {
+        let rank = rank as usize;
+        &self.bytes[self.starts[rank] as usize..self.starts[rank + 1] as usize]
+    }
+}
+
+/// Where the first special token in `text` starts, and which it is.
+fn next_special(text: &str) -> Option<(usize, &'static str)> {
+    if !text.contains("<|") {
+        return None;
+    }
+    SPECIAL_TOKENS.iter().filter_map(|special| text.find(special).map(|at| (at, *special))).min_by_key(|(at, _)| *at)
+}
+
+/// A buffer offset as stored (the vocabulary is about 1 MB, far below 4 GiB).
+fn offset(length: usize) -> u32 {
+    u32::try_from(length).unwrap_or(u32::MAX)
+}
+
+/// FNV-1a over the bytes: quick, and spreads the short tokens of a BPE vocabulary well.
+fn hash(bytes: &[u8]) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as usize
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn texts() -> Vec<String> {
+        let mut texts: Vec<String> = [
+            "",
+            "hello",
+            "Hello, world! How's it going? I'd say we'll see; they've gone, you're right.",
+            "fn main() {\n    let x: Vec<u8> = vec![1, 2, 3];\n    println!(\"{x:?}\");\n}\n",
+            "12345678901234567890 3.14159 1,000,000 0x1F -42",
+            "   leading spaces, trailing spaces   \n\n\n\tand tabs\t\t\r\n",
+            "Grüße aus Köln — naïve café, Ελληνικά, русский текст, עברית, العربية",
+            "日本語のテキストと中文文本，还有한국어 텍스트。",
+            "emoji 🙂🙃🎉👩‍👩‍👧‍👦 and flags 🇩🇪🇯🇵",
+            "<|endoftext|>a<|fim_prefix|>b<|fim_middle|>c<|fim_suffix|><|endofprompt|> <|not special|>",
+            "{\"role\": \"tool\", \"content\": \"{\\\"path\\\": \\\"/tmp/x\\\", \\\"ok\\\": true}\"}",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "https://example.com/path?query=1&other=two#fragment user@example.org",
+            "ZXhhbXBsZSBiYXNlNjQgdGV4dCB0aGF0IGdvZXMgb24gYW5kIG9u",
+        ]
+        .iter()
+        .map(|text| (*text).to_owned())
+        .collect();
+        texts.push("word ".repeat(500));
+        texts.push("x\n".repeat(300) + "   \n  ");
+        texts
+    }
+
+    #[test]
+    fn it_counts_exactly_what_tiktoken_counts_for_cl100k_base() {
+        let compact = CompactBpe::cl100k().unwrap();
+        let reference = tiktoken_rs::cl100k_base_singleton();
+        for text in texts() {
+            let expected = reference.encode_with_special_tokens(&text).len();
+            assert_eq!(compact.count(&text), Some(expected), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn its_vocabulary_takes_a_few_mebibytes_not_two_dozen() {
+        let compact = CompactBpe::cl100k().unwrap();
+        assert!(compact.starts.len() > 100_000, "all of cl100k_base's ranks are there");
+        assert!(compact.heap_bytes() < 3 << 20, "{} bytes", compact.heap_bytes());
+    }
+
+    #[test]
+    fn a_piece_merges_the_lowest_ranked_pair_first() {
+        // Ranks: a=0 b=1 c=2 "bc"=3 "ab"=4 "abcd"=5. In "abc", "bc" joins before "ab", and
+        // "a" + "bc" is no token: two tokens. "abcd" is one whole token.
+        let tokens: Vec<Vec<u8>> = ["a", "b", "c", "bc", "ab", "abcd"].iter().map(|t| t.as_bytes().to_vec()).collect();
+        let bpe = CompactBpe::from_tokens(&tokens).unwrap();
+        assert_eq!(bpe.piece_tokens(b"abc"), 2);
+        assert_eq!(bpe.piece_tokens(b"abab"), 2);
+        assert_eq!(bpe.piece_tokens(b"abcd"), 1);
+        assert_eq!(bpe.piece_tokens(b""), 0);
+    }
+}
