@@ -4,6 +4,7 @@
 //! fenced session store, one scheduler in the cluster — and a bad `cluster` section refused
 //! with the file and the key.
 
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,9 +14,12 @@ use oxibot_kernel::cron::storage::JobStorage;
 use oxibot_kernel::cron::store::JobStore;
 use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::session::{SessionError, SessionStorage, SessionStore};
+use oxibot_tests::channels::{LineClient, free_port};
+use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::nats::NatsServer;
-use oxibot_tests::{TempDir, oxibot, stderr};
-use serde_json::json;
+use oxibot_tests::procs::wait_until;
+use oxibot_tests::{TempDir, kernel_command, oxibot, stderr};
+use serde_json::{Value, json};
 
 /// The ownership TTL of these tests: short, so a takeover is quick to wait for.
 const TTL_SECONDS: u64 = 2;
@@ -161,4 +165,245 @@ fn a_bad_cluster_section_is_refused_naming_the_file_and_the_key() {
         text.contains("config.json") && text.contains("cluster.nats") && text.contains("nats://host:port"),
         "{text}"
     );
+}
+
+/// Two (or more) gateways of one cluster as processes: one data dir and workspace, one
+/// scripted model, one NATS server; each node its own config file (its loopback channel port,
+/// its HTTP port, its node name).
+struct SharedDataDir {
+    home: TempDir,
+    llm: ScriptedLlm,
+    server: NatsServer,
+}
+
+/// One gateway of the cluster: its process and its ports.
+struct ClusterGateway {
+    child: Child,
+    channel_port: u16,
+    http_port: u16,
+}
+
+impl Drop for ClusterGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SharedDataDir {
+    fn new() -> SharedDataDir {
+        SharedDataDir { home: TempDir::new("cluster-gateways"), llm: ScriptedLlm::start(), server: NatsServer::start() }
+    }
+
+    fn workspace(&self) -> std::path::PathBuf {
+        self.home.path().join("workspace")
+    }
+
+    /// Starts gateway `node` (`a`, `b`, …) and waits until its channel runs and it joined.
+    fn start(&self, node: &str) -> ClusterGateway {
+        let (channel_port, http_port) = (free_port(), free_port());
+        let config = json!({
+            "agents": {"defaults": {"workspace": self.workspace(), "model": "test-model", "provider": "custom"}},
+            "providers": {"custom": {"apiKey": "cluster-test-key", "apiBase": self.llm.base_url()}},
+            "channels": {"loopback": {"enabled": true, "port": channel_port, "allowFrom": "*"}},
+            "gateway": {"port": http_port, "heartbeat": {"enabled": false}},
+            "cluster": {"nats": self.server.url(), "node": format!("kernel-{node}"), "ttlSeconds": TTL_SECONDS}
+        });
+        let path = self.home.path().join(format!("config-{node}.json"));
+        std::fs::write(&path, config.to_string()).unwrap();
+        let log = std::fs::File::create(self.home.path().join(format!("gateway-{node}.log"))).unwrap();
+        let child = kernel_command(self.home.path(), &["gateway", "--config", path.to_str().unwrap()])
+            .env("RUST_LOG", "oxibot=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let gateway = ClusterGateway { child, channel_port, http_port };
+        let joined = || {
+            health(http_port).is_some_and(|h| {
+                h["cluster"]["connection"] == "connected"
+                    && h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running")
+            })
+        };
+        assert!(wait_until(Duration::from_secs(20), joined), "gateway {node} never ran: {}", self.log(node));
+        gateway
+    }
+
+    fn log(&self, node: &str) -> String {
+        std::fs::read_to_string(self.home.path().join(format!("gateway-{node}.log"))).unwrap_or_default()
+    }
+
+    /// The texts of the user's and the assistant's messages in session `key`, in order.
+    fn conversation(&self, key: &str) -> Vec<String> {
+        let path = oxibot_tests::session_path(self.home.path(), &self.workspace(), key);
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["role"] == "user" || line["role"] == "assistant")
+            .map(|line| line["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// `GET /health` of the gateway on `port`; `None` when it does not answer.
+fn health(port: u16) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
+}
+
+/// The sessions the gateway on `port` says it owns.
+fn owned_sessions(port: u16) -> Vec<String> {
+    let health = health(port).unwrap_or_default();
+    health["cluster"]["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The next line of `client` that starts with `prefix`, or `None` after `limit`.
+async fn line_starting(client: &mut LineClient, prefix: &str, limit: Duration) -> Option<String> {
+    let search = async {
+        loop {
+            let line = client.line().await;
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    };
+    tokio::time::timeout(limit, search).await.ok()
+}
+
+#[tokio::test]
+async fn a_sessions_turns_run_on_one_gateway_and_move_to_another_within_ttl_plus_a_second_when_its_owner_is_killed() {
+    let cluster = SharedDataDir::new();
+    let mut a = cluster.start("a");
+    let b = cluster.start("b");
+    let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);
+
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat1:hello").await;
+    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    let reply = line_starting(&mut at_a, "OUT chat1", Duration::from_secs(10)).await.expect("kernel a answered");
+    assert_eq!(reply, "OUT chat1 first answer");
+    assert_eq!(owned_sessions(a.http_port), ["loopback:chat1"]);
+    assert!(owned_sessions(b.http_port).is_empty());
+
+    // The same chat reaches kernel b while kernel a owns the session: b does not run its turn.
+    at_b.send("alice:chat1:second").await;
+    let early = line_starting(&mut at_b, "ACCEPTED", Duration::from_millis(1_500)).await;
+    assert!(early.is_none(), "kernel b took a message of a session kernel a owns: {early:?}");
+    assert_eq!(cluster.llm.requests().len(), 1, "kernel b ran a turn of a session kernel a owns");
+
+    cluster.llm.push(Reply::Text("second answer".into()));
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel b never took the session");
+    let waited = killed.elapsed();
+    eprintln!("kernel b took the session {waited:?} after kernel a was killed (TTL {TTL_SECONDS} s)");
+    assert!(waited <= Duration::from_secs(TTL_SECONDS + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    let reply = line_starting(&mut at_b, "OUT chat1", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat1 second answer");
+    assert_eq!(owned_sessions(b.http_port), ["loopback:chat1"]);
+    // Kernel b went on with the conversation kernel a wrote.
+    let sent = &cluster.llm.requests()[1];
+    assert!(sent.to_string().contains("first answer"), "kernel b did not read kernel a's turn: {sent}");
+    let texts = cluster.conversation("loopback:chat1");
+    assert!(texts.len() == 4 && texts[1] == "first answer" && texts[3] == "second answer", "{texts:?}");
+}
+
+/// The times (since `since`) at which the scripted model was asked a turn whose message holds
+/// `marker`, sampled every 20 ms for `span`.
+fn turns_seen(llm: &ScriptedLlm, marker: &str, since: Instant, span: Duration) -> Vec<Duration> {
+    let count = || {
+        llm.requests()
+            .iter()
+            .filter(|r| r["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m.to_string().contains(marker)))
+            .count()
+    };
+    let (mut seen, mut times) = (count(), Vec::new());
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = count();
+        times.extend((seen..now).map(|_| since.elapsed()));
+        seen = now;
+    }
+    times
+}
+
+#[tokio::test]
+async fn a_job_due_every_second_fires_once_per_due_time_across_two_gateways_and_after_the_leader_is_killed() {
+    let cluster = SharedDataDir::new();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "e1e2e3e4", "name": "tick", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 1000},
+        "payload": {"kind": "agent_turn", "message": "cluster tick", "sessionKey": "loopback:ticks"},
+        "state": {"nextRunAtMs": now_ms + 3000}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    let mut gateways = vec![cluster.start("a"), cluster.start("b")];
+    let leader = |gateways: &[ClusterGateway]| {
+        let names: Vec<Value> =
+            gateways.iter().map(|g| health(g.http_port).unwrap_or_default()["cluster"]["scheduler"].clone()).collect();
+        names
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || leader(&gateways).iter().all(|n| n.is_string())
+            && leader(&gateways)[0] == leader(&gateways)[1]),
+        "the gateways never agreed on one scheduler: {:?}",
+        leader(&gateways)
+    );
+    let name = leader(&gateways)[0].as_str().unwrap().to_owned();
+    let leading = if name == "kernel-a" { 0 } else { 1 };
+
+    let started = Instant::now();
+    let before = turns_seen(&cluster.llm, "cluster tick", started, Duration::from_secs(6));
+    eprintln!("fires with both gateways (s): {before:?}");
+    assert!((3..=7).contains(&before.len()), "a job due every second fired {} times in 6 s", before.len());
+
+    let mut dead = gateways.remove(leading);
+    dead.child.kill().unwrap();
+    let killed = Instant::now();
+    let after = turns_seen(&cluster.llm, "cluster tick", killed, Duration::from_secs(7));
+    eprintln!("fires after {name} was killed (s): {after:?}");
+    let survivor = health(gateways[0].http_port).unwrap_or_default();
+    assert_ne!(survivor["cluster"]["scheduler"], json!(name), "the survivor still sees the dead leader");
+    let late: Vec<&Duration> = after.iter().filter(|t| **t > Duration::from_secs(TTL_SECONDS + 1)).collect();
+    assert!(late.len() >= 3, "the job stopped firing after the leader died: {after:?}");
+    assert!(after.len() <= 8, "a job due every second fired {} times in 7 s: {after:?}", after.len());
+}
+
+#[tokio::test]
+async fn a_message_acknowledged_by_a_gateway_killed_mid_turn_is_answered_by_another_gateway() {
+    let cluster = SharedDataDir::new();
+    let mut a = cluster.start("a");
+    let _b = cluster.start("b");
+    let mut at_a = LineClient::connect(a.channel_port).await;
+    // Kernel a's turn hangs on the model; kernel b's answer comes at once.
+    cluster.llm.push(Reply::SlowFirstToken { delay_ms: 60_000, text: "never sent".into() });
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    at_a.send("alice:chat9:please remember the milk").await;
+    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    assert!(
+        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
+        "kernel a never asked the model"
+    );
+
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let answered = || cluster.conversation("loopback:chat9").iter().any(|text| text == "answered by b");
+    assert!(wait_until(Duration::from_secs(20), answered), "the acknowledged message was lost: {}", cluster.log("b"));
+    let waited = killed.elapsed();
+    eprintln!("the message kernel a acknowledged was answered by kernel b {waited:?} after a was killed");
+    assert!(waited <= Duration::from_secs(2 * TTL_SECONDS + 3), "took {waited:?}");
+    let texts = cluster.conversation("loopback:chat9");
+    assert_eq!(texts.iter().filter(|t| t.contains("please remember the milk")).count(), 1, "{texts:?}");
 }

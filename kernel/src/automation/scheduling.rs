@@ -25,8 +25,9 @@ use crate::turn::builtin::{BuiltinTool, TurnSource};
 pub struct Scheduler {
     /// The running scheduler.
     actor: Addr<CronActor>,
-    /// Held while this process is the workspace's scheduler.
-    _lease: Lease,
+    /// Held while this process is the workspace's scheduler (`None` when the caller holds
+    /// the lease: a cluster's lead).
+    _lease: Option<Lease>,
 }
 
 impl Scheduler {
@@ -45,10 +46,19 @@ impl Scheduler {
                 return None;
             }
         };
+        let mut scheduler = Scheduler::start_leading(workspace, timezone, dispatcher);
+        scheduler._lease = Some(lease);
+        Some(scheduler)
+    }
+
+    /// Starts the scheduler of `workspace`'s jobs under a lease the caller holds (a cluster
+    /// kernel's lead of the scheduler); stop it with [`crate::cron::actor::Halt`] when the
+    /// lead ends.
+    pub fn start_leading(workspace: &Path, timezone: Tz, dispatcher: Dispatcher) -> Scheduler {
         let (fire, due) = mpsc::unbounded_channel();
         let actor = CronActor::start(workspace, timezone, fire);
         actix::spawn(run_due_jobs(due, dispatcher));
-        Some(Scheduler { actor, _lease: lease })
+        Scheduler { actor, _lease: None }
     }
 
     /// The scheduler's address.

@@ -30,6 +30,10 @@ pub struct Node {
     sessions: kv::Store,
     /// Leader keys (`scheduler`).
     leaders: kv::Store,
+    /// The connection: it reconnects by itself, with growing waits, whenever it is lost.
+    client: async_nats::Client,
+    /// The configured servers, for the status.
+    servers: String,
     /// The sessions this kernel claimed, for the fence of the session store; a claim that was
     /// dropped is gone from here too.
     owned: Mutex<HashMap<String, Weak<ClaimState>>>,
@@ -58,7 +62,7 @@ impl Node {
             Ok(opened) => opened,
             Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
         };
-        let (sessions, leaders) = match opened {
+        let (client, sessions, leaders) = match opened {
             Ok(buckets) => buckets,
             Err(error) => {
                 // Dropping a runtime inside another one would panic.
@@ -67,7 +71,9 @@ impl Node {
             }
         };
         tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
-        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, owned: Mutex::new(HashMap::new()) }))
+        let servers = config.nats.clone();
+        let owned = Mutex::new(HashMap::new());
+        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, client, servers, owned }))
     }
 
     /// This kernel's node name.
@@ -78,6 +84,21 @@ impl Node {
     /// How long ownership lasts without renewal.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// The configured NATS servers (`cluster.nats`).
+    pub fn servers(&self) -> &str {
+        &self.servers
+    }
+
+    /// The connection's state: `connected`, `disconnected` (the client is reconnecting) or
+    /// `connecting`.
+    pub fn connection(&self) -> &'static str {
+        match self.client.connection_state() {
+            async_nats::connection::State::Connected => "connected",
+            async_nats::connection::State::Disconnected => "disconnected",
+            async_nats::connection::State::Pending => "connecting",
+        }
     }
 
     /// Takes session `key` for this kernel if no kernel owns it; `None` when another does.
@@ -169,17 +190,27 @@ async fn open_buckets(
     servers: Vec<String>,
     name: String,
     ttl: Duration,
-) -> Result<(kv::Store, kv::Store), ClusterError> {
+) -> Result<(async_nats::Client, kv::Store, kv::Store), ClusterError> {
     let client = async_nats::ConnectOptions::new()
         .name(&name)
         .connection_timeout(CONNECT_TIMEOUT)
+        .event_callback(|event| async move { log_event(&event) })
         .connect(servers.clone())
         .await
         .map_err(|source| ClusterError::Connect { servers: servers.join(","), source })?;
-    let jetstream = jetstream::new(client);
+    let jetstream = jetstream::new(client.clone());
     let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl).await?;
     let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl).await?;
-    Ok((sessions, leaders))
+    Ok((client, sessions, leaders))
+}
+
+/// Logs what happens to the connection (the client reconnects by itself after a loss).
+fn log_event(event: &async_nats::Event) {
+    match event {
+        async_nats::Event::Connected => tracing::info!("connected to NATS"),
+        async_nats::Event::Disconnected => tracing::warn!("lost the connection to NATS; reconnecting"),
+        other => tracing::debug!(event = %other, "NATS connection event"),
+    }
 }
 
 /// The bucket `bucket`, created with one value per key and `ttl` as its age limit when it
