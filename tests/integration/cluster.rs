@@ -229,6 +229,13 @@ impl SharedDataDir {
         gateway
     }
 
+    /// What `oxibot status` prints with node `node`'s config.
+    fn status(&self, node: &str) -> String {
+        let path = self.home.path().join(format!("config-{node}.json"));
+        let out = kernel_command(self.home.path(), &["status", "--config", path.to_str().unwrap()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     fn log(&self, node: &str) -> String {
         std::fs::read_to_string(self.home.path().join(format!("gateway-{node}.log"))).unwrap_or_default()
     }
@@ -293,6 +300,13 @@ async fn a_sessions_turns_run_on_one_gateway_and_move_to_another_within_ttl_plus
     assert_eq!(reply, "OUT chat1 first answer");
     assert_eq!(owned_sessions(a.http_port), ["loopback:chat1"]);
     assert!(owned_sessions(b.http_port).is_empty());
+    let status = cluster.status("a");
+    assert!(
+        status.contains("cluster:   node kernel-a")
+            && status.contains("(connected)")
+            && status.contains("owns 1 session(s): loopback:chat1"),
+        "{status}"
+    );
 
     // The same chat reaches kernel b while kernel a owns the session: b does not run its turn.
     at_b.send("alice:chat1:second").await;
@@ -406,4 +420,55 @@ async fn a_message_acknowledged_by_a_gateway_killed_mid_turn_is_answered_by_anot
     assert!(waited <= Duration::from_secs(2 * TTL_SECONDS + 3), "took {waited:?}");
     let texts = cluster.conversation("loopback:chat9");
     assert_eq!(texts.iter().filter(|t| t.contains("please remember the milk")).count(), 1, "{texts:?}");
+}
+
+/// The names of the threads of process `pid`.
+fn thread_names(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_gateway_runs_the_cluster_client_only_with_a_cluster_section() {
+    let cluster = SharedDataDir::new();
+    let member = cluster.start("a");
+    assert!(thread_names(member.child.id()).iter().any(|name| name == "oxibot-cluster"), "no cluster client runs");
+
+    let single = TempDir::new("single-host");
+    let http_port = free_port();
+    let config = json!({
+        "agents": {"defaults": {"workspace": single.path().join("workspace"), "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "k", "apiBase": cluster.llm.base_url()}},
+        "channels": {"loopback": {"enabled": true, "port": free_port(), "allowFrom": "*"}},
+        "gateway": {"port": http_port}
+    });
+    std::fs::write(single.path().join("config.json"), config.to_string()).unwrap();
+    let child =
+        kernel_command(single.path(), &["gateway"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let gateway = ClusterGateway { child, channel_port: 0, http_port };
+    assert!(wait_until(Duration::from_secs(20), || health(http_port).is_some()), "the single-host gateway never ran");
+    let report = health(http_port).unwrap();
+    assert!(report.get("cluster").is_none(), "a single-host gateway reports a cluster: {report}");
+    let names = thread_names(gateway.child.id());
+    assert!(!names.iter().any(|name| name == "oxibot-cluster"), "a single-host gateway runs NATS code: {names:?}");
+}
+
+#[test]
+fn a_gateway_that_cannot_reach_nats_stops_naming_the_address() {
+    let home = TempDir::new("cluster-unreachable");
+    let port = free_port(); // nothing listens there
+    let config = json!({
+        "agents": {"defaults": {"workspace": home.path().join("workspace"), "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "k", "apiBase": "http://127.0.0.1:9/v1"}},
+        "gateway": {"port": free_port()},
+        "cluster": {"nats": format!("nats://127.0.0.1:{port}"), "node": "kernel-a"}
+    });
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let out = kernel_command(home.path(), &["gateway"]).output().unwrap();
+    assert!(!out.status.success(), "the gateway ran without its cluster");
+    let text = stderr(&out);
+    assert!(text.contains("cannot join the cluster") && text.contains(&format!("nats://127.0.0.1:{port}")), "{text}");
 }
