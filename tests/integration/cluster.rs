@@ -472,3 +472,41 @@ fn a_gateway_that_cannot_reach_nats_stops_naming_the_address() {
     let text = stderr(&out);
     assert!(text.contains("cannot join the cluster") && text.contains(&format!("nats://127.0.0.1:{port}")), "{text}");
 }
+
+/// Sends SIGSTOP or SIGCONT to `child`.
+fn signal(child: &Child, signal: rustix::process::Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_raw(child.id() as i32).unwrap(), signal).unwrap();
+}
+
+#[tokio::test]
+async fn a_paused_gateway_that_lost_its_session_stops_its_turn_without_a_reply_when_it_wakes_up() {
+    let cluster = SharedDataDir::new();
+    let a = cluster.start("a");
+    let _b = cluster.start("b");
+    let mut at_a = LineClient::connect(a.channel_port).await;
+    // Kernel a's model call is slow; kernel b's comes back at once.
+    cluster.llm.push(Reply::SlowFirstToken { delay_ms: 5_000, text: "stale answer from a".into() });
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    at_a.send("alice:chat5:what is the time").await;
+    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    assert!(
+        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
+        "kernel a never asked the model"
+    );
+
+    signal(&a.child, rustix::process::Signal::STOP); // kernel a hangs past its TTL
+    let answered = || cluster.conversation("loopback:chat5").iter().any(|text| text == "answered by b");
+    assert!(wait_until(Duration::from_secs(20), answered), "kernel b never took the session: {}", cluster.log("b"));
+    signal(&a.child, rustix::process::Signal::CONT);
+
+    let late = line_starting(&mut at_a, "OUT chat5", Duration::from_secs(8)).await;
+    assert!(late.is_none(), "kernel a replied after losing the session: {late:?}");
+    let texts = cluster.conversation("loopback:chat5");
+    assert!(
+        !texts.iter().any(|text| text.contains("stale answer")),
+        "kernel a wrote after losing the session: {texts:?}"
+    );
+    assert_eq!(texts.iter().filter(|text| *text == "answered by b").count(), 1, "{texts:?}");
+    let log = cluster.log("a");
+    assert!(log.contains("owned elsewhere") && !log.contains("panicked"), "{log}");
+}
