@@ -1,8 +1,12 @@
-//! Cluster mode over a real `nats-server` with JetStream (issue 31, first part): kernels'
-//! session ownership and scheduler election against one server — one owner per session,
-//! takeover after the TTL when the owner stops renewing, a stale owner's writes refused by the
-//! fenced session store, one scheduler in the cluster — and a bad `cluster` section refused
-//! with the file and the key.
+//! Cluster mode over a real `nats-server` with JetStream (issue 31): kernels' session
+//! ownership and scheduler election against one server — one owner per session, takeover
+//! after the TTL when the owner stops renewing, a stale owner's writes refused by the fenced
+//! session store, one scheduler in the cluster — and a bad `cluster` section refused with the
+//! file and the key. Then real gateways as processes sharing one data dir and workspace: a
+//! session's turns on one of them and taken over when it is killed or paused, an acknowledged
+//! message answered after its gateway died, a job due every second firing once across them and
+//! after its scheduler died, the cluster in `/health` and `oxibot status`, and the same on a
+//! three-server NATS cluster that loses a server.
 
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -173,7 +177,8 @@ fn a_bad_cluster_section_is_refused_naming_the_file_and_the_key() {
 struct SharedDataDir {
     home: TempDir,
     llm: ScriptedLlm,
-    server: NatsServer,
+    servers: Vec<NatsServer>,
+    ttl_seconds: u64,
 }
 
 /// One gateway of the cluster: its process and its ports.
@@ -192,7 +197,34 @@ impl Drop for ClusterGateway {
 
 impl SharedDataDir {
     fn new() -> SharedDataDir {
-        SharedDataDir { home: TempDir::new("cluster-gateways"), llm: ScriptedLlm::start(), server: NatsServer::start() }
+        SharedDataDir {
+            home: TempDir::new("cluster-gateways"),
+            llm: ScriptedLlm::start(),
+            servers: vec![NatsServer::start()],
+            ttl_seconds: TTL_SECONDS,
+        }
+    }
+
+    /// On a three-server NATS cluster, once its JetStream answers, with ownership TTL `ttl_seconds`.
+    async fn on_three_servers(ttl_seconds: u64) -> SharedDataDir {
+        let servers = NatsServer::start_cluster();
+        let nats = servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
+        let started = Instant::now();
+        let probe = ClusterConfig { nats, node: "probe".to_owned(), ttl_seconds };
+        while let Err(error) = Node::connect(&probe).await {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the NATS cluster's JetStream never answered: {error}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!("the three-server JetStream answered after {:?}", started.elapsed());
+        SharedDataDir { home: TempDir::new("cluster-gateways"), llm: ScriptedLlm::start(), servers, ttl_seconds }
+    }
+
+    /// `cluster.nats`: every server.
+    fn nats(&self) -> String {
+        self.servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",")
     }
 
     fn workspace(&self) -> std::path::PathBuf {
@@ -207,7 +239,7 @@ impl SharedDataDir {
             "providers": {"custom": {"apiKey": "cluster-test-key", "apiBase": self.llm.base_url()}},
             "channels": {"loopback": {"enabled": true, "port": channel_port, "allowFrom": "*"}},
             "gateway": {"port": http_port, "heartbeat": {"enabled": false}},
-            "cluster": {"nats": self.server.url(), "node": format!("kernel-{node}"), "ttlSeconds": TTL_SECONDS}
+            "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds}
         });
         let path = self.home.path().join(format!("config-{node}.json"));
         std::fs::write(&path, config.to_string()).unwrap();
@@ -509,4 +541,39 @@ async fn a_paused_gateway_that_lost_its_session_stops_its_turn_without_a_reply_w
     assert_eq!(texts.iter().filter(|text| *text == "answered by b").count(), 1, "{texts:?}");
     let log = cluster.log("a");
     assert!(log.contains("owned elsewhere") && !log.contains("panicked"), "{log}");
+}
+
+#[tokio::test]
+async fn on_a_three_server_nats_cluster_a_lost_server_costs_no_session_and_a_killed_gateway_is_taken_over() {
+    let ttl = 4;
+    let mut cluster = SharedDataDir::on_three_servers(ttl).await;
+    let mut a = cluster.start("a");
+    let b = cluster.start("b");
+    let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat1:hello").await;
+    let reply = line_starting(&mut at_a, "OUT chat1", Duration::from_secs(10)).await.expect("kernel a answered");
+    assert_eq!(reply, "OUT chat1 first answer");
+
+    cluster.servers[0].kill(); // one NATS server dies; the buckets keep their other copies
+    cluster.llm.push(Reply::Text("second answer".into()));
+    at_a.send("alice:chat1:still there?").await;
+    let reply = line_starting(&mut at_a, "OUT chat1", Duration::from_secs(15)).await.expect("kernel a went on");
+    assert_eq!(reply, "OUT chat1 second answer");
+    assert_eq!(owned_sessions(a.http_port), ["loopback:chat1"], "kernel a lost its session with a NATS server");
+    assert!(owned_sessions(b.http_port).is_empty());
+
+    cluster.llm.push(Reply::Text("third answer".into()));
+    at_b.send("alice:chat1:and now?").await;
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(15)).await.expect("kernel b never took the session");
+    let waited = killed.elapsed();
+    eprintln!("with a NATS server down, kernel b took the session {waited:?} after kernel a was killed (TTL {ttl} s)");
+    assert!(waited <= Duration::from_secs(ttl + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    let reply = line_starting(&mut at_b, "OUT chat1", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat1 third answer");
+    let texts = cluster.conversation("loopback:chat1");
+    let answers: Vec<&String> = texts.iter().skip(1).step_by(2).collect();
+    assert_eq!(answers, ["first answer", "second answer", "third answer"], "{texts:?}");
 }

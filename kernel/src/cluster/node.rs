@@ -14,6 +14,9 @@ use super::error::ClusterError;
 use super::keys::{LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, session_key};
 use crate::config::cluster::ClusterConfig;
 
+/// Copies of each bucket a clustered NATS keeps (JetStream replicas).
+const CLUSTERED_REPLICAS: usize = 3;
+
 /// How long connecting to the first server may take before the kernel gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -198,9 +201,12 @@ async fn open_buckets(
         .connect(servers.clone())
         .await
         .map_err(|source| ClusterError::Connect { servers: servers.join(","), source })?;
+    // A clustered NATS (three JetStream servers or more) keeps each bucket on three of them,
+    // so losing one loses nothing.
+    let replicas = if client.server_info().cluster.is_some() { CLUSTERED_REPLICAS } else { 1 };
     let jetstream = jetstream::new(client.clone());
-    let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl).await?;
-    let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl).await?;
+    let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl, replicas).await?;
+    let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl, replicas).await?;
     Ok((client, sessions, leaders))
 }
 
@@ -214,7 +220,8 @@ fn log_event(event: &async_nats::Event) {
 }
 
 /// The bucket `bucket`, created with one value per key and `ttl` as its age limit when it
-/// does not exist yet (kernels of one cluster must agree on `cluster.ttlSeconds`). The bucket's
+/// does not exist yet (kernels of one cluster must agree on `cluster.ttlSeconds`), on
+/// `replicas` servers. The bucket's
 /// stream is made here as the key-value convention lays it out (`KV_<bucket>`, subjects
 /// `$KV.<bucket>.>`): the client's own bucket creation first reads the account's limits in a
 /// form nats-server 2.9 does not answer.
@@ -222,6 +229,7 @@ async fn open_bucket(
     jetstream: &jetstream::Context,
     bucket: &'static str,
     ttl: Duration,
+    replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     if let Ok(store) = jetstream.get_key_value(bucket).await {
         return Ok(store);
@@ -235,6 +243,7 @@ async fn open_bucket(
         deny_delete: true,
         allow_direct: true,
         discard: jetstream::stream::DiscardPolicy::New,
+        num_replicas: replicas,
         ..jetstream::stream::Config::default()
     };
     // Another kernel may create it at the same moment: then opening it is enough.
