@@ -577,3 +577,34 @@ async fn on_a_three_server_nats_cluster_a_lost_server_costs_no_session_and_a_kil
     let answers: Vec<&String> = texts.iter().skip(1).step_by(2).collect();
     assert_eq!(answers, ["first answer", "second answer", "third answer"], "{texts:?}");
 }
+
+#[tokio::test]
+async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_over_at_once() {
+    // A TTL far longer than the test waits: only a release lets the other kernel in.
+    let cluster = SharedDataDir { ttl_seconds: 60, ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    let scheduler = |port: u16| health(port).unwrap_or_default()["cluster"]["scheduler"].clone();
+    assert!(wait_until(Duration::from_secs(10), || scheduler(a.http_port) == "kernel-a"), "kernel a never led");
+    let b = cluster.start("b");
+    let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat3:hello").await;
+    line_starting(&mut at_a, "OUT chat3", Duration::from_secs(10)).await.expect("kernel a answered");
+    cluster.llm.push(Reply::Text("second answer".into()));
+    at_b.send("alice:chat3:over to you").await;
+    assert!(line_starting(&mut at_b, "ACCEPTED", Duration::from_millis(1_000)).await.is_none(), "two owners");
+
+    let stopped = Instant::now();
+    signal(&a.child, rustix::process::Signal::TERM);
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel b never took the session");
+    let waited = stopped.elapsed();
+    eprintln!("kernel b took the session {waited:?} after kernel a was told to stop (TTL 60 s)");
+    assert!(waited < Duration::from_secs(5), "the session waited {waited:?} for a stopped gateway");
+    let reply = line_starting(&mut at_b, "OUT chat3", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat3 second answer");
+    assert!(
+        wait_until(Duration::from_secs(5), || scheduler(b.http_port) == "kernel-b"),
+        "kernel b never took the lead"
+    );
+    assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
+}

@@ -5,12 +5,12 @@
 //! gateway's `/health` ([`Member::report`]) from what it knows without asking the server.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::claim::Claim;
+use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
 use super::node::Node;
 use super::sessions::SessionClaims;
@@ -28,6 +28,8 @@ pub struct Member {
     claims: Arc<SessionClaims>,
     /// The scheduler's leader as last seen (this kernel's name while it leads).
     leader: Mutex<Option<String>>,
+    /// This kernel's lead of the scheduler, while it has one, to give it up when leaving.
+    lead: Mutex<Weak<ClaimState>>,
 }
 
 /// This kernel's lead of the scheduler: held until dropped or lost.
@@ -54,7 +56,7 @@ impl Member {
     pub async fn join(config: &ClusterConfig) -> Result<Arc<Member>, ClusterError> {
         let node = Node::connect(config).await?;
         let claims = Arc::new(SessionClaims::new(Arc::clone(&node)));
-        Ok(Arc::new(Member { node, claims, leader: Mutex::default() }))
+        Ok(Arc::new(Member { node, claims, leader: Mutex::default(), lead: Mutex::new(Weak::new()) }))
     }
 
     /// The connection.
@@ -84,7 +86,10 @@ impl Member {
             None => None,
         };
         let leader = match &lead {
-            Some(_) => Some(self.node.name().to_owned()),
+            Some(lead) => {
+                *self.lead.lock().unwrap_or_else(PoisonError::into_inner) = lead.claim.state();
+                Some(self.node.name().to_owned())
+            }
             None => self.node.scheduler().await?,
         };
         *self.leader.lock().unwrap_or_else(PoisonError::into_inner) = leader;
@@ -94,6 +99,19 @@ impl Member {
     /// Forgets the leader seen (this kernel's lead ended).
     pub fn lead_ended(&self) {
         *self.leader.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Leaves the cluster (the gateway shuts down): gives up this kernel's sessions and its
+    /// lead of the scheduler at once, so other kernels take them without waiting for the TTL.
+    pub async fn leave(&self) {
+        self.claims.release_all().await;
+        let lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner).upgrade();
+        if let Some(token) = lead.and_then(|state| state.valid_token()) {
+            if let Err(error) = self.node.resign_scheduler(token.revision).await {
+                tracing::warn!(%error, "cannot give up the scheduler's lead; another kernel takes it after the TTL");
+            }
+        }
+        tracing::info!(node = %self.node.name(), "left the cluster");
     }
 
     /// The cluster part of `/health`: this node, the NATS servers and the connection's state,

@@ -127,6 +127,16 @@ impl Node {
         self.claim(self.leaders.clone(), SCHEDULER_KEY.to_owned()).await
     }
 
+    /// Gives up the scheduler's lead if this kernel's claim of it still has `revision`.
+    pub(crate) async fn resign_scheduler(&self, revision: u64) -> Result<(), ClusterError> {
+        let leaders = self.leaders.clone();
+        let deleted = self.spawn(async move { leaders.delete_expect_revision(SCHEDULER_KEY, Some(revision)).await })?;
+        deleted
+            .await
+            .map_err(|error| ClusterError::Runtime(format!("failed while resigning: {error}")))?
+            .map_err(|error| ClusterError::request("resigning the scheduler's lead", error))
+    }
+
     /// The node that schedules now, if any.
     pub async fn scheduler(&self) -> Result<Option<String>, ClusterError> {
         self.owner(self.leaders.clone(), SCHEDULER_KEY.to_owned()).await

@@ -4,7 +4,8 @@
 //! while the session's actor lives, and released when the actor stops. While another kernel
 //! owns the session, [`SessionOwnership::acquire`] waits, trying again every
 //! [`RETRY_EVERY`]: the message is not accepted meanwhile (the channel keeps it, unacknowledged),
-//! and it is taken in as soon as the owner releases the session or dies (after the TTL).
+//! and it is taken in as soon as the owner releases the session or dies (after the TTL). A
+//! cluster that does not answer (the client reconnecting) is asked again the same way.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -54,14 +55,31 @@ async fn try_acquire(
     }))
 }
 
-/// The cluster's failure as a session error (the write it was for does not happen).
+/// The cluster's failure as a session error (logged; the claim is tried again).
 fn cluster_failure(key: &str, error: &super::ClusterError) -> SessionError {
-    tracing::warn!(session = %key, %error, "cannot claim the session");
+    tracing::warn!(session = %key, %error, "cannot claim the session; trying again");
     SessionError::NotOwner { key: key.to_owned(), node: format!("unreachable cluster: {error}") }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SessionClaims {
+    /// Gives up every session this kernel holds and waits until the server took note, so
+    /// other kernels can take them at once (a gateway shutting down).
+    pub async fn release_all(&self) {
+        let claims: Vec<(String, Claim)> = lock(&self.held).drain().collect();
+        for (key, claim) in claims {
+            let released = match self.node.spawn(claim.release()) {
+                Ok(task) => task.await.map_err(|error| error.to_string()).and_then(|r| r.map_err(|e| e.to_string())),
+                Err(error) => Err(error.to_string()),
+            };
+            if let Err(error) = released {
+                tracing::warn!(session = %key, %error, "cannot release the session; it is free after the TTL");
+            }
+        }
+    }
 }
 
 impl SessionOwnership for SessionClaims {
@@ -70,13 +88,16 @@ impl SessionOwnership for SessionClaims {
         Box::pin(async move {
             let mut told = false;
             loop {
-                if let Some(owned) = try_acquire(&node, &held, &key).await? {
-                    return Ok(owned);
-                }
-                if !told {
-                    let owner = node.session_owner(&key).await.ok().flatten().unwrap_or_default();
-                    tracing::info!(session = %key, %owner, "another kernel owns the session; waiting for it");
-                    told = true;
+                match try_acquire(&node, &held, &key).await {
+                    Ok(Some(owned)) => return Ok(owned),
+                    Ok(None) if !told => {
+                        let owner = node.session_owner(&key).await.ok().flatten().unwrap_or_default();
+                        tracing::info!(session = %key, %owner, "another kernel owns the session; waiting for it");
+                        told = true;
+                    }
+                    Ok(None) => {}
+                    // The client reconnects meanwhile (a NATS server lost): try again.
+                    Err(_) => {}
                 }
                 tokio::time::sleep(RETRY_EVERY).await;
             }

@@ -195,6 +195,10 @@ pub async fn run(
     if router.in_flight() > 0 {
         tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
     }
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        member.leave().await;
+    }
     if router.undelivered() > 0 {
         tracing::warn!(replies = router.undelivered(), "replies not yet delivered are resent at the next start");
     }

@@ -26,7 +26,7 @@ pub type Acquiring = Pin<Box<dyn Future<Output = Result<Owned, SessionError>> + 
 pub trait SessionOwnership: Send + Sync + std::fmt::Debug {
     /// Resolves once this kernel owns session `key`: at once when it holds it, else when no
     /// other kernel does (it waits, retrying, while another one owns it). An error means the
-    /// cluster could not be asked.
+    /// session cannot be had at all (the cluster's claims retry instead while NATS is away).
     fn acquire(&self, key: &str) -> Acquiring;
 
     /// Gives session `key` up (its actor stopped), so another kernel can take it at once.
