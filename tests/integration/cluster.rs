@@ -268,6 +268,24 @@ impl SharedDataDir {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// What the web UI's health page reads (`GET /api/status`) from the gateway on `port`.
+    fn ui_status(&self, port: u16) -> Value {
+        use std::io::{Read, Write};
+        let secrets: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.home.path().join("local-secrets.json")).unwrap())
+                .unwrap();
+        let secret = secrets["webUi"].as_str().unwrap();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let request = format!(
+            "GET /api/status HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {secret}\r\nconnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or_default())
+            .unwrap_or_else(|_| panic!("{response}"))
+    }
+
     fn log(&self, node: &str) -> String {
         std::fs::read_to_string(self.home.path().join(format!("gateway-{node}.log"))).unwrap_or_default()
     }
@@ -332,6 +350,9 @@ async fn a_sessions_turns_run_on_one_gateway_and_move_to_another_within_ttl_plus
     assert_eq!(reply, "OUT chat1 first answer");
     assert_eq!(owned_sessions(a.http_port), ["loopback:chat1"]);
     assert!(owned_sessions(b.http_port).is_empty());
+    let page = cluster.ui_status(a.http_port);
+    assert_eq!(page["cluster"]["node"], "kernel-a", "the web UI's health page has no cluster: {page}");
+    assert_eq!(page["cluster"]["sessions"], json!(["loopback:chat1"]));
     let status = cluster.status("a");
     assert!(
         status.contains("cluster:   node kernel-a")
@@ -607,4 +628,24 @@ async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_ov
         "kernel b never took the lead"
     );
     assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
+}
+
+#[tokio::test]
+async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_scheduler() {
+    let cluster = SharedDataDir::new();
+    let a = cluster.start("a");
+    let config = cluster.home.path().join("config-a.json");
+    let out = kernel_command(cluster.home.path(), &["ui", "--config", config.to_str().unwrap()]).output().unwrap();
+    let login = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let browser = oxibot_tests::browser::Browser::start(1200, 900);
+    browser.open(&login);
+    browser.wait_for("the page after signing in", "return document.querySelector('#nav');");
+    browser.open(&format!("http://127.0.0.1:{}/#health", a.http_port));
+    let row = browser.wait_for(
+        "the cluster's row",
+        "const r = document.querySelector('#cluster tbody tr'); return r && r.innerText.includes('kernel-a') && r.innerText.includes('connected') ? r.innerText : null;",
+    );
+    assert!(row.to_string().contains("nats://127.0.0.1"), "{row}");
+    let led = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[3].innerText === 'kernel-a' ? true : null;";
+    browser.wait_for("kernel a as the scheduler", led);
 }

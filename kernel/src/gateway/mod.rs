@@ -147,9 +147,10 @@ pub async fn run(
     }
     let health_services = services.clone();
     let cluster_report = cluster_report(cluster.as_ref());
+    let health_cluster = cluster_report.clone();
     let report = move || {
         let mut report = health::report(health_services.host(), started);
-        if let Some(cluster) = &cluster_report {
+        if let Some(cluster) = &health_cluster {
             report["cluster"] = cluster();
         }
         report
@@ -166,6 +167,7 @@ pub async fn run(
         ),
         cron: cron_handle(&services, timezone, scheduler.as_ref()),
         scheduler: scheduler.as_ref().map(|s| s.actor().clone()),
+        cluster: cluster_report.clone(),
     });
     actix::spawn(web::serve(listener, source, ui));
     tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
@@ -212,11 +214,11 @@ pub async fn run(
 }
 
 /// The cluster's part of `/health`, in cluster mode.
-fn cluster_report(cluster: Option<&ClusterMember>) -> Option<Box<dyn Fn() -> serde_json::Value>> {
+fn cluster_report(cluster: Option<&ClusterMember>) -> Option<Rc<dyn Fn() -> serde_json::Value>> {
     #[cfg(feature = "cluster")]
     {
         let member = cluster?.clone();
-        Some(Box::new(move || member.report()))
+        Some(Rc::new(move || member.report()))
     }
     #[cfg(not(feature = "cluster"))]
     cluster.map(|never| match *never {})
