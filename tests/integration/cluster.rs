@@ -649,3 +649,29 @@ async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_sche
     let led = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[3].innerText === 'kernel-a' ? true : null;";
     browser.wait_for("kernel a as the scheduler", led);
 }
+
+#[tokio::test]
+async fn a_job_another_scheduler_already_fired_for_its_due_time_is_not_run_again() {
+    let cluster = SharedDataDir::new();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let due = now_ms + 4_000;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "f1f2f3f4", "name": "once", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 3000},
+        "payload": {"kind": "agent_turn", "message": "failover tick", "sessionKey": "loopback:once"},
+        "state": {"nextRunAtMs": due}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    // A scheduler that died right after firing the job, before it could save that it did.
+    let earlier = node(&cluster.servers[0], "kernel-gone").await;
+    assert!(earlier.first_firing("f1f2f3f4", due).await.unwrap());
+
+    let started = Instant::now();
+    let _gateway = cluster.start("a");
+    let until_due = Duration::from_millis(4_000 + 1_500).saturating_sub(started.elapsed());
+    let at_due = turns_seen(&cluster.llm, "failover tick", started, until_due);
+    assert!(at_due.is_empty(), "the job ran again for a due time already fired: {at_due:?}");
+    let next = turns_seen(&cluster.llm, "failover tick", started, Duration::from_secs(3));
+    assert_eq!(next.len(), 1, "the job's next due time did not fire once: {next:?}");
+}

@@ -11,11 +11,14 @@ use async_nats::jetstream::{self, kv};
 
 use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
-use super::keys::{LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, session_key};
+use super::keys::{FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, firing_key, session_key};
 use crate::config::cluster::ClusterConfig;
 
 /// Copies of each bucket a clustered NATS keeps (JetStream replicas).
 const CLUSTERED_REPLICAS: usize = 3;
+
+/// How long a cron firing is remembered: longer than any failover takes.
+const FIRED_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// How long connecting to the first server may take before the kernel gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -33,6 +36,8 @@ pub struct Node {
     sessions: kv::Store,
     /// Leader keys (`scheduler`).
     leaders: kv::Store,
+    /// Cron firings (job and due time), kept for [`FIRED_WINDOW`].
+    fired: kv::Store,
     /// The connection: it reconnects by itself, with growing waits, whenever it is lost.
     client: async_nats::Client,
     /// The configured servers, for the status.
@@ -65,7 +70,7 @@ impl Node {
             Ok(opened) => opened,
             Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
         };
-        let (client, sessions, leaders) = match opened {
+        let (client, sessions, leaders, fired) = match opened {
             Ok(buckets) => buckets,
             Err(error) => {
                 // Dropping a runtime inside another one would panic.
@@ -76,7 +81,7 @@ impl Node {
         tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
         let servers = config.nats.clone();
         let owned = Mutex::new(HashMap::new());
-        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, client, servers, owned }))
+        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, fired, client, servers, owned }))
     }
 
     /// This kernel's node name.
@@ -135,6 +140,21 @@ impl Node {
             .await
             .map_err(|error| ClusterError::Runtime(format!("failed while resigning: {error}")))?
             .map_err(|error| ClusterError::request("resigning the scheduler's lead", error))
+    }
+
+    /// Records that this kernel fires job `job` due at `due_ms`; `false` when a kernel already
+    /// did (a scheduler before a failover), so the job is not run again for that due time.
+    pub async fn first_firing(&self, job: &str, due_ms: i64) -> Result<bool, ClusterError> {
+        let (fired, key, node) = (self.fired.clone(), firing_key(job, due_ms), bytes::Bytes::from(self.name.clone()));
+        let created = self.spawn(async move { fired.create(&key, node).await })?;
+        match created
+            .await
+            .map_err(|error| ClusterError::Runtime(format!("failed while recording a firing: {error}")))?
+        {
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
+            Err(error) => Err(ClusterError::request("recording a cron firing", error)),
+        }
     }
 
     /// The node that schedules now, if any.
@@ -203,7 +223,7 @@ async fn open_buckets(
     servers: Vec<String>,
     name: String,
     ttl: Duration,
-) -> Result<(async_nats::Client, kv::Store, kv::Store), ClusterError> {
+) -> Result<(async_nats::Client, kv::Store, kv::Store, kv::Store), ClusterError> {
     let client = async_nats::ConnectOptions::new()
         .name(&name)
         .connection_timeout(CONNECT_TIMEOUT)
@@ -217,7 +237,8 @@ async fn open_buckets(
     let jetstream = jetstream::new(client.clone());
     let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl, replicas).await?;
     let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl, replicas).await?;
-    Ok((client, sessions, leaders))
+    let fired = open_bucket(&jetstream, FIRED_BUCKET, FIRED_WINDOW, replicas).await?;
+    Ok((client, sessions, leaders, fired))
 }
 
 /// Logs what happens to the connection (the client reconnects by itself after a loss).

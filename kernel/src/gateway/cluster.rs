@@ -15,7 +15,7 @@ use super::resume;
 use super::router::Router;
 use crate::automation::dispatch::Dispatcher;
 use crate::automation::heartbeat::{HeartbeatActor, HeartbeatSettings};
-use crate::automation::scheduling::Scheduler;
+use crate::automation::scheduling::{FirstFiring, Scheduler};
 use crate::cluster::Member;
 use crate::cron::Tz;
 use crate::cron::actor::Halt;
@@ -43,8 +43,9 @@ pub async fn lead_scheduling(member: Arc<Member>, services: Arc<Services>, sched
         match member.try_lead(&workspace).await {
             Ok(Some(lead)) => {
                 tracing::info!(node = %member.node().name(), "this kernel leads the cluster's cron jobs and heartbeat");
-                let scheduler =
-                    Scheduler::start_leading(&workspace, scheduling.timezone, scheduling.dispatcher.clone());
+                let first = first_firing(&member);
+                let dispatcher = scheduling.dispatcher.clone();
+                let scheduler = Scheduler::start_leading(&workspace, scheduling.timezone, dispatcher, Some(first));
                 let heartbeat = scheduling.heartbeat.as_ref().map(|settings| {
                     let engine = services.engine().clone();
                     let (dispatcher, services) = (scheduling.dispatcher.clone(), services.clone());
@@ -95,4 +96,19 @@ pub async fn take_over_orphans(
         }
         tokio::time::sleep(every).await;
     }
+}
+
+/// The cluster's record of cron firings: a job fires for a due time only if no kernel did (an
+/// unreachable cluster lets it fire: a late duplicate is better than a lost reminder).
+fn first_firing(member: &Arc<Member>) -> FirstFiring {
+    let node = member.node().clone();
+    Arc::new(move |job: &str, due_ms: i64| {
+        let (node, job) = (node.clone(), job.to_owned());
+        Box::pin(async move {
+            node.first_firing(&job, due_ms).await.unwrap_or_else(|error| {
+                tracing::warn!(%job, %error, "cannot record a cron firing in the cluster; firing anyway");
+                true
+            })
+        })
+    })
 }
