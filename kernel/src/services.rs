@@ -16,6 +16,7 @@ use crate::history::HistoryStore;
 use crate::meter::Meter;
 use crate::plugin::PluginHost;
 use crate::provider::Provider;
+use crate::session::ownership::SessionOwnership;
 use crate::session::{SessionStorage, SessionStore};
 use crate::settings::{Settings, SettingsHandle};
 use crate::turn::Engine;
@@ -57,6 +58,9 @@ pub struct Services {
     /// source stopped at its spending cap), installed once by whoever runs the kernel and can
     /// deliver; without it such notices are only logged.
     owner_notice: OnceLock<OwnerNotice>,
+    /// In cluster mode, which sessions this kernel may run (claimed before their turns);
+    /// `None` on a single host, where every session is this kernel's.
+    ownership: Option<Arc<dyn SessionOwnership>>,
 }
 
 /// Sends a message to the owner's last active chat.
@@ -91,7 +95,22 @@ impl Services {
             background_consolidation: true,
             builtins: OnceLock::new(),
             owner_notice: OnceLock::new(),
+            ownership: None,
         }
+    }
+
+    /// The same services as one kernel of a cluster: sessions are reached through `sessions`
+    /// (a store that writes only sessions this kernel owns) and claimed through `ownership`
+    /// before their turns.
+    pub fn in_cluster(mut self, sessions: Arc<dyn SessionStorage>, ownership: Arc<dyn SessionOwnership>) -> Services {
+        self.sessions = sessions;
+        self.ownership = Some(ownership);
+        self
+    }
+
+    /// In cluster mode, the ownership of sessions; `None` on a single host.
+    pub fn ownership(&self) -> Option<&Arc<dyn SessionOwnership>> {
+        self.ownership.as_ref()
     }
 
     /// The same services with background consolidation on or off.

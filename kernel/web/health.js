@@ -3,9 +3,9 @@
 // table; then small charts, all inline SVG without a library: tokens per source per day (with
 // each source's calls, cache hit rate, reasoning tokens and cost in a table under it),
 // cost per day (when the config prices the models), latency per turn, restarts per plugin,
-// and each session's context fill as a bar. Each cell carries its column's name
-// (`data-label`), so on a phone the tables stack into one block per row instead of running
-// off screen.
+// and each session's context fill as a bar; in cluster mode, the cluster first. Each cell
+// carries its column's name (`data-label`), so on a phone the tables stack into one block per
+// row instead of running off screen.
 import { el, errorBox, getJson } from './api.js';
 
 export async function healthView(main) {
@@ -41,6 +41,7 @@ function render(main, status) {
       [d.day, d.turns, d.prompt, d.cached, d.completion, d.cost === null || d.cost === undefined ? '—' : d.cost.toFixed(4)]
         .map((value, n) => cell(usageHeads[n], value))))));
   main.replaceChildren(
+    ...(status.cluster ? [el('h2', {}, 'Cluster'), clusterTable(status.cluster, cell)] : []),
     el('h2', {}, 'Channels'), channels.length ? el('div', { class: 'scroll' }, table(channels)) : el('p', { class: 'muted' }, 'No channel is enabled.'),
     el('h2', {}, 'Plugins'), el('div', { class: 'scroll', id: 'plugins' }, table(tools)),
     el('h2', {}, 'Plugin restarts'), restartsChart(status.plugins),
@@ -50,6 +51,17 @@ function render(main, status) {
     ...(status.usage.some(d => typeof d.cost === 'number') ? [el('h2', {}, 'Cost'), costChart(status.usage)] : []),
     ...(status.turns?.length ? [el('h2', {}, 'Latency per turn'), latencyChart(status.turns)] : []),
     ...(status.contexts?.length ? [el('h2', {}, 'Context fill'), contextBars(status.contexts)] : []));
+}
+
+// Cluster mode: this node, the NATS servers and the connection, the kernel that runs the cron
+// jobs, and the sessions this node owns.
+function clusterTable(cluster, cell) {
+  const heads = ['Node', 'NATS', 'Connection', 'Scheduler', 'Sessions owned'];
+  const sessions = cluster.sessions.length ? `${cluster.sessions.length}: ${cluster.sessions.join(', ')}` : '0';
+  const values = [cluster.node, cluster.nats, cluster.connection, cluster.scheduler ?? 'nobody yet', sessions];
+  return el('div', { class: 'scroll' }, el('table', { id: 'cluster', class: 'stack' },
+    el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))),
+    el('tbody', {}, el('tr', { class: 'state-' + cluster.connection }, values.map((value, n) => cell(heads[n], value))))));
 }
 
 const SVG = 'http://www.w3.org/2000/svg';

@@ -1,9 +1,14 @@
-//! Cluster mode over a real `nats-server` with JetStream (issue 31, first part): kernels'
-//! session ownership and scheduler election against one server — one owner per session,
-//! takeover after the TTL when the owner stops renewing, a stale owner's writes refused by the
-//! fenced session store, one scheduler in the cluster — and a bad `cluster` section refused
-//! with the file and the key.
+//! Cluster mode over a real `nats-server` with JetStream (issue 31): kernels' session
+//! ownership and scheduler election against one server — one owner per session, takeover
+//! after the TTL when the owner stops renewing, a stale owner's writes refused by the fenced
+//! session store, one scheduler in the cluster — and a bad `cluster` section refused with the
+//! file and the key. Then real gateways as processes sharing one data dir and workspace: a
+//! session's turns on one of them and taken over when it is killed or paused, an acknowledged
+//! message answered after its gateway died, a job due every second firing once across them and
+//! after its scheduler died, the cluster in `/health` and `oxibot status`, and the same on a
+//! three-server NATS cluster that loses a server.
 
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,9 +18,12 @@ use oxibot_kernel::cron::storage::JobStorage;
 use oxibot_kernel::cron::store::JobStore;
 use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::session::{SessionError, SessionStorage, SessionStore};
+use oxibot_tests::channels::{LineClient, free_port};
+use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::nats::NatsServer;
-use oxibot_tests::{TempDir, oxibot, stderr};
-use serde_json::json;
+use oxibot_tests::procs::wait_until;
+use oxibot_tests::{TempDir, kernel_command, oxibot, stderr};
+use serde_json::{Value, json};
 
 /// The ownership TTL of these tests: short, so a takeover is quick to wait for.
 const TTL_SECONDS: u64 = 2;
@@ -161,4 +169,509 @@ fn a_bad_cluster_section_is_refused_naming_the_file_and_the_key() {
         text.contains("config.json") && text.contains("cluster.nats") && text.contains("nats://host:port"),
         "{text}"
     );
+}
+
+/// Two (or more) gateways of one cluster as processes: one data dir and workspace, one
+/// scripted model, one NATS server; each node its own config file (its loopback channel port,
+/// its HTTP port, its node name).
+struct SharedDataDir {
+    home: TempDir,
+    llm: ScriptedLlm,
+    servers: Vec<NatsServer>,
+    ttl_seconds: u64,
+}
+
+/// One gateway of the cluster: its process and its ports.
+struct ClusterGateway {
+    child: Child,
+    channel_port: u16,
+    http_port: u16,
+}
+
+impl Drop for ClusterGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SharedDataDir {
+    fn new() -> SharedDataDir {
+        SharedDataDir {
+            home: TempDir::new("cluster-gateways"),
+            llm: ScriptedLlm::start(),
+            servers: vec![NatsServer::start()],
+            ttl_seconds: TTL_SECONDS,
+        }
+    }
+
+    /// On a three-server NATS cluster, once its JetStream answers, with ownership TTL `ttl_seconds`.
+    async fn on_three_servers(ttl_seconds: u64) -> SharedDataDir {
+        let servers = NatsServer::start_cluster();
+        let nats = servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
+        let started = Instant::now();
+        let probe = ClusterConfig { nats, node: "probe".to_owned(), ttl_seconds };
+        while let Err(error) = Node::connect(&probe).await {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the NATS cluster's JetStream never answered: {error}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!("the three-server JetStream answered after {:?}", started.elapsed());
+        SharedDataDir { home: TempDir::new("cluster-gateways"), llm: ScriptedLlm::start(), servers, ttl_seconds }
+    }
+
+    /// `cluster.nats`: every server.
+    fn nats(&self) -> String {
+        self.servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",")
+    }
+
+    fn workspace(&self) -> std::path::PathBuf {
+        self.home.path().join("workspace")
+    }
+
+    /// Starts gateway `node` (`a`, `b`, …) and waits until its channel runs and it joined.
+    fn start(&self, node: &str) -> ClusterGateway {
+        let (channel_port, http_port) = (free_port(), free_port());
+        let config = json!({
+            "agents": {"defaults": {"workspace": self.workspace(), "model": "test-model", "provider": "custom"}},
+            "providers": {"custom": {"apiKey": "cluster-test-key", "apiBase": self.llm.base_url()}},
+            "channels": {"loopback": {"enabled": true, "port": channel_port, "allowFrom": "*"}},
+            "gateway": {"port": http_port, "heartbeat": {"enabled": false}},
+            "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds}
+        });
+        let path = self.home.path().join(format!("config-{node}.json"));
+        std::fs::write(&path, config.to_string()).unwrap();
+        let log = std::fs::File::create(self.home.path().join(format!("gateway-{node}.log"))).unwrap();
+        let child = kernel_command(self.home.path(), &["gateway", "--config", path.to_str().unwrap()])
+            .env("RUST_LOG", "oxibot=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let gateway = ClusterGateway { child, channel_port, http_port };
+        let joined = || {
+            health(http_port).is_some_and(|h| {
+                h["cluster"]["connection"] == "connected"
+                    && h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running")
+            })
+        };
+        assert!(wait_until(Duration::from_secs(20), joined), "gateway {node} never ran: {}", self.log(node));
+        gateway
+    }
+
+    /// What `oxibot status` prints with node `node`'s config.
+    fn status(&self, node: &str) -> String {
+        let path = self.home.path().join(format!("config-{node}.json"));
+        let out = kernel_command(self.home.path(), &["status", "--config", path.to_str().unwrap()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// What the web UI's health page reads (`GET /api/status`) from the gateway on `port`.
+    fn ui_status(&self, port: u16) -> Value {
+        use std::io::{Read, Write};
+        let secrets: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.home.path().join("local-secrets.json")).unwrap())
+                .unwrap();
+        let secret = secrets["webUi"].as_str().unwrap();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let request = format!(
+            "GET /api/status HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {secret}\r\nconnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or_default())
+            .unwrap_or_else(|_| panic!("{response}"))
+    }
+
+    fn log(&self, node: &str) -> String {
+        std::fs::read_to_string(self.home.path().join(format!("gateway-{node}.log"))).unwrap_or_default()
+    }
+
+    /// The texts of the user's and the assistant's messages in session `key`, in order.
+    fn conversation(&self, key: &str) -> Vec<String> {
+        let path = oxibot_tests::session_path(self.home.path(), &self.workspace(), key);
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["role"] == "user" || line["role"] == "assistant")
+            .map(|line| line["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// `GET /health` of the gateway on `port`; `None` when it does not answer.
+fn health(port: u16) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
+}
+
+/// The sessions the gateway on `port` says it owns.
+fn owned_sessions(port: u16) -> Vec<String> {
+    let health = health(port).unwrap_or_default();
+    health["cluster"]["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The next line of `client` that starts with `prefix`, or `None` after `limit`.
+async fn line_starting(client: &mut LineClient, prefix: &str, limit: Duration) -> Option<String> {
+    let search = async {
+        loop {
+            let line = client.line().await;
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    };
+    tokio::time::timeout(limit, search).await.ok()
+}
+
+#[tokio::test]
+async fn a_sessions_turns_run_on_one_gateway_and_move_to_another_within_ttl_plus_a_second_when_its_owner_is_killed() {
+    let cluster = SharedDataDir::new();
+    let mut a = cluster.start("a");
+    let b = cluster.start("b");
+    let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);
+
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat1:hello").await;
+    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    let reply = line_starting(&mut at_a, "OUT chat1", Duration::from_secs(10)).await.expect("kernel a answered");
+    assert_eq!(reply, "OUT chat1 first answer");
+    assert_eq!(owned_sessions(a.http_port), ["loopback:chat1"]);
+    assert!(owned_sessions(b.http_port).is_empty());
+    let page = cluster.ui_status(a.http_port);
+    assert_eq!(page["cluster"]["node"], "kernel-a", "the web UI's health page has no cluster: {page}");
+    assert_eq!(page["cluster"]["sessions"], json!(["loopback:chat1"]));
+    let status = cluster.status("a");
+    assert!(
+        status.contains("cluster:   node kernel-a")
+            && status.contains("(connected)")
+            && status.contains("owns 1 session(s): loopback:chat1"),
+        "{status}"
+    );
+
+    // The same chat reaches kernel b while kernel a owns the session: b does not run its turn.
+    at_b.send("alice:chat1:second").await;
+    let early = line_starting(&mut at_b, "ACCEPTED", Duration::from_millis(1_500)).await;
+    assert!(early.is_none(), "kernel b took a message of a session kernel a owns: {early:?}");
+    assert_eq!(cluster.llm.requests().len(), 1, "kernel b ran a turn of a session kernel a owns");
+
+    cluster.llm.push(Reply::Text("second answer".into()));
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel b never took the session");
+    let waited = killed.elapsed();
+    eprintln!("kernel b took the session {waited:?} after kernel a was killed (TTL {TTL_SECONDS} s)");
+    assert!(waited <= Duration::from_secs(TTL_SECONDS + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    let reply = line_starting(&mut at_b, "OUT chat1", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat1 second answer");
+    assert_eq!(owned_sessions(b.http_port), ["loopback:chat1"]);
+    // Kernel b went on with the conversation kernel a wrote.
+    let sent = &cluster.llm.requests()[1];
+    assert!(sent.to_string().contains("first answer"), "kernel b did not read kernel a's turn: {sent}");
+    let texts = cluster.conversation("loopback:chat1");
+    assert!(texts.len() == 4 && texts[1] == "first answer" && texts[3] == "second answer", "{texts:?}");
+}
+
+/// The times (since `since`) at which the scripted model was asked a turn whose message holds
+/// `marker`, sampled every 20 ms for `span`.
+fn turns_seen(llm: &ScriptedLlm, marker: &str, since: Instant, span: Duration) -> Vec<Duration> {
+    let count = || {
+        llm.requests()
+            .iter()
+            .filter(|r| r["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m.to_string().contains(marker)))
+            .count()
+    };
+    let (mut seen, mut times) = (count(), Vec::new());
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = count();
+        times.extend((seen..now).map(|_| since.elapsed()));
+        seen = now;
+    }
+    times
+}
+
+#[tokio::test]
+async fn a_job_due_every_second_fires_once_per_due_time_across_two_gateways_and_after_the_leader_is_killed() {
+    let cluster = SharedDataDir::new();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "e1e2e3e4", "name": "tick", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 1000},
+        "payload": {"kind": "agent_turn", "message": "cluster tick", "sessionKey": "loopback:ticks"},
+        "state": {"nextRunAtMs": now_ms + 3000}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    let mut gateways = vec![cluster.start("a"), cluster.start("b")];
+    let leader = |gateways: &[ClusterGateway]| {
+        let names: Vec<Value> =
+            gateways.iter().map(|g| health(g.http_port).unwrap_or_default()["cluster"]["scheduler"].clone()).collect();
+        names
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || leader(&gateways).iter().all(|n| n.is_string())
+            && leader(&gateways)[0] == leader(&gateways)[1]),
+        "the gateways never agreed on one scheduler: {:?}",
+        leader(&gateways)
+    );
+    let name = leader(&gateways)[0].as_str().unwrap().to_owned();
+    let leading = if name == "kernel-a" { 0 } else { 1 };
+
+    let started = Instant::now();
+    let before = turns_seen(&cluster.llm, "cluster tick", started, Duration::from_secs(6));
+    eprintln!("fires with both gateways (s): {before:?}");
+    assert!((3..=7).contains(&before.len()), "a job due every second fired {} times in 6 s", before.len());
+
+    let mut dead = gateways.remove(leading);
+    dead.child.kill().unwrap();
+    let killed = Instant::now();
+    let after = turns_seen(&cluster.llm, "cluster tick", killed, Duration::from_secs(7));
+    eprintln!("fires after {name} was killed (s): {after:?}");
+    let survivor = health(gateways[0].http_port).unwrap_or_default();
+    assert_ne!(survivor["cluster"]["scheduler"], json!(name), "the survivor still sees the dead leader");
+    let late: Vec<&Duration> = after.iter().filter(|t| **t > Duration::from_secs(TTL_SECONDS + 1)).collect();
+    assert!(late.len() >= 3, "the job stopped firing after the leader died: {after:?}");
+    assert!(after.len() <= 8, "a job due every second fired {} times in 7 s: {after:?}", after.len());
+}
+
+#[tokio::test]
+async fn a_message_acknowledged_by_a_gateway_killed_mid_turn_is_answered_by_another_gateway() {
+    let cluster = SharedDataDir::new();
+    let mut a = cluster.start("a");
+    let _b = cluster.start("b");
+    let mut at_a = LineClient::connect(a.channel_port).await;
+    // Kernel a's turn hangs on the model; kernel b's answer comes at once.
+    cluster.llm.push(Reply::SlowFirstToken { delay_ms: 60_000, text: "never sent".into() });
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    at_a.send("alice:chat9:please remember the milk").await;
+    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    assert!(
+        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
+        "kernel a never asked the model"
+    );
+
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let answered = || cluster.conversation("loopback:chat9").iter().any(|text| text == "answered by b");
+    assert!(wait_until(Duration::from_secs(20), answered), "the acknowledged message was lost: {}", cluster.log("b"));
+    let waited = killed.elapsed();
+    eprintln!("the message kernel a acknowledged was answered by kernel b {waited:?} after a was killed");
+    assert!(waited <= Duration::from_secs(2 * TTL_SECONDS + 3), "took {waited:?}");
+    let texts = cluster.conversation("loopback:chat9");
+    assert_eq!(texts.iter().filter(|t| t.contains("please remember the milk")).count(), 1, "{texts:?}");
+}
+
+/// The names of the threads of process `pid`.
+fn thread_names(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_gateway_runs_the_cluster_client_only_with_a_cluster_section() {
+    let cluster = SharedDataDir::new();
+    let member = cluster.start("a");
+    assert!(thread_names(member.child.id()).iter().any(|name| name == "oxibot-cluster"), "no cluster client runs");
+
+    let single = TempDir::new("single-host");
+    let http_port = free_port();
+    let config = json!({
+        "agents": {"defaults": {"workspace": single.path().join("workspace"), "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "k", "apiBase": cluster.llm.base_url()}},
+        "channels": {"loopback": {"enabled": true, "port": free_port(), "allowFrom": "*"}},
+        "gateway": {"port": http_port}
+    });
+    std::fs::write(single.path().join("config.json"), config.to_string()).unwrap();
+    let child =
+        kernel_command(single.path(), &["gateway"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let gateway = ClusterGateway { child, channel_port: 0, http_port };
+    assert!(wait_until(Duration::from_secs(20), || health(http_port).is_some()), "the single-host gateway never ran");
+    let report = health(http_port).unwrap();
+    assert!(report.get("cluster").is_none(), "a single-host gateway reports a cluster: {report}");
+    let names = thread_names(gateway.child.id());
+    assert!(!names.iter().any(|name| name == "oxibot-cluster"), "a single-host gateway runs NATS code: {names:?}");
+}
+
+#[test]
+fn a_gateway_that_cannot_reach_nats_stops_naming_the_address() {
+    let home = TempDir::new("cluster-unreachable");
+    let port = free_port(); // nothing listens there
+    let config = json!({
+        "agents": {"defaults": {"workspace": home.path().join("workspace"), "model": "test-model", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "k", "apiBase": "http://127.0.0.1:9/v1"}},
+        "gateway": {"port": free_port()},
+        "cluster": {"nats": format!("nats://127.0.0.1:{port}"), "node": "kernel-a"}
+    });
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let out = kernel_command(home.path(), &["gateway"]).output().unwrap();
+    assert!(!out.status.success(), "the gateway ran without its cluster");
+    let text = stderr(&out);
+    assert!(text.contains("cannot join the cluster") && text.contains(&format!("nats://127.0.0.1:{port}")), "{text}");
+}
+
+/// Sends SIGSTOP or SIGCONT to `child`.
+fn signal(child: &Child, signal: rustix::process::Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_raw(child.id() as i32).unwrap(), signal).unwrap();
+}
+
+#[tokio::test]
+async fn a_paused_gateway_that_lost_its_session_stops_its_turn_without_a_reply_when_it_wakes_up() {
+    let cluster = SharedDataDir::new();
+    let a = cluster.start("a");
+    let _b = cluster.start("b");
+    let mut at_a = LineClient::connect(a.channel_port).await;
+    // Kernel a's model call is slow; kernel b's comes back at once.
+    cluster.llm.push(Reply::SlowFirstToken { delay_ms: 5_000, text: "stale answer from a".into() });
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    at_a.send("alice:chat5:what is the time").await;
+    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    assert!(
+        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
+        "kernel a never asked the model"
+    );
+
+    signal(&a.child, rustix::process::Signal::STOP); // kernel a hangs past its TTL
+    let answered = || cluster.conversation("loopback:chat5").iter().any(|text| text == "answered by b");
+    assert!(wait_until(Duration::from_secs(20), answered), "kernel b never took the session: {}", cluster.log("b"));
+    signal(&a.child, rustix::process::Signal::CONT);
+
+    let late = line_starting(&mut at_a, "OUT chat5", Duration::from_secs(8)).await;
+    assert!(late.is_none(), "kernel a replied after losing the session: {late:?}");
+    let texts = cluster.conversation("loopback:chat5");
+    assert!(
+        !texts.iter().any(|text| text.contains("stale answer")),
+        "kernel a wrote after losing the session: {texts:?}"
+    );
+    assert_eq!(texts.iter().filter(|text| *text == "answered by b").count(), 1, "{texts:?}");
+    let log = cluster.log("a");
+    assert!(log.contains("owned elsewhere") && !log.contains("panicked"), "{log}");
+}
+
+#[tokio::test]
+async fn on_a_three_server_nats_cluster_a_lost_server_costs_no_session_and_a_killed_gateway_is_taken_over() {
+    let ttl = 4;
+    let mut cluster = SharedDataDir::on_three_servers(ttl).await;
+    let mut a = cluster.start("a");
+    let b = cluster.start("b");
+    let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat1:hello").await;
+    let reply = line_starting(&mut at_a, "OUT chat1", Duration::from_secs(10)).await.expect("kernel a answered");
+    assert_eq!(reply, "OUT chat1 first answer");
+
+    cluster.servers[0].kill(); // one NATS server dies; the buckets keep their other copies
+    cluster.llm.push(Reply::Text("second answer".into()));
+    at_a.send("alice:chat1:still there?").await;
+    let reply = line_starting(&mut at_a, "OUT chat1", Duration::from_secs(15)).await.expect("kernel a went on");
+    assert_eq!(reply, "OUT chat1 second answer");
+    assert_eq!(owned_sessions(a.http_port), ["loopback:chat1"], "kernel a lost its session with a NATS server");
+    assert!(owned_sessions(b.http_port).is_empty());
+
+    cluster.llm.push(Reply::Text("third answer".into()));
+    at_b.send("alice:chat1:and now?").await;
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(15)).await.expect("kernel b never took the session");
+    let waited = killed.elapsed();
+    eprintln!("with a NATS server down, kernel b took the session {waited:?} after kernel a was killed (TTL {ttl} s)");
+    assert!(waited <= Duration::from_secs(ttl + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    let reply = line_starting(&mut at_b, "OUT chat1", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat1 third answer");
+    let texts = cluster.conversation("loopback:chat1");
+    let answers: Vec<&String> = texts.iter().skip(1).step_by(2).collect();
+    assert_eq!(answers, ["first answer", "second answer", "third answer"], "{texts:?}");
+}
+
+#[tokio::test]
+async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_over_at_once() {
+    // A TTL far longer than the test waits: only a release lets the other kernel in.
+    let cluster = SharedDataDir { ttl_seconds: 60, ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    let scheduler = |port: u16| health(port).unwrap_or_default()["cluster"]["scheduler"].clone();
+    assert!(wait_until(Duration::from_secs(10), || scheduler(a.http_port) == "kernel-a"), "kernel a never led");
+    let b = cluster.start("b");
+    let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat3:hello").await;
+    line_starting(&mut at_a, "OUT chat3", Duration::from_secs(10)).await.expect("kernel a answered");
+    cluster.llm.push(Reply::Text("second answer".into()));
+    at_b.send("alice:chat3:over to you").await;
+    assert!(line_starting(&mut at_b, "ACCEPTED", Duration::from_millis(1_000)).await.is_none(), "two owners");
+
+    let stopped = Instant::now();
+    signal(&a.child, rustix::process::Signal::TERM);
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel b never took the session");
+    let waited = stopped.elapsed();
+    eprintln!("kernel b took the session {waited:?} after kernel a was told to stop (TTL 60 s)");
+    assert!(waited < Duration::from_secs(5), "the session waited {waited:?} for a stopped gateway");
+    let reply = line_starting(&mut at_b, "OUT chat3", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat3 second answer");
+    assert!(
+        wait_until(Duration::from_secs(5), || scheduler(b.http_port) == "kernel-b"),
+        "kernel b never took the lead"
+    );
+    assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
+}
+
+#[tokio::test]
+async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_scheduler() {
+    let cluster = SharedDataDir::new();
+    let a = cluster.start("a");
+    let config = cluster.home.path().join("config-a.json");
+    let out = kernel_command(cluster.home.path(), &["ui", "--config", config.to_str().unwrap()]).output().unwrap();
+    let login = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let browser = oxibot_tests::browser::Browser::start(1200, 900);
+    browser.open(&login);
+    browser.wait_for("the page after signing in", "return document.querySelector('#nav');");
+    browser.open(&format!("http://127.0.0.1:{}/#health", a.http_port));
+    let row = browser.wait_for(
+        "the cluster's row",
+        "const r = document.querySelector('#cluster tbody tr'); return r && r.innerText.includes('kernel-a') && r.innerText.includes('connected') ? r.innerText : null;",
+    );
+    assert!(row.to_string().contains("nats://127.0.0.1"), "{row}");
+    let led = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[3].innerText === 'kernel-a' ? true : null;";
+    browser.wait_for("kernel a as the scheduler", led);
+}
+
+#[tokio::test]
+async fn a_job_another_scheduler_already_fired_for_its_due_time_is_not_run_again() {
+    let cluster = SharedDataDir::new();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let due = now_ms + 4_000;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "f1f2f3f4", "name": "once", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 3000},
+        "payload": {"kind": "agent_turn", "message": "failover tick", "sessionKey": "loopback:once"},
+        "state": {"nextRunAtMs": due}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    // A scheduler that died right after firing the job, before it could save that it did.
+    let earlier = node(&cluster.servers[0], "kernel-gone").await;
+    assert!(earlier.first_firing("f1f2f3f4", due).await.unwrap());
+
+    let started = Instant::now();
+    let _gateway = cluster.start("a");
+    let until_due = Duration::from_millis(4_000 + 1_500).saturating_sub(started.elapsed());
+    let at_due = turns_seen(&cluster.llm, "failover tick", started, until_due);
+    assert!(at_due.is_empty(), "the job ran again for a due time already fired: {at_due:?}");
+    let next = turns_seen(&cluster.llm, "failover tick", started, Duration::from_secs(3));
+    assert_eq!(next.len(), 1, "the job's next due time did not fire once: {next:?}");
 }

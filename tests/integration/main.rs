@@ -46,6 +46,8 @@
 //! - `channel_telegram`: the Telegram channel against a fake Bot API: offsets, HTML, streaming;
 //! - `cluster`: cluster mode against a real `nats-server` (issue 31): one owner per session,
 //!   takeover after the TTL, a stale owner's writes refused, one scheduler, the config checked;
+//!   gateways as processes sharing a data dir: one runs a session, another takes it when it
+//!   dies or hangs, cron fires once across them, a three-server NATS that loses a server;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `one_executable`: `oxibot` copied alone has every bundled tool and channel; links by name;

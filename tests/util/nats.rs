@@ -35,12 +35,42 @@ impl NatsServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(15), "nats-server did not listen on port {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(port);
         NatsServer { child, port, _dir: dir }
+    }
+
+    /// Three servers forming one JetStream cluster on free loopback ports (each its own
+    /// store directory); the key-value buckets then keep three copies. Waits until each
+    /// listens; JetStream itself is ready a moment later (its leaders are elected).
+    pub fn start_cluster() -> Vec<NatsServer> {
+        let program = which_nats_server();
+        let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let route_urls: Vec<String> = routes.iter().map(|port| format!("nats://127.0.0.1:{port}")).collect();
+        (0..3)
+            .map(|index| {
+                let (dir, port) = (TempDir::new("nats-node"), free_port());
+                let child = Command::new(program)
+                    .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "--server_name"])
+                    .arg(format!("n{index}"))
+                    .args(["--cluster_name", "oxibot-test", "--cluster", &route_urls[index], "--routes"])
+                    .arg(route_urls.join(","))
+                    .arg("-sd")
+                    .arg(dir.path())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                wait_listening(port);
+                NatsServer { child, port, _dir: dir }
+            })
+            .collect()
+    }
+
+    /// Kills the server at once (SIGKILL), as a crashed host would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Its URL, as `cluster.nats` takes it.
@@ -53,6 +83,15 @@ impl Drop for NatsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Waits until a server listens on `port`.
+fn wait_listening(port: u16) {
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(15), "nats-server did not listen on port {port}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

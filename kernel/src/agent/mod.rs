@@ -135,6 +135,7 @@ impl SessionManager {
         if text.trim() == "/stop" {
             return Ok(self.stop_everything(&key, &control, &inbox));
         }
+        inbox.own().await?;
         let accepted = inbox.accept(text, TurnSource::User, None)?;
         Self::answer(addr, accepted, Background::default(), events).await
     }
@@ -152,6 +153,7 @@ impl SessionManager {
         events: UnboundedSender<TurnEvent>,
     ) -> Result<TurnReply, AgentError> {
         let (addr, _, inbox) = self.session(key);
+        inbox.own().await?;
         let accepted = inbox.accept(text, source, None)?;
         Self::answer(addr, accepted, background, events).await
     }
@@ -209,6 +211,7 @@ impl SessionManager {
             let _ = persisted.send(());
             return Ok(self.stop_everything(&key, &control, &inbox));
         }
+        inbox.own().await?;
         let accepted = inbox.accept(text, TurnSource::User, Some(&origin))?;
         let _ = persisted.send(());
         Self::answer(addr, accepted, Background::default(), events).await

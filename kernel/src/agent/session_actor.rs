@@ -28,6 +28,7 @@ use crate::message::{ChatMessage, Role};
 use crate::meter::Meter;
 use crate::services::Services;
 use crate::session::journal::{self, CallRecord, CallState, INBOX_ID_KEY, InboxRecord, OPEN_INBOX_KEY, TurnProgress};
+use crate::session::ownership::Owned;
 use crate::session::{InboxState, PendingMessage, Record, Session, SessionKey, close_interrupted_turn};
 use crate::turn::TurnInput;
 use crate::turn::builtin::{BuiltinContext, TurnSource};
@@ -92,6 +93,13 @@ impl Actor for SessionActor {
                 ctx.stop();
             }
         });
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        // In a cluster, another kernel may take the session at once.
+        if let Some(ownership) = self.parts.services.ownership() {
+            ownership.release(self.parts.key.as_str());
+        }
     }
 }
 
@@ -249,7 +257,22 @@ impl TurnJob {
         change(session, self.services.sessions().as_ref())
     }
 
+    /// In a cluster, waits until this kernel owns the session (see [`SessionOwnership`]);
+    /// a session taken anew is read again, since another kernel may have written it. On a
+    /// single host, at once.
+    ///
+    /// [`SessionOwnership`]: crate::session::ownership::SessionOwnership
+    async fn own(&self) -> Result<(), AgentError> {
+        let Some(ownership) = self.services.ownership() else { return Ok(()) };
+        let owned = ownership.acquire(self.key.as_str()).await.map_err(AgentError::Session)?;
+        if owned == Owned::Taken {
+            *lock(&self.session) = None;
+        }
+        Ok(())
+    }
+
     async fn run(mut self, turn: UserTurn) -> Result<TurnReply, AgentError> {
+        self.own().await?;
         self.ensure_loaded()?;
         match turn {
             UserTurn::Answer { id, cron_job, model, events } => {
@@ -964,6 +987,12 @@ pub struct Inbox {
 }
 
 impl Inbox {
+    /// Waits until this kernel may write the session (in a cluster, until it owns it); call
+    /// before [`Inbox::accept`].
+    pub async fn own(&self) -> Result<(), AgentError> {
+        self.job.own().await
+    }
+
     /// Stores `text` as an `accepted` inbox record (a slash command from the user is returned
     /// instead); a channel message already stored is recognised by its id.
     pub fn accept(

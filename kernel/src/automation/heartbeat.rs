@@ -181,6 +181,15 @@ impl HeartbeatActor {
     }
 }
 
+impl Handler<crate::cron::actor::Halt> for HeartbeatActor {
+    type Result = ();
+
+    fn handle(&mut self, _: crate::cron::actor::Halt, ctx: &mut Context<Self>) {
+        tracing::info!("heartbeat stopped");
+        ctx.stop();
+    }
+}
+
 impl Actor for HeartbeatActor {
     type Context = Context<Self>;
 

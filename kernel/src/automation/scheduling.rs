@@ -3,7 +3,9 @@
 //! as turns through the [`Dispatcher`] — in the session they were made in, after its current
 //! turn, the reply delivered like any reply — and the `cron` tool that goes with it.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use actix::Addr;
@@ -25,8 +27,9 @@ use crate::turn::builtin::{BuiltinTool, TurnSource};
 pub struct Scheduler {
     /// The running scheduler.
     actor: Addr<CronActor>,
-    /// Held while this process is the workspace's scheduler.
-    _lease: Lease,
+    /// Held while this process is the workspace's scheduler (`None` when the caller holds
+    /// the lease: a cluster's lead).
+    _lease: Option<Lease>,
 }
 
 impl Scheduler {
@@ -45,10 +48,26 @@ impl Scheduler {
                 return None;
             }
         };
+        let mut scheduler = Scheduler::start_leading(workspace, timezone, dispatcher, None);
+        scheduler._lease = Some(lease);
+        Some(scheduler)
+    }
+
+    /// Starts the scheduler of `workspace`'s jobs under a lease the caller holds (a cluster
+    /// kernel's lead of the scheduler); stop it with [`crate::cron::actor::Halt`] when the
+    /// lead ends.
+    /// `first` (a cluster's record of firings) tells whether a due job's firing is the first
+    /// for its due time; one fired already (before a failover) is not run again.
+    pub fn start_leading(
+        workspace: &Path,
+        timezone: Tz,
+        dispatcher: Dispatcher,
+        first: Option<FirstFiring>,
+    ) -> Scheduler {
         let (fire, due) = mpsc::unbounded_channel();
         let actor = CronActor::start(workspace, timezone, fire);
-        actix::spawn(run_due_jobs(due, dispatcher));
-        Some(Scheduler { actor, _lease: lease })
+        actix::spawn(run_due_jobs(due, dispatcher, first));
+        Scheduler { actor, _lease: None }
     }
 
     /// The scheduler's address.
@@ -84,9 +103,19 @@ pub fn scheduler_running(workspace: &Path) -> bool {
     JobStore::new(workspace).scheduler_running()
 }
 
-async fn run_due_jobs(mut due: mpsc::UnboundedReceiver<CronFire>, dispatcher: Dispatcher) {
+/// Whether the firing of job `id` due at the given time (ms) is the first: a cluster's record.
+pub type FirstFiring = Arc<dyn Fn(&str, i64) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+async fn run_due_jobs(mut due: mpsc::UnboundedReceiver<CronFire>, dispatcher: Dispatcher, first: Option<FirstFiring>) {
     while let Some(fire) = due.recv().await {
-        let CronFire { job, done, .. } = fire;
+        let CronFire { job, done, due_ms } = fire;
+        if let (Some(first), Some(due_ms)) = (&first, due_ms) {
+            if !first(&job.id, due_ms).await {
+                tracing::info!(job = %job.id, due_ms, "the job already fired for this due time (before a failover)");
+                let _ = done.send(Ok(()));
+                continue;
+            }
+        }
         let Some(request) = turn_for(&job) else {
             let _ = done.send(Err("the job names no session to run in".to_owned()));
             continue;

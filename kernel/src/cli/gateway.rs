@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use oxibot_kernel::bundled::channel_spec;
 use oxibot_kernel::config::Config;
+use oxibot_kernel::gateway::ClusterMember;
 use oxibot_kernel::gateway::access::Access;
 use oxibot_kernel::gateway::local_secrets::{self, Filled, LocalSecrets};
 use oxibot_kernel::gateway::reload::ConfigReload;
@@ -76,11 +77,12 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
         Provider::from_config(&setup.settings.config.llm()).context("cannot use the configured model")?,
     )?;
     actix::System::new().block_on(async move {
+        let cluster = join_cluster(&setup).await?;
         let host = setup.start_host()?;
-        let services = Arc::new(
+        let services =
             Services::new(setup.settings.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
-                .with_nanobot_sessions(setup.nanobot_sessions()),
-        );
+                .with_nanobot_sessions(setup.nanobot_sessions());
+        let services = Arc::new(in_cluster(services, cluster.as_ref()));
         let config_file = common.config.clone().unwrap_or_else(paths::default_config_path);
         let reload = std::path::absolute(&config_file).ok().filter(|path| path.exists()).map(|path| ConfigReload {
             path,
@@ -92,9 +94,39 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
             }),
         });
         let access = Access::open(&pairing_path());
-        oxibot_kernel::gateway::run(services, settings, access, delivery_delays()?, reload).await?;
+        oxibot_kernel::gateway::run(services, settings, access, delivery_delays()?, reload, cluster).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Joins the cluster of the config's `cluster` section, if there is one; without it no NATS
+/// code runs.
+async fn join_cluster(setup: &Setup) -> anyhow::Result<Option<ClusterMember>> {
+    let Some(config) = &setup.settings.config.cluster else { return Ok(None) };
+    #[cfg(feature = "cluster")]
+    {
+        let member = oxibot_kernel::cluster::Member::join(config).await.context("cannot join the cluster")?;
+        Ok(Some(member))
+    }
+    #[cfg(not(feature = "cluster"))]
+    anyhow::bail!(
+        "this oxibot was built without cluster mode (the `cluster` feature); remove `cluster` from the config ({} servers)",
+        config.nats
+    )
+}
+
+/// `services` as one kernel of `cluster`: sessions claimed before their turns and written only
+/// while owned.
+fn in_cluster(services: Services, cluster: Option<&ClusterMember>) -> Services {
+    #[cfg(feature = "cluster")]
+    if let Some(member) = cluster {
+        let files = oxibot_kernel::session::SessionStore::clone(services.session_files());
+        let fenced = oxibot_kernel::cluster::FencedSessions::new(files, member.node().clone());
+        return services.in_cluster(Arc::new(fenced), member.claims());
+    }
+    #[cfg(not(feature = "cluster"))]
+    let _ = cluster;
+    services
 }
 
 /// Tells where the web UI is, with a one-time login link.

@@ -7,6 +7,15 @@ pub const SESSIONS_BUCKET: &str = "oxibot_sessions";
 /// The bucket of leader keys (`scheduler`): one key per role, its value the leader's node name.
 pub const LEADERS_BUCKET: &str = "oxibot_leaders";
 
+/// The bucket of cron firings: one key per job and due time, made by the kernel that fires it,
+/// so a job never fires twice for one due time, across a change of scheduler too.
+pub const FIRED_BUCKET: &str = "oxibot_fired";
+
+/// The key of job `job`'s firing due at `due_ms`.
+pub fn firing_key(job: &str, due_ms: i64) -> String {
+    format!("{}.{due_ms}", session_key(job))
+}
+
 /// The leader key of the one scheduler of cron jobs and the heartbeat.
 pub const SCHEDULER_KEY: &str = "scheduler";
 

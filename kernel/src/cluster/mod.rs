@@ -18,10 +18,14 @@ mod error;
 mod fence;
 mod jobs;
 mod keys;
+mod member;
 mod node;
+mod sessions;
 
 pub use claim::{Claim, Token};
 pub use error::ClusterError;
 pub use fence::FencedSessions;
 pub use jobs::ClusterJobs;
+pub use member::{Lead, Member};
 pub use node::Node;
+pub use sessions::SessionClaims;

@@ -11,8 +11,14 @@ use async_nats::jetstream::{self, kv};
 
 use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
-use super::keys::{LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, session_key};
+use super::keys::{FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, firing_key, session_key};
 use crate::config::cluster::ClusterConfig;
+
+/// Copies of each bucket a clustered NATS keeps (JetStream replicas).
+const CLUSTERED_REPLICAS: usize = 3;
+
+/// How long a cron firing is remembered: longer than any failover takes.
+const FIRED_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// How long connecting to the first server may take before the kernel gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,6 +36,12 @@ pub struct Node {
     sessions: kv::Store,
     /// Leader keys (`scheduler`).
     leaders: kv::Store,
+    /// Cron firings (job and due time), kept for [`FIRED_WINDOW`].
+    fired: kv::Store,
+    /// The connection: it reconnects by itself, with growing waits, whenever it is lost.
+    client: async_nats::Client,
+    /// The configured servers, for the status.
+    servers: String,
     /// The sessions this kernel claimed, for the fence of the session store; a claim that was
     /// dropped is gone from here too.
     owned: Mutex<HashMap<String, Weak<ClaimState>>>,
@@ -58,7 +70,7 @@ impl Node {
             Ok(opened) => opened,
             Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
         };
-        let (sessions, leaders) = match opened {
+        let (client, sessions, leaders, fired) = match opened {
             Ok(buckets) => buckets,
             Err(error) => {
                 // Dropping a runtime inside another one would panic.
@@ -67,7 +79,9 @@ impl Node {
             }
         };
         tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
-        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, owned: Mutex::new(HashMap::new()) }))
+        let servers = config.nats.clone();
+        let owned = Mutex::new(HashMap::new());
+        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, fired, client, servers, owned }))
     }
 
     /// This kernel's node name.
@@ -78,6 +92,21 @@ impl Node {
     /// How long ownership lasts without renewal.
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// The configured NATS servers (`cluster.nats`).
+    pub fn servers(&self) -> &str {
+        &self.servers
+    }
+
+    /// The connection's state: `connected`, `disconnected` (the client is reconnecting) or
+    /// `connecting`.
+    pub fn connection(&self) -> &'static str {
+        match self.client.connection_state() {
+            async_nats::connection::State::Connected => "connected",
+            async_nats::connection::State::Disconnected => "disconnected",
+            async_nats::connection::State::Pending => "connecting",
+        }
     }
 
     /// Takes session `key` for this kernel if no kernel owns it; `None` when another does.
@@ -101,6 +130,31 @@ impl Node {
     /// another kernel leads.
     pub async fn try_lead_scheduler(&self) -> Result<Option<Claim>, ClusterError> {
         self.claim(self.leaders.clone(), SCHEDULER_KEY.to_owned()).await
+    }
+
+    /// Gives up the scheduler's lead if this kernel's claim of it still has `revision`.
+    pub(crate) async fn resign_scheduler(&self, revision: u64) -> Result<(), ClusterError> {
+        let leaders = self.leaders.clone();
+        let deleted = self.spawn(async move { leaders.delete_expect_revision(SCHEDULER_KEY, Some(revision)).await })?;
+        deleted
+            .await
+            .map_err(|error| ClusterError::Runtime(format!("failed while resigning: {error}")))?
+            .map_err(|error| ClusterError::request("resigning the scheduler's lead", error))
+    }
+
+    /// Records that this kernel fires job `job` due at `due_ms`; `false` when a kernel already
+    /// did (a scheduler before a failover), so the job is not run again for that due time.
+    pub async fn first_firing(&self, job: &str, due_ms: i64) -> Result<bool, ClusterError> {
+        let (fired, key, node) = (self.fired.clone(), firing_key(job, due_ms), bytes::Bytes::from(self.name.clone()));
+        let created = self.spawn(async move { fired.create(&key, node).await })?;
+        match created
+            .await
+            .map_err(|error| ClusterError::Runtime(format!("failed while recording a firing: {error}")))?
+        {
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
+            Err(error) => Err(ClusterError::request("recording a cron firing", error)),
+        }
     }
 
     /// The node that schedules now, if any.
@@ -169,21 +223,36 @@ async fn open_buckets(
     servers: Vec<String>,
     name: String,
     ttl: Duration,
-) -> Result<(kv::Store, kv::Store), ClusterError> {
+) -> Result<(async_nats::Client, kv::Store, kv::Store, kv::Store), ClusterError> {
     let client = async_nats::ConnectOptions::new()
         .name(&name)
         .connection_timeout(CONNECT_TIMEOUT)
+        .event_callback(|event| async move { log_event(&event) })
         .connect(servers.clone())
         .await
         .map_err(|source| ClusterError::Connect { servers: servers.join(","), source })?;
-    let jetstream = jetstream::new(client);
-    let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl).await?;
-    let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl).await?;
-    Ok((sessions, leaders))
+    // A clustered NATS (three JetStream servers or more) keeps each bucket on three of them,
+    // so losing one loses nothing.
+    let replicas = if client.server_info().cluster.is_some() { CLUSTERED_REPLICAS } else { 1 };
+    let jetstream = jetstream::new(client.clone());
+    let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl, replicas).await?;
+    let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl, replicas).await?;
+    let fired = open_bucket(&jetstream, FIRED_BUCKET, FIRED_WINDOW, replicas).await?;
+    Ok((client, sessions, leaders, fired))
+}
+
+/// Logs what happens to the connection (the client reconnects by itself after a loss).
+fn log_event(event: &async_nats::Event) {
+    match event {
+        async_nats::Event::Connected => tracing::info!("connected to NATS"),
+        async_nats::Event::Disconnected => tracing::warn!("lost the connection to NATS; reconnecting"),
+        other => tracing::debug!(event = %other, "NATS connection event"),
+    }
 }
 
 /// The bucket `bucket`, created with one value per key and `ttl` as its age limit when it
-/// does not exist yet (kernels of one cluster must agree on `cluster.ttlSeconds`). The bucket's
+/// does not exist yet (kernels of one cluster must agree on `cluster.ttlSeconds`), on
+/// `replicas` servers. The bucket's
 /// stream is made here as the key-value convention lays it out (`KV_<bucket>`, subjects
 /// `$KV.<bucket>.>`): the client's own bucket creation first reads the account's limits in a
 /// form nats-server 2.9 does not answer.
@@ -191,6 +260,7 @@ async fn open_bucket(
     jetstream: &jetstream::Context,
     bucket: &'static str,
     ttl: Duration,
+    replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
     if let Ok(store) = jetstream.get_key_value(bucket).await {
         return Ok(store);
@@ -204,6 +274,7 @@ async fn open_bucket(
         deny_delete: true,
         allow_direct: true,
         discard: jetstream::stream::DiscardPolicy::New,
+        num_replicas: replicas,
         ..jetstream::stream::Config::default()
     };
     // Another kernel may create it at the same moment: then opening it is enough.

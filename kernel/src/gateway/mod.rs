@@ -10,6 +10,8 @@
 //! outbox (pending replies stay in it for the next start), say goodbye to the plugins, exit.
 
 pub mod access;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod health;
 pub mod local_secrets;
 pub mod pairing_store;
@@ -39,6 +41,15 @@ use access::Access;
 use local_secrets::Surface;
 use router::Router;
 use settings::GatewaySettings;
+
+/// A cluster this gateway is a member of (cluster mode); without the `cluster` feature, no
+/// value exists.
+#[cfg(feature = "cluster")]
+pub type ClusterMember = Arc<crate::cluster::Member>;
+/// A cluster this gateway is a member of (cluster mode); without the `cluster` feature, no
+/// value exists.
+#[cfg(not(feature = "cluster"))]
+pub type ClusterMember = std::convert::Infallible;
 
 /// Longest wait for the plugins to start before answering messages left from a previous run.
 const PLUGIN_START_LIMIT: Duration = Duration::from_secs(10);
@@ -75,6 +86,7 @@ pub async fn run(
     access: Access,
     retry_waits: Option<Vec<Duration>>,
     reload: Option<reload::ConfigReload>,
+    cluster: Option<ClusterMember>,
 ) -> Result<(), GatewayError> {
     let started = Instant::now();
     let address = format!("{}:{}", settings.host, settings.port);
@@ -87,11 +99,19 @@ pub async fn run(
     let events = services.host().subscribe();
     let (dispatcher, requests) = Dispatcher::channel();
     let timezone = scheduling::timezone(services.timezone().as_deref());
-    // Kept for the gateway's life: dropping it lets another process schedule the jobs.
-    let scheduler = Scheduler::start(services.workspace(), timezone, dispatcher.clone());
+    // Kept for the gateway's life: dropping it lets another process schedule the jobs. In a
+    // cluster, the scheduler runs on the kernel that leads (see `cluster::lead_scheduling`).
+    let scheduler = match &cluster {
+        None => Scheduler::start(services.workspace(), timezone, dispatcher.clone()),
+        Some(_) => None,
+    };
     let manager = Rc::new(SessionManager::new(services.clone()));
     let mut extra = manager.memory().tools();
-    extra.extend(cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref()));
+    match &cluster {
+        None => extra.extend(cron_where_jobs_run(services.workspace(), timezone, scheduler.as_ref())),
+        // The leader's scheduler notices jobs written to the file.
+        Some(_) => extra.push(scheduling::cron_tool(services.workspace(), timezone, None)),
+    }
     let reach = Reach { dispatcher: Some(dispatcher.clone()), channels: true, extra };
     services.install_builtins(builtin_tools(&services, reach));
     let notices = dispatcher.clone();
@@ -99,7 +119,13 @@ pub async fn run(
         notices.send_and_forget(Target::LastActive, text);
     }));
     manager.memory().dream.do_send(StartSchedule);
-    if settings.heartbeat.enabled {
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        let heartbeat = settings.heartbeat.enabled.then(|| settings.heartbeat.clone());
+        let scheduling = cluster::Scheduling { timezone, dispatcher: dispatcher.clone(), heartbeat };
+        actix::spawn(cluster::lead_scheduling(member.clone(), services.clone(), scheduling));
+    }
+    if settings.heartbeat.enabled && cluster.is_none() {
         let workspace = services.workspace().to_path_buf();
         let engine = services.engine().clone();
         HeartbeatActor::new(workspace, &settings.heartbeat, engine, dispatcher.clone(), services.clone()).start();
@@ -120,8 +146,16 @@ pub async fn run(
         actix::spawn(reload::watch_config(reload, router.clone(), services.clone()));
     }
     let health_services = services.clone();
-    let source =
-        health::HealthSource { report: Rc::new(move || health::report(health_services.host(), started)), started };
+    let cluster_report = cluster_report(cluster.as_ref());
+    let health_cluster = cluster_report.clone();
+    let report = move || {
+        let mut report = health::report(health_services.host(), started);
+        if let Some(cluster) = &health_cluster {
+            report["cluster"] = cluster();
+        }
+        report
+    };
+    let source = health::HealthSource { report: Rc::new(report), started };
     let ui = web_ui.then(|| web::WebUi {
         services: services.clone(),
         router: router.clone(),
@@ -133,12 +167,22 @@ pub async fn run(
         ),
         cron: cron_handle(&services, timezone, scheduler.as_ref()),
         scheduler: scheduler.as_ref().map(|s| s.actor().clone()),
+        cluster: cluster_report.clone(),
     });
     actix::spawn(web::serve(listener, source, ui));
     tracing::info!(%address, channels = ?channels, "gateway running; GET /health for its state");
     // Plugins first: a resumed turn may call tools, and its reply goes to a channel.
     services.host().wait_settled(PLUGIN_START_LIMIT).await;
-    resume_unanswered(&services, &router, &channels);
+    match &cluster {
+        None => resume_unanswered(&services, &router, &channels),
+        // Another kernel may own those sessions: they are taken over when nobody does.
+        Some(_) => router.resumed(),
+    }
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        let orphans = cluster::take_over_orphans(member.clone(), services.clone(), router.clone(), channels.clone());
+        actix::spawn(orphans);
+    }
     router.resend_left_pending();
 
     tokio::select! {
@@ -153,6 +197,10 @@ pub async fn run(
     if router.in_flight() > 0 {
         tracing::warn!(turns = router.in_flight(), "turns still running at shutdown; they resume on the next start");
     }
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        member.leave().await;
+    }
     if router.undelivered() > 0 {
         tracing::warn!(replies = router.undelivered(), "replies not yet delivered are resent at the next start");
     }
@@ -163,6 +211,17 @@ pub async fn run(
     }
     drop(scheduler);
     Ok(())
+}
+
+/// The cluster's part of `/health`, in cluster mode.
+fn cluster_report(cluster: Option<&ClusterMember>) -> Option<Rc<dyn Fn() -> serde_json::Value>> {
+    #[cfg(feature = "cluster")]
+    {
+        let member = cluster?.clone();
+        Some(Rc::new(move || member.report()))
+    }
+    #[cfg(not(feature = "cluster"))]
+    cluster.map(|never| match *never {})
 }
 
 /// The cron handle of the web UI: through the scheduler when this gateway runs it.

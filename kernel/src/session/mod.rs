@@ -39,6 +39,7 @@ mod format;
 pub mod journal;
 mod key;
 pub mod location;
+pub mod ownership;
 mod recover;
 mod repair;
 mod storage;

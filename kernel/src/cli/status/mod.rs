@@ -218,6 +218,7 @@ fn print_gateway(common: &CommonArgs, setup: &Setup) {
                     plugin["state"].as_str().unwrap_or("?")
                 );
             }
+            print_cluster(&health["cluster"]);
         }
         None => {
             let names: Vec<&str> = settings.channels.iter().map(|c| c.name.as_str()).collect();
@@ -225,6 +226,24 @@ fn print_gateway(common: &CommonArgs, setup: &Setup) {
             println!("gateway:   not running (channels: {enabled}; start it with `oxibot gateway`)");
         }
     }
+}
+
+/// The gateway's cluster (cluster mode): this node, the NATS connection, the sessions it owns,
+/// the scheduler's leader. Nothing on a single host.
+fn print_cluster(cluster: &serde_json::Value) {
+    let Some(node) = cluster["node"].as_str() else { return };
+    let sessions: Vec<&str> = cluster["sessions"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
+    println!(
+        "cluster:   node {node}, NATS {} ({}), scheduler led by {}",
+        cluster["nats"].as_str().unwrap_or("?"),
+        cluster["connection"].as_str().unwrap_or("?"),
+        cluster["scheduler"].as_str().unwrap_or("nobody yet")
+    );
+    println!(
+        "  owns {} session(s){}",
+        sessions.len(),
+        if sessions.is_empty() { String::new() } else { format!(": {}", sessions.join(", ")) }
+    );
 }
 
 /// `GET /health` with a short timeout; `None` when nothing answers.

@@ -373,6 +373,21 @@ impl Actor for CronActor {
     }
 }
 
+/// Stops the scheduler: this kernel's lead of a cluster's scheduling ended, so no job fires
+/// here any more (the kernel that leads next reads the jobs from their file).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Halt;
+
+impl Handler<Halt> for CronActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Halt, ctx: &mut Context<Self>) {
+        tracing::info!("cron scheduler stopped");
+        ctx.stop();
+    }
+}
+
 /// A report of the store thread.
 #[derive(Message)]
 #[rtype(result = "()")]

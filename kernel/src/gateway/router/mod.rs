@@ -449,6 +449,12 @@ impl Router {
             }
             Ok(TurnReply::Command(text)) => text,
             Ok(TurnReply::Stopped) => "(stopped)".to_owned(),
+            Err(crate::agent::AgentError::Session(error @ crate::session::SessionError::NotOwner { .. })) => {
+                // Cluster mode: another kernel owns the session now and answers the message,
+                // which stays in the session's inbox.
+                tracing::warn!(%channel, %chat_id, %error, "turn stopped: the session is owned elsewhere");
+                return;
+            }
             Err(error) => format!("Sorry, something went wrong: {error}"),
         };
         if text.trim().is_empty() {

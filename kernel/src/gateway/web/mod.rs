@@ -44,6 +44,9 @@ pub struct WebUi {
     pub cron: CronHandle,
     /// The workspace's scheduler, when this gateway runs it (for "run now").
     pub scheduler: Option<Addr<CronActor>>,
+    /// In cluster mode, the cluster as `/health` shows it (this node, the NATS connection,
+    /// the sessions it owns, the scheduler's leader), for the health page.
+    pub cluster: Option<Rc<dyn Fn() -> serde_json::Value>>,
 }
 
 impl WebUi {

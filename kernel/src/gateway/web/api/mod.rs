@@ -58,7 +58,11 @@ pub async fn handle(ui: &WebUi, request: &Request) -> Response {
             let settings = ui.services.settings();
             let prices = settings.prices_or_none();
             let window = u64::from(settings.config.agents.defaults.context_window_tokens);
-            Response::json(200, &status::report(ui.services.host(), &ui.services.usage(), &prices, window))
+            let mut report = status::report(ui.services.host(), &ui.services.usage(), &prices, window);
+            if let Some(cluster) = &ui.cluster {
+                report["cluster"] = cluster();
+            }
+            Response::json(200, &report)
         }
         (_, path) if KNOWN.contains(&path) => Response::error(405, "method not allowed"),
         _ => Response::error(404, "no such API"),
