@@ -6,6 +6,9 @@
 //!   per process and a little start-up time.
 //! - `OXIBOT_VERSION` is the crate version with the git revision it was built from, for
 //!   `oxibot --version` (`0.1.0 (3f2a9c1)`, or the version alone outside a git checkout).
+//! - The `cl100k_base` vocabulary of the token counter (`memory::bpe`) is written to
+//!   `OUT_DIR` in compact form (every token's bytes in rank order, and where each one starts),
+//!   taken from tiktoken-rs here so the binary neither carries nor builds tiktoken's maps.
 
 use std::process::Command;
 
@@ -20,6 +23,7 @@ fn main() {
         None => version,
     };
     println!("cargo:rustc-env=OXIBOT_VERSION={full}");
+    write_vocabulary();
     // Only paths that exist: a missing one would run this script (and rebuild) every time.
     for watched in ["../.git/HEAD", "../.git/refs/heads", "../.git/packed-refs"] {
         if std::path::Path::new(watched).exists() {
@@ -27,6 +31,27 @@ fn main() {
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// Writes `cl100k_tokens.bin` (the tokens' bytes one after another, in rank order) and
+/// `cl100k_starts.bin` (where each starts, little-endian `u32`s, plus the end) to `OUT_DIR`,
+/// once per build directory.
+fn write_vocabulary() {
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let (tokens_file, starts_file) = (out.join("cl100k_tokens.bin"), out.join("cl100k_starts.bin"));
+    if tokens_file.exists() && starts_file.exists() {
+        return;
+    }
+    let reference = tiktoken_rs::cl100k_base().expect("tiktoken-rs carries cl100k_base");
+    let (mut tokens, mut starts) = (Vec::new(), Vec::new());
+    for rank in 0.. {
+        let Ok(token) = reference.decode_bytes(&[rank]) else { break };
+        starts.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
+        tokens.extend_from_slice(&token);
+    }
+    starts.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
+    std::fs::write(&tokens_file, tokens).expect("write the vocabulary's tokens");
+    std::fs::write(&starts_file, starts).expect("write the vocabulary's starts");
 }
 
 /// The short hash of the checked-out commit.

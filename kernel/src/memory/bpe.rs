@@ -1,13 +1,22 @@
-//! A compact byte-pair tokenizer that counts `cl100k_base` tokens: the vocabulary kept as one
-//! byte buffer and one open-addressing table (about 2.5 MiB), where a general tokenizer keeps
-//! maps of 100,000 small allocations each way (about 24 MiB resident).
+//! A compact byte-pair tokenizer that counts `cl100k_base` tokens. The vocabulary is compiled
+//! into the binary (every token's bytes in rank order and where each starts, written by
+//! `build.rs`; read-only pages, paged in as used) and the only heap it needs is one
+//! open-addressing table of 1 MiB, where a general tokenizer builds maps of 100,000 small
+//! allocations each way (about 24 MiB resident).
 //!
 //! Counting is the same as tiktoken's `encode_with_special_tokens(text).len()`: the special
 //! tokens count one each, the text between them is split by the `cl100k_base` pattern, and
 //! each piece is merged pair by pair, the pair of lowest rank first. A unit test holds the
 //! counts equal to tiktoken's over mixed texts.
 
+use std::borrow::Cow;
+
 use fancy_regex::Regex;
+
+/// Every `cl100k_base` token's bytes, one after another in rank order (see `build.rs`).
+static CL100K_TOKENS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_tokens.bin"));
+/// Where each token starts in [`CL100K_TOKENS`], and the end: little-endian `u32`s.
+static CL100K_STARTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_starts.bin"));
 
 /// The `cl100k_base` split pattern (contractions, words, numbers of up to three digits,
 /// punctuation runs, newlines, other whitespace).
@@ -26,9 +35,6 @@ const NONE: u32 = u32::MAX;
 /// Why the tokenizer could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BpeError {
-    /// The reference vocabulary did not load.
-    #[error("the cl100k_base vocabulary did not load: {0}")]
-    Vocabulary(String),
     /// The split pattern did not compile.
     #[error("the cl100k_base split pattern did not compile: {0}")]
     Pattern(#[from] Box<fancy_regex::Error>),
@@ -37,57 +43,62 @@ pub enum BpeError {
 /// The `cl100k_base` vocabulary in compact form, and the pattern that splits text into pieces.
 pub struct CompactBpe {
     /// Every token's bytes, one after another in rank order.
-    bytes: Vec<u8>,
-    /// Where token `rank` starts in `bytes`; entry `rank + 1` is where it ends.
-    starts: Vec<u32>,
+    bytes: Cow<'static, [u8]>,
+    /// Where token `rank` starts in `bytes` (little-endian `u32` number `rank`); number
+    /// `rank + 1` is where it ends.
+    starts: Cow<'static, [u8]>,
     /// Open addressing by the hash of a token's bytes: a rank, or [`NONE`].
     slots: Vec<u32>,
     splitter: Regex,
 }
 
 impl CompactBpe {
-    /// Builds the tokenizer from tiktoken's `cl100k_base` data: the reference vocabulary is
-    /// loaded, each rank's bytes copied out, and the reference dropped again. Call it on a
-    /// thread whose malloc arena may then shrink (the reference makes ~200,000 small blocks).
+    /// The tokenizer of the vocabulary compiled into the binary.
     pub fn cl100k() -> Result<CompactBpe, BpeError> {
-        let reference = tiktoken_rs::cl100k_base().map_err(|e| BpeError::Vocabulary(e.to_string()))?;
-        let mut tokens = Vec::new();
-        for rank in 0.. {
-            match reference.decode_bytes(&[rank]) {
-                Ok(token) => tokens.push(token),
-                Err(_) => break,
-            }
-        }
-        drop(reference);
-        CompactBpe::from_tokens(&tokens)
+        CompactBpe::new(Cow::Borrowed(CL100K_TOKENS), Cow::Borrowed(CL100K_STARTS))
     }
 
-    /// Builds the tokenizer from every token's bytes in rank order.
+    /// A tokenizer of `tokens` (each token's bytes, in rank order).
     pub fn from_tokens(tokens: &[Vec<u8>]) -> Result<CompactBpe, BpeError> {
-        let total: usize = tokens.iter().map(Vec::len).sum();
-        let mut bytes = Vec::with_capacity(total);
-        let mut starts = Vec::with_capacity(tokens.len() + 1);
+        let (mut bytes, mut starts) = (Vec::new(), Vec::new());
         for token in tokens {
-            starts.push(offset(bytes.len()));
+            starts.extend_from_slice(&offset(bytes.len()).to_le_bytes());
             bytes.extend_from_slice(token);
         }
-        starts.push(offset(bytes.len()));
-        let mut slots = vec![NONE; (tokens.len() * 2).next_power_of_two().max(2)];
-        let mask = slots.len() - 1;
-        for (rank, token) in tokens.iter().enumerate() {
-            let mut slot = hash(token) & mask;
-            while slots[slot] != NONE {
+        starts.extend_from_slice(&offset(bytes.len()).to_le_bytes());
+        CompactBpe::new(Cow::Owned(bytes), Cow::Owned(starts))
+    }
+
+    fn new(bytes: Cow<'static, [u8]>, starts: Cow<'static, [u8]>) -> Result<CompactBpe, BpeError> {
+        let splitter = Regex::new(PATTERN).map_err(Box::new)?;
+        let mut bpe = CompactBpe { bytes, starts, slots: Vec::new(), splitter };
+        let ranks = bpe.starts.len() / 4 - 1;
+        bpe.slots = vec![NONE; (ranks * 2).next_power_of_two().max(2)];
+        let mask = bpe.slots.len() - 1;
+        for rank in 0..ranks as u32 {
+            let mut slot = hash(bpe.token(rank)) & mask;
+            while bpe.slots[slot] != NONE {
                 slot = (slot + 1) & mask;
             }
-            slots[slot] = rank as u32;
+            bpe.slots[slot] = rank;
         }
-        let splitter = Regex::new(PATTERN).map_err(Box::new)?;
-        Ok(CompactBpe { bytes, starts, slots, splitter })
+        Ok(bpe)
     }
 
     /// Bytes this tokenizer holds on the heap, its compiled pattern aside.
     pub fn heap_bytes(&self) -> usize {
-        self.bytes.capacity() + 4 * (self.starts.capacity() + self.slots.capacity())
+        let owned = |data: &Cow<'static, [u8]>| if let Cow::Owned(data) = data { data.capacity() } else { 0 };
+        owned(&self.bytes) + owned(&self.starts) + 4 * self.slots.capacity()
+    }
+
+    /// How many tokens the vocabulary has.
+    pub fn len(&self) -> usize {
+        self.starts.len() / 4 - 1
+    }
+
+    /// Whether the vocabulary has no token.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The tokens of `text`, special tokens counting one each; `None` when the pattern gave
@@ -160,7 +171,15 @@ impl CompactBpe {
     /// The bytes of token `rank`.
     fn token(&self, rank: u32) -> &[u8] {
         let rank = rank as usize;
-        &self.bytes[self.starts[rank] as usize..self.starts[rank + 1] as usize]
+        &self.bytes[self.start(rank)..self.start(rank + 1)]
+    }
+
+    /// Number `index` of `starts`.
+    fn start(&self, index: usize) -> usize {
+        let at = index * 4;
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&self.starts[at..at + 4]);
+        u32::from_le_bytes(word) as usize
     }
 }
 
@@ -172,7 +191,7 @@ fn next_special(text: &str) -> Option<(usize, &'static str)> {
     SPECIAL_TOKENS.iter().filter_map(|special| text.find(special).map(|at| (at, *special))).min_by_key(|(at, _)| *at)
 }
 
-/// A buffer offset as stored (the vocabulary is about 1 MB, far below 4 GiB).
+/// A buffer offset as stored (a vocabulary is about 1 MB, far below 4 GiB).
 fn offset(length: usize) -> u32 {
     u32::try_from(length).unwrap_or(u32::MAX)
 }
@@ -228,10 +247,10 @@ mod tests {
     }
 
     #[test]
-    fn its_vocabulary_takes_a_few_mebibytes_not_two_dozen() {
+    fn its_vocabulary_is_all_of_cl100k_base_and_needs_one_mebibyte_of_heap() {
         let compact = CompactBpe::cl100k().unwrap();
-        assert!(compact.starts.len() > 100_000, "all of cl100k_base's ranks are there");
-        assert!(compact.heap_bytes() < 3 << 20, "{} bytes", compact.heap_bytes());
+        assert_eq!(compact.len(), 100_256, "every rank of cl100k_base");
+        assert_eq!(compact.heap_bytes(), 1 << 20);
     }
 
     #[test]

@@ -7,14 +7,12 @@
 //! updated as messages are appended, archived or dropped, so the budget check after a turn
 //! costs the new messages plus a constant, never a sum over the session.
 //!
-//! Exact counts run on a counting thread of its own ([`count_exactly`]), with the compact
-//! vocabulary of [`super::bpe`] (about 2.5 MiB, built once in 40–110 ms and then kept): the
-//! reference tokenizer it is built from (~24 MiB in ~200,000 small blocks) lives only while it
-//! is copied, on that thread, whose malloc arena then gives the memory back.
+//! Exact counts use the compact vocabulary of [`super::bpe`]: compiled into the binary, set up
+//! once per process in a few milliseconds, and 1 MiB of heap from then on (tiktoken's maps
+//! took ~24 MiB in ~200,000 small blocks, which the process could not give back).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, mpsc};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -24,136 +22,39 @@ use crate::message::ChatMessage;
 /// Tokens a message costs besides its text (role, separators).
 pub const MESSAGE_OVERHEAD: u64 = 4;
 
-/// Vocabularies alive now.
-static LIVE_VOCABULARIES: AtomicUsize = AtomicUsize::new(0);
-/// How many times this process built a vocabulary for [`count_exactly`].
-static VOCABULARY_LOADS: AtomicU64 = AtomicU64::new(0);
+/// The process's vocabulary, set up by the first exact count (`None`: it could not be).
+static VOCABULARY: OnceLock<Option<CompactBpe>> = OnceLock::new();
 
-/// One batch for the counting thread, and where its counts go.
-struct Batch {
-    texts: Vec<String>,
-    counts: mpsc::Sender<Vec<usize>>,
-}
-
-/// The counting thread's inbox, started with the first exact count.
-static COUNTER: Mutex<Option<mpsc::Sender<Batch>>> = Mutex::new(None);
-
-/// The exact token counts of `texts`, counted on the counting thread, which builds the
-/// compact vocabulary for its first batch and keeps it. The reference tokenizer it is copied
-/// from fills that thread's malloc arena alone, which then goes back to the system whole (on a
-/// busy thread its blocks would sit among other allocations and stay resident). Should the
-/// thread or the vocabulary fail, or the tokenizer give up on some pathological input, the
-/// byte bound stands in: it never under-counts.
-pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
-    let bounds: Vec<usize> = texts.iter().map(|text| upper_bound(text)).collect();
-    if texts.is_empty() {
-        return bounds;
-    }
-    let (reply, counts) = mpsc::channel();
-    let batch = Batch { texts: texts.iter().map(|text| (*text).to_owned()).collect(), counts: reply };
-    if let Err(error) = send_to_counter(batch) {
-        tracing::warn!(%error, "cannot start the token count; counting bytes instead");
-        return bounds;
-    }
-    counts.recv().unwrap_or_else(|_| {
-        tracing::warn!("the token count failed; counting bytes instead");
-        bounds
-    })
-}
-
-/// Hands `batch` to the counting thread, starting it when it is not running.
-fn send_to_counter(batch: Batch) -> std::io::Result<()> {
-    let mut counter = COUNTER.lock().unwrap_or_else(PoisonError::into_inner);
-    let batch = match counter.as_ref() {
-        Some(inbox) => match inbox.send(batch) {
-            Ok(()) => return Ok(()),
-            // The thread is gone (it panicked): start another.
-            Err(mpsc::SendError(batch)) => batch,
-        },
-        None => batch,
-    };
-    let (inbox, batches) = mpsc::channel();
-    std::thread::Builder::new().name("oxibot-count".to_owned()).spawn(move || serve_counts(batches))?;
-    // The thread just started holds the receiver: this send reaches it.
-    let _ = inbox.send(batch);
-    *counter = Some(inbox);
-    Ok(())
-}
-
-/// The counting thread: builds the vocabulary for its first batch and counts every batch
-/// with it.
-fn serve_counts(batches: mpsc::Receiver<Batch>) {
-    let mut vocabulary: Option<Vocabulary> = None;
-    while let Ok(batch) = batches.recv() {
-        if vocabulary.is_none() {
-            vocabulary = Vocabulary::build();
-            release_freed_memory();
-        }
-        let counts = batch.texts.iter().map(|text| count_one(vocabulary.as_ref(), text)).collect();
-        let _ = batch.counts.send(counts);
-    }
-}
-
-/// The exact count of `text`, or its byte bound without a vocabulary or when the tokenizer
-/// gives up on it.
-fn count_one(vocabulary: Option<&Vocabulary>, text: &str) -> usize {
-    vocabulary.and_then(|vocabulary| vocabulary.bpe.count(text)).unwrap_or_else(|| upper_bound(text))
-}
-
-/// After the reference tokenizer's small blocks were freed: one free of a block of at least 64 KiB
-/// makes glibc's malloc merge the small free blocks of this thread's arena and give its free
-/// top back to the system (small frees alone stay cached in the arena). Elsewhere, a block
-/// allocated and freed.
-fn release_freed_memory() {
-    drop(std::hint::black_box(vec![0u8; 96 * 1024]));
-}
-
-/// A vocabulary, counted in [`LIVE_VOCABULARIES`] while it lives.
-struct Vocabulary {
-    bpe: CompactBpe,
-}
-
-impl Vocabulary {
-    fn build() -> Option<Vocabulary> {
-        match CompactBpe::cl100k() {
+/// The vocabulary, set up on first use.
+fn vocabulary() -> Option<&'static CompactBpe> {
+    VOCABULARY
+        .get_or_init(|| match CompactBpe::cl100k() {
             Ok(bpe) => {
-                VOCABULARY_LOADS.fetch_add(1, Ordering::Relaxed);
-                LIVE_VOCABULARIES.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("tokenizer vocabulary built for an exact count");
-                Some(Vocabulary { bpe })
+                tracing::debug!("tokenizer vocabulary set up for exact counts");
+                Some(bpe)
             }
             Err(error) => {
-                tracing::warn!(%error, "cannot build the tokenizer vocabulary; counting bytes instead");
+                tracing::warn!(%error, "cannot set up the tokenizer vocabulary; counting bytes instead");
                 None
             }
-        }
-    }
+        })
+        .as_ref()
 }
 
-impl Drop for Vocabulary {
-    fn drop(&mut self) {
-        LIVE_VOCABULARIES.fetch_sub(1, Ordering::Relaxed);
-    }
+/// The exact token counts of `texts`. Should the vocabulary be missing, or the tokenizer give
+/// up on some pathological input, the byte bound stands in: it never under-counts.
+pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
+    texts.iter().map(|text| exact_tokens(text)).collect()
 }
 
-/// Whether a vocabulary built for [`count_exactly`] is alive now.
+/// Whether this process has set up its vocabulary (an estimate the bytes settle never does).
 pub fn vocabulary_resident() -> bool {
-    LIVE_VOCABULARIES.load(Ordering::Relaxed) > 0
+    VOCABULARY.get().is_some()
 }
 
-/// How many times this process built a vocabulary for [`count_exactly`].
-pub fn vocabulary_loads() -> u64 {
-    VOCABULARY_LOADS.load(Ordering::Relaxed)
-}
-
-/// The exact token count of `text` with a vocabulary kept for the life of the process:
-/// for tests and benchmarks that count many texts; the kernel counts through
-/// [`count_exactly`].
+/// The exact token count of `text`, or its byte bound when it cannot be counted.
 pub fn exact_tokens(text: &str) -> usize {
-    let count = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        tiktoken_rs::cl100k_base_singleton().encode_with_special_tokens(text).len()
-    }));
-    count.unwrap_or_else(|_| upper_bound(text))
+    vocabulary().and_then(|bpe| bpe.count(text)).unwrap_or_else(|| upper_bound(text))
 }
 
 /// An upper bound of the tokens of `text`: its length in bytes.
@@ -397,17 +298,8 @@ impl TokenLedger {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Mutex, PoisonError};
-
     use super::*;
     use crate::message::{Role, ToolCall};
-
-    /// Tests that watch the shared vocabulary take turns, so one's hold is not another's.
-    static VOCABULARY_WATCH: Mutex<()> = Mutex::new(());
-
-    fn watching() -> std::sync::MutexGuard<'static, ()> {
-        VOCABULARY_WATCH.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 
     fn texts() -> Vec<String> {
         vec![
@@ -428,11 +320,13 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_counts_as_the_process_wide_vocabulary_does() {
-        let _watch = watching();
+    fn exact_counts_are_tiktokens_cl100k_base_counts() {
         let texts = texts();
         let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
-        assert_eq!(counts, texts.iter().map(|text| exact_tokens(text)).collect::<Vec<_>>());
+        let reference = tiktoken_rs::cl100k_base_singleton();
+        let expected: Vec<usize> = texts.iter().map(|text| reference.encode_with_special_tokens(text).len()).collect();
+        assert_eq!(counts, expected);
+        assert!(vocabulary_resident());
     }
 
     fn conversation(n: usize) -> Vec<ChatMessage> {
@@ -461,38 +355,18 @@ mod tests {
         fixed: &str,
         limit: u64,
     ) -> Estimate {
-        let _watch = watching();
         ledger.estimate(messages, offset, fixed, limit)
     }
 
     #[test]
-    fn the_vocabulary_is_built_once_and_serves_every_later_count() {
-        let _watch = watching();
-        let messages = conversation(20);
-        let mut ledger = TokenLedger::default();
-        ledger.sync(&messages, 0, 0);
-        assert!(ledger.estimate(&messages, 0, "system", 1).exact);
-        assert!(vocabulary_resident(), "a vocabulary counted the estimate");
-        let loads = vocabulary_loads();
-        assert_eq!(loads, 1, "one vocabulary for the process");
-        let mut more = messages.clone();
-        more.extend(conversation(2));
-        ledger.sync(&more, 0, 0);
-        assert!(ledger.estimate(&more, 0, "system", 1).exact);
-        assert_eq!(vocabulary_loads(), loads, "the next turn's count reuses the vocabulary");
-    }
-
-    #[test]
-    fn an_estimate_the_bytes_settle_never_loads_the_vocabulary() {
-        let _watch = watching();
+    fn an_estimate_the_bytes_settle_counts_nothing_exactly() {
         let messages = conversation(2_000);
         let mut ledger = TokenLedger::default();
         ledger.sync(&messages, 0, 0);
-        let loads = vocabulary_loads();
         let estimate = ledger.estimate(&messages, 0, "system", bytes_of(&messages) + 7);
         assert!(!estimate.exact);
         assert!(!ledger.may_reach("system", bytes_of(&messages) + 7));
-        assert_eq!(vocabulary_loads(), loads, "no vocabulary was built for it");
+        assert_eq!(ledger.exact_counts(), 0, "no text was counted for it");
     }
 
     #[test]
