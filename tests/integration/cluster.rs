@@ -588,10 +588,13 @@ async fn on_a_three_server_nats_cluster_a_lost_server_costs_no_session_and_a_kil
     at_b.send("alice:chat1:and now?").await;
     let killed = Instant::now();
     a.child.kill().unwrap();
-    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(15)).await.expect("kernel b never took the session");
+    line_starting(&mut at_b, "ACCEPTED", Duration::from_secs(25)).await.expect("kernel b never took the session");
     let waited = killed.elapsed();
     eprintln!("with a NATS server down, kernel b took the session {waited:?} after kernel a was killed (TTL {ttl} s)");
-    assert!(waited <= Duration::from_secs(ttl + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    // On a healthy cluster the takeover comes within TTL + 1 s (the single-server tests check
+    // that). Here the JetStream streams that lost a server elect new leaders too, and until
+    // they answer a claim cannot be made (seen: 4.1 s on a quiet machine, 7.4 s on a loaded one).
+    assert!(waited <= Duration::from_secs(ttl + 15), "takeover took {waited:?}: {}", cluster.log("b"));
     let reply = line_starting(&mut at_b, "OUT chat1", Duration::from_secs(10)).await.expect("kernel b answered");
     assert_eq!(reply, "OUT chat1 third answer");
     let texts = cluster.conversation("loopback:chat1");
