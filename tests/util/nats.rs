@@ -25,18 +25,10 @@ impl NatsServer {
     /// Starts a server with JetStream on a free loopback port and waits until it listens.
     pub fn start() -> NatsServer {
         let program = which_nats_server();
-        let dir = TempDir::new("nats");
-        let port = free_port();
-        let child = Command::new(program)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_listening(port);
-        NatsServer { child, port, _dir: dir }
+        let (dir, port) = (TempDir::new("nats"), free_port());
+        let mut command = Command::new(program);
+        command.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string()]);
+        NatsServer::spawn(command, dir, port)
     }
 
     /// Three servers forming one JetStream cluster on free loopback ports (each its own
@@ -49,22 +41,24 @@ impl NatsServer {
         (0..3)
             .map(|index| {
                 let (dir, port) = (TempDir::new("nats-node"), free_port());
-                let child = Command::new(program)
+                let mut command = Command::new(program);
+                command
                     .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "--server_name"])
                     .arg(format!("n{index}"))
                     .args(["--cluster_name", "oxibot-test", "--cluster", &route_urls[index], "--routes"])
-                    .arg(route_urls.join(","))
-                    .arg("-sd")
-                    .arg(dir.path())
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap();
-                wait_listening(port);
-                NatsServer { child, port, _dir: dir }
+                    .arg(route_urls.join(","));
+                NatsServer::spawn(command, dir, port)
             })
             .collect()
+    }
+
+    /// Runs `command` (a server's arguments, but its store) with its store in `dir`, quiet,
+    /// and waits until it listens on `port`.
+    fn spawn(mut command: Command, dir: TempDir, port: u16) -> NatsServer {
+        command.arg("-sd").arg(dir.path()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = command.spawn().unwrap();
+        wait_listening(port);
+        NatsServer { child, port, _dir: dir }
     }
 
     /// Kills the server at once (SIGKILL), as a crashed host would.
