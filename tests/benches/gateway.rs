@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use oxibot_tests::bench::sized;
 use oxibot_tests::channels::free_port;
+use oxibot_tests::http::gateway_health;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::procs::wait_until;
 use oxibot_tests::{TempDir, bin};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -66,7 +67,7 @@ fn start(home: &TempDir, health_port: u16) -> Child {
         .spawn()
         .unwrap();
     let ready = || {
-        health(health_port).is_some_and(|h| {
+        gateway_health(health_port).is_some_and(|h| {
             h["plugins"]
                 .as_array()
                 .is_some_and(|p| p.iter().filter(|p| p["kind"] == "channel").all(|p| p["state"] == "running"))
@@ -165,18 +166,9 @@ async fn complete(port: u16, session: &str, text: &str) -> String {
     text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned()
 }
 
-fn health(port: u16) -> Option<Value> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
-}
-
 /// RSS in KB of the kernel and each plugin, by name.
 fn stack_rss(health_port: u16) -> Vec<(String, u64)> {
-    let health = health(health_port).unwrap();
+    let health = gateway_health(health_port).unwrap();
     let mut rss = vec![("kernel".to_owned(), rss_of(health["pid"].as_u64().unwrap()))];
     for plugin in health["plugins"].as_array().unwrap() {
         if let Some(pid) = plugin["pid"].as_u64() {

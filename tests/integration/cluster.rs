@@ -19,6 +19,7 @@ use oxibot_kernel::cron::store::JobStore;
 use oxibot_kernel::message::{ChatMessage, Role};
 use oxibot_kernel::session::{SessionError, SessionStorage, SessionStore};
 use oxibot_tests::channels::{LineClient, free_port};
+use oxibot_tests::http::gateway_health;
 use oxibot_tests::llm::{Reply, ScriptedLlm};
 use oxibot_tests::nats::NatsServer;
 use oxibot_tests::procs::wait_until;
@@ -252,7 +253,7 @@ impl SharedDataDir {
             .unwrap();
         let gateway = ClusterGateway { child, channel_port, http_port };
         let joined = || {
-            health(http_port).is_some_and(|h| {
+            gateway_health(http_port).is_some_and(|h| {
                 h["cluster"]["connection"] == "connected"
                     && h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running")
             })
@@ -302,19 +303,9 @@ impl SharedDataDir {
     }
 }
 
-/// `GET /health` of the gateway on `port`; `None` when it does not answer.
-fn health(port: u16) -> Option<Value> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
-}
-
 /// The sessions the gateway on `port` says it owns.
 fn owned_sessions(port: u16) -> Vec<String> {
-    let health = health(port).unwrap_or_default();
+    let health = gateway_health(port).unwrap_or_default();
     health["cluster"]["sessions"]
         .as_array()
         .into_iter()
@@ -418,8 +409,10 @@ async fn a_job_due_every_second_fires_once_per_due_time_across_two_gateways_and_
     std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
     let mut gateways = vec![cluster.start("a"), cluster.start("b")];
     let leader = |gateways: &[ClusterGateway]| {
-        let names: Vec<Value> =
-            gateways.iter().map(|g| health(g.http_port).unwrap_or_default()["cluster"]["scheduler"].clone()).collect();
+        let names: Vec<Value> = gateways
+            .iter()
+            .map(|g| gateway_health(g.http_port).unwrap_or_default()["cluster"]["scheduler"].clone())
+            .collect();
         names
     };
     assert!(
@@ -441,7 +434,7 @@ async fn a_job_due_every_second_fires_once_per_due_time_across_two_gateways_and_
     let killed = Instant::now();
     let after = turns_seen(&cluster.llm, "cluster tick", killed, Duration::from_secs(7));
     eprintln!("fires after {name} was killed (s): {after:?}");
-    let survivor = health(gateways[0].http_port).unwrap_or_default();
+    let survivor = gateway_health(gateways[0].http_port).unwrap_or_default();
     assert_ne!(survivor["cluster"]["scheduler"], json!(name), "the survivor still sees the dead leader");
     let late: Vec<&Duration> = after.iter().filter(|t| **t > Duration::from_secs(TTL_SECONDS + 1)).collect();
     assert!(late.len() >= 3, "the job stopped firing after the leader died: {after:?}");
@@ -457,12 +450,7 @@ async fn a_message_acknowledged_by_a_gateway_killed_mid_turn_is_answered_by_anot
     // Kernel a's turn hangs on the model; kernel b's answer comes at once.
     cluster.llm.push(Reply::SlowFirstToken { delay_ms: 60_000, text: "never sent".into() });
     cluster.llm.push(Reply::Text("answered by b".into()));
-    at_a.send("alice:chat9:please remember the milk").await;
-    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
-    assert!(
-        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
-        "kernel a never asked the model"
-    );
+    send_until_the_model_is_asked(&cluster, &mut at_a, "alice:chat9:please remember the milk").await;
 
     let killed = Instant::now();
     a.child.kill().unwrap();
@@ -502,8 +490,11 @@ async fn a_gateway_runs_the_cluster_client_only_with_a_cluster_section() {
     let child =
         kernel_command(single.path(), &["gateway"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let gateway = ClusterGateway { child, channel_port: 0, http_port };
-    assert!(wait_until(Duration::from_secs(20), || health(http_port).is_some()), "the single-host gateway never ran");
-    let report = health(http_port).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || gateway_health(http_port).is_some()),
+        "the single-host gateway never ran"
+    );
+    let report = gateway_health(http_port).unwrap();
     assert!(report.get("cluster").is_none(), "a single-host gateway reports a cluster: {report}");
     let names = thread_names(gateway.child.id());
     assert!(!names.iter().any(|name| name == "oxibot-cluster"), "a single-host gateway runs NATS code: {names:?}");
@@ -531,6 +522,16 @@ fn signal(child: &Child, signal: rustix::process::Signal) {
     rustix::process::kill_process(rustix::process::Pid::from_raw(child.id() as i32).unwrap(), signal).unwrap();
 }
 
+/// Sends `message` to kernel a and waits until a accepted it and its turn asked the model.
+async fn send_until_the_model_is_asked(cluster: &SharedDataDir, at_a: &mut LineClient, message: &str) {
+    at_a.send(message).await;
+    line_starting(at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
+    assert!(
+        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
+        "kernel a never asked the model"
+    );
+}
+
 #[tokio::test]
 async fn a_paused_gateway_that_lost_its_session_stops_its_turn_without_a_reply_when_it_wakes_up() {
     let cluster = SharedDataDir::new();
@@ -540,12 +541,7 @@ async fn a_paused_gateway_that_lost_its_session_stops_its_turn_without_a_reply_w
     // Kernel a's model call is slow; kernel b's comes back at once.
     cluster.llm.push(Reply::SlowFirstToken { delay_ms: 5_000, text: "stale answer from a".into() });
     cluster.llm.push(Reply::Text("answered by b".into()));
-    at_a.send("alice:chat5:what is the time").await;
-    line_starting(&mut at_a, "ACCEPTED", Duration::from_secs(10)).await.expect("kernel a took the message");
-    assert!(
-        wait_until(Duration::from_secs(10), || cluster.llm.requests().len() == 1),
-        "kernel a never asked the model"
-    );
+    send_until_the_model_is_asked(&cluster, &mut at_a, "alice:chat5:what is the time").await;
 
     signal(&a.child, rustix::process::Signal::STOP); // kernel a hangs past its TTL
     let answered = || cluster.conversation("loopback:chat5").iter().any(|text| text == "answered by b");
@@ -607,7 +603,7 @@ async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_ov
     // A TTL far longer than the test waits: only a release lets the other kernel in.
     let cluster = SharedDataDir { ttl_seconds: 60, ..SharedDataDir::new() };
     let mut a = cluster.start("a");
-    let scheduler = |port: u16| health(port).unwrap_or_default()["cluster"]["scheduler"].clone();
+    let scheduler = |port: u16| gateway_health(port).unwrap_or_default()["cluster"]["scheduler"].clone();
     assert!(wait_until(Duration::from_secs(10), || scheduler(a.http_port) == "kernel-a"), "kernel a never led");
     let b = cluster.start("b");
     let (mut at_a, mut at_b) = (LineClient::connect(a.channel_port).await, LineClient::connect(b.channel_port).await);

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use oxibot_kernel::memory::tokens::exact_tokens;
 use oxibot_tests::TempDir;
 use oxibot_tests::channels::free_port;
+use oxibot_tests::http::gateway_health;
 use oxibot_tests::llm::{Reply, ScriptedLlm, system_prompt};
 use oxibot_tests::procs::{is_alive, sigkill, wait_until};
 use oxibot_tests::wait::DEADLINE;
@@ -137,11 +138,7 @@ impl GatewayEnv {
     }
 
     fn health(&self) -> Option<Value> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.health_port)).ok()?;
-        stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
+        gateway_health(self.health_port)
     }
 
     /// What the last gateway started logged (its stderr).

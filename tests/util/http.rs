@@ -1,5 +1,6 @@
 //! A small HTTP/1.1 client over a plain `TcpStream` for driving the API channel: one request per
-//! connection, bodies by `Content-Length` or chunked, and server-sent events read as they come.
+//! connection, bodies by `Content-Length` or chunked, and server-sent events read as they come;
+//! and a blocking read of a gateway's `/health`.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -183,4 +184,15 @@ async fn read_line(reader: &mut BufReader<TcpStream>) -> String {
 /// Fails the test when the server takes longer than [`WAIT`].
 async fn timed<T>(work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(WAIT, work).await.unwrap_or_else(|_| panic!("no answer from the server within {WAIT:?}"))
+}
+
+/// `GET /health` of the gateway whose health port is `port`, parsed; `None` when it does not
+/// answer (blocking, for tests that poll from synchronous code).
+pub fn gateway_health(port: u16) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    serde_json::from_str(response.split("\r\n\r\n").nth(1)?).ok()
 }

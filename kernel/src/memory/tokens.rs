@@ -41,18 +41,13 @@ fn vocabulary() -> Option<&'static CompactBpe> {
         .as_ref()
 }
 
-/// The exact token counts of `texts`. Should the vocabulary be missing, or the tokenizer give
-/// up on some pathological input, the byte bound stands in: it never under-counts.
-pub fn count_exactly(texts: &[&str]) -> Vec<usize> {
-    texts.iter().map(|text| exact_tokens(text)).collect()
-}
-
 /// Whether this process has set up its vocabulary (an estimate the bytes settle never does).
 pub fn vocabulary_resident() -> bool {
     VOCABULARY.get().is_some()
 }
 
-/// The exact token count of `text`, or its byte bound when it cannot be counted.
+/// The exact token count of `text`. Should the vocabulary be missing, or the tokenizer give up
+/// on some pathological input, the byte bound stands in: it never under-counts.
 pub fn exact_tokens(text: &str) -> usize {
     vocabulary().and_then(|bpe| bpe.count(text)).unwrap_or_else(|| upper_bound(text))
 }
@@ -169,8 +164,8 @@ impl TokenLedger {
     }
 
     /// The prompt estimate of `fixed` plus the messages the ledger covers: the cheap bound
-    /// while it is below `limit`, else the exact count (cached per message, counted with
-    /// the messages not counted yet in one batch). Call [`TokenLedger::sync`] first.
+    /// while it is below `limit`, else the exact count (cached per message; the messages not
+    /// counted yet are counted now). Call [`TokenLedger::sync`] first.
     pub fn estimate(&mut self, messages: &[ChatMessage], offset: usize, fixed: &str, limit: u64) -> Estimate {
         let bound = upper_bound(fixed) as u64 + self.bound_total;
         if bound < limit {
@@ -198,7 +193,7 @@ impl TokenLedger {
 
     /// The exact tokens of message `index` (from the session's start; cached), 0 for one the
     /// ledger does not cover. An uncounted message is counted with every other one not
-    /// counted yet, in one batch.
+    /// counted yet.
     pub fn message_tokens(&mut self, messages: &[ChatMessage], offset: usize, index: usize) -> u64 {
         let Some(position) = index.checked_sub(self.start) else { return 0 };
         let Some(entry) = self.entries.get(position).copied() else { return 0 };
@@ -252,47 +247,36 @@ impl TokenLedger {
         }
     }
 
-    /// Counts the entries not counted yet, and `fixed` unless its count is cached, in one
-    /// batch; returns the fixed part's count (0 without `fixed`). The uncounted entries are
-    /// mostly the newest, so they are looked for from the end, until none is left.
+    /// Counts the entries not counted yet, and `fixed` unless its count is cached; returns
+    /// the fixed part's count (0 without `fixed`). The uncounted entries are mostly the newest,
+    /// so they are looked for from the end, until none is left.
     fn count_uncounted(&mut self, messages: &[ChatMessage], offset: usize, fixed: Option<&str>) -> u64 {
-        let cached_fixed = match (fixed, &self.fixed_exact) {
-            (None, _) => Some(0),
-            (Some(fixed), Some((text, count))) if **text == *fixed => Some(*count),
-            _ => None,
-        };
-        let mut positions = Vec::with_capacity(self.uncounted);
-        let mut texts = Vec::with_capacity(self.uncounted + 1);
         let mut position = self.entries.len();
-        while positions.len() < self.uncounted && position > 0 {
+        while self.uncounted > 0 && position > 0 {
             position -= 1;
             self.entries_touched += 1;
             let message = (self.start + position).checked_sub(offset).and_then(|i| messages.get(i));
             if let (None, Some(message)) = (self.entries[position].exact, message) {
-                positions.push(position);
-                texts.push(message_text(message));
+                self.exact_counts += 1;
+                let count = exact_tokens(&message_text(message)) as u64;
+                self.set_exact(position, count + MESSAGE_OVERHEAD);
             }
         }
-        if cached_fixed.is_none() {
-            texts.push(fixed.unwrap_or_default().to_owned());
+        self.fixed_count(fixed)
+    }
+
+    /// The exact count of the fixed part, counted only when it changed.
+    fn fixed_count(&mut self, fixed: Option<&str>) -> u64 {
+        let Some(fixed) = fixed else { return 0 };
+        if let Some((text, count)) = &self.fixed_exact
+            && **text == *fixed
+        {
+            return *count;
         }
-        if texts.is_empty() {
-            return cached_fixed.unwrap_or(0);
-        }
-        self.exact_counts += texts.len() as u64;
-        let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
-        for (&position, &count) in positions.iter().zip(&counts) {
-            self.set_exact(position, count as u64 + MESSAGE_OVERHEAD);
-        }
-        match (cached_fixed, fixed) {
-            (Some(count), _) => count,
-            (None, Some(fixed)) => {
-                let count = counts.last().copied().unwrap_or_default() as u64;
-                self.fixed_exact = Some((fixed.into(), count));
-                count
-            }
-            (None, None) => 0,
-        }
+        self.exact_counts += 1;
+        let count = exact_tokens(fixed) as u64;
+        self.fixed_exact = Some((fixed.into(), count));
+        count
     }
 }
 
@@ -322,7 +306,7 @@ mod tests {
     #[test]
     fn exact_counts_are_tiktokens_cl100k_base_counts() {
         let texts = texts();
-        let counts = count_exactly(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        let counts: Vec<usize> = texts.iter().map(|text| exact_tokens(text)).collect();
         let reference = tiktoken_rs::cl100k_base_singleton();
         let expected: Vec<usize> = texts.iter().map(|text| reference.encode_with_special_tokens(text).len()).collect();
         assert_eq!(counts, expected);
