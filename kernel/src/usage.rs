@@ -56,6 +56,10 @@ pub struct UsageEntry {
     /// The step of a source with several (Dream's `analysis` and `edit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// How long each model call took, in milliseconds, in the order they were made (a turn
+    /// with tools makes several; lines written before this was kept have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_ms: Vec<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -76,6 +80,7 @@ impl UsageEntry {
         usage: &crate::provider::Usage,
         took: Duration,
     ) -> UsageEntry {
+        let ms = millis(took);
         UsageEntry {
             at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             session: session.to_owned(),
@@ -86,10 +91,16 @@ impl UsageEntry {
             reasoning: usage.reasoning_tokens,
             calls: 1,
             source: Some(source.to_owned()),
-            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            ms: Some(ms),
+            call_ms: vec![ms],
             ..UsageEntry::default()
         }
     }
+}
+
+/// `took` in whole milliseconds, as the log keeps durations.
+pub fn millis(took: Duration) -> u64 {
+    u64::try_from(took.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The source of a user's turn.
@@ -120,9 +131,36 @@ pub struct Totals {
     pub turns: u64,
     /// Cost in the prices' currency, when every model counted has a price.
     pub cost: Option<f64>,
+    /// Milliseconds spent waiting for the model, over the calls whose time is known.
+    pub call_ms: u64,
+    /// The calls whose time is known.
+    pub timed_calls: u64,
 }
 
 impl Totals {
+    /// The mean time of a model call, where any call's time is known.
+    pub fn ms_per_call(&self) -> Option<u64> {
+        (self.timed_calls > 0).then(|| self.call_ms / self.timed_calls)
+    }
+
+    /// Adds `other`'s sums to these (the cost stays known only while both are).
+    pub fn merge(&mut self, other: &Totals) {
+        let first = self.turns == 0;
+        self.prompt += other.prompt;
+        self.cached += other.cached;
+        self.completion += other.completion;
+        self.reasoning += other.reasoning;
+        self.calls += other.calls;
+        self.turns += other.turns;
+        self.call_ms += other.call_ms;
+        self.timed_calls += other.timed_calls;
+        self.cost = match (first, self.cost, other.cost) {
+            (true, _, cost) => cost,
+            (false, Some(sum), Some(cost)) => Some(sum + cost),
+            _ => None,
+        };
+    }
+
     fn add(&mut self, entry: &UsageEntry, price: Option<&Price>) {
         let first = self.turns == 0;
         self.prompt += entry.prompt;
@@ -131,6 +169,8 @@ impl Totals {
         self.reasoning += entry.reasoning;
         self.calls += entry.calls;
         self.turns += 1;
+        self.call_ms = self.call_ms.saturating_add(entry.call_ms.iter().sum());
+        self.timed_calls += entry.call_ms.len() as u64;
         self.cost = match (first, self.cost, price) {
             (true, _, Some(price)) => Some(price.cost(entry)),
             (false, Some(sum), Some(price)) => Some(sum + price.cost(entry)),
@@ -357,6 +397,24 @@ mod tests {
         assert_eq!(sessions["cli:direct"].turns, 2);
         assert_eq!(sessions["telegram:1"].cost, Some(4.0));
         assert_eq!(log.entries(tuesday.date_naive(), 1).len(), 2, "one day back reads only today");
+    }
+
+    #[test]
+    fn the_time_per_call_is_the_mean_over_the_calls_whose_time_is_known() {
+        let mut turn = entry("s", "m", 10, 0, 1);
+        (turn.calls, turn.call_ms) = (2, vec![300, 100]);
+        let helper =
+            UsageEntry::call("s", "m", "subagent", &crate::provider::Usage::default(), Duration::from_millis(500));
+        let old = entry("s", "m", 10, 0, 1);
+        let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
+        let by_source = group(&[(day, turn), (day, helper), (day, old.clone())], &BTreeMap::new(), GroupBy::Source);
+        assert_eq!(by_source["user"].ms_per_call(), Some(200), "the old line's call has no time and is left out");
+        assert_eq!(by_source["subagent"].ms_per_call(), Some(500));
+        let mut total = Totals::default();
+        total.merge(&by_source["user"]);
+        total.merge(&by_source["subagent"]);
+        assert_eq!((total.calls, total.ms_per_call()), (4, Some(300)));
+        assert_eq!(group(&[(day, old)], &BTreeMap::new(), GroupBy::Day).values().next().unwrap().ms_per_call(), None);
     }
 
     #[test]

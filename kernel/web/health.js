@@ -151,21 +151,21 @@ function sourceChart(rows) {
 }
 
 // Each source's sums over the days shown: calls, tokens, the prompt-cache hit rate (the
-// cheapest saving), reasoning tokens and cost.
+// cheapest saving), reasoning tokens, cost and the mean time of a model call.
 function sourceTotals(rows) {
   const sums = new Map();
   for (const r of rows) {
-    const s = sums.get(r.source) || { calls: 0, prompt: 0, cached: 0, completion: 0, reasoning: 0, cost: 0, priced: true };
+    const s = sums.get(r.source) || { calls: 0, prompt: 0, cached: 0, completion: 0, reasoning: 0, cost: 0, priced: true, ms: 0, timed: 0 };
     s.calls += r.calls || 0; s.prompt += r.prompt; s.cached += r.cached; s.completion += r.completion;
-    s.reasoning += r.reasoning || 0;
+    s.reasoning += r.reasoning || 0; s.ms += r.call_ms || 0; s.timed += r.timed_calls || 0;
     if (typeof r.cost === 'number') s.cost += r.cost; else s.priced = false;
     sums.set(r.source, s);
   }
-  const heads = ['Source', 'Calls', 'Tokens', 'Cache hits', 'Reasoning', 'Cost'];
+  const heads = ['Source', 'Calls', 'Tokens', 'Cache hits', 'Reasoning', 'Cost', 'Time per call'];
   const cell = (n, value) => el('td', { 'data-label': heads[n] }, String(value));
   const body = [...sums.entries()].sort((a, b) => rank(a[0]) - rank(b[0])).map(([source, s]) => el('tr', { 'data-source': source },
     [source, s.calls, s.prompt + s.completion, s.prompt ? `${Math.round((100 * s.cached) / s.prompt)}%` : '—', s.reasoning,
-      s.priced ? s.cost.toFixed(4) : '—'].map((value, n) => cell(n, value))));
+      s.priced ? s.cost.toFixed(4) : '—', s.timed ? `${Math.round(s.ms / s.timed)} ms` : '—'].map((value, n) => cell(n, value))));
   return el('div', { class: 'scroll' }, el('table', { id: 'source-totals', class: 'stack' },
     el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))), el('tbody', {}, body)));
 }

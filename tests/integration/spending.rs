@@ -2,10 +2,11 @@
 //! scripted LLM: a cron job's and the heartbeat's turns attributed to them in the usage log and
 //! in `oxibot usage --by source|job`; a job over its budget stops calling the model, its owner
 //! is told once in the chat, and `oxibot status` says it is capped; the heartbeat's own model
-//! serves the heartbeat only; a consolidation's call is counted as `consolidation`; Dream's
-//! calls per phase, a helper's for its parent session, reasoning and cached tokens shown; a
-//! cap checked before every model call (a tool loop stops there, a capped Dream tells the
-//! owner's last active chat); the helpers' and consolidation's own models.
+//! serves the heartbeat only and a cron job's its turn only; each call's time is shown; a
+//! consolidation's call is counted as `consolidation`; Dream's calls per phase, a helper's for
+//! its parent session, reasoning and cached tokens shown; a cap checked before every model
+//! call (a tool loop stops there, a capped Dream tells the owner's last active chat); the
+//! helpers' and consolidation's own models.
 
 use futures_util::{SinkExt, StreamExt};
 use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS, REASONING_TOKENS, Reply};
@@ -75,13 +76,15 @@ fn usage_row(env: &GatewayEnv, by: &str, name: &str) -> Option<Vec<String>> {
 fn a_cron_jobs_and_the_heartbeats_tokens_are_attributed_to_them() {
     let env = gateway_env();
     write_due_job(&env, "stretch42", "Tell me to stretch");
-    env.llm.push(Reply::Text("Time to stretch!".into()));
+    env.llm.push(Reply::SlowFirstToken { delay_ms: 400, text: "Time to stretch!".into() });
     let _gateway = env.start_with("websocket");
     assert!(wait_until(DEADLINE, || usage_row(&env, "job", "stretch42").is_some()), "the job's turn is not counted");
     let job = usage_row(&env, "job", "stretch42").unwrap();
-    // JOB TURNS CALLS PROMPT CACHED COMPLETION COST HIT
+    // JOB TURNS CALLS PROMPT CACHED COMPLETION COST HIT REASONING MS/CALL
     assert_eq!(job[1..4], ["1", "1", &PROMPT_TOKENS.to_string()], "{job:?}");
     assert_eq!(job[5], COMPLETION_TOKENS.to_string(), "{job:?}");
+    let ms_per_call: u64 = job[9].parse().unwrap_or_else(|_| panic!("the model call's time: {job:?}"));
+    assert!((400..5_000).contains(&ms_per_call), "the call waited 400 ms for its first token: {job:?}");
 
     env.llm.push(Reply::Text("The disk is fine.".into()));
     let quiet = json!({"notify": false});
@@ -94,6 +97,8 @@ fn a_cron_jobs_and_the_heartbeats_tokens_are_attributed_to_them() {
         usage_row(&env, "source", "heartbeat")
     );
     std::fs::write(env.workspace().join("HEARTBEAT.md"), "## Tasks\n").unwrap();
+    let heartbeat = usage_row(&env, "source", "heartbeat").unwrap();
+    assert!(heartbeat[9].parse::<u64>().is_ok(), "the heartbeat's calls are timed too: {heartbeat:?}");
     let cron = usage_row(&env, "source", "cron").unwrap();
     assert_eq!(cron[2], "1", "the job's one call, not the heartbeat's: {cron:?}");
     let user = usage_row(&env, "source", "user");
@@ -155,6 +160,29 @@ fn the_heartbeats_own_model_serves_its_turn_and_decision_and_nothing_else() {
 }
 
 #[test]
+fn a_jobs_own_model_serves_its_turn_and_nothing_else() {
+    let env = gateway_env();
+    let due = now_ms() - 60_000;
+    write_job(
+        &env,
+        json!({"id": "digest7", "name": "digest", "enabled": true, "schedule": {"kind": "at", "atMs": due},
+        "payload": {"kind": "agent_turn", "message": "Summarise the news", "sessionKey": "websocket:owner",
+            "model": "job-model"},
+        "state": {"nextRunAtMs": due}, "createdAtMs": due - 1000, "updatedAtMs": due - 1000, "deleteAfterRun": true}),
+    );
+    env.llm.push(Reply::Text("Nothing new.".into()));
+    let _gateway = env.start_with("websocket");
+    assert!(wait_until(DEADLINE, || usage_row(&env, "job", "digest7").is_some()), "the job's turn is not counted");
+    env.llm.push(Reply::Text("Hello.".into()));
+    env.chat_once("owner", "hello");
+    let models: Vec<String> =
+        env.llm.requests().iter().map(|request| request["model"].as_str().unwrap_or_default().to_owned()).collect();
+    assert_eq!(models, ["job-model", "test-model"], "the job's turn, then the owner's own message");
+    assert_eq!(usage_row(&env, "model", "job-model").unwrap()[2], "1", "the job's call counted for its model");
+    assert_eq!(usage_row(&env, "model", "test-model").unwrap()[2], "1", "the owner's call counted for theirs");
+}
+
+#[test]
 fn a_consolidations_call_is_counted_as_consolidation_and_not_as_the_users_turn() {
     let env = crate::agent::AgentEnv::new();
     env.llm.push(Reply::Text("Hi Sam".into()));
@@ -181,7 +209,7 @@ const DREAM_PHASE2: &str = "apply a list of findings";
 const HELPER: &str = "The main assistant started you for one task";
 
 /// The row of `oxibot usage --by <by>` of an agent's data dir whose first column is `name`.
-/// Columns: NAME TURNS CALLS PROMPT CACHED COMPLETION COST HIT REASONING.
+/// Columns: NAME TURNS CALLS PROMPT CACHED COMPLETION COST HIT REASONING MS/CALL.
 fn agent_usage_row(env: &crate::agent::AgentEnv, by: &str, name: &str) -> Option<Vec<String>> {
     let out = env.command(&["usage", "--by", by]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -482,8 +482,12 @@ fn the_health_page_draws_sources_cost_latency_restarts_and_context_fill() {
             json!([]),
         );
         assert_eq!(drawn[0], 1, "one source, one bar part: {drawn}");
-        // Issue 33: each source's calls, tokens, cache hit rate and reasoning tokens under the chart.
-        assert_eq!(drawn[7], json!(["user", "1", "17", "25%", "2", "0.0001"]), "{drawn}");
+        // Issue 33: each source's calls, tokens, cache hit rate, reasoning tokens, cost and time
+        // per model call under the chart.
+        let cells: Vec<&str> = drawn[7].as_array().unwrap().iter().map(|cell| cell.as_str().unwrap()).collect();
+        assert_eq!(cells[..6], ["user", "1", "17", "25%", "2", "0.0001"], "{drawn}");
+        let per_call = cells.get(6).and_then(|cell| cell.strip_suffix(" ms"));
+        assert!(per_call.is_some_and(|ms| ms.parse::<u64>().is_ok()), "the call's time: {drawn}");
         assert!(drawn[1].as_str().is_some_and(|t| t.contains("user")), "{drawn}");
         assert_eq!(drawn[2], 1, "one day of cost: {drawn}");
         assert!(drawn[3].as_str().is_some_and(|t| !t.contains("unpriced")), "{drawn}");

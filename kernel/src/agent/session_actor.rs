@@ -541,6 +541,8 @@ impl TurnJob {
             idempotency_key: None,
         };
         let meter = Meter::counting(&self.services.settings(), self.services.data_dir(), self.usage_template(source));
+        // A turn that failed wrote no usage; its calls' times are not this turn's.
+        lock(&self.usage).turn_call_ms.clear();
         let hooks = CompositeHook::new(vec![
             Box::new(meter),
             Box::new(UsageHook::new(self.usage.clone())),
@@ -640,6 +642,7 @@ impl TurnJob {
     /// (a failure to write is logged only).
     fn record_usage(&self, outcome: &TurnOutcome, source: TurnSource, took: Duration) {
         let now = chrono::Utc::now();
+        let mut usage = lock(&self.usage);
         let entry = UsageEntry {
             at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             session: self.key.to_string(),
@@ -651,10 +654,12 @@ impl TurnJob {
             calls: u64::from(outcome.iterations),
             source: Some(source_name(source).unwrap_or(USER_SOURCE).to_owned()),
             job: self.cron_job.clone(),
-            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
-            context: Some(lock(&self.usage).last_prompt_tokens),
+            ms: Some(crate::usage::millis(took)),
+            context: Some(usage.last_prompt_tokens),
             phase: None,
+            call_ms: std::mem::take(&mut usage.turn_call_ms),
         };
+        drop(usage);
         if let Err(error) = self.services.usage().record(&entry, now) {
             tracing::warn!(session = %self.key, %error, "cannot record token usage");
         }
@@ -881,7 +886,7 @@ impl TurnJob {
         }
         let mut guard = lock(&self.session);
         let session = guard.as_mut().ok_or(AgentError::NotLoaded)?;
-        let usage = *lock(&self.usage);
+        let usage = lock(&self.usage).clone();
         let reply = commands::run(&command, session, &self.services, usage)?;
         Ok(TurnReply::Command(reply))
     }

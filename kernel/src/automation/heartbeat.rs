@@ -347,7 +347,8 @@ impl Beat {
             reasoning: response.usage.reasoning_tokens,
             calls: 1,
             source: Some("heartbeat".to_owned()),
-            ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
+            ms: Some(crate::usage::millis(took)),
+            call_ms: vec![crate::usage::millis(took)],
             ..UsageEntry::default()
         };
         if let Err(error) = self.services.usage().record(&entry, now) {

@@ -1,6 +1,7 @@
 //! `oxibot usage`: token use per day (or per source, cron job, session or model) over the last
 //! days, from the usage log, with the cache hit rate, the cost when `agents.defaults.pricing`
-//! prices the models, and the reasoning tokens (last, so the columns before keep their place).
+//! prices the models, then the reasoning tokens and the mean time of a model call (last, so
+//! the columns before keep their place).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -70,24 +71,13 @@ fn write_table(out: &mut impl Write, first: &str, rows: &[(String, Totals)]) -> 
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0).max(first.len());
     writeln!(
         out,
-        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}  {:>6}  {:>10}",
-        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST", "HIT", "REASONING"
+        "{first:<width$}  {:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {:>10}  {:>6}  {:>10}  {:>8}",
+        "TURNS", "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST", "HIT", "REASONING", "MS/CALL"
     )?;
     let mut total = Totals::default();
-    let mut priced = true;
     for (name, totals) in rows {
         writeln!(out, "{name:<width$}  {}", columns(totals))?;
-        total.prompt += totals.prompt;
-        total.cached += totals.cached;
-        total.completion += totals.completion;
-        total.reasoning += totals.reasoning;
-        total.calls += totals.calls;
-        total.turns += totals.turns;
-        priced &= totals.cost.is_some();
-        total.cost = Some(total.cost.unwrap_or(0.0) + totals.cost.unwrap_or(0.0));
-    }
-    if !priced {
-        total.cost = None;
+        total.merge(totals);
     }
     writeln!(out, "{:<width$}  {}", "total", columns(&total))
 }
@@ -99,8 +89,9 @@ fn columns(totals: &Totals) -> String {
     } else {
         format!("{:.0}%", totals.cached as f64 * 100.0 / totals.prompt as f64)
     };
+    let latency = totals.ms_per_call().map_or_else(|| "-".to_owned(), |ms| ms.to_string());
     format!(
-        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}  {hit:>6}  {:>10}",
+        "{:>6}  {:>6}  {:>12}  {:>12}  {:>12}  {cost:>10}  {hit:>6}  {:>10}  {latency:>8}",
         totals.turns, totals.calls, totals.prompt, totals.cached, totals.completion, totals.reasoning
     )
 }

@@ -146,7 +146,7 @@ impl CompositeHook {
 }
 
 /// Token totals of a session, accumulated by [`UsageHook`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageTotals {
     /// Prompt tokens over all model calls.
     pub prompt_tokens: u64,
@@ -158,17 +158,22 @@ pub struct UsageTotals {
     pub calls: u64,
     /// Prompt tokens of the most recent call (the current context size).
     pub last_prompt_tokens: u64,
+    /// How long each call of the running turn took, in milliseconds (taken when the turn's
+    /// usage is written).
+    pub turn_call_ms: Vec<u64>,
 }
 
 /// Accumulates token usage into shared totals (one per session).
 pub struct UsageHook {
     totals: Arc<Mutex<UsageTotals>>,
+    /// When the call in flight started.
+    call_started: Option<std::time::Instant>,
 }
 
 impl UsageHook {
     /// A hook adding into `totals`.
     pub fn new(totals: Arc<Mutex<UsageTotals>>) -> UsageHook {
-        UsageHook { totals }
+        UsageHook { totals, call_started: None }
     }
 }
 
@@ -177,8 +182,15 @@ impl Hook for UsageHook {
         "usage"
     }
 
+    fn before_iteration(&mut self, _info: &IterationInfo) -> HookResult {
+        self.call_started = Some(std::time::Instant::now());
+        Ok(())
+    }
+
     fn after_iteration(&mut self, step: &StepInfo) -> HookResult {
+        let took = self.call_started.take().map(|started| started.elapsed()).unwrap_or_default();
         let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
+        totals.turn_call_ms.push(crate::usage::millis(took));
         totals.prompt_tokens += step.usage.prompt_tokens;
         totals.completion_tokens += step.usage.completion_tokens;
         totals.cached_tokens += step.usage.cached_tokens;
@@ -312,7 +324,8 @@ mod tests {
         let usage = Usage { prompt_tokens: 100, completion_tokens: 10, cached_tokens: 40, reasoning_tokens: 0 };
         hook.after_iteration(&StepInfo { iteration: 1, usage, tool_calls: 0 }).unwrap();
         hook.after_iteration(&StepInfo { iteration: 2, usage, tool_calls: 0 }).unwrap();
-        let t = *totals.lock().unwrap();
+        let t = totals.lock().unwrap().clone();
         assert_eq!((t.prompt_tokens, t.completion_tokens, t.cached_tokens, t.calls), (200, 20, 80, 2));
+        assert_eq!(t.turn_call_ms.len(), 2, "each call's time is kept for the turn's line");
     }
 }

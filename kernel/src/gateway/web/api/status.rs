@@ -1,5 +1,5 @@
 //! `GET /api/status`: each plugin's state, pid, restarts and last error, the channels among
-//! them, token usage and cost per UTC day and per source over the last two weeks, the latest
+//! them, token usage, cost and model-call time per UTC day and per source over the last two weeks, the latest
 //! turns' durations, and how full each session's context was after its last turn. Nothing
 //! secret: no config, no command lines with their environment, no message text.
 
@@ -56,7 +56,8 @@ fn per_source_per_day(entries: &[(NaiveDate, UsageEntry)], prices: &BTreeMap<Str
         for (source, totals) in group(&entries, prices, GroupBy::Source) {
             rows.push(json!({"day": day.to_string(), "source": source, "prompt": totals.prompt,
                 "cached": totals.cached, "completion": totals.completion, "reasoning": totals.reasoning,
-                "turns": totals.turns, "calls": totals.calls, "cost": totals.cost}));
+                "turns": totals.turns, "calls": totals.calls, "cost": totals.cost,
+                "call_ms": totals.call_ms, "timed_calls": totals.timed_calls}));
         }
     }
     rows
