@@ -128,11 +128,27 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    fn temp(name: &str) -> PathBuf {
+    /// A fresh directory, removed again when the test ends.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl std::ops::Deref for Scratch {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    fn temp(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("oxibot-discover-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        Scratch(dir)
     }
 
     const KERNEL: &str = "/opt/oxibot/oxibot";
@@ -223,7 +239,7 @@ mod tests {
         touch(&user.join("oxibot-tool-fs"), 0o755);
         touch(&user.join("weather.py"), 0o755);
         let kernel = Some(PathBuf::from(KERNEL));
-        let found = discover(&PluginSources { kernel, plugin_dir: Some(user.clone()), configured: vec![] });
+        let found = discover(&PluginSources { kernel, plugin_dir: Some(user.to_path_buf()), configured: vec![] });
         assert_eq!(found.len(), 4);
         let fs = found.iter().find(|s| s.name == "fs").unwrap();
         assert_eq!(fs.command, user.join("oxibot-tool-fs"));

@@ -5,7 +5,9 @@ under issue 30 in BENCHMARKS.md.
 
 Figures, each for every peer whose program is given and present:
 - cold `agent -m hello`: wall, CPU (user+sys of the process and the children it waited for),
-  peak RSS (from wait4) and the most threads seen in /proc while it ran; median and min-max
+  peak RSS of the process itself (its VmHWM in /proc, read every half millisecond until it
+  exits: wait4's figure cannot serve, as Linux keeps the RSS of the forked Python from before
+  the exec in it) and the most threads seen in /proc while it ran; median and min-max
   over --runs runs, the runs of the peers interleaved, and the ratio to NullClaw's run of the
   same round (median of the per-round ratios);
 - idle gateway with one API-style channel (oxibot: the api channel; nanobot: `serve`;
@@ -138,14 +140,19 @@ def tree(pid):
     return found
 
 
-def threads_of(pid):
+def status_field(pid, field):
+    """The number of `field` in /proc/PID/status (0 once the process is gone)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Threads:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def threads_of(pid):
+    return status_field(pid, "Threads:")
 
 
 def rollup_kib(pid):
@@ -310,12 +317,13 @@ def cold_run(peer, k):
     started = time.perf_counter()
     proc = subprocess.Popen(peer.one_shot(k), env=peer.env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    most = 0
+    most, peak_kib = 0, 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
         most = max(most, threads_of(proc.pid))
+        peak_kib = max(peak_kib, status_field(proc.pid, "VmHWM:"))
         time.sleep(0.0005)
     wall = (time.perf_counter() - started) * 1000
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -323,7 +331,7 @@ def cold_run(peer, k):
         sys.exit(f"{peer.name}: `{' '.join(peer.one_shot(k))}` failed ({proc.returncode})")
     if MockLlm.requests == asked:
         sys.exit(f"{peer.name}: `{' '.join(peer.one_shot(k))}` never asked the scripted LLM (misconfigured?)")
-    return {"wall": wall, "cpu": (usage.ru_utime + usage.ru_stime) * 1000, "rss": usage.ru_maxrss / 1024,
+    return {"wall": wall, "cpu": (usage.ru_utime + usage.ru_stime) * 1000, "rss": peak_kib / 1024,
             "threads": most}
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import statistics
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -170,6 +171,7 @@ def main() -> None:
         home = data_dir(llm, telemetry)
         walls, cpus = cold(binary, home)
         turns, threads = per_turn(binary, home)
+        shutil.rmtree(home, ignore_errors=True)
         print(f"| {label} | {show('', walls, 'ms')} | {show('', cpus, 'ms')} | {show('', turns, 'ms')} | {threads} |")
     print(f"\nOTLP posts the sink received: {Sink.posts}")
 
