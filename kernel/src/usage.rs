@@ -233,12 +233,20 @@ impl UsageLog {
 impl UsageStore for UsageLog {
     /// Appends one turn's usage to today's file.
     fn record(&self, entry: &UsageEntry, now: DateTime<Utc>) -> io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
         let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
         line.push(b'\n');
         let path = self.dir.join(format!("{}.jsonl", now.format("%Y-%m-%d")));
+        let open = || OpenOptions::new().create(true).append(true).open(&path);
+        // The directory is made the first time only, not checked on every turn.
+        let mut file = match open() {
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir)?;
+                open()?
+            }
+            other => other?,
+        };
         // One write of a whole line, in append mode: lines of concurrent writers never mix.
-        OpenOptions::new().create(true).append(true).open(path)?.write_all(&line)
+        file.write_all(&line)
     }
 
     /// Every entry of the `days` UTC days up to and including `today`, oldest first. A line

@@ -198,8 +198,7 @@ pub struct ChannelOrigin {
     pub sender_id: String,
 }
 
-/// Key under which a user message stores the id of the channel message it came from.
-pub const INBOUND_ID_KEY: &str = "inbound_id";
+pub use crate::session::journal::INBOUND_ID_KEY;
 /// Key under which a user message stores its channel details.
 pub const CHANNEL_METADATA_KEY: &str = "channel_metadata";
 /// The reason recorded for a message `/stop` closed before its turn started.
@@ -828,7 +827,11 @@ impl TurnJob {
     /// among the recent messages and is pending when it is the last.
     fn find_inbound(&self, inbound_id: &str) -> Option<Seen> {
         let guard = lock(&self.session);
-        let messages = &guard.as_ref()?.messages;
+        let session = guard.as_ref()?;
+        if !session.may_carry(INBOUND_ID_KEY, inbound_id) {
+            return None;
+        }
+        let messages = &session.messages;
         let at = messages.iter().rposition(|m| {
             m.role == Role::User && m.extra.get(INBOUND_ID_KEY).and_then(serde_json::Value::as_str) == Some(inbound_id)
         })?;

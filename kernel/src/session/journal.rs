@@ -29,6 +29,8 @@ use crate::message::{ChatMessage, Role, ToolCall};
 
 /// Key under which a user message names the inbox entry it is (the turn's id).
 pub const INBOX_ID_KEY: &str = "inbox_id";
+/// Key under which a user message stores the id of the channel message it came from.
+pub const INBOUND_ID_KEY: &str = "inbound_id";
 /// Key of the session metadata that is `true` while the inbox holds a message not yet
 /// answered, so a start finds such sessions by reading metadata lines alone.
 pub const OPEN_INBOX_KEY: &str = "inbox_open";
@@ -206,6 +208,9 @@ impl Session {
 
     /// Where in the history the user message of turn `id` is.
     pub fn turn_start(&self, id: &str) -> Option<usize> {
+        if !self.may_carry(INBOX_ID_KEY, id) {
+            return None;
+        }
         self.messages
             .iter()
             .rposition(|m| m.role == Role::User && m.extra.get(INBOX_ID_KEY).and_then(Value::as_str) == Some(id))

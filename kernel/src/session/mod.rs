@@ -12,7 +12,7 @@
 //! - the metadata line is padded with spaces to a fixed width (512 bytes to start with), so a
 //!   changed `last_consolidated` or `metadata` is written *in place* over the old line, same
 //!   length, with one `pwrite` at offset 0 (JSON readers, nanobot's included, ignore the
-//!   trailing spaces);
+//!   trailing spaces); an append refreshes the line's `updated_at` at most once a second;
 //! - a session's first write creates its file with one `write` of the metadata line and the
 //!   messages, so the user's first message is in the file itself as soon as it returns;
 //! - only when the metadata outgrows its width, when the file came from nanobot (no padding),
@@ -39,6 +39,7 @@ mod format;
 pub mod journal;
 mod key;
 pub mod location;
+mod marks;
 pub mod ownership;
 mod recover;
 mod repair;
@@ -81,6 +82,9 @@ pub struct Session {
     pub messages: Vec<ChatMessage>,
     /// The inbox and journal records still open (see [`journal`]), in file order.
     pub records: Vec<Record>,
+    /// The inbox and channel message ids the user messages carry, for quick "is it there"
+    /// answers ([`Session::may_carry`]); kept in step by the store's loads and appends.
+    marks: marks::Marks,
     /// Top-level keys of the metadata line this version does not know, written back as read.
     header_extra: Map<String, Value>,
     /// What the file on disk looks like, so the store knows what it may overwrite in place.
@@ -88,12 +92,33 @@ pub struct Session {
 }
 
 /// The store's knowledge of a session's file, as of the last load or write.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 struct DiskState {
     /// Byte length (newline included) of the metadata line at offset 0, or 0 when the file
     /// does not exist or does not start with a metadata line; 0 forces the next write to be a
     /// whole-file rewrite.
     header_width: usize,
+    /// When this process last wrote the metadata line (none since the load): an append
+    /// refreshes the line's `updated_at` at most once a second (see [`HEADER_REFRESH`]).
+    header_written: Option<std::time::Instant>,
+}
+
+/// How stale an append may leave the file's `updated_at`: a turn appends several times, and
+/// each refresh of the metadata line costs an open, a write and a close.
+const HEADER_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Two states are equal by the file they describe, whenever this process last wrote it.
+impl PartialEq for DiskState {
+    fn eq(&self, other: &DiskState) -> bool {
+        self.header_width == other.header_width
+    }
+}
+
+impl DiskState {
+    /// Whether an append should write the metadata line again for its `updated_at`.
+    fn header_due(&self) -> bool {
+        self.header_written.is_none_or(|at| at.elapsed() >= HEADER_REFRESH)
+    }
 }
 
 impl Session {
@@ -109,6 +134,7 @@ impl Session {
             offset: 0,
             messages: Vec::new(),
             records: Vec::new(),
+            marks: marks::Marks::default(),
             header_extra: Map::new(),
             disk: DiskState::default(),
         }
@@ -154,8 +180,20 @@ impl Session {
         self.disk.header_width != 0
     }
 
+    /// Whether some user message in memory may carry `value` under `key` (the inbox id or the
+    /// channel's message id): `false` is certain, `true` means the messages must be searched.
+    pub fn may_carry(&self, key: &str, value: &str) -> bool {
+        !self.marks.in_step(self.message_count()) || self.marks.may_hold(key, value)
+    }
+
+    /// Brings the marks in step with the messages after the store changed them.
+    fn catch_up_marks(&mut self) {
+        self.marks.catch_up(&self.messages, self.offset);
+    }
+
     /// Forgets the history (`/new`); persist with [`SessionStore::rewrite`].
     pub fn clear(&mut self) {
+        self.marks = marks::Marks::default();
         self.messages.clear();
         self.compact_records();
         self.last_consolidated = 0;

@@ -5,6 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use tracing::{info, warn};
 
@@ -131,6 +132,7 @@ impl SessionStore {
         session.messages = decoded.messages;
         session.records = decoded.records;
         session.compact_records();
+        session.catch_up_marks();
         session.disk = decoded.disk;
         if session.last_consolidated > session.messages.len() {
             warn!(path = %path.display(), last_consolidated = session.last_consolidated, messages = session.messages.len(),
@@ -208,6 +210,7 @@ impl SessionStore {
             session.records.truncate(previous.1);
             session.updated_at = previous_updated_at;
         }
+        session.catch_up_marks();
         result
     }
 
@@ -240,8 +243,11 @@ impl SessionStore {
             return Err(write_error(path, source));
         }
         // The messages are on disk now; a stale `updated_at` is no reason to report failure.
-        if let Err(error) = self.overwrite_header(session, path) {
-            warn!(%error, "could not refresh the metadata line after an append");
+        if session.disk.header_due() {
+            match self.overwrite_header(session, path) {
+                Ok(written) => session.disk.header_written = written.then(Instant::now),
+                Err(error) => warn!(%error, "could not refresh the metadata line after an append"),
+            }
         }
         Ok(())
     }
@@ -253,7 +259,12 @@ impl SessionStore {
     pub fn save_metadata(&self, session: &mut Session) -> Result<(), SessionError> {
         let path = self.path_for(&session.key);
         session.updated_at = now_timestamp();
-        if self.overwrite_header(session, &path)? { Ok(()) } else { self.write_whole(session, &path) }
+        if self.overwrite_header(session, &path)? {
+            session.disk.header_written = Some(Instant::now());
+            Ok(())
+        } else {
+            self.write_whole(session, &path)
+        }
     }
 
     /// Writes the whole file from `session` (after `/new`, or any change to past messages),
@@ -262,6 +273,7 @@ impl SessionStore {
     pub fn rewrite(&self, session: &mut Session) -> Result<(), SessionError> {
         let path = self.path_for(&session.key);
         session.updated_at = now_timestamp();
+        session.catch_up_marks();
         self.write_whole(session, &path)
     }
 
@@ -311,7 +323,7 @@ impl SessionStore {
         if let Err(error) = file.sync_all().and_then(|()| File::open(&self.dir)?.sync_all()) {
             warn!(path = %path.display(), %error, "could not sync a new session file");
         }
-        session.disk = DiskState { header_width: width };
+        session.disk = DiskState { header_width: width, header_written: Some(Instant::now()) };
         Ok(true)
     }
 
@@ -336,7 +348,7 @@ impl SessionStore {
         if let Err(error) = File::open(&self.dir).and_then(|dir| dir.sync_all()) {
             warn!(dir = %self.dir.display(), %error, "could not sync sessions directory");
         }
-        session.disk = DiskState { header_width: width };
+        session.disk = DiskState { header_width: width, header_written: Some(Instant::now()) };
         Ok(())
     }
 
@@ -463,6 +475,54 @@ mod tests {
         assert_eq!(lines.len(), 3, "header, the message, b's record: {lines:?}");
         assert!(lines.iter().all(|l| l.get("role").is_some() || l.get("_type").is_some()), "nanobot reads every line");
         assert_eq!(pending_ids(&store.load("loopback:c1").unwrap().session), ["b"]);
+    }
+
+    #[test]
+    fn a_turns_message_is_found_by_its_marks_after_appends_loads_archiving_and_edits_behind_the_stores_back() {
+        use crate::session::journal::{INBOUND_ID_KEY, INBOX_ID_KEY};
+        let dir = TempDir::new("store-marks");
+        let store = store_in(&dir);
+        let marked = |inbox: &str, inbound: &str| {
+            let mut message = user("hello");
+            message.extra.insert(INBOX_ID_KEY.into(), inbox.into());
+            message.extra.insert(INBOUND_ID_KEY.into(), inbound.into());
+            message
+        };
+        let mut session = store.load("telegram:1").unwrap().session;
+        store.append(&mut session, conversation(3)).unwrap();
+        store.append(&mut session, vec![marked("m1", "tg-1"), ChatMessage::text(Role::Assistant, "hi")]).unwrap();
+        assert_eq!(session.turn_start("m1"), Some(6));
+        assert_eq!(session.turn_start("m2"), None);
+        assert!(session.may_carry(INBOUND_ID_KEY, "tg-1") && !session.may_carry(INBOUND_ID_KEY, "tg-2"));
+
+        let mut loaded = store.load("telegram:1").unwrap().session;
+        assert_eq!(loaded.turn_start("m1"), Some(6), "the marks are rebuilt on load");
+        loaded.last_consolidated = 4;
+        loaded.forget_archived();
+        assert_eq!(loaded.turn_start("m1"), Some(2), "archiving moves the message, not the answer");
+
+        loaded.messages.push(marked("m2", "tg-2"));
+        assert!(loaded.may_carry(INBOX_ID_KEY, "m2"), "a message pushed behind the store's back is searched for");
+        assert_eq!(loaded.turn_start("m2"), Some(4));
+        loaded.clear();
+        assert_eq!(loaded.turn_start("m1"), None);
+    }
+
+    #[test]
+    fn a_run_of_appends_refreshes_the_files_updated_at_once_and_not_on_every_append() {
+        let dir = TempDir::new("store-stamp");
+        let store = store_in(&dir);
+        let path = store.path_for("cli:direct");
+        let on_disk = || lines_of(&path)[0]["updated_at"].as_str().unwrap().to_owned();
+        store.append(&mut Session::new("cli:direct"), conversation(1)).unwrap();
+        let mut session = store.load("cli:direct").unwrap().session;
+        store.append(&mut session, conversation(1)).unwrap();
+        assert_eq!(on_disk(), session.updated_at, "the first append after a load refreshes it");
+        let refreshed = session.updated_at.clone();
+        store.append(&mut session, conversation(1)).unwrap();
+        assert_ne!(session.updated_at, refreshed);
+        assert_eq!(on_disk(), refreshed, "an append within the second leaves the metadata line alone");
+        assert_eq!(lines_of(&path).len(), 7, "every message is on disk all the same");
     }
 
     #[test]
