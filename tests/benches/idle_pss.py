@@ -30,13 +30,15 @@ def free_port():
 
 
 def rollup(pid):
-    """(RSS, PSS) of a process in KiB from its smaps_rollup."""
+    """(RSS, PSS, PSS of anonymous memory, PSS of file pages) of a process in KiB from its
+    smaps_rollup: the heap, stacks and relocated data against the executable's and libraries'
+    pages, which the page cache holds and the system can drop and read again."""
     fields = {}
     for line in open(f"/proc/{pid}/smaps_rollup"):
         parts = line.split()
         if len(parts) >= 2 and parts[0].endswith(":"):
             fields[parts[0][:-1]] = int(parts[1])
-    return fields.get("Rss", 0), fields.get("Pss", 0)
+    return fields.get("Rss", 0), fields.get("Pss", 0), fields.get("Pss_Anon", 0), fields.get("Pss_File", 0)
 
 
 def tree(root):
@@ -112,19 +114,21 @@ def main():
         stop(start(oxibot, env, api, health, args.idle))
     gateway = start(oxibot, env, api, health, args.idle)
     try:
-        total_rss = total_pss = 0
-        print("| process | RSS MiB | PSS MiB |")
-        print("|---|---|---|")
+        total_rss = total_pss = total_anon = total_file = 0
+        print("| process | RSS MiB | PSS MiB | of which anonymous | of which file pages |")
+        print("|---|---|---|---|---|")
         for pid in tree(gateway.pid):
             try:
-                rss, pss = rollup(pid)
+                rss, pss, anon, file = rollup(pid)
                 line = cmdline(pid)
             except OSError:
                 continue
-            total_rss += rss
-            total_pss += pss
-            print(f"| `{line.replace(str(oxibot.resolve()), 'oxibot').replace(str(oxibot), 'oxibot')[:70]}` | {rss / 1024:.2f} | {pss / 1024:.2f} |")
-        print(f"| **tree** | **{total_rss / 1024:.2f}** | **{total_pss / 1024:.2f}** |")
+            total_rss, total_pss, total_anon, total_file = (total_rss + rss, total_pss + pss, total_anon + anon,
+                                                            total_file + file)
+            name = line.replace(str(oxibot.resolve()), 'oxibot').replace(str(oxibot), 'oxibot')[:70]
+            print(f"| `{name}` | {rss / 1024:.2f} | {pss / 1024:.2f} | {anon / 1024:.2f} | {file / 1024:.2f} |")
+        print(f"| **tree** | **{total_rss / 1024:.2f}** | **{total_pss / 1024:.2f}** | **{total_anon / 1024:.2f}** "
+              f"| **{total_file / 1024:.2f}** |")
     finally:
         stop(gateway)
         shutil.rmtree(home, ignore_errors=True)
