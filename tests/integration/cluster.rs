@@ -5,8 +5,9 @@
 //! file and the key. Then real gateways as processes sharing one data dir and workspace: a
 //! session's turns on one of them and taken over when it is killed or paused, an acknowledged
 //! message answered after its gateway died, a job due every second firing once across them and
-//! after its scheduler died, the cluster in `/health` and `oxibot status`, and the same on a
-//! three-server NATS cluster that loses a server.
+//! after its scheduler died, the cluster in `/health` and `oxibot status`, a channel run by one
+//! gateway only and by another when it is killed, and the same on a three-server NATS cluster
+//! that loses a server.
 
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -31,7 +32,12 @@ const TTL_SECONDS: u64 = 2;
 
 /// A kernel's view of the cluster on `server`, as node `name`.
 async fn node(server: &NatsServer, name: &str) -> Arc<Node> {
-    let config = ClusterConfig { nats: server.url(), node: name.to_owned(), ttl_seconds: TTL_SECONDS };
+    let config = ClusterConfig {
+        nats: server.url(),
+        node: name.to_owned(),
+        ttl_seconds: TTL_SECONDS,
+        local_channels: Vec::new(),
+    };
     Node::connect(&config).await.unwrap()
 }
 
@@ -180,6 +186,9 @@ struct SharedDataDir {
     llm: ScriptedLlm,
     servers: Vec<NatsServer>,
     ttl_seconds: u64,
+    /// The loopback channel's one port for every node, run by one kernel at a time; `None`:
+    /// each node its own port, the channel run by every kernel (`cluster.localChannels`).
+    shared_channel_port: Option<u16>,
 }
 
 /// One gateway of the cluster: its process and its ports.
@@ -203,6 +212,7 @@ impl SharedDataDir {
             llm: ScriptedLlm::start(),
             servers: vec![NatsServer::start()],
             ttl_seconds: TTL_SECONDS,
+            shared_channel_port: None,
         }
     }
 
@@ -211,7 +221,7 @@ impl SharedDataDir {
         let servers = NatsServer::start_cluster();
         let nats = servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
         let started = Instant::now();
-        let probe = ClusterConfig { nats, node: "probe".to_owned(), ttl_seconds };
+        let probe = ClusterConfig { nats, node: "probe".to_owned(), ttl_seconds, local_channels: Vec::new() };
         while let Err(error) = Node::connect(&probe).await {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
@@ -220,7 +230,8 @@ impl SharedDataDir {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         eprintln!("the three-server JetStream answered after {:?}", started.elapsed());
-        SharedDataDir { home: TempDir::new("cluster-gateways"), llm: ScriptedLlm::start(), servers, ttl_seconds }
+        let (home, llm) = (TempDir::new("cluster-gateways"), ScriptedLlm::start());
+        SharedDataDir { home, llm, servers, ttl_seconds, shared_channel_port: None }
     }
 
     /// `cluster.nats`: every server.
@@ -232,15 +243,18 @@ impl SharedDataDir {
         self.home.path().join("workspace")
     }
 
-    /// Starts gateway `node` (`a`, `b`, …) and waits until its channel runs and it joined.
+    /// Starts gateway `node` (`a`, `b`, …) and waits until it joined and its channel runs (a
+    /// shared channel: until it knows which kernel runs it).
     fn start(&self, node: &str) -> ClusterGateway {
-        let (channel_port, http_port) = (free_port(), free_port());
+        let (channel_port, http_port) = (self.shared_channel_port.unwrap_or_else(free_port), free_port());
+        let local_channels = if self.shared_channel_port.is_some() { json!([]) } else { json!(["loopback"]) };
         let config = json!({
             "agents": {"defaults": {"workspace": self.workspace(), "model": "test-model", "provider": "custom"}},
             "providers": {"custom": {"apiKey": "cluster-test-key", "apiBase": self.llm.base_url()}},
             "channels": {"loopback": {"enabled": true, "port": channel_port, "allowFrom": "*"}},
             "gateway": {"port": http_port, "heartbeat": {"enabled": false}},
-            "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds}
+            "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds,
+                "localChannels": local_channels}
         });
         let path = self.home.path().join(format!("config-{node}.json"));
         std::fs::write(&path, config.to_string()).unwrap();
@@ -255,7 +269,10 @@ impl SharedDataDir {
         let joined = || {
             gateway_health(http_port).is_some_and(|h| {
                 h["cluster"]["connection"] == "connected"
-                    && h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running")
+                    && match self.shared_channel_port {
+                        None => h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running"),
+                        Some(_) => h["cluster"]["channels"]["loopback"].is_string(),
+                    }
             })
         };
         assert!(wait_until(Duration::from_secs(20), joined), "gateway {node} never ran: {}", self.log(node));
@@ -373,6 +390,55 @@ async fn a_sessions_turns_run_on_one_gateway_and_move_to_another_within_ttl_plus
     assert!(sent.to_string().contains("first answer"), "kernel b did not read kernel a's turn: {sent}");
     let texts = cluster.conversation("loopback:chat1");
     assert!(texts.len() == 4 && texts[1] == "first answer" && texts[3] == "second answer", "{texts:?}");
+}
+
+/// The kernel running the loopback channel, as the gateway on `port` sees it.
+fn channel_owner(port: u16) -> Value {
+    gateway_health(port).unwrap_or_default()["cluster"]["channels"]["loopback"].clone()
+}
+
+/// Whether the gateway on `port` runs the loopback channel's plugin.
+fn runs_the_channel(port: u16) -> bool {
+    let health = gateway_health(port).unwrap_or_default();
+    health["plugins"].as_array().into_iter().flatten().any(|p| p["name"] == "loopback" && p["state"] == "running")
+}
+
+#[tokio::test]
+async fn a_channel_runs_on_one_gateway_only_and_on_another_within_ttl_plus_a_second_when_its_owner_is_killed() {
+    let port = free_port();
+    let cluster = SharedDataDir { shared_channel_port: Some(port), ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let b = cluster.start("b");
+    assert_eq!(channel_owner(a.http_port), "kernel-a");
+    assert_eq!(channel_owner(b.http_port), "kernel-a", "kernel b does not see who runs the channel");
+    let health_b = gateway_health(b.http_port).unwrap_or_default();
+    assert!(
+        !health_b["plugins"].as_array().into_iter().flatten().any(|p| p["name"] == "loopback"),
+        "kernel b started the channel kernel a runs: {health_b}"
+    );
+    let status = cluster.status("b");
+    assert!(status.contains("channels: loopback on kernel-a"), "{status}");
+
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let listens = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+    // Kernel a's plugin dies with it (a moment later: the OS's parent-death signal).
+    assert!(wait_until(Duration::from_secs(2), || !listens()), "kernel a's channel outlived it");
+    while !listens() {
+        assert!(killed.elapsed() < Duration::from_secs(20), "no kernel took the channel over: {}", cluster.log("b"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let waited = killed.elapsed();
+    eprintln!("kernel b ran the channel {waited:?} after kernel a was killed (TTL {TTL_SECONDS} s)");
+    assert!(waited <= Duration::from_secs(TTL_SECONDS + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    assert_eq!(channel_owner(b.http_port), "kernel-b");
+
+    let mut client = LineClient::connect(port).await;
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    client.send("alice:chat4:anyone there?").await;
+    let reply = line_starting(&mut client, "OUT chat4", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat4 answered by b");
 }
 
 /// The times (since `since`) at which the scripted model was asked a turn whose message holds
@@ -630,7 +696,7 @@ async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_ov
 }
 
 #[tokio::test]
-async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_scheduler() {
+async fn the_web_uis_health_page_shows_the_node_its_nats_connection_the_scheduler_and_the_channels() {
     let cluster = SharedDataDir::new();
     let a = cluster.start("a");
     let config = cluster.home.path().join("config-a.json");
@@ -647,6 +713,8 @@ async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_sche
     assert!(row.to_string().contains("nats://127.0.0.1"), "{row}");
     let led = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[3].innerText === 'kernel-a' ? true : null;";
     browser.wait_for("kernel a as the scheduler", led);
+    let channels = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[5].innerText === 'loopback on kernel-a' ? true : null;";
+    browser.wait_for("the kernel running the loopback channel", channels);
 }
 
 #[tokio::test]

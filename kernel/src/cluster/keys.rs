@@ -4,6 +4,10 @@
 /// The bucket of session ownership: one key per session, its value the owner's node name.
 pub const SESSIONS_BUCKET: &str = "oxibot_sessions";
 
+/// The bucket of channel ownership: one key per channel that runs on one kernel at a time,
+/// its value the node running the channel's plugin.
+pub const CHANNELS_BUCKET: &str = "oxibot_channels";
+
 /// The bucket of leader keys (`scheduler`): one key per role, its value the leader's node name.
 pub const LEADERS_BUCKET: &str = "oxibot_leaders";
 

@@ -13,6 +13,7 @@
 //!
 //! [`JobStorage`]: crate::cron::storage::JobStorage
 
+mod channels;
 mod claim;
 mod error;
 mod fence;
@@ -22,6 +23,7 @@ mod member;
 mod node;
 mod sessions;
 
+pub use channels::{ChannelClaims, TRY_EVERY as CHANNEL_TRY_EVERY};
 pub use claim::{Claim, Token};
 pub use error::ClusterError;
 pub use fence::FencedSessions;

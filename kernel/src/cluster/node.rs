@@ -11,7 +11,9 @@ use async_nats::jetstream::{self, kv};
 
 use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
-use super::keys::{FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, firing_key, session_key};
+use super::keys::{
+    CHANNELS_BUCKET, FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, firing_key, session_key,
+};
 use crate::config::cluster::ClusterConfig;
 
 /// Copies of each bucket a clustered NATS keeps (JetStream replicas).
@@ -36,6 +38,8 @@ pub struct Node {
     sessions: kv::Store,
     /// Leader keys (`scheduler`).
     leaders: kv::Store,
+    /// Channel ownership: one key per channel that runs on one kernel at a time.
+    channels: kv::Store,
     /// Cron firings (job and due time), kept for [`FIRED_WINDOW`].
     fired: kv::Store,
     /// The connection: it reconnects by itself, with growing waits, whenever it is lost.
@@ -70,7 +74,7 @@ impl Node {
             Ok(opened) => opened,
             Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
         };
-        let (client, sessions, leaders, fired) = match opened {
+        let Buckets { client, sessions, leaders, channels, fired } = match opened {
             Ok(buckets) => buckets,
             Err(error) => {
                 // Dropping a runtime inside another one would panic.
@@ -81,7 +85,8 @@ impl Node {
         tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
         let servers = config.nats.clone();
         let owned = Mutex::new(HashMap::new());
-        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, fired, client, servers, owned }))
+        let runtime = Some(runtime);
+        Ok(Arc::new(Node { name, ttl, runtime, sessions, leaders, channels, fired, client, servers, owned }))
     }
 
     /// This kernel's node name.
@@ -124,6 +129,17 @@ impl Node {
     /// The node that owns session `key` now, if any.
     pub async fn session_owner(&self, key: &str) -> Result<Option<String>, ClusterError> {
         self.owner(self.sessions.clone(), session_key(key)).await
+    }
+
+    /// Takes channel `channel` for this kernel (its plugin runs here while the claim holds)
+    /// if no kernel owns it; `None` when another does.
+    pub async fn claim_channel(&self, channel: &str) -> Result<Option<Claim>, ClusterError> {
+        self.claim(self.channels.clone(), session_key(channel)).await
+    }
+
+    /// The node that runs channel `channel` now, if any.
+    pub async fn channel_owner(&self, channel: &str) -> Result<Option<String>, ClusterError> {
+        self.owner(self.channels.clone(), session_key(channel)).await
     }
 
     /// Becomes the one scheduler of cron jobs and the heartbeat if no kernel is; `None` when
@@ -217,13 +233,18 @@ impl Drop for Node {
     }
 }
 
-/// Connects and opens both buckets, creating them with `ttl` as their messages' age limit:
-/// a key not renewed within it disappears, and with it the ownership.
-async fn open_buckets(
-    servers: Vec<String>,
-    name: String,
-    ttl: Duration,
-) -> Result<(async_nats::Client, kv::Store, kv::Store, kv::Store), ClusterError> {
+/// The connection and its buckets.
+struct Buckets {
+    client: async_nats::Client,
+    sessions: kv::Store,
+    leaders: kv::Store,
+    channels: kv::Store,
+    fired: kv::Store,
+}
+
+/// Connects and opens the buckets, creating the ownership ones with `ttl` as their messages'
+/// age limit: a key not renewed within it disappears, and with it the ownership.
+async fn open_buckets(servers: Vec<String>, name: String, ttl: Duration) -> Result<Buckets, ClusterError> {
     let client = async_nats::ConnectOptions::new()
         .name(&name)
         .connection_timeout(CONNECT_TIMEOUT)
@@ -237,8 +258,9 @@ async fn open_buckets(
     let jetstream = jetstream::new(client.clone());
     let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl, replicas).await?;
     let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl, replicas).await?;
+    let channels = open_bucket(&jetstream, CHANNELS_BUCKET, ttl, replicas).await?;
     let fired = open_bucket(&jetstream, FIRED_BUCKET, FIRED_WINDOW, replicas).await?;
-    Ok((client, sessions, leaders, fired))
+    Ok(Buckets { client, sessions, leaders, channels, fired })
 }
 
 /// Logs what happens to the connection (the client reconnects by itself after a loss).

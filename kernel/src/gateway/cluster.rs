@@ -1,6 +1,8 @@
 //! The gateway in cluster mode: the cron scheduler and the heartbeat run only on the kernel
 //! that leads the cluster's scheduling ([`lead_scheduling`]); they start when this kernel gains
-//! the lead and stop when it loses it. Sessions are claimed by the agent layer (see
+//! the lead and stop when it loses it. A channel's plugin runs only on the kernel that owns the
+//! channel ([`serve_channel`]: started when this kernel takes the channel, stopped when it loses
+//! it). Sessions are claimed by the agent layer (see
 //! `crate::cluster::SessionClaims`); a session left with messages accepted and unanswered by
 //! a kernel that died is taken over and answered ([`take_over_orphans`]); the cluster's part
 //! of `/health` comes from [`crate::cluster::Member::report`].
@@ -16,7 +18,7 @@ use super::router::Router;
 use crate::automation::dispatch::Dispatcher;
 use crate::automation::heartbeat::{HeartbeatActor, HeartbeatSettings};
 use crate::automation::scheduling::{FirstFiring, Scheduler};
-use crate::cluster::Member;
+use crate::cluster::{ChannelClaims, Member};
 use crate::cron::Tz;
 use crate::cron::actor::Halt;
 use crate::services::Services;
@@ -64,6 +66,31 @@ pub async fn lead_scheduling(member: Arc<Member>, services: Arc<Services>, sched
             Err(error) => tracing::warn!(%error, "cannot ask the cluster who leads the cron jobs; trying again"),
         }
         tokio::time::sleep(TRY_LEAD_EVERY).await;
+    }
+}
+
+/// Runs for the gateway's life: tries to take channel `spec.name` (every
+/// [`crate::cluster::CHANNEL_TRY_EVERY`]), runs its plugin while this kernel owns the channel,
+/// stops it when the claim lapses, and tries again. Ends when the gateway shuts down (its
+/// plugins are stopped there, and the claim released after them).
+pub async fn serve_channel(channels: Arc<ChannelClaims>, services: Arc<Services>, spec: crate::plugin::PluginSpec) {
+    let name = spec.name.clone();
+    while !channels.leaving() {
+        match channels.try_take(&name).await {
+            Ok(true) if !channels.leaving() => {
+                match services.host().add(spec.clone()) {
+                    Ok(()) => tracing::info!(channel = %name, "this kernel owns the channel; its plugin runs here"),
+                    Err(error) => tracing::error!(channel = %name, %error, "cannot start the channel's plugin"),
+                }
+                if channels.lost(&name).await {
+                    tracing::warn!(channel = %name, "this kernel lost the channel; its plugin stops here");
+                    services.host().remove(&name).await;
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(channel = %name, %error, "cannot ask the cluster who runs the channel"),
+        }
+        tokio::time::sleep(crate::cluster::CHANNEL_TRY_EVERY).await;
     }
 }
 

@@ -124,6 +124,9 @@ pub async fn run(
         let heartbeat = settings.heartbeat.enabled.then(|| settings.heartbeat.clone());
         let scheduling = cluster::Scheduling { timezone, dispatcher: dispatcher.clone(), heartbeat };
         actix::spawn(cluster::lead_scheduling(member.clone(), services.clone(), scheduling));
+        for spec in member.channels().take_exclusive() {
+            actix::spawn(cluster::serve_channel(member.channels().clone(), services.clone(), spec));
+        }
     }
     if settings.heartbeat.enabled && cluster.is_none() {
         let workspace = services.workspace().to_path_buf();
@@ -200,11 +203,17 @@ pub async fn run(
     #[cfg(feature = "cluster")]
     if let Some(member) = &cluster {
         member.leave().await;
+        member.channels().stop_taking();
     }
     if router.undelivered() > 0 {
         tracing::warn!(replies = router.undelivered(), "replies not yet delivered are resent at the next start");
     }
     services.host().shutdown().await;
+    // After the plugins stopped: another kernel starts them at once, never beside them.
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        member.channels().release_all().await;
+    }
     // After the plugins: an acknowledgement that came in while they stopped is on disk too.
     if let Ok(Err(error)) = router.outbox_flushed().await {
         tracing::warn!(%error, "the outbox's last changes may be lost; the next start may resend a delivered reply");
