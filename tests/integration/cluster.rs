@@ -441,6 +441,56 @@ async fn a_channel_runs_on_one_gateway_only_and_on_another_within_ttl_plus_a_sec
     assert_eq!(reply, "OUT chat4 answered by b");
 }
 
+#[tokio::test]
+async fn a_message_through_one_gateways_channel_is_answered_by_the_gateway_that_owns_its_session() {
+    let port = free_port();
+    let cluster = SharedDataDir { shared_channel_port: Some(port), ttl_seconds: 4, ..SharedDataDir::new() };
+    // Nobody runs the channel at first: kernel b owns the session through a cron job's turn.
+    let outsider = node(&cluster.servers[0], "kernel-test").await;
+    let held = outsider.claim_channel("loopback").await.unwrap().expect("the channel is free");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "c1c2c3c4", "name": "greet", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 3_600_000},
+        "payload": {"kind": "agent_turn", "message": "say hello", "sessionKey": "loopback:chat8"},
+        "state": {"nextRunAtMs": now_ms + 2_000}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    cluster.llm.push(Reply::Text("hello from the job".into()));
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    let b = cluster.start("b");
+    let a = cluster.start("a");
+    let b_owns = || owned_sessions(b.http_port) == ["loopback:chat8"];
+    assert!(wait_until(Duration::from_secs(15), b_owns), "kernel b never ran the job: {}", cluster.log("b"));
+
+    // The channel goes to kernel a (kernel b paused a moment, well within its TTL).
+    signal(&b.child, rustix::process::Signal::STOP);
+    held.release().await.unwrap();
+    let a_runs = wait_until(Duration::from_secs(3), || channel_owner(a.http_port) == "kernel-a");
+    signal(&b.child, rustix::process::Signal::CONT);
+    assert!(a_runs, "kernel a never took the channel: {}", cluster.log("a"));
+    let mut client = LineClient::connect(port).await;
+    let relayed = line_starting(&mut client, "OUT chat8", Duration::from_secs(10)).await;
+    assert_eq!(relayed.as_deref(), Some("OUT chat8 hello from the job"), "kernel b's reply never reached the chat");
+
+    let sent = Instant::now();
+    client.send("alice:chat8:hello from the chat").await;
+    line_starting(&mut client, "ACCEPTED", Duration::from_secs(5)).await.expect("kernel a never accepted the message");
+    let reply = line_starting(&mut client, "OUT chat8", Duration::from_secs(10)).await;
+    let waited = sent.elapsed();
+    eprintln!("a message through kernel a's channel answered by kernel b in {waited:?}");
+    assert_eq!(reply.as_deref(), Some("OUT chat8 answered by b"), "{}", cluster.log("b"));
+    assert!(waited < Duration::from_secs(3), "the answer took {waited:?}");
+    assert_eq!(owned_sessions(b.http_port), ["loopback:chat8"]);
+    assert!(owned_sessions(a.http_port).is_empty(), "kernel a took kernel b's session");
+    assert_eq!(cluster.llm.requests().len(), 2, "a turn ran twice");
+    let again = line_starting(&mut client, "OUT chat8", Duration::from_secs(2)).await;
+    assert!(again.is_none(), "a reply was delivered twice: {again:?}");
+    let texts = cluster.conversation("loopback:chat8");
+    assert_eq!(texts.iter().filter(|t| t.as_str() == "hello from the chat").count(), 1, "{texts:?}");
+}
+
 /// The times (since `since`) at which the scripted model was asked a turn whose message holds
 /// `marker`, sampled every 20 ms for `span`.
 fn turns_seen(llm: &ScriptedLlm, marker: &str, since: Instant, span: Duration) -> Vec<Duration> {

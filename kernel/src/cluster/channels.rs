@@ -39,6 +39,8 @@ pub struct ChannelClaims {
     held: Mutex<HashMap<String, Claim>>,
     /// Each channel's kernel as last seen (`None`: nobody yet); local channels are this node's.
     owners: Mutex<BTreeMap<String, Option<String>>>,
+    /// The channels run on one kernel at a time, by name.
+    exclusive_names: Mutex<std::collections::HashSet<String>>,
     /// Set when the gateway shuts down: no channel is taken or started any more.
     leaving: AtomicBool,
 }
@@ -55,6 +57,7 @@ impl ChannelClaims {
             exclusive: Mutex::default(),
             held: Mutex::default(),
             owners: Mutex::default(),
+            exclusive_names: Mutex::default(),
             leaving: AtomicBool::new(false),
         }
     }
@@ -65,6 +68,7 @@ impl ChannelClaims {
         let mut owners = lock(&self.owners);
         for spec in &exclusive {
             owners.insert(spec.name.clone(), None);
+            lock(&self.exclusive_names).insert(spec.name.clone());
         }
         for name in local {
             owners.insert(name.clone(), Some(self.node.name().to_owned()));
@@ -95,8 +99,13 @@ impl ChannelClaims {
         Ok(taken)
     }
 
+    /// Whether `channel` runs on one kernel at a time (not on every kernel).
+    pub fn is_exclusive(&self, channel: &str) -> bool {
+        lock(&self.exclusive_names).contains(channel)
+    }
+
     /// Whether this kernel holds `channel` with a token its clock still trusts.
-    fn holds(&self, channel: &str) -> bool {
+    pub fn holds(&self, channel: &str) -> bool {
         lock(&self.held).get(channel).is_some_and(|claim| claim.token().is_some())
     }
 

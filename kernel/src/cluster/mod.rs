@@ -22,6 +22,7 @@ mod keys;
 mod member;
 mod node;
 mod sessions;
+mod streams;
 
 pub use channels::{ChannelClaims, TRY_EVERY as CHANNEL_TRY_EVERY};
 pub use claim::{Claim, Token};
@@ -31,3 +32,4 @@ pub use jobs::ClusterJobs;
 pub use member::{Lead, Member};
 pub use node::Node;
 pub use sessions::SessionClaims;
+pub use streams::Taken;

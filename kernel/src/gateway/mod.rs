@@ -124,9 +124,6 @@ pub async fn run(
         let heartbeat = settings.heartbeat.enabled.then(|| settings.heartbeat.clone());
         let scheduling = cluster::Scheduling { timezone, dispatcher: dispatcher.clone(), heartbeat };
         actix::spawn(cluster::lead_scheduling(member.clone(), services.clone(), scheduling));
-        for spec in member.channels().take_exclusive() {
-            actix::spawn(cluster::serve_channel(member.channels().clone(), services.clone(), spec));
-        }
     }
     if settings.heartbeat.enabled && cluster.is_none() {
         let workspace = services.workspace().to_path_buf();
@@ -143,6 +140,15 @@ pub async fn run(
     let outbox = router::outbox_file::OutboxFile::open(&services.data_dir().join(router::outbox_file::FILE_NAME));
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_waits, Box::new(outbox));
     actix::spawn(router.clone().run(events));
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        router.relay_through(Rc::new(cluster::ClusterRelay::new(member.clone())));
+        actix::spawn(cluster::read_relayed_messages(member.clone(), router.clone()));
+        actix::spawn(cluster::take_waiting_sessions(member.clone()));
+        for spec in member.channels().take_exclusive() {
+            actix::spawn(cluster::serve_channel(member.clone(), services.clone(), router.clone(), spec));
+        }
+    }
     actix::spawn(router.clone().serve_requests(requests));
     actix::spawn(router.clone().tell_owner_of_refusals());
     if let Some(reload) = reload {
