@@ -792,3 +792,91 @@ async fn a_job_another_scheduler_already_fired_for_its_due_time_is_not_run_again
     let next = turns_seen(&cluster.llm, "failover tick", started, Duration::from_secs(3));
     assert_eq!(next.len(), 1, "the job's next due time did not fire once: {next:?}");
 }
+
+/// Reads `client`'s lines into `seen` until it closes (its kernel died) or `limit` passes.
+async fn collect_lines(client: &mut LineClient, seen: &mut Vec<String>, limit: Duration) {
+    let _ = tokio::time::timeout(limit, async {
+        while let Some(line) = client.next_line().await {
+            seen.push(line);
+        }
+    })
+    .await;
+}
+
+/// How many `OUT chatN …` lines `seen` holds for each of `chats` chats.
+fn replies_per_chat(seen: &[String], chats: usize) -> Vec<usize> {
+    (0..chats).map(|n| seen.iter().filter(|line| line.starts_with(&format!("OUT chat{n} "))).count()).collect()
+}
+
+#[tokio::test]
+async fn a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_once_by_the_others() {
+    const CHATS: usize = 100;
+    let port = free_port();
+    let cluster = SharedDataDir { shared_channel_port: Some(port), ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let (b, c) = (cluster.start("b"), cluster.start("c"));
+    let mut client = LineClient::connect(port).await;
+    let mut seen = Vec::new();
+    for n in 0..CHATS {
+        client.send(&format!("user{n}:chat{n}:first message {n}")).await;
+    }
+    let all_answered = |seen: &[String]| replies_per_chat(seen, CHATS).iter().all(|count| *count == 1);
+    let started = Instant::now();
+    while !all_answered(&seen) && started.elapsed() < Duration::from_secs(20) {
+        collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
+    }
+    assert!(
+        all_answered(&seen),
+        "the first round was not answered once per chat: {:?}",
+        replies_per_chat(&seen, CHATS)
+    );
+    let owned_by_a = owned_sessions(a.http_port);
+    assert!(owned_by_a.len() >= CHATS * 9 / 10, "kernel a owns only {} sessions", owned_by_a.len());
+
+    // Second round: every turn waits on the model, and kernel a is killed mid-turn (a session
+    // another kernel owns is answered after the wait).
+    for _ in 0..CHATS {
+        cluster.llm.push(Reply::SlowFirstToken { delay_ms: 8_000, text: "slow answer".into() });
+    }
+    let round_two = |llm: &ScriptedLlm| {
+        llm.requests().iter().filter(|r| r["messages"].to_string().contains("second message")).count()
+    };
+    for n in 0..CHATS {
+        client.send(&format!("user{n}:chat{n}:second message {n}")).await;
+    }
+    let accepted = |seen: &[String]| seen.iter().filter(|line| line.starts_with("ACCEPTED")).count();
+    let started = Instant::now();
+    while (accepted(&seen) < 2 * CHATS || round_two(&cluster.llm) < owned_by_a.len())
+        && started.elapsed() < Duration::from_secs(20)
+    {
+        collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
+    }
+    assert_eq!(accepted(&seen), 2 * CHATS, "kernel a did not accept every message");
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let owned_by_others = || {
+        let (mut owned, other) = (owned_sessions(b.http_port), owned_sessions(c.http_port));
+        owned.extend(other);
+        owned
+    };
+    while !owned_by_a.iter().all(|key| owned_by_others().contains(key)) {
+        assert!(killed.elapsed() < Duration::from_secs(30), "sessions left unowned: {}", cluster.log("b"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reowned = killed.elapsed();
+    eprintln!("{} sessions of the killed kernel owned again {reowned:?} after the kill", owned_by_a.len());
+
+    collect_lines(&mut client, &mut seen, Duration::from_secs(1)).await; // the old connection closes
+    let mut client = LineClient::connect(port).await;
+    let both_answered = |seen: &[String]| replies_per_chat(seen, CHATS).iter().all(|count| *count >= 2);
+    while !both_answered(&seen) && killed.elapsed() < Duration::from_secs(40) {
+        collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
+    }
+    let answered = killed.elapsed();
+    eprintln!("every acknowledged message answered {answered:?} after the kill");
+    collect_lines(&mut client, &mut seen, Duration::from_secs(2)).await; // a late duplicate shows here
+    let counts = replies_per_chat(&seen, CHATS);
+    assert!(counts.iter().all(|count| *count == 2), "replies per chat (2 each expected): {counts:?}");
+    assert!(reowned <= Duration::from_secs(TTL_SECONDS + 1), "re-owning took {reowned:?}");
+}

@@ -36,6 +36,12 @@ use crate::session::SessionKey;
 /// TTL, so the lead moves within the TTL and this).
 const TRY_LEAD_EVERY: Duration = Duration::from_millis(500);
 
+/// How often a kernel looks for sessions a dead kernel left with unanswered messages (a scan of
+/// the session directory reading each file's first and last line, and a question to the
+/// cluster for each such session no kernel here owns): a takeover comes this long after the
+/// dead kernel's claims expire.
+const ORPHANS_EVERY: Duration = Duration::from_millis(250);
+
 /// How often a kernel looks for sessions with messages waiting in the inbound stream and no owner.
 const WAITING_EVERY: Duration = Duration::from_secs(1);
 
@@ -230,16 +236,19 @@ pub async fn read_relayed_messages(member: Arc<Member>, router: Rc<Router>) {
 
 /// Runs for the gateway's life: every [`WAITING_EVERY`], takes the sessions whose messages wait
 /// in the inbound stream and that no kernel owns (their owner died before taking them), so
-/// their messages are read here.
+/// their messages are read here. Only a session seen waiting twice in a row: a message just
+/// published is the publishing kernel's to take.
 pub async fn take_waiting_sessions(member: Arc<Member>) {
+    let mut before: Vec<String> = Vec::new();
     loop {
         match member.node().sessions_waiting().await {
             Ok(keys) => {
-                for key in keys {
-                    if let Ok(true) = member.claims().try_own(&key).await {
+                for key in keys.iter().filter(|key| before.contains(key)) {
+                    if let Ok(true) = member.claims().try_own(key).await {
                         tracing::debug!(session = %key, "this kernel reads the session's waiting messages");
                     }
                 }
+                before = keys;
             }
             Err(error) => tracing::warn!(%error, "cannot ask the cluster which sessions have messages waiting"),
         }
@@ -247,31 +256,35 @@ pub async fn take_waiting_sessions(member: Arc<Member>) {
     }
 }
 
-/// Runs for the gateway's life: every TTL, answers the sessions of `channels` that hold
+/// Runs for the gateway's life: every [`ORPHANS_EVERY`] (the TTL if shorter), answers the sessions of `channels` that hold
 /// messages accepted and never answered and that no kernel owns — those of a kernel that died
 /// mid-turn, whose claim expired. (At start, too: in a cluster the start's own resumption is
-/// this.) Two kernels may both try; the session's claim lets one of them answer.
+/// this.) Two kernels may both try; the session's claim, taken first, lets one of them answer.
 pub async fn take_over_orphans(
     member: Arc<Member>,
     services: Arc<Services>,
     router: Rc<Router>,
     channels: Vec<String>,
 ) {
-    let every = member.node().ttl();
+    let every = member.node().ttl().min(ORPHANS_EVERY);
     loop {
         let names: Vec<&str> = channels.iter().map(String::as_str).collect();
         let owned = services.ownership().map(|ownership| ownership.owned()).unwrap_or_default();
-        for key in resume::unanswered(services.sessions().as_ref(), &names) {
-            if owned.iter().any(|mine| mine == key.as_str()) {
-                continue;
-            }
-            match member.node().session_owner(key.as_str()).await {
-                Ok(None) => {
+        let orphans: Vec<SessionKey> = resume::unanswered(services.sessions().as_ref(), &names)
+            .into_iter()
+            .filter(|key| !owned.iter().any(|mine| mine == key.as_str()))
+            .collect();
+        // All at once: a dead kernel's sessions expire together.
+        let claims = member.claims();
+        let taken = futures_util::future::join_all(orphans.iter().map(|key| claims.try_own(key.as_str()))).await;
+        for (key, taken) in orphans.into_iter().zip(taken) {
+            match taken {
+                Ok(true) => {
                     tracing::info!(session = %key, "taking over a session a kernel left with unanswered messages");
                     router.resume_session(key);
                 }
-                Ok(Some(_)) => {}
-                Err(error) => tracing::warn!(session = %key, %error, "cannot ask who owns a session"),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(session = %key, %error, "cannot claim a session left unanswered"),
             }
         }
         tokio::time::sleep(every).await;
