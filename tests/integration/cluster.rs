@@ -810,9 +810,23 @@ fn replies_per_chat(seen: &[String], chats: usize) -> Vec<usize> {
 
 #[tokio::test]
 async fn a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_once_by_the_others() {
-    const CHATS: usize = 100;
     let port = free_port();
-    let cluster = SharedDataDir { shared_channel_port: Some(port), ..SharedDataDir::new() };
+    hundred_sessions_fail_over(SharedDataDir { shared_channel_port: Some(port), ..SharedDataDir::new() }).await;
+}
+
+#[tokio::test]
+async fn on_three_nats_servers_a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_once() {
+    let mut cluster = SharedDataDir::on_three_servers(TTL_SECONDS).await;
+    cluster.shared_channel_port = Some(free_port());
+    hundred_sessions_fail_over(cluster).await;
+}
+
+/// Three gateways, the first running the channel: a hundred chats answered, then a second
+/// message in each, and the first gateway killed while every turn waits on the model. Every
+/// session is owned again within TTL + 1 s and every message answered exactly once.
+async fn hundred_sessions_fail_over(cluster: SharedDataDir) {
+    const CHATS: usize = 100;
+    let port = cluster.shared_channel_port.unwrap();
     let mut a = cluster.start("a");
     assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
     let (b, c) = (cluster.start("b"), cluster.start("c"));
