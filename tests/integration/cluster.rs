@@ -442,6 +442,22 @@ async fn a_channel_runs_on_one_gateway_only_and_on_another_within_ttl_plus_a_sec
 }
 
 #[tokio::test]
+async fn a_gateway_stopped_with_sigterm_hands_its_channel_over_at_once() {
+    // A TTL far longer than the test waits: only a release lets the other kernel in.
+    let cluster = SharedDataDir { shared_channel_port: Some(free_port()), ttl_seconds: 60, ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let b = cluster.start("b");
+    let stopped = Instant::now();
+    signal(&a.child, rustix::process::Signal::TERM);
+    let took = wait_until(Duration::from_secs(10), || runs_the_channel(b.http_port));
+    let waited = stopped.elapsed();
+    eprintln!("kernel b ran the channel {waited:?} after kernel a was told to stop (TTL 60 s)");
+    assert!(took && waited < Duration::from_secs(5), "the channel waited {waited:?}: {}", cluster.log("b"));
+    assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
+}
+
+#[tokio::test]
 async fn a_message_through_one_gateways_channel_is_answered_by_the_gateway_that_owns_its_session() {
     let port = free_port();
     let cluster = SharedDataDir { shared_channel_port: Some(port), ttl_seconds: 4, ..SharedDataDir::new() };
