@@ -142,10 +142,14 @@ pub async fn run(
     actix::spawn(router.clone().run(events));
     #[cfg(feature = "cluster")]
     if let Some(member) = &cluster {
-        router.relay_through(Rc::new(cluster::ClusterRelay::new(member.clone())));
-        actix::spawn(cluster::read_relayed_messages(member.clone(), router.clone()));
-        actix::spawn(cluster::take_waiting_sessions(member.clone()));
-        for spec in member.channels().take_exclusive() {
+        let exclusive = member.channels().take_exclusive();
+        // Only channels run on one kernel at a time go through the streams.
+        if !exclusive.is_empty() {
+            router.relay_through(Rc::new(cluster::ClusterRelay::new(member.clone())));
+            actix::spawn(cluster::read_relayed_messages(member.clone(), router.clone()));
+            actix::spawn(cluster::take_waiting_sessions(member.clone()));
+        }
+        for spec in exclusive {
             actix::spawn(cluster::serve_channel(member.clone(), services.clone(), router.clone(), spec));
         }
     }
