@@ -458,6 +458,25 @@ async fn a_gateway_stopped_with_sigterm_hands_its_channel_over_at_once() {
 }
 
 #[tokio::test]
+async fn a_config_edit_does_not_start_a_channel_another_gateway_runs() {
+    let cluster = SharedDataDir { shared_channel_port: Some(free_port()), ..SharedDataDir::new() };
+    let a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let b = cluster.start("b");
+    let path = cluster.home.path().join("config-b.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["channels"]["loopback"]["failFirst"] = json!(0); // a new section: its plugin restarts
+    std::fs::write(&path, config.to_string()).unwrap();
+    let reloaded = wait_until(Duration::from_secs(10), || cluster.log("b").contains("config reloaded"));
+    assert!(reloaded, "kernel b never reloaded its config: {}", cluster.log("b"));
+    let health = gateway_health(b.http_port).unwrap_or_default();
+    let plugins = health["plugins"].as_array().cloned().unwrap_or_default();
+    assert!(!plugins.iter().any(|p| p["name"] == "loopback"), "kernel b started the channel kernel a runs: {health}");
+    assert!(cluster.log("b").contains("another kernel of the cluster runs it"), "{}", cluster.log("b"));
+    assert!(runs_the_channel(a.http_port) && channel_owner(b.http_port) == "kernel-a");
+}
+
+#[tokio::test]
 async fn a_message_through_one_gateways_channel_is_answered_by_the_gateway_that_owns_its_session() {
     let port = free_port();
     let cluster = SharedDataDir { shared_channel_port: Some(port), ttl_seconds: 4, ..SharedDataDir::new() };
