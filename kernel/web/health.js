@@ -54,11 +54,13 @@ function render(main, status) {
 }
 
 // Cluster mode: this node, the NATS servers and the connection, the kernel that runs the cron
-// jobs, and the sessions this node owns.
+// jobs, the sessions this node owns, and the kernel that runs each channel.
 function clusterTable(cluster, cell) {
-  const heads = ['Node', 'NATS', 'Connection', 'Scheduler', 'Sessions owned'];
+  const heads = ['Node', 'NATS', 'Connection', 'Scheduler', 'Sessions owned', 'Channels'];
   const sessions = cluster.sessions.length ? `${cluster.sessions.length}: ${cluster.sessions.join(', ')}` : '0';
-  const values = [cluster.node, cluster.nats, cluster.connection, cluster.scheduler ?? 'nobody yet', sessions];
+  const channels = Object.entries(cluster.channels ?? {}).map(([name, node]) => `${name} on ${node ?? 'no kernel yet'}`);
+  const values = [cluster.node, cluster.nats, cluster.connection, cluster.scheduler ?? 'nobody yet', sessions,
+    channels.join(', ') || 'none'];
   return el('div', { class: 'scroll' }, el('table', { id: 'cluster', class: 'stack' },
     el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))),
     el('tbody', {}, el('tr', { class: 'state-' + cluster.connection }, values.map((value, n) => cell(heads[n], value))))));

@@ -5,8 +5,9 @@
 //! file and the key. Then real gateways as processes sharing one data dir and workspace: a
 //! session's turns on one of them and taken over when it is killed or paused, an acknowledged
 //! message answered after its gateway died, a job due every second firing once across them and
-//! after its scheduler died, the cluster in `/health` and `oxibot status`, and the same on a
-//! three-server NATS cluster that loses a server.
+//! after its scheduler died, the cluster in `/health` and `oxibot status`, a channel run by one
+//! gateway only and by another when it is killed, and the same on a three-server NATS cluster
+//! that loses a server.
 
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -31,7 +32,12 @@ const TTL_SECONDS: u64 = 2;
 
 /// A kernel's view of the cluster on `server`, as node `name`.
 async fn node(server: &NatsServer, name: &str) -> Arc<Node> {
-    let config = ClusterConfig { nats: server.url(), node: name.to_owned(), ttl_seconds: TTL_SECONDS };
+    let config = ClusterConfig {
+        nats: server.url(),
+        node: name.to_owned(),
+        ttl_seconds: TTL_SECONDS,
+        local_channels: Vec::new(),
+    };
     Node::connect(&config).await.unwrap()
 }
 
@@ -180,6 +186,9 @@ struct SharedDataDir {
     llm: ScriptedLlm,
     servers: Vec<NatsServer>,
     ttl_seconds: u64,
+    /// The loopback channel's one port for every node, run by one kernel at a time; `None`:
+    /// each node its own port, the channel run by every kernel (`cluster.localChannels`).
+    shared_channel_port: Option<u16>,
 }
 
 /// One gateway of the cluster: its process and its ports.
@@ -203,6 +212,7 @@ impl SharedDataDir {
             llm: ScriptedLlm::start(),
             servers: vec![NatsServer::start()],
             ttl_seconds: TTL_SECONDS,
+            shared_channel_port: None,
         }
     }
 
@@ -211,7 +221,7 @@ impl SharedDataDir {
         let servers = NatsServer::start_cluster();
         let nats = servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
         let started = Instant::now();
-        let probe = ClusterConfig { nats, node: "probe".to_owned(), ttl_seconds };
+        let probe = ClusterConfig { nats, node: "probe".to_owned(), ttl_seconds, local_channels: Vec::new() };
         while let Err(error) = Node::connect(&probe).await {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
@@ -220,7 +230,8 @@ impl SharedDataDir {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         eprintln!("the three-server JetStream answered after {:?}", started.elapsed());
-        SharedDataDir { home: TempDir::new("cluster-gateways"), llm: ScriptedLlm::start(), servers, ttl_seconds }
+        let (home, llm) = (TempDir::new("cluster-gateways"), ScriptedLlm::start());
+        SharedDataDir { home, llm, servers, ttl_seconds, shared_channel_port: None }
     }
 
     /// `cluster.nats`: every server.
@@ -232,15 +243,18 @@ impl SharedDataDir {
         self.home.path().join("workspace")
     }
 
-    /// Starts gateway `node` (`a`, `b`, …) and waits until its channel runs and it joined.
+    /// Starts gateway `node` (`a`, `b`, …) and waits until it joined and its channel runs (a
+    /// shared channel: until it knows which kernel runs it).
     fn start(&self, node: &str) -> ClusterGateway {
-        let (channel_port, http_port) = (free_port(), free_port());
+        let (channel_port, http_port) = (self.shared_channel_port.unwrap_or_else(free_port), free_port());
+        let local_channels = if self.shared_channel_port.is_some() { json!([]) } else { json!(["loopback"]) };
         let config = json!({
             "agents": {"defaults": {"workspace": self.workspace(), "model": "test-model", "provider": "custom"}},
             "providers": {"custom": {"apiKey": "cluster-test-key", "apiBase": self.llm.base_url()}},
             "channels": {"loopback": {"enabled": true, "port": channel_port, "allowFrom": "*"}},
             "gateway": {"port": http_port, "heartbeat": {"enabled": false}},
-            "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds}
+            "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds,
+                "localChannels": local_channels}
         });
         let path = self.home.path().join(format!("config-{node}.json"));
         std::fs::write(&path, config.to_string()).unwrap();
@@ -255,7 +269,10 @@ impl SharedDataDir {
         let joined = || {
             gateway_health(http_port).is_some_and(|h| {
                 h["cluster"]["connection"] == "connected"
-                    && h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running")
+                    && match self.shared_channel_port {
+                        None => h["plugins"].as_array().into_iter().flatten().any(|p| p["state"] == "running"),
+                        Some(_) => h["cluster"]["channels"]["loopback"].is_string(),
+                    }
             })
         };
         assert!(wait_until(Duration::from_secs(20), joined), "gateway {node} never ran: {}", self.log(node));
@@ -373,6 +390,140 @@ async fn a_sessions_turns_run_on_one_gateway_and_move_to_another_within_ttl_plus
     assert!(sent.to_string().contains("first answer"), "kernel b did not read kernel a's turn: {sent}");
     let texts = cluster.conversation("loopback:chat1");
     assert!(texts.len() == 4 && texts[1] == "first answer" && texts[3] == "second answer", "{texts:?}");
+}
+
+/// The kernel running the loopback channel, as the gateway on `port` sees it.
+fn channel_owner(port: u16) -> Value {
+    gateway_health(port).unwrap_or_default()["cluster"]["channels"]["loopback"].clone()
+}
+
+/// Whether the gateway on `port` runs the loopback channel's plugin.
+fn runs_the_channel(port: u16) -> bool {
+    let health = gateway_health(port).unwrap_or_default();
+    health["plugins"].as_array().into_iter().flatten().any(|p| p["name"] == "loopback" && p["state"] == "running")
+}
+
+#[tokio::test]
+async fn a_channel_runs_on_one_gateway_only_and_on_another_within_ttl_plus_a_second_when_its_owner_is_killed() {
+    let port = free_port();
+    let cluster = SharedDataDir { shared_channel_port: Some(port), ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let b = cluster.start("b");
+    assert_eq!(channel_owner(a.http_port), "kernel-a");
+    assert_eq!(channel_owner(b.http_port), "kernel-a", "kernel b does not see who runs the channel");
+    let health_b = gateway_health(b.http_port).unwrap_or_default();
+    assert!(
+        !health_b["plugins"].as_array().into_iter().flatten().any(|p| p["name"] == "loopback"),
+        "kernel b started the channel kernel a runs: {health_b}"
+    );
+    let status = cluster.status("b");
+    assert!(status.contains("channels: loopback on kernel-a"), "{status}");
+
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let listens = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+    // Kernel a's plugin dies with it (a moment later: the OS's parent-death signal).
+    assert!(wait_until(Duration::from_secs(2), || !listens()), "kernel a's channel outlived it");
+    while !listens() {
+        assert!(killed.elapsed() < Duration::from_secs(20), "no kernel took the channel over: {}", cluster.log("b"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let waited = killed.elapsed();
+    eprintln!("kernel b ran the channel {waited:?} after kernel a was killed (TTL {TTL_SECONDS} s)");
+    assert!(waited <= Duration::from_secs(TTL_SECONDS + 1), "takeover took {waited:?}: {}", cluster.log("b"));
+    assert_eq!(channel_owner(b.http_port), "kernel-b");
+
+    let mut client = LineClient::connect(port).await;
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    client.send("alice:chat4:anyone there?").await;
+    let reply = line_starting(&mut client, "OUT chat4", Duration::from_secs(10)).await.expect("kernel b answered");
+    assert_eq!(reply, "OUT chat4 answered by b");
+}
+
+#[tokio::test]
+async fn a_gateway_stopped_with_sigterm_hands_its_channel_over_at_once() {
+    // A TTL far longer than the test waits: only a release lets the other kernel in.
+    let cluster = SharedDataDir { shared_channel_port: Some(free_port()), ttl_seconds: 60, ..SharedDataDir::new() };
+    let mut a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let b = cluster.start("b");
+    let stopped = Instant::now();
+    signal(&a.child, rustix::process::Signal::TERM);
+    let took = wait_until(Duration::from_secs(10), || runs_the_channel(b.http_port));
+    let waited = stopped.elapsed();
+    eprintln!("kernel b ran the channel {waited:?} after kernel a was told to stop (TTL 60 s)");
+    assert!(took && waited < Duration::from_secs(5), "the channel waited {waited:?}: {}", cluster.log("b"));
+    assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
+}
+
+#[tokio::test]
+async fn a_config_edit_does_not_start_a_channel_another_gateway_runs() {
+    let cluster = SharedDataDir { shared_channel_port: Some(free_port()), ..SharedDataDir::new() };
+    let a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let b = cluster.start("b");
+    let path = cluster.home.path().join("config-b.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["channels"]["loopback"]["failFirst"] = json!(0); // a new section: its plugin restarts
+    std::fs::write(&path, config.to_string()).unwrap();
+    let reloaded = wait_until(Duration::from_secs(10), || cluster.log("b").contains("config reloaded"));
+    assert!(reloaded, "kernel b never reloaded its config: {}", cluster.log("b"));
+    let health = gateway_health(b.http_port).unwrap_or_default();
+    let plugins = health["plugins"].as_array().cloned().unwrap_or_default();
+    assert!(!plugins.iter().any(|p| p["name"] == "loopback"), "kernel b started the channel kernel a runs: {health}");
+    assert!(cluster.log("b").contains("another kernel of the cluster runs it"), "{}", cluster.log("b"));
+    assert!(runs_the_channel(a.http_port) && channel_owner(b.http_port) == "kernel-a");
+}
+
+#[tokio::test]
+async fn a_message_through_one_gateways_channel_is_answered_by_the_gateway_that_owns_its_session() {
+    let port = free_port();
+    let cluster = SharedDataDir { shared_channel_port: Some(port), ttl_seconds: 4, ..SharedDataDir::new() };
+    // Nobody runs the channel at first: kernel b owns the session through a cron job's turn.
+    let outsider = node(&cluster.servers[0], "kernel-test").await;
+    let held = outsider.claim_channel("loopback").await.unwrap().expect("the channel is free");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "c1c2c3c4", "name": "greet", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 3_600_000},
+        "payload": {"kind": "agent_turn", "message": "say hello", "sessionKey": "loopback:chat8"},
+        "state": {"nextRunAtMs": now_ms + 2_000}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    cluster.llm.push(Reply::Text("hello from the job".into()));
+    cluster.llm.push(Reply::Text("answered by b".into()));
+    let b = cluster.start("b");
+    let a = cluster.start("a");
+    let b_owns = || owned_sessions(b.http_port) == ["loopback:chat8"];
+    assert!(wait_until(Duration::from_secs(15), b_owns), "kernel b never ran the job: {}", cluster.log("b"));
+
+    // The channel goes to kernel a (kernel b paused a moment, well within its TTL).
+    signal(&b.child, rustix::process::Signal::STOP);
+    held.release().await.unwrap();
+    let a_runs = wait_until(Duration::from_secs(3), || channel_owner(a.http_port) == "kernel-a");
+    signal(&b.child, rustix::process::Signal::CONT);
+    assert!(a_runs, "kernel a never took the channel: {}", cluster.log("a"));
+    let mut client = LineClient::connect(port).await;
+    let relayed = line_starting(&mut client, "OUT chat8", Duration::from_secs(10)).await;
+    assert_eq!(relayed.as_deref(), Some("OUT chat8 hello from the job"), "kernel b's reply never reached the chat");
+
+    let sent = Instant::now();
+    client.send("alice:chat8:hello from the chat").await;
+    line_starting(&mut client, "ACCEPTED", Duration::from_secs(5)).await.expect("kernel a never accepted the message");
+    let reply = line_starting(&mut client, "OUT chat8", Duration::from_secs(10)).await;
+    let waited = sent.elapsed();
+    eprintln!("a message through kernel a's channel answered by kernel b in {waited:?}");
+    assert_eq!(reply.as_deref(), Some("OUT chat8 answered by b"), "{}", cluster.log("b"));
+    assert!(waited < Duration::from_secs(3), "the answer took {waited:?}");
+    assert_eq!(owned_sessions(b.http_port), ["loopback:chat8"]);
+    assert!(owned_sessions(a.http_port).is_empty(), "kernel a took kernel b's session");
+    assert_eq!(cluster.llm.requests().len(), 2, "a turn ran twice");
+    let again = line_starting(&mut client, "OUT chat8", Duration::from_secs(2)).await;
+    assert!(again.is_none(), "a reply was delivered twice: {again:?}");
+    let texts = cluster.conversation("loopback:chat8");
+    assert_eq!(texts.iter().filter(|t| t.as_str() == "hello from the chat").count(), 1, "{texts:?}");
 }
 
 /// The times (since `since`) at which the scripted model was asked a turn whose message holds
@@ -630,7 +781,7 @@ async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_ov
 }
 
 #[tokio::test]
-async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_scheduler() {
+async fn the_web_uis_health_page_shows_the_node_its_nats_connection_the_scheduler_and_the_channels() {
     let cluster = SharedDataDir::new();
     let a = cluster.start("a");
     let config = cluster.home.path().join("config-a.json");
@@ -647,6 +798,8 @@ async fn the_web_uis_health_page_shows_the_node_its_nats_connection_and_the_sche
     assert!(row.to_string().contains("nats://127.0.0.1"), "{row}");
     let led = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[3].innerText === 'kernel-a' ? true : null;";
     browser.wait_for("kernel a as the scheduler", led);
+    let channels = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[5].innerText === 'loopback on kernel-a' ? true : null;";
+    browser.wait_for("the kernel running the loopback channel", channels);
 }
 
 #[tokio::test]
@@ -673,4 +826,109 @@ async fn a_job_another_scheduler_already_fired_for_its_due_time_is_not_run_again
     assert!(at_due.is_empty(), "the job ran again for a due time already fired: {at_due:?}");
     let next = turns_seen(&cluster.llm, "failover tick", started, Duration::from_secs(3));
     assert_eq!(next.len(), 1, "the job's next due time did not fire once: {next:?}");
+}
+
+/// Reads `client`'s lines into `seen` until it closes (its kernel died) or `limit` passes.
+async fn collect_lines(client: &mut LineClient, seen: &mut Vec<String>, limit: Duration) {
+    let _ = tokio::time::timeout(limit, async {
+        while let Some(line) = client.next_line().await {
+            seen.push(line);
+        }
+    })
+    .await;
+}
+
+/// How many `OUT chatN …` lines `seen` holds for each of `chats` chats.
+fn replies_per_chat(seen: &[String], chats: usize) -> Vec<usize> {
+    (0..chats).map(|n| seen.iter().filter(|line| line.starts_with(&format!("OUT chat{n} "))).count()).collect()
+}
+
+#[tokio::test]
+async fn a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_once_by_the_others() {
+    let port = free_port();
+    let cluster = SharedDataDir { shared_channel_port: Some(port), ..SharedDataDir::new() };
+    hundred_sessions_fail_over(cluster, Duration::from_secs(TTL_SECONDS + 1)).await;
+}
+
+#[tokio::test]
+async fn on_three_nats_servers_a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_once() {
+    let mut cluster = SharedDataDir::on_three_servers(TTL_SECONDS).await;
+    cluster.shared_channel_port = Some(free_port());
+    // Every claim is a write to three servers here: seen 2.6–3.05 s on this loaded 2-core
+    // machine, so a second more than the single server's bound.
+    hundred_sessions_fail_over(cluster, Duration::from_secs(TTL_SECONDS + 2)).await;
+}
+
+/// Three gateways, the first running the channel: a hundred chats answered, then a second
+/// message in each, and the first gateway killed while every turn waits on the model. Every
+/// session is owned again within `bound` and every message answered exactly once.
+async fn hundred_sessions_fail_over(cluster: SharedDataDir, bound: Duration) {
+    const CHATS: usize = 100;
+    let port = cluster.shared_channel_port.unwrap();
+    let mut a = cluster.start("a");
+    assert!(wait_until(Duration::from_secs(10), || runs_the_channel(a.http_port)), "kernel a never ran the channel");
+    let (b, c) = (cluster.start("b"), cluster.start("c"));
+    let mut client = LineClient::connect(port).await;
+    let mut seen = Vec::new();
+    for n in 0..CHATS {
+        client.send(&format!("user{n}:chat{n}:first message {n}")).await;
+    }
+    let all_answered = |seen: &[String]| replies_per_chat(seen, CHATS).iter().all(|count| *count == 1);
+    let started = Instant::now();
+    while !all_answered(&seen) && started.elapsed() < Duration::from_secs(20) {
+        collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
+    }
+    assert!(
+        all_answered(&seen),
+        "the first round was not answered once per chat: {:?}",
+        replies_per_chat(&seen, CHATS)
+    );
+    let owned_by_a = owned_sessions(a.http_port);
+    assert!(owned_by_a.len() >= CHATS * 9 / 10, "kernel a owns only {} sessions", owned_by_a.len());
+
+    // Second round: every turn waits on the model, and kernel a is killed mid-turn (a session
+    // another kernel owns is answered after the wait).
+    for _ in 0..CHATS {
+        cluster.llm.push(Reply::SlowFirstToken { delay_ms: 8_000, text: "slow answer".into() });
+    }
+    let round_two = |llm: &ScriptedLlm| {
+        llm.requests().iter().filter(|r| r["messages"].to_string().contains("second message")).count()
+    };
+    for n in 0..CHATS {
+        client.send(&format!("user{n}:chat{n}:second message {n}")).await;
+    }
+    let accepted = |seen: &[String]| seen.iter().filter(|line| line.starts_with("ACCEPTED")).count();
+    let started = Instant::now();
+    while (accepted(&seen) < 2 * CHATS || round_two(&cluster.llm) < owned_by_a.len())
+        && started.elapsed() < Duration::from_secs(20)
+    {
+        collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
+    }
+    assert_eq!(accepted(&seen), 2 * CHATS, "kernel a did not accept every message");
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let owned_by_others = || {
+        let (mut owned, other) = (owned_sessions(b.http_port), owned_sessions(c.http_port));
+        owned.extend(other);
+        owned
+    };
+    while !owned_by_a.iter().all(|key| owned_by_others().contains(key)) {
+        assert!(killed.elapsed() < Duration::from_secs(30), "sessions left unowned: {}", cluster.log("b"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reowned = killed.elapsed();
+    eprintln!("{} sessions of the killed kernel owned again {reowned:?} after the kill", owned_by_a.len());
+
+    collect_lines(&mut client, &mut seen, Duration::from_secs(1)).await; // the old connection closes
+    let mut client = LineClient::connect(port).await;
+    let both_answered = |seen: &[String]| replies_per_chat(seen, CHATS).iter().all(|count| *count >= 2);
+    while !both_answered(&seen) && killed.elapsed() < Duration::from_secs(40) {
+        collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
+    }
+    let answered = killed.elapsed();
+    eprintln!("every acknowledged message answered {answered:?} after the kill");
+    collect_lines(&mut client, &mut seen, Duration::from_secs(2)).await; // a late duplicate shows here
+    let counts = replies_per_chat(&seen, CHATS);
+    assert!(counts.iter().all(|count| *count == 2), "replies per chat (2 each expected): {counts:?}");
+    assert!(reowned <= bound, "re-owning took {reowned:?}");
 }

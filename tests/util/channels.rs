@@ -57,6 +57,12 @@ impl LineClient {
         self.write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
     }
 
+    /// The next line, or `None` once the channel closed the connection (its kernel died);
+    /// waits as long as it takes (cancel-safe: wrap it in a timeout).
+    pub async fn next_line(&mut self) -> Option<String> {
+        self.lines.next_line().await.ok().flatten()
+    }
+
     /// The next line from the channel, without its newline.
     pub async fn line(&mut self) -> String {
         match tokio::time::timeout(WAIT, self.lines.next_line()).await {

@@ -53,8 +53,14 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     let filled = local_secrets::fill(&mut settings, &secrets)?;
     let exe = std::env::current_exe().context("cannot locate the oxibot binary")?;
     let mut missing = Vec::new();
+    // In a cluster, a channel not run by every kernel starts where it is owned (see below).
+    let cluster_config = setup.settings.config.cluster.clone();
+    let mut exclusive = Vec::new();
     for channel in &settings.channels {
         match channel_spec(&exe, &channel.name, &channel.raw) {
+            Ok(spec) if cluster_config.as_ref().is_some_and(|c| !c.local_channels.contains(&channel.name)) => {
+                exclusive.push(spec);
+            }
             Ok(spec) => setup.plugins.push(spec),
             // A channel this version does not have (a nanobot config may enable one) or this
             // build left out: the others run, and the gap is said plainly.
@@ -78,6 +84,7 @@ pub fn run(common: &CommonArgs, port: Option<u16>) -> anyhow::Result<ExitCode> {
     )?;
     actix::System::new().block_on(async move {
         let cluster = join_cluster(&setup).await?;
+        own_channels(cluster.as_ref(), exclusive, cluster_config.map(|c| c.local_channels).unwrap_or_default());
         let host = setup.start_host()?;
         let services =
             Services::new(setup.settings.clone(), setup.workspace.clone(), &paths::data_dir(), provider, host, true)
@@ -113,6 +120,21 @@ async fn join_cluster(setup: &Setup) -> anyhow::Result<Option<ClusterMember>> {
         "this oxibot was built without cluster mode (the `cluster` feature); remove `cluster` from the config ({} servers)",
         config.nats
     )
+}
+
+/// Hands the channels run on one kernel at a time to the cluster's claims (the gateway starts
+/// each where it is owned); `local` ones run on every kernel.
+fn own_channels(
+    cluster: Option<&ClusterMember>,
+    exclusive: Vec<oxibot_kernel::plugin::PluginSpec>,
+    local: Vec<String>,
+) {
+    #[cfg(feature = "cluster")]
+    if let Some(member) = cluster {
+        member.channels().configure(exclusive, &local);
+    }
+    #[cfg(not(feature = "cluster"))]
+    let _ = (cluster, exclusive, local);
 }
 
 /// `services` as one kernel of `cluster`: sessions claimed before their turns and written only

@@ -4,6 +4,10 @@
 /// The bucket of session ownership: one key per session, its value the owner's node name.
 pub const SESSIONS_BUCKET: &str = "oxibot_sessions";
 
+/// The bucket of channel ownership: one key per channel that runs on one kernel at a time,
+/// its value the node running the channel's plugin.
+pub const CHANNELS_BUCKET: &str = "oxibot_channels";
+
 /// The bucket of leader keys (`scheduler`): one key per role, its value the leader's node name.
 pub const LEADERS_BUCKET: &str = "oxibot_leaders";
 
@@ -32,9 +36,35 @@ pub fn session_key(key: &str) -> String {
     out
 }
 
+/// The session key a key-value key (or subject token) was made from by [`session_key`];
+/// `None` for one it cannot have made.
+pub fn decode_key(encoded: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut rest = encoded.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        if first == b'=' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(first);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_encoded_key_decodes_to_the_session_key() {
+        for key in ["telegram:12345", "a.b c", "α:1", "plain"] {
+            assert_eq!(decode_key(&session_key(key)).as_deref(), Some(key));
+        }
+        assert_eq!(decode_key("bad=Z"), None);
+    }
 
     #[test]
     fn session_keys_become_valid_bucket_keys_and_stay_apart() {

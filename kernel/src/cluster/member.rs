@@ -2,7 +2,8 @@
 //! [`Node`]), claims sessions for the agent layer ([`SessionClaims`]), competes for the lead
 //! of the cron scheduler and the heartbeat ([`Member::try_lead`]: the workspace's scheduler
 //! lock, then the cluster's `scheduler` leader key), and answers the cluster part of the
-//! gateway's `/health` ([`Member::report`]) from what it knows without asking the server.
+//! gateway's `/health` ([`Member::report`]) from what it knows without asking the server. It
+//! keeps the channel claims too ([`ChannelClaims`]: which channel plugins run on this kernel).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::channels::ChannelClaims;
 use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
 use super::node::Node;
@@ -26,6 +28,8 @@ pub struct Member {
     node: Arc<Node>,
     /// The sessions this kernel owns.
     claims: Arc<SessionClaims>,
+    /// The channels this kernel runs, and who runs the others.
+    channels: Arc<ChannelClaims>,
     /// The scheduler's leader as last seen (this kernel's name while it leads).
     leader: Mutex<Option<String>>,
     /// This kernel's lead of the scheduler, while it has one, to give it up when leaving.
@@ -56,7 +60,8 @@ impl Member {
     pub async fn join(config: &ClusterConfig) -> Result<Arc<Member>, ClusterError> {
         let node = Node::connect(config).await?;
         let claims = Arc::new(SessionClaims::new(Arc::clone(&node)));
-        Ok(Arc::new(Member { node, claims, leader: Mutex::default(), lead: Mutex::new(Weak::new()) }))
+        let channels = Arc::new(ChannelClaims::new(Arc::clone(&node)));
+        Ok(Arc::new(Member { node, claims, channels, leader: Mutex::default(), lead: Mutex::new(Weak::new()) }))
     }
 
     /// The connection.
@@ -67,6 +72,11 @@ impl Member {
     /// The session claims, as the agent layer takes them.
     pub fn claims(&self) -> Arc<SessionClaims> {
         Arc::clone(&self.claims)
+    }
+
+    /// The channel claims: which channels run here.
+    pub fn channels(&self) -> &Arc<ChannelClaims> {
+        &self.channels
     }
 
     /// Becomes the scheduler of `workspace`'s jobs if no process on this host and no kernel
@@ -115,7 +125,7 @@ impl Member {
     }
 
     /// The cluster part of `/health`: this node, the NATS servers and the connection's state,
-    /// the sessions this node owns, and the scheduler's leader as last seen.
+    /// the sessions this node owns, the scheduler's leader and each channel's node as last seen.
     pub fn report(&self) -> Value {
         let leader = self.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
         json!({
@@ -125,6 +135,7 @@ impl Member {
             "ttl_secs": self.node.ttl().as_secs(),
             "sessions": self.claims.owned(),
             "scheduler": leader,
+            "channels": self.channels.report(),
         })
     }
 }

@@ -8,10 +8,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
+use tokio::sync::mpsc;
 
 use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
-use super::keys::{FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, firing_key, session_key};
+use super::keys::{
+    CHANNELS_BUCKET, FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, decode_key, firing_key, session_key,
+};
+use super::streams::{self, INBOUND_STREAM, OUTBOUND_STREAM, Reading, Taken};
 use crate::config::cluster::ClusterConfig;
 
 /// Copies of each bucket a clustered NATS keeps (JetStream replicas).
@@ -19,6 +23,14 @@ const CLUSTERED_REPLICAS: usize = 3;
 
 /// How long a cron firing is remembered: longer than any failover takes.
 const FIRED_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a session's message handed to its owner may stay unacknowledged before it is
+/// delivered again (its owner died between taking it and writing it to the session's inbox).
+const SESSION_ACK_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a reply handed to its channel's owner may wait for the channel's acknowledgement
+/// (30 s at most) before it is delivered again.
+const CHANNEL_ACK_WAIT: Duration = Duration::from_secs(35);
 
 /// How long connecting to the first server may take before the kernel gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,8 +48,16 @@ pub struct Node {
     sessions: kv::Store,
     /// Leader keys (`scheduler`).
     leaders: kv::Store,
+    /// Channel ownership: one key per channel that runs on one kernel at a time.
+    channels: kv::Store,
     /// Cron firings (job and due time), kept for [`FIRED_WINDOW`].
     fired: kv::Store,
+    /// Publishes to the streams.
+    jetstream: jetstream::Context,
+    /// Channel messages on their way to their session's owner.
+    inbound: jetstream::stream::Stream,
+    /// Replies on their way to their channel's owner.
+    outbound: jetstream::stream::Stream,
     /// The connection: it reconnects by itself, with growing waits, whenever it is lost.
     client: async_nats::Client,
     /// The configured servers, for the status.
@@ -70,7 +90,7 @@ impl Node {
             Ok(opened) => opened,
             Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
         };
-        let (client, sessions, leaders, fired) = match opened {
+        let Buckets { client, sessions, leaders, channels, fired, jetstream, inbound, outbound } = match opened {
             Ok(buckets) => buckets,
             Err(error) => {
                 // Dropping a runtime inside another one would panic.
@@ -81,7 +101,22 @@ impl Node {
         tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
         let servers = config.nats.clone();
         let owned = Mutex::new(HashMap::new());
-        Ok(Arc::new(Node { name, ttl, runtime: Some(runtime), sessions, leaders, fired, client, servers, owned }))
+        let runtime = Some(runtime);
+        Ok(Arc::new(Node {
+            name,
+            ttl,
+            runtime,
+            sessions,
+            leaders,
+            channels,
+            fired,
+            jetstream,
+            inbound,
+            outbound,
+            client,
+            servers,
+            owned,
+        }))
     }
 
     /// This kernel's node name.
@@ -124,6 +159,73 @@ impl Node {
     /// The node that owns session `key` now, if any.
     pub async fn session_owner(&self, key: &str) -> Result<Option<String>, ClusterError> {
         self.owner(self.sessions.clone(), session_key(key)).await
+    }
+
+    /// Takes channel `channel` for this kernel (its plugin runs here while the claim holds)
+    /// if no kernel owns it; `None` when another does.
+    pub async fn claim_channel(&self, channel: &str) -> Result<Option<Claim>, ClusterError> {
+        self.claim(self.channels.clone(), session_key(channel)).await
+    }
+
+    /// The node that runs channel `channel` now, if any.
+    pub async fn channel_owner(&self, channel: &str) -> Result<Option<String>, ClusterError> {
+        self.owner(self.channels.clone(), session_key(channel)).await
+    }
+
+    /// Publishes a message of session `key` (message id `id`: a second one within the
+    /// de-duplication window is dropped) and waits until JetStream stored it.
+    pub async fn publish_inbound(&self, key: &str, id: &str, payload: Vec<u8>) -> Result<(), ClusterError> {
+        let (jetstream, subject, id) = (self.jetstream.clone(), streams::inbound_subject(key), id.to_owned());
+        let published = self.spawn(async move { streams::publish(&jetstream, subject, &id, payload).await })?;
+        published.await.map_err(|error| ClusterError::Runtime(format!("failed while publishing: {error}")))?
+    }
+
+    /// Publishes a reply for channel `channel` (message id `id`) and waits until JetStream stored it.
+    pub async fn publish_outbound(&self, channel: &str, id: &str, payload: Vec<u8>) -> Result<(), ClusterError> {
+        let (jetstream, subject, id) = (self.jetstream.clone(), streams::outbound_subject(channel), id.to_owned());
+        let published = self.spawn(async move { streams::publish(&jetstream, subject, &id, payload).await })?;
+        published.await.map_err(|error| ClusterError::Runtime(format!("failed while publishing: {error}")))?
+    }
+
+    /// Hands session `key`'s messages, one at a time and in order, to `to` while this kernel
+    /// owns the session (the task ends when it no longer does, or when aborted).
+    pub fn consume_session(
+        self: &Arc<Node>,
+        key: &str,
+        to: mpsc::UnboundedSender<Taken>,
+    ) -> Result<tokio::task::JoinHandle<()>, ClusterError> {
+        let reading = Reading {
+            name: format!("in-{}", session_key(key)),
+            filter: streams::inbound_subject(key),
+            ack_wait: self.ttl.max(SESSION_ACK_WAIT),
+        };
+        let (node, key, stream) = (Arc::downgrade(self), key.to_owned(), self.inbound.clone());
+        let owns = move || node.upgrade().is_some_and(|node| node.fencing_token(&key).is_some());
+        self.spawn(streams::consume(stream, reading, to, owns))
+    }
+
+    /// Hands channel `channel`'s replies, one at a time, to `to` while `keep()` holds.
+    pub fn consume_channel(
+        &self,
+        channel: &str,
+        to: mpsc::UnboundedSender<Taken>,
+        keep: impl Fn() -> bool + Send + 'static,
+    ) -> Result<tokio::task::JoinHandle<()>, ClusterError> {
+        let reading = Reading {
+            name: format!("out-{}", session_key(channel)),
+            filter: streams::outbound_subject(channel),
+            ack_wait: CHANNEL_ACK_WAIT,
+        };
+        self.spawn(streams::consume(self.outbound.clone(), reading, to, keep))
+    }
+
+    /// The sessions with messages in the inbound stream that no consumer acknowledged yet.
+    pub async fn sessions_waiting(&self) -> Result<Vec<String>, ClusterError> {
+        let stream = self.inbound.clone();
+        let listed = self.spawn(async move { streams::waiting_subjects(&stream).await })?;
+        let subjects =
+            listed.await.map_err(|error| ClusterError::Runtime(format!("failed while listing: {error}")))??;
+        Ok(subjects.iter().filter_map(|subject| decode_key(subject.strip_prefix("oxibot.in.")?)).collect())
     }
 
     /// Becomes the one scheduler of cron jobs and the heartbeat if no kernel is; `None` when
@@ -217,13 +319,21 @@ impl Drop for Node {
     }
 }
 
-/// Connects and opens both buckets, creating them with `ttl` as their messages' age limit:
-/// a key not renewed within it disappears, and with it the ownership.
-async fn open_buckets(
-    servers: Vec<String>,
-    name: String,
-    ttl: Duration,
-) -> Result<(async_nats::Client, kv::Store, kv::Store, kv::Store), ClusterError> {
+/// The connection and its buckets.
+struct Buckets {
+    client: async_nats::Client,
+    sessions: kv::Store,
+    leaders: kv::Store,
+    channels: kv::Store,
+    fired: kv::Store,
+    jetstream: jetstream::Context,
+    inbound: jetstream::stream::Stream,
+    outbound: jetstream::stream::Stream,
+}
+
+/// Connects and opens the buckets, creating the ownership ones with `ttl` as their messages'
+/// age limit: a key not renewed within it disappears, and with it the ownership.
+async fn open_buckets(servers: Vec<String>, name: String, ttl: Duration) -> Result<Buckets, ClusterError> {
     let client = async_nats::ConnectOptions::new()
         .name(&name)
         .connection_timeout(CONNECT_TIMEOUT)
@@ -237,8 +347,11 @@ async fn open_buckets(
     let jetstream = jetstream::new(client.clone());
     let sessions = open_bucket(&jetstream, SESSIONS_BUCKET, ttl, replicas).await?;
     let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl, replicas).await?;
+    let channels = open_bucket(&jetstream, CHANNELS_BUCKET, ttl, replicas).await?;
     let fired = open_bucket(&jetstream, FIRED_BUCKET, FIRED_WINDOW, replicas).await?;
-    Ok((client, sessions, leaders, fired))
+    let inbound = streams::open_stream(&jetstream, INBOUND_STREAM, "oxibot.in.>", replicas).await?;
+    let outbound = streams::open_stream(&jetstream, OUTBOUND_STREAM, "oxibot.out.>", replicas).await?;
+    Ok(Buckets { client, sessions, leaders, channels, fired, jetstream, inbound, outbound })
 }
 
 /// Logs what happens to the connection (the client reconnects by itself after a loss).

@@ -6,13 +6,20 @@
 //! [`RETRY_EVERY`]: the message is not accepted meanwhile (the channel keeps it, unacknowledged),
 //! and it is taken in as soon as the owner releases the session or dies (after the TTL). A
 //! cluster that does not answer (the client reconnecting) is asked again the same way.
+//!
+//! A session taken here is read from the inbound stream too (its durable consumer, see
+//! `streams.rs`) once the gateway reads the sessions' messages ([`SessionClaims::read_sessions_into`]):
+//! a message published by the kernel that runs its channel reaches the session's owner.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::mpsc;
+
 use super::claim::Claim;
 use super::node::Node;
+use super::streams::Taken;
 use crate::session::SessionError;
 use crate::session::ownership::{Acquiring, Owned, SessionOwnership};
 
@@ -26,12 +33,66 @@ pub struct SessionClaims {
     node: Arc<Node>,
     /// The claims held, by session key; a lost one stays until the session is acquired again.
     held: Arc<Mutex<HashMap<String, Claim>>>,
+    /// Where the messages of the sessions this kernel owns go, once the gateway reads them.
+    inbox: Arc<Inbox>,
+}
+
+/// The inbound stream's messages of the sessions this kernel owns: one consumer per session,
+/// started when the session is taken and stopped when it is released (or by itself once the
+/// claim is lost).
+#[derive(Debug, Default)]
+struct Inbox {
+    /// The gateway's receiver of the sessions' messages (none before the gateway runs).
+    to: Mutex<Option<mpsc::UnboundedSender<Taken>>>,
+    /// The consumers running, by session key.
+    consumers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+impl Inbox {
+    /// Starts reading session `key`'s messages (again), if the gateway reads them.
+    fn start(&self, node: &Arc<Node>, key: &str) {
+        let Some(to) = lock(&self.to).clone() else { return };
+        match node.consume_session(key, to) {
+            Ok(task) => {
+                if let Some(old) = lock(&self.consumers).insert(key.to_owned(), task) {
+                    old.abort();
+                }
+            }
+            Err(error) => tracing::warn!(session = %key, %error, "cannot read the session's messages"),
+        }
+    }
+
+    /// Stops reading session `key`'s messages.
+    fn stop(&self, key: &str) {
+        if let Some(task) = lock(&self.consumers).remove(key) {
+            task.abort();
+        }
+    }
 }
 
 impl SessionClaims {
     /// No claims yet, on `node`'s cluster.
     pub fn new(node: Arc<Node>) -> SessionClaims {
-        SessionClaims { node, held: Arc::default() }
+        SessionClaims { node, held: Arc::default(), inbox: Arc::default() }
+    }
+
+    /// Sends the messages of every session this kernel owns from now on to `to`, in order per
+    /// session, each acknowledged in the stream once `to`'s reader says it is handled.
+    pub fn read_sessions_into(&self, to: mpsc::UnboundedSender<Taken>) {
+        *lock(&self.inbox.to) = Some(to);
+        for key in self.owned() {
+            self.inbox.start(&self.node, &key);
+        }
+    }
+
+    /// Whether this kernel owns session `key` now: it takes the session when no kernel does
+    /// (and reads its messages from then on), without waiting for another owner.
+    pub async fn try_own(&self, key: &str) -> Result<bool, SessionError> {
+        let owned = try_acquire(&self.node, &self.held, key).await?;
+        if owned == Some(Owned::Taken) {
+            self.inbox.start(&self.node, key);
+        }
+        Ok(owned.is_some())
     }
 }
 
@@ -71,6 +132,7 @@ impl SessionClaims {
     pub async fn release_all(&self) {
         let claims: Vec<(String, Claim)> = lock(&self.held).drain().collect();
         for (key, claim) in claims {
+            self.inbox.stop(&key);
             let released = match self.node.spawn(claim.release()) {
                 Ok(task) => task.await.map_err(|error| error.to_string()).and_then(|r| r.map_err(|e| e.to_string())),
                 Err(error) => Err(error.to_string()),
@@ -85,11 +147,17 @@ impl SessionClaims {
 impl SessionOwnership for SessionClaims {
     fn acquire(&self, key: &str) -> Acquiring {
         let (node, held, key) = (Arc::clone(&self.node), Arc::clone(&self.held), key.to_owned());
+        let inbox = Arc::clone(&self.inbox);
         Box::pin(async move {
             let mut told = false;
             loop {
                 match try_acquire(&node, &held, &key).await {
-                    Ok(Some(owned)) => return Ok(owned),
+                    Ok(Some(owned)) => {
+                        if owned == Owned::Taken {
+                            inbox.start(&node, &key);
+                        }
+                        return Ok(owned);
+                    }
                     Ok(None) if !told => {
                         let owner = node.session_owner(&key).await.ok().flatten().unwrap_or_default();
                         tracing::info!(session = %key, %owner, "another kernel owns the session; waiting for it");
@@ -105,6 +173,7 @@ impl SessionOwnership for SessionClaims {
     }
 
     fn release(&self, key: &str) {
+        self.inbox.stop(key);
         let Some(claim) = lock(&self.held).remove(key) else { return };
         let key = key.to_owned();
         let released = self.node.spawn(async move {

@@ -24,6 +24,11 @@ pub struct ClusterConfig {
     /// renewal: a kernel that dies loses its sessions after this long.
     #[serde(default = "default_ttl", alias = "ttl_seconds")]
     pub ttl_seconds: u64,
+    /// Channels every kernel runs itself (a websocket or API channel behind a load balancer,
+    /// each kernel on its own host); every other channel runs on one kernel at a time, the
+    /// one that owns it (one Telegram poller per bot).
+    #[serde(default, alias = "local_channels")]
+    pub local_channels: Vec<String>,
 }
 
 fn default_ttl() -> u64 {
@@ -95,6 +100,7 @@ mod tests {
         let cluster = Config::parse(text, Path::new("c.json")).unwrap().cluster.unwrap();
         assert_eq!(cluster.servers(), ["nats://127.0.0.1:4222", "nats://10.0.0.2:4222"]);
         assert_eq!((cluster.node.as_str(), cluster.ttl_seconds), ("kernel-a", 10));
+        assert!(cluster.local_channels.is_empty(), "every channel runs on one kernel unless told");
     }
 
     #[test]

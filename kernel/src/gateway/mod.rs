@@ -140,6 +140,19 @@ pub async fn run(
     let outbox = router::outbox_file::OutboxFile::open(&services.data_dir().join(router::outbox_file::FILE_NAME));
     let router = Router::new(manager.clone(), services.clone(), settings, access, retry_waits, Box::new(outbox));
     actix::spawn(router.clone().run(events));
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        let exclusive = member.channels().take_exclusive();
+        // Only channels run on one kernel at a time go through the streams.
+        if !exclusive.is_empty() {
+            router.relay_through(Rc::new(cluster::ClusterRelay::new(member.clone())));
+            actix::spawn(cluster::read_relayed_messages(member.clone(), router.clone()));
+            actix::spawn(cluster::take_waiting_sessions(member.clone()));
+        }
+        for spec in exclusive {
+            actix::spawn(cluster::serve_channel(member.clone(), services.clone(), router.clone(), spec));
+        }
+    }
     actix::spawn(router.clone().serve_requests(requests));
     actix::spawn(router.clone().tell_owner_of_refusals());
     if let Some(reload) = reload {
@@ -200,11 +213,17 @@ pub async fn run(
     #[cfg(feature = "cluster")]
     if let Some(member) = &cluster {
         member.leave().await;
+        member.channels().stop_taking();
     }
     if router.undelivered() > 0 {
         tracing::warn!(replies = router.undelivered(), "replies not yet delivered are resent at the next start");
     }
     services.host().shutdown().await;
+    // After the plugins stopped: another kernel starts them at once, never beside them.
+    #[cfg(feature = "cluster")]
+    if let Some(member) = &cluster {
+        member.channels().release_all().await;
+    }
     // After the plugins: an acknowledgement that came in while they stopped is on disk too.
     if let Ok(Err(error)) = router.outbox_flushed().await {
         tracing::warn!(%error, "the outbox's last changes may be lost; the next start may resend a delivered reply");

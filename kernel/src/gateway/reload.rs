@@ -5,7 +5,9 @@
 //! which the next turn uses. Each edit that loads becomes the services' new [`Settings`], so
 //! the session actors and the Consolidator budget with the new context window too. An edit
 //! that does not load is reported with the file and the key, and the settings in force stay;
-//! changes that need a restart are named.
+//! changes that need a restart are named. In cluster mode a channel run on one kernel at a
+//! time is not started by an edit (and restarted only where it runs): the cluster's claims
+//! decide where it runs.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -109,13 +111,33 @@ async fn apply_gateway_settings(reload: &ConfigReload, config: &Config, router: 
             return tracing::error!(%error, "the edited config's secrets cannot be set up; the running settings stay");
         }
     }
-    let (channels, pending) = router.apply_settings(settings);
+    let (mut channels, mut pending) = router.apply_settings(settings);
+    pending.extend(leave_to_the_cluster(config, &mut channels, host));
     apply_channel_changes(&reload.kernel, channels, router, host).await;
     if pending.is_empty() {
         tracing::info!(file = %path.display(), "config reloaded");
     } else {
         tracing::warn!(file = %path.display(), changes = ?pending, "config reloaded; these changes apply after a restart");
     }
+}
+
+/// In cluster mode, a channel run on one kernel at a time is started only where the cluster's
+/// claims say (`gateway::cluster::serve_channel`): an edit does not start it here, and restarts
+/// it only on the kernel running it. Returns what waits for a restart of the gateways.
+fn leave_to_the_cluster(config: &Config, changes: &mut ChannelChanges, host: &PluginHost) -> Vec<String> {
+    let Some(cluster) = &config.cluster else { return Vec::new() };
+    let claimed = |channel: &ChannelSettings| !cluster.local_channels.contains(&channel.name);
+    let runs_here = |channel: &ChannelSettings| host.statuses().iter().any(|status| status.name == channel.name);
+    let mut pending = Vec::new();
+    for channel in changes.started.iter().filter(|channel| claimed(channel)) {
+        pending.push(format!("channels.{} (in a cluster it starts with the gateways)", channel.name));
+    }
+    changes.started.retain(|channel| !claimed(channel));
+    for channel in changes.restarted.iter().filter(|channel| claimed(channel) && !runs_here(channel)) {
+        pending.push(format!("channels.{} (another kernel of the cluster runs it)", channel.name));
+    }
+    changes.restarted.retain(|channel| !claimed(channel) || runs_here(channel));
+    pending
 }
 
 /// Stops the plugins of disabled channels, restarts those whose section changed, and starts

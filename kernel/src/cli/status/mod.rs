@@ -229,7 +229,7 @@ fn print_gateway(common: &CommonArgs, setup: &Setup) {
 }
 
 /// The gateway's cluster (cluster mode): this node, the NATS connection, the sessions it owns,
-/// the scheduler's leader. Nothing on a single host.
+/// the scheduler's leader, the kernel running each channel. Nothing on a single host.
 fn print_cluster(cluster: &serde_json::Value) {
     let Some(node) = cluster["node"].as_str() else { return };
     let sessions: Vec<&str> = cluster["sessions"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
@@ -244,6 +244,15 @@ fn print_cluster(cluster: &serde_json::Value) {
         sessions.len(),
         if sessions.is_empty() { String::new() } else { format!(": {}", sessions.join(", ")) }
     );
+    let channels: Vec<String> = cluster["channels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, node)| format!("{name} on {}", node.as_str().unwrap_or("no kernel yet")))
+        .collect();
+    if !channels.is_empty() {
+        println!("  channels: {}", channels.join(", "));
+    }
 }
 
 /// `GET /health` with a short timeout; `None` when nothing answers.

@@ -131,6 +131,18 @@ impl Router {
 
     /// Sends one attempt and waits for its acknowledgement.
     async fn attempt(&self, delivery: &PendingDelivery) -> Result<(), String> {
+        if let Some(relay) = self.relay_elsewhere(&delivery.reply.channel) {
+            // Another kernel runs the channel: stored for it, the reply is its to deliver.
+            let outbound = Outbound {
+                id: delivery.id,
+                chat_id: delivery.reply.chat_id.clone(),
+                content: delivery.reply.content.clone(),
+                media: delivery.reply.media.clone(),
+                stream_id: None,
+                metadata: delivery.reply.metadata.clone(),
+            };
+            return relay.publish_outbound(&delivery.reply.channel, &outbound).await;
+        }
         let message = self.approval_request(delivery.id, &delivery.reply).unwrap_or_else(|| {
             Message::Outbound(Outbound {
                 id: delivery.id,
@@ -141,16 +153,21 @@ impl Router {
                 metadata: delivery.reply.metadata.clone(),
             })
         });
-        let acked = self.outbox.expect_ack(delivery.id, &delivery.reply.channel);
-        if let Err(error) = self.host().send(&delivery.reply.channel, message) {
-            self.outbox.forget_ack(delivery.id);
+        self.send_for_ack(&delivery.reply.channel, delivery.id, message).await
+    }
+
+    /// Sends `message` (outbound id `id`) to `channel` and waits for its acknowledgement.
+    pub(super) async fn send_for_ack(&self, channel: &str, id: u64, message: Message) -> Result<(), String> {
+        let acked = self.outbox.expect_ack(id, channel);
+        if let Err(error) = self.host().send(channel, message) {
+            self.outbox.forget_ack(id);
             return Err(error.to_string());
         }
         match tokio::time::timeout(ACK_TIMEOUT, acked).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(_)) => Err("the channel went away".to_owned()),
             Err(_) => {
-                self.outbox.forget_ack(delivery.id);
+                self.outbox.forget_ack(id);
                 Err("no acknowledgement in time".to_owned())
             }
         }

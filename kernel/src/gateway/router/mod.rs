@@ -1,7 +1,8 @@
 //! Routing between channel plugins and sessions: each inbound message goes, after access
 //! control, to the `SessionActor` of `channel:chat_id`; it is acknowledged to its channel
 //! once persisted; the reply streams back (to channels that stream) and is delivered with
-//! retries ([`delivery`], through the [`outbox`]).
+//! retries ([`delivery`], through the [`outbox`]). In cluster mode a [`Relay`] carries the
+//! messages and replies of channels run on one kernel between kernels ([`relay`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -18,11 +19,13 @@ mod delivery;
 pub mod outbox;
 pub mod outbox_file;
 pub mod outbox_store;
+mod relay;
 mod reply;
 mod requests;
 
 use outbox::{Outbox, RetryPolicy};
 use outbox_store::{OutboxStore, Written};
+pub use relay::{Relay, Relaying};
 use reply::Reply;
 
 use super::access::{Access, Decision};
@@ -72,6 +75,11 @@ pub struct Router {
     /// Set once the messages a previous run left unanswered are queued in their sessions: a
     /// new message (or a turn the kernel starts) waits for it, so it is answered after them.
     resumed: tokio::sync::watch::Sender<bool>,
+    /// Cluster mode: where messages and replies of channels run on one kernel go between
+    /// kernels (see [`relay`]); `None` on one host.
+    relay: RefCell<Option<Rc<dyn Relay>>>,
+    /// The ids of replies other kernels wrote that this kernel delivered lately.
+    relayed: RefCell<relay::Delivered>,
 }
 
 impl Router {
@@ -101,6 +109,8 @@ impl Router {
             last_active: RefCell::default(),
             sent_by_tool: RefCell::default(),
             resumed: tokio::sync::watch::Sender::new(false),
+            relay: RefCell::default(),
+            relayed: RefCell::default(),
         })
     }
 
@@ -295,6 +305,9 @@ impl Router {
             };
             let _ = self.deliver(Reply::new(&channel, &inbound.chat_id, text, None, inbound.metadata.clone())).await;
             return;
+        }
+        if let Some(relay) = self.relay_for(&channel) {
+            return self.relay_inbound(relay, &channel, &inbound).await;
         }
         self.in_flight.set(self.in_flight.get() + 1);
         self.after_resume().await;

@@ -1,0 +1,184 @@
+//! The cluster's two work queues in JetStream: `OXIBOT_IN` (subjects `oxibot.in.<session>`, a
+//! channel's messages on their way to the kernel that owns their session) and `OXIBOT_OUT`
+//! (`oxibot.out.<channel>`, replies on their way to the kernel that runs their channel). Both
+//! keep a message until a consumer acknowledges it (work-queue retention), drop a second
+//! publication of one message id within [`DEDUP_WINDOW`], and are read by durable pull
+//! consumers that hold one message at a time.
+//!
+//! Consumer design: one durable consumer per session, made by the kernel that claims the
+//! session and named after it, filtered on the session's subject. Holding one message at a time
+//! and acknowledging it only once it is in the session's durable inbox keeps the session's
+//! order; the consumer's name outlives its kernel, so the next owner goes on where the last one
+//! acknowledged (a message handed out and never acknowledged comes again after the ack wait).
+//! A shared consumer with claim-or-nak was the other way: a refused (nak'd) message goes back
+//! behind later ones of its session, so order would need a second mechanism; and every kernel
+//! would see every message. Replies: one consumer per channel, run by the channel's owner.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt as _;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::ClusterError;
+use super::keys::session_key;
+
+/// The stream of channel messages on their way to their session's owner.
+pub const INBOUND_STREAM: &str = "OXIBOT_IN";
+
+/// The stream of replies on their way to their channel's owner.
+pub const OUTBOUND_STREAM: &str = "OXIBOT_OUT";
+
+/// How long JetStream remembers a message id, dropping a second publication of it.
+const DEDUP_WINDOW: Duration = Duration::from_secs(120);
+
+/// How long a consumer waits before retrying after a failed request.
+const RETRY_AFTER: Duration = Duration::from_millis(500);
+
+/// The subject of session `key`'s messages.
+pub fn inbound_subject(key: &str) -> String {
+    format!("oxibot.in.{}", session_key(key))
+}
+
+/// The subject of replies for channel `channel`.
+pub fn outbound_subject(channel: &str) -> String {
+    format!("oxibot.out.{}", session_key(channel))
+}
+
+/// One message taken from a stream and handed to the gateway, which answers on `done` whether
+/// it was handled (then acknowledged) or must come again (dropping `done` says the same).
+#[derive(Debug)]
+pub struct Taken {
+    /// What was published.
+    pub payload: Vec<u8>,
+    /// `true`: handled; `false`: to be delivered again.
+    pub done: oneshot::Sender<bool>,
+}
+
+/// Opens stream `name` on `subjects`, creating it as a work queue on `replicas` servers.
+pub(crate) async fn open_stream(
+    jetstream: &jetstream::Context,
+    name: &'static str,
+    subjects: &str,
+    replicas: usize,
+) -> Result<stream::Stream, ClusterError> {
+    if let Ok(stream) = jetstream.get_stream(name).await {
+        return Ok(stream);
+    }
+    let config = stream::Config {
+        name: name.to_owned(),
+        subjects: vec![subjects.to_owned()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        duplicate_window: DEDUP_WINDOW,
+        num_replicas: replicas,
+        ..stream::Config::default()
+    };
+    let created = jetstream.get_or_create_stream(config).await;
+    let opened = jetstream.get_stream(name).await;
+    opened.map_err(|error| match created {
+        Err(created) => ClusterError::Bucket { bucket: name, source: created.into() },
+        Ok(_) => ClusterError::Bucket { bucket: name, source: error.into() },
+    })
+}
+
+/// Publishes `payload` on `subject` under message id `id` and waits for JetStream's
+/// acknowledgement (the message is stored, on every replica).
+pub(crate) async fn publish(
+    jetstream: &jetstream::Context,
+    subject: String,
+    id: &str,
+    payload: Vec<u8>,
+) -> Result<(), ClusterError> {
+    let message = jetstream::message::PublishMessage::build().payload(payload.into()).message_id(id);
+    let ack = jetstream
+        .send_publish(subject, message)
+        .await
+        .map_err(|error| ClusterError::request("publishing to a stream", error))?;
+    ack.await.map_err(|error| ClusterError::request("waiting for a stream's acknowledgement", error))?;
+    Ok(())
+}
+
+/// What a consumer reads and for how long a message it handed out is held before it comes again.
+pub(crate) struct Reading {
+    /// The durable consumer's name.
+    pub name: String,
+    /// Its subject.
+    pub filter: String,
+    /// How long a message handed out stays unacknowledged before it is delivered again.
+    pub ack_wait: Duration,
+}
+
+/// Reads `reading` from `stream` one message at a time, handing each to `to` and acknowledging
+/// it when handled (else asking for it again after `RETRY_AFTER`), while `keep()` holds and
+/// `to` is open. Runs until then (or until its task is aborted); requests that fail are retried.
+pub(crate) async fn consume(
+    stream: stream::Stream,
+    reading: Reading,
+    to: mpsc::UnboundedSender<Taken>,
+    keep: impl Fn() -> bool,
+) {
+    let config = consumer::pull::Config {
+        durable_name: Some(reading.name.clone()),
+        filter_subject: reading.filter.clone(),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: reading.ack_wait,
+        max_ack_pending: 1,
+        ..consumer::pull::Config::default()
+    };
+    while keep() && !to.is_closed() {
+        let messages = match stream.get_or_create_consumer(&reading.name, config.clone()).await {
+            Ok(consumer) => consumer.messages().await.map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        let mut messages = match messages {
+            Ok(messages) => messages,
+            Err(error) => {
+                tracing::warn!(consumer = %reading.name, %error, "cannot read a stream; trying again");
+                tokio::time::sleep(RETRY_AFTER).await;
+                continue;
+            }
+        };
+        while let Some(message) = messages.next().await {
+            let message = match message {
+                Ok(message) => message,
+                Err(error) => {
+                    tracing::debug!(consumer = %reading.name, %error, "reading a stream paused");
+                    continue;
+                }
+            };
+            if !keep() {
+                let _ = message.ack_with(jetstream::AckKind::Nak(None)).await;
+                return;
+            }
+            let (done, handled) = oneshot::channel();
+            if to.send(Taken { payload: message.payload.to_vec(), done }).is_err() {
+                let _ = message.ack_with(jetstream::AckKind::Nak(None)).await;
+                return;
+            }
+            let answer = if handled.await.unwrap_or(false) {
+                message.double_ack().await
+            } else {
+                message.ack_with(jetstream::AckKind::Nak(Some(RETRY_AFTER))).await
+            };
+            if let Err(error) = answer {
+                tracing::warn!(consumer = %reading.name, %error, "cannot acknowledge a stream's message; it comes again");
+            }
+        }
+    }
+}
+
+/// The sessions with messages waiting in `stream` (no consumer took them yet), by subject.
+pub(crate) async fn waiting_subjects(stream: &stream::Stream) -> Result<Vec<String>, ClusterError> {
+    let mut subjects = stream
+        .info_with_subjects("oxibot.in.>")
+        .await
+        .map_err(|error| ClusterError::request("listing a stream's subjects", error))?;
+    let mut waiting = Vec::new();
+    while let Some(subject) = subjects.next().await {
+        let (subject, count) = subject.map_err(|error| ClusterError::request("listing a stream's subjects", error))?;
+        if count > 0 {
+            waiting.push(subject);
+        }
+    }
+    Ok(waiting)
+}
