@@ -1,7 +1,7 @@
 //! `GET /api/status`: each plugin's state, pid, restarts and last error, the channels among
-//! them, token usage, cost and model-call time per UTC day and per source over the last two weeks, the latest
-//! turns' durations, and how full each session's context was after its last turn. Nothing
-//! secret: no config, no command lines with their environment, no message text.
+//! them, token usage, cost and model-call time per UTC day and per source over the last two
+//! weeks, the latest turns' durations, and how full each session's context was after its last
+//! turn. Nothing secret: no config, no command lines with their environment, no message text.
 
 use std::collections::BTreeMap;
 
