@@ -129,6 +129,15 @@ def listening(port):
         return True
 
 
+def cpu_seconds(processes):
+    """user + system CPU of `processes` so far, in seconds."""
+    ticks = 0
+    for process in processes:
+        fields = open(f"/proc/{process.pid}/stat").read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def health(port):
     return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read())
 
@@ -146,7 +155,8 @@ def chat(port, session, text):
 class Cluster:
     """One NATS server, one scripted LLM and `kernels` gateways sharing a data dir."""
 
-    def __init__(self, oxibot, nats_server, kernels):
+    def __init__(self, oxibot, nats_server, kernels, sessions):
+        self.sessions = sessions
         self.home = tempfile.mkdtemp(prefix="oxibot-cluster-scale-")
         self.processes = []
         nats_port, llm_port = free_port(), free_port()
@@ -175,7 +185,9 @@ class Cluster:
                                     "provider": "custom"}},
             "providers": {"custom": {"apiKey": "mock", "apiBase": f"http://127.0.0.1:{llm_port}/v1"}},
             "channels": {"api": {"enabled": True, "host": "127.0.0.1", "port": api_port, "allowFrom": "*",
-                                 "apiKey": API_KEY, "timeoutSecs": 120}},
+                                 "apiKey": API_KEY, "timeoutSecs": 120,
+                                 # Every session may hold a connection (all on one kernel with 1 kernel).
+                                 "maxConnections": max(256, 2 * self.sessions + 64)}},
             "gateway": {"host": "127.0.0.1", "port": http_port, "heartbeat": {"enabled": False}},
             "cluster": {"nats": f"nats://127.0.0.1:{nats_port}", "node": f"kernel-{index}", "ttlSeconds": 10,
                         "localChannels": ["api"]},
@@ -287,14 +299,17 @@ def main():
           f"{LLM_DELAY_S * 1000:.0f} ms; burst {args.turns} turns each, steady {args.rate:g} turns/s for "
           f"{args.seconds:g} s; binaries {args.bin_dir}")
     print()
-    print("| kernels | burst turns/s | burst wall s | steady added p50 ms | steady added p99 ms |")
-    print("|--:|--:|--:|--:|--:|")
+    print("| kernels | burst turns/s | burst wall s | burst CPU ms/turn: kernels, nats-server "
+          "| steady added p50 ms | steady added p99 ms |")
+    print("|--:|--:|--:|--:|--:|--:|")
     results = []
     for kernels in counts:
-        cluster = Cluster(oxibot, nats_server, kernels)
+        cluster = Cluster(oxibot, nats_server, kernels, args.sessions)
         try:
             tag = f"k{kernels}"
+            before = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]))
             throughput, wall = burst(cluster, args.sessions, args.turns, tag)
+            after = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]))
             latency = steady(cluster, args.sessions, args.rate, args.seconds, tag)
         except Exception as error:
             print(cluster.log_tail(), file=sys.stderr)
@@ -302,9 +317,12 @@ def main():
             sys.exit(f"{kernels} kernels: {error}")
         cluster.stop()
         row = {"kernels": kernels, "burst_turns_per_s": round(throughput, 1), "burst_wall_s": round(wall, 2),
+               "kernel_cpu_ms_per_turn": round((after[0] - before[0]) * 1000 / (args.sessions * args.turns), 2),
+               "nats_cpu_ms_per_turn": round((after[1] - before[1]) * 1000 / (args.sessions * args.turns), 2),
                "steady_p50_ms": round(latency["p50_ms"], 1), "steady_p99_ms": round(latency["p99_ms"], 1)}
         results.append(row)
         print(f"| {kernels} | {row['burst_turns_per_s']} | {row['burst_wall_s']} | "
+              f"{row['kernel_cpu_ms_per_turn']}, {row['nats_cpu_ms_per_turn']} | "
               f"{row['steady_p50_ms']} | {row['steady_p99_ms']} |", flush=True)
     print(json.dumps({"sessions": args.sessions, "turns": args.turns, "rate": args.rate,
                       "seconds": args.seconds, "rows": results}))
