@@ -138,6 +138,13 @@ def cpu_seconds(processes):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy():
+    """(busy, total) jiffies of every CPU of the machine so far, from /proc/stat."""
+    fields = [int(f) for f in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
 def health(port):
     return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read())
 
@@ -299,17 +306,19 @@ def main():
           f"{LLM_DELAY_S * 1000:.0f} ms; burst {args.turns} turns each, steady {args.rate:g} turns/s for "
           f"{args.seconds:g} s; binaries {args.bin_dir}")
     print()
-    print("| kernels | burst turns/s | burst wall s | burst CPU ms/turn: kernels, nats-server "
-          "| steady added p50 ms | steady added p99 ms |")
-    print("|--:|--:|--:|--:|--:|--:|")
+    print("| kernels | burst turns/s | burst wall s | burst CPU ms/turn: kernels, nats-server, LLM + client "
+          "| burst machine CPU busy | steady added p50 ms | steady added p99 ms |")
+    print("|--:|--:|--:|--:|--:|--:|--:|")
     results = []
     for kernels in counts:
         cluster = Cluster(oxibot, nats_server, kernels, args.sessions)
         try:
             tag = f"k{kernels}"
-            before = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]))
+            before = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]), machine_busy(),
+                      cpu_seconds(cluster.processes[1:2]) + sum(os.times()[:2]))
             throughput, wall = burst(cluster, args.sessions, args.turns, tag)
-            after = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]))
+            after = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]), machine_busy(),
+                     cpu_seconds(cluster.processes[1:2]) + sum(os.times()[:2]))
             latency = steady(cluster, args.sessions, args.rate, args.seconds, tag)
         except Exception as error:
             print(cluster.log_tail(), file=sys.stderr)
@@ -319,10 +328,13 @@ def main():
         row = {"kernels": kernels, "burst_turns_per_s": round(throughput, 1), "burst_wall_s": round(wall, 2),
                "kernel_cpu_ms_per_turn": round((after[0] - before[0]) * 1000 / (args.sessions * args.turns), 2),
                "nats_cpu_ms_per_turn": round((after[1] - before[1]) * 1000 / (args.sessions * args.turns), 2),
+               "llm_and_client_cpu_ms_per_turn": round((after[3] - before[3]) * 1000 / (args.sessions * args.turns), 2),
+               "machine_busy_pct": round(100 * (after[2][0] - before[2][0]) / max(1, after[2][1] - before[2][1])),
                "steady_p50_ms": round(latency["p50_ms"], 1), "steady_p99_ms": round(latency["p99_ms"], 1)}
         results.append(row)
         print(f"| {kernels} | {row['burst_turns_per_s']} | {row['burst_wall_s']} | "
-              f"{row['kernel_cpu_ms_per_turn']}, {row['nats_cpu_ms_per_turn']} | "
+              f"{row['kernel_cpu_ms_per_turn']}, {row['nats_cpu_ms_per_turn']}, {row['llm_and_client_cpu_ms_per_turn']} | "
+              f"{row['machine_busy_pct']} % | "
               f"{row['steady_p50_ms']} | {row['steady_p99_ms']} |", flush=True)
     print(json.dumps({"sessions": args.sessions, "turns": args.turns, "rate": args.rate,
                       "seconds": args.seconds, "rows": results}))
