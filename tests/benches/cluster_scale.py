@@ -166,13 +166,22 @@ class Cluster:
         self.sessions = sessions
         self.home = tempfile.mkdtemp(prefix="oxibot-cluster-scale-")
         self.processes = []
+        self.api_ports = []
+        try:
+            self.start(oxibot, nats_server, kernels)
+        except BaseException:
+            print(self.log_tail(), file=sys.stderr)
+            self.stop()
+            raise
+
+    def start(self, oxibot, nats_server, kernels):
+        """nats-server, then the LLM (processes 0 and 1), then the kernels, each once it joined."""
         nats_port, llm_port = free_port(), free_port()
         store = os.path.join(self.home, "nats")
         self.spawn([nats_server, "-js", "-a", "127.0.0.1", "-p", str(nats_port), "-sd", store], "nats.log")
         self.spawn([sys.executable, "-c", MOCK, str(llm_port), str(LLM_DELAY_S)], "llm.log")
         wait_for(lambda: listening(nats_port), 20, "nats-server")
         wait_for(lambda: listening(llm_port), 20, "the scripted LLM")
-        self.api_ports = []
         for index in range(kernels):
             api_port, http_port = free_port(), free_port()
             config = self.config(index, nats_port, llm_port, api_port, http_port)
@@ -181,10 +190,17 @@ class Cluster:
                 json.dump(config, out)
             env = dict(os.environ, OXIBOT_HOME=self.home, RUST_LOG="warn")
             self.spawn([str(oxibot), "gateway", "--config", path], f"gateway-{index}.log", env)
-            wait_for(lambda: health(http_port)["cluster"]["connection"] == "connected", 30, f"kernel {index} joining")
+            gateway = self.processes[-1]
+            wait_for(lambda: self.joined(gateway, http_port), 30, f"kernel {index} joining")
             models = urllib.request.Request(f"http://127.0.0.1:{api_port}/v1/models", headers=AUTH)
             wait_for(lambda: urllib.request.urlopen(models, timeout=1), 30, f"kernel {index}'s api channel")
             self.api_ports.append(api_port)
+
+    @staticmethod
+    def joined(gateway, http_port):
+        if gateway.poll() is not None:
+            raise RuntimeError(f"a gateway exited with status {gateway.returncode}")
+        return health(http_port)["cluster"]["connection"] == "connected"
 
     def config(self, index, nats_port, llm_port, api_port, http_port):
         return {
@@ -311,7 +327,10 @@ def main():
     print("|--:|--:|--:|--:|--:|--:|--:|")
     results = []
     for kernels in counts:
-        cluster = Cluster(oxibot, nats_server, kernels, args.sessions)
+        try:
+            cluster = Cluster(oxibot, nats_server, kernels, args.sessions)
+        except RuntimeError as error:
+            sys.exit(f"{kernels} kernels: {error}")
         try:
             tag = f"k{kernels}"
             before = (cpu_seconds(cluster.processes[2:]), cpu_seconds(cluster.processes[:1]), machine_busy(),
