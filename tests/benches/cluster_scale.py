@@ -14,7 +14,10 @@ round-robin over the kernels' api ports. Two loads:
 - steady: an open loop at a fixed rate (turn i is scheduled at start + i/rate, each to session
   i mod N, whatever the answers do); the latency a turn adds over the LLM's 100 ms, p50 and p99.
 
-It prints one Markdown row per kernel count and a JSON line with every figure. `--short`: 20
+It prints one Markdown row per kernel count (with the burst's CPU per turn of the kernels, of
+nats-server and of the LLM and this client together, and how busy the whole machine was: on a
+shared machine the bench's own processes may not be all that runs) and a JSON line with every
+figure. `--short`: 20
 sessions, 1 and 2 kernels, 2 s of steady load (a check that the bench runs, not a measurement).
 
 Run: `cargo build --release -p oxibot-kernel && python3 tests/benches/cluster_scale.py
