@@ -55,6 +55,8 @@ pub struct Claim {
     /// The renewal task; aborted on drop (the key then expires after the TTL, as if this
     /// kernel had died).
     renewal: tokio::task::JoinHandle<()>,
+    /// This kernel's name, the key's value while it holds it.
+    node: Bytes,
 }
 
 impl Claim {
@@ -74,9 +76,9 @@ impl Claim {
         };
         let (token, _) = watch::channel(Some(Token { revision, valid_until: trusted_until(sent, ttl) }));
         let state = Arc::new(ClaimState { key, token });
-        let renewal = tokio::spawn(renew(Arc::clone(&state), bucket.clone(), node, ttl));
+        let renewal = tokio::spawn(renew(Arc::clone(&state), bucket.clone(), node.clone(), ttl));
         tracing::debug!(key = %state.key, revision, "took ownership");
-        Ok(Some(Claim { state, bucket, renewal }))
+        Ok(Some(Claim { state, bucket, renewal, node }))
     }
 
     /// The fencing token while the claim is held and within its TTL.
@@ -103,7 +105,21 @@ impl Claim {
         let Some(token) = *self.state.token.borrow() else { return Ok(()) };
         self.state.token.send_replace(None);
         let (bucket, key) = (self.bucket.clone(), self.state.key.clone());
-        let deleted = bucket.delete_expect_revision(&key, Some(token.revision)).await;
+        match bucket.delete_expect_revision(&key, Some(token.revision)).await {
+            // A renewal stopped after the server applied it but before its revision was kept:
+            // the key is still this kernel's, one revision on.
+            Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => self.release_current(&key).await,
+            deleted => deleted.map_err(|error| ClusterError::request("releasing an ownership key", error)),
+        }
+    }
+
+    /// Deletes `key` at its current revision if it still names this kernel; another kernel's
+    /// key is left alone.
+    async fn release_current(&self, key: &str) -> Result<(), ClusterError> {
+        let entry =
+            self.bucket.entry(key).await.map_err(|error| ClusterError::request("reading an ownership key", error))?;
+        let Some(entry) = entry.filter(|entry| entry.value == self.node) else { return Ok(()) };
+        let deleted = self.bucket.delete_expect_revision(key, Some(entry.revision)).await;
         deleted.map_err(|error| ClusterError::request("releasing an ownership key", error))
     }
 
