@@ -161,21 +161,23 @@ impl Totals {
         };
     }
 
+    /// The sums of one entry, its cost at `price` when it has one.
+    fn of(entry: &UsageEntry, price: Option<&Price>) -> Totals {
+        Totals {
+            prompt: entry.prompt,
+            cached: entry.cached,
+            completion: entry.completion,
+            reasoning: entry.reasoning,
+            calls: entry.calls,
+            turns: 1,
+            cost: price.map(|price| price.cost(entry)),
+            call_ms: entry.call_ms.iter().sum(),
+            timed_calls: entry.call_ms.len() as u64,
+        }
+    }
+
     fn add(&mut self, entry: &UsageEntry, price: Option<&Price>) {
-        let first = self.turns == 0;
-        self.prompt += entry.prompt;
-        self.cached += entry.cached;
-        self.completion += entry.completion;
-        self.reasoning += entry.reasoning;
-        self.calls += entry.calls;
-        self.turns += 1;
-        self.call_ms = self.call_ms.saturating_add(entry.call_ms.iter().sum());
-        self.timed_calls += entry.call_ms.len() as u64;
-        self.cost = match (first, self.cost, price) {
-            (true, _, Some(price)) => Some(price.cost(entry)),
-            (false, Some(sum), Some(price)) => Some(sum + price.cost(entry)),
-            _ => None,
-        };
+        self.merge(&Totals::of(entry, price));
     }
 }
 
