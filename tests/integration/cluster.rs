@@ -331,6 +331,20 @@ fn owned_sessions(port: u16) -> Vec<String> {
         .collect()
 }
 
+/// The sessions the gateway on `port` says it owns, each with when it took it (milliseconds
+/// since the Unix epoch).
+fn sessions_taken_ms(port: u16) -> std::collections::HashMap<String, u64> {
+    let health = gateway_health(port).unwrap_or_default();
+    let taken = health["cluster"]["sessions_taken_ms"].as_object().cloned().unwrap_or_default();
+    taken.into_iter().filter_map(|(key, ms)| Some((key, ms.as_u64()?))).collect()
+}
+
+/// The wall clock in milliseconds since the Unix epoch, as the kernels record it.
+fn unix_ms_now() -> u64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    u64::try_from(since_epoch.as_millis()).unwrap()
+}
+
 /// The next line of `client` that starts with `prefix`, or `None` after `limit`.
 async fn line_starting(client: &mut LineClient, prefix: &str, limit: Duration) -> Option<String> {
     let search = async {
@@ -854,9 +868,7 @@ async fn a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_onc
 async fn on_three_nats_servers_a_hundred_sessions_of_a_killed_gateway_are_owned_again_and_answered_once() {
     let mut cluster = SharedDataDir::on_three_servers(TTL_SECONDS).await;
     cluster.shared_channel_port = Some(free_port());
-    // Every claim is a write to three servers here: seen 2.6–3.05 s on this loaded 2-core
-    // machine, so a second more than the single server's bound.
-    hundred_sessions_fail_over(cluster, Duration::from_secs(TTL_SECONDS + 2)).await;
+    hundred_sessions_fail_over(cluster, Duration::from_secs(TTL_SECONDS + 1)).await;
 }
 
 /// Three gateways, the first running the channel: a hundred chats answered, then a second
@@ -878,11 +890,18 @@ async fn hundred_sessions_fail_over(cluster: SharedDataDir, bound: Duration) {
     while !all_answered(&seen) && started.elapsed() < Duration::from_secs(20) {
         collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
     }
+    let counts = replies_per_chat(&seen, CHATS);
+    let odd: Vec<(usize, usize)> = counts.iter().copied().enumerate().filter(|(_, count)| *count != 1).collect();
     assert!(
-        all_answered(&seen),
-        "the first round was not answered once per chat: {:?}",
-        replies_per_chat(&seen, CHATS)
+        odd.is_empty(),
+        "the first round was not answered once per chat after {:?}; (chat, replies): {odd:?}\n{}\n--- a\n{}\n--- b\n{}\n--- c\n{}",
+        started.elapsed(),
+        seen.join("\n"),
+        cluster.log("a"),
+        cluster.log("b"),
+        cluster.log("c")
     );
+    eprintln!("the first round was answered {:?} after it was sent", started.elapsed());
     let owned_by_a = owned_sessions(a.http_port);
     assert!(owned_by_a.len() >= CHATS * 9 / 10, "kernel a owns only {} sessions", owned_by_a.len());
 
@@ -905,19 +924,28 @@ async fn hundred_sessions_fail_over(cluster: SharedDataDir, bound: Duration) {
         collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
     }
     assert_eq!(accepted(&seen), 2 * CHATS, "kernel a did not accept every message");
-    let killed = Instant::now();
+    let (killed, killed_ms) = (Instant::now(), unix_ms_now());
     a.child.kill().unwrap();
-    let owned_by_others = || {
-        let (mut owned, other) = (owned_sessions(b.http_port), owned_sessions(c.http_port));
-        owned.extend(other);
-        owned
+    let taken_by_others = || {
+        let mut taken = sessions_taken_ms(b.http_port);
+        taken.extend(sessions_taken_ms(c.http_port));
+        taken
     };
-    while !owned_by_a.iter().all(|key| owned_by_others().contains(key)) {
+    let mut taken = taken_by_others();
+    while !owned_by_a.iter().all(|key| taken.contains_key(key)) {
         assert!(killed.elapsed() < Duration::from_secs(30), "sessions left unowned: {}", cluster.log("b"));
         tokio::time::sleep(Duration::from_millis(50)).await;
+        taken = taken_by_others();
     }
-    let reowned = killed.elapsed();
-    eprintln!("{} sessions of the killed kernel owned again {reowned:?} after the kill", owned_by_a.len());
+    // When the last of them was taken, as the kernels that took them recorded it: the health
+    // page's answer comes later on a loaded machine, and that delay is not the takeover's.
+    let last_taken_ms = owned_by_a.iter().filter_map(|key| taken.get(key)).max().copied().unwrap_or(killed_ms);
+    let reowned = Duration::from_millis(last_taken_ms.saturating_sub(killed_ms));
+    eprintln!(
+        "{} sessions of the killed kernel owned again {reowned:?} after the kill (seen on the health pages after {:?})",
+        owned_by_a.len(),
+        killed.elapsed()
+    );
 
     collect_lines(&mut client, &mut seen, Duration::from_secs(1)).await; // the old connection closes
     let mut client = LineClient::connect(port).await;

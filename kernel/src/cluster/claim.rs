@@ -57,6 +57,8 @@ pub struct Claim {
     renewal: tokio::task::JoinHandle<()>,
     /// This kernel's name, the key's value while it holds it.
     node: Bytes,
+    /// When the key was created for this kernel, in milliseconds since the Unix epoch.
+    taken_at_ms: u64,
 }
 
 impl Claim {
@@ -78,12 +80,17 @@ impl Claim {
         let state = Arc::new(ClaimState { key, token });
         let renewal = tokio::spawn(renew(Arc::clone(&state), bucket.clone(), node.clone(), ttl));
         tracing::debug!(key = %state.key, revision, "took ownership");
-        Ok(Some(Claim { state, bucket, renewal, node }))
+        Ok(Some(Claim { state, bucket, renewal, node, taken_at_ms: unix_ms_now() }))
     }
 
     /// The fencing token while the claim is held and within its TTL.
     pub fn token(&self) -> Option<Token> {
         self.state.valid_token()
+    }
+
+    /// When the server gave this kernel the key, in milliseconds since the Unix epoch.
+    pub fn taken_at_ms(&self) -> u64 {
+        self.taken_at_ms
     }
 
     /// Resolves when the claim is lost (another kernel took the key) or released.
@@ -132,6 +139,12 @@ impl Drop for Claim {
     fn drop(&mut self) {
         self.renewal.abort();
     }
+}
+
+/// The wall clock in milliseconds since the Unix epoch (0 before it).
+fn unix_ms_now() -> u64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Until when a token from an update sent at `sent` is trusted: a fifth of the TTL before the

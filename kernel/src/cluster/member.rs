@@ -125,7 +125,7 @@ impl Member {
     }
 
     /// The cluster part of `/health`: this node, the NATS servers and the connection's state,
-    /// the sessions this node owns, the scheduler's leader and each channel's node as last seen.
+    /// the sessions this node owns (and when it took each), the scheduler's leader and each channel's node as last seen.
     pub fn report(&self) -> Value {
         let leader = self.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
         json!({
@@ -134,6 +134,7 @@ impl Member {
             "connection": self.node.connection(),
             "ttl_secs": self.node.ttl().as_secs(),
             "sessions": self.claims.owned(),
+            "sessions_taken_ms": self.claims.owned_since(),
             "scheduler": leader,
             "channels": self.channels.report(),
         })

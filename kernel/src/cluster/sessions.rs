@@ -187,9 +187,18 @@ impl SessionOwnership for SessionClaims {
     }
 
     fn owned(&self) -> Vec<String> {
-        let mut keys: Vec<String> =
-            lock(&self.held).keys().filter(|key| self.node.fencing_token(key).is_some()).cloned().collect();
-        keys.sort();
-        keys
+        self.owned_since().into_keys().collect()
+    }
+}
+
+impl SessionClaims {
+    /// The sessions this kernel owns now, each with when it took it (milliseconds since the
+    /// Unix epoch), in key order.
+    pub fn owned_since(&self) -> std::collections::BTreeMap<String, u64> {
+        lock(&self.held)
+            .iter()
+            .filter(|(key, _)| self.node.fencing_token(key).is_some())
+            .map(|(key, claim)| (key.clone(), claim.taken_at_ms()))
+            .collect()
     }
 }
