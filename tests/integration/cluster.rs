@@ -886,8 +886,10 @@ async fn hundred_sessions_fail_over(cluster: SharedDataDir, bound: Duration) {
         client.send(&format!("user{n}:chat{n}:first message {n}")).await;
     }
     let all_answered = |seen: &[String]| replies_per_chat(seen, CHATS).iter().all(|count| *count == 1);
+    // A new session's consumer is a replicated group on three servers: a hundred made at once
+    // took up to 18 s on this 2-core machine under load (3–7 s unloaded).
     let started = Instant::now();
-    while !all_answered(&seen) && started.elapsed() < Duration::from_secs(20) {
+    while !all_answered(&seen) && started.elapsed() < Duration::from_secs(60) {
         collect_lines(&mut client, &mut seen, Duration::from_millis(200)).await;
     }
     let counts = replies_per_chat(&seen, CHATS);
@@ -957,6 +959,12 @@ async fn hundred_sessions_fail_over(cluster: SharedDataDir, bound: Duration) {
     eprintln!("every acknowledged message answered {answered:?} after the kill");
     collect_lines(&mut client, &mut seen, Duration::from_secs(2)).await; // a late duplicate shows here
     let counts = replies_per_chat(&seen, CHATS);
-    assert!(counts.iter().all(|count| *count == 2), "replies per chat (2 each expected): {counts:?}");
+    let odd: Vec<(usize, usize)> = counts.iter().copied().enumerate().filter(|(_, count)| *count != 2).collect();
+    assert!(
+        odd.is_empty(),
+        "not answered twice per chat; (chat, replies): {odd:?}\n--- b\n{}\n--- c\n{}",
+        cluster.log("b"),
+        cluster.log("c")
+    );
     assert!(reowned <= bound, "re-owning took {reowned:?}");
 }

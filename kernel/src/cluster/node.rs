@@ -28,9 +28,10 @@ const FIRED_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// delivered again (its owner died between taking it and writing it to the session's inbox).
 const SESSION_ACK_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a reply handed to its channel's owner may wait for the channel's acknowledgement
-/// (30 s at most) before it is delivered again.
-const CHANNEL_ACK_WAIT: Duration = Duration::from_secs(35);
+/// How long a reply handed to its channel's owner may go without word from it (its reader
+/// says "still delivering" every third of this while the channel takes its time) before it is
+/// delivered again: the owner died.
+const CHANNEL_ACK_WAIT: Duration = Duration::from_secs(5);
 
 /// How long connecting to the first server may take before the kernel gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

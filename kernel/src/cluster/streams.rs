@@ -10,6 +10,9 @@
 //! and acknowledging it only once it is in the session's durable inbox keeps the session's
 //! order; the consumer's name outlives its kernel, so the next owner goes on where the last one
 //! acknowledged (a message handed out and never acknowledged comes again after the ack wait).
+//! Readers pull with short requests ([`PULL_EXPIRES`]) and say "still working" while a message
+//! is handled, under a short ack wait, so a dead kernel's reader stops being handed messages
+//! within seconds.
 //! A shared consumer with claim-or-nak was the other way: a refused (nak'd) message goes back
 //! behind later ones of its session, so order would need a second mechanism; and every kernel
 //! would see every message. Replies: one consumer per channel, run by the channel's owner.
@@ -123,11 +126,13 @@ pub(crate) async fn consume(
         ack_policy: consumer::AckPolicy::Explicit,
         ack_wait: reading.ack_wait,
         max_ack_pending: 1,
+        // As many replicas as the stream (the default): with one, nats-server 2.9 acknowledged
+        // the messages to the reader but kept them in the work queue.
         ..consumer::pull::Config::default()
     };
     while keep() && !to.is_closed() {
         let messages = match stream.get_or_create_consumer(&reading.name, config.clone()).await {
-            Ok(consumer) => consumer.messages().await.map_err(|error| error.to_string()),
+            Ok(consumer) => pull_one_at_a_time(&consumer).await.map_err(|error| error.to_string()),
             Err(error) => Err(error.to_string()),
         };
         let mut messages = match messages {
@@ -155,7 +160,7 @@ pub(crate) async fn consume(
                 let _ = message.ack_with(jetstream::AckKind::Nak(None)).await;
                 return;
             }
-            let answer = if handled.await.unwrap_or(false) {
+            let answer = if still_working_until(&message, handled, reading.ack_wait).await {
                 message.double_ack().await
             } else {
                 message.ack_with(jetstream::AckKind::Nak(Some(RETRY_AFTER))).await
@@ -165,6 +170,41 @@ pub(crate) async fn consume(
             }
         }
     }
+}
+
+/// Waits for the gateway's answer on `handled` (`true`: handled), telling the server every
+/// third of `ack_wait` that the message is still being worked on, so a slow delivery is not
+/// handed out again while a short ack wait still frees the message of a reader that died.
+async fn still_working_until(
+    message: &jetstream::Message,
+    mut handled: oneshot::Receiver<bool>,
+    ack_wait: Duration,
+) -> bool {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + ack_wait / 3, ack_wait / 3);
+    loop {
+        tokio::select! {
+            answer = &mut handled => return answer.unwrap_or(false),
+            _ = ticks.tick() => {
+                if let Err(error) = message.ack_with(jetstream::AckKind::Progress).await {
+                    tracing::debug!(%error, "cannot say a stream's message is still being handled");
+                }
+            }
+        }
+    }
+}
+
+/// How long one pull request of a consumer's reader waits at the server. A reader that dies
+/// leaves its request behind, and the server hands the next message to it (where nobody reads
+/// it, so it comes again only after the ack wait, and to the dead request again while it
+/// lasts): a short request bounds that to a few seconds, for a pull every two seconds per
+/// consumer while nothing comes.
+const PULL_EXPIRES: Duration = Duration::from_secs(2);
+
+/// A consumer's messages, pulled one at a time with requests that expire after [`PULL_EXPIRES`].
+async fn pull_one_at_a_time(
+    consumer: &consumer::Consumer<consumer::pull::Config>,
+) -> Result<consumer::pull::Stream, consumer::StreamError> {
+    consumer.stream().max_messages_per_batch(1).expires(PULL_EXPIRES).heartbeat(PULL_EXPIRES / 2).messages().await
 }
 
 /// The sessions with messages waiting in `stream` (no consumer took them yet), by subject.
