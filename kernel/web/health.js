@@ -54,13 +54,15 @@ function render(main, status) {
 }
 
 // Cluster mode: this node, the NATS servers and the connection, the kernel that runs the cron
-// jobs, the sessions this node owns, and the kernel that runs each channel.
+// jobs, the sessions this node owns, the kernel that runs each channel, and every node of the
+// cluster with how many sessions it owns.
 function clusterTable(cluster, cell) {
-  const heads = ['Node', 'NATS', 'Connection', 'Scheduler', 'Sessions owned', 'Channels'];
+  const heads = ['Node', 'NATS', 'Connection', 'Scheduler', 'Sessions owned', 'Channels', 'Nodes'];
   const sessions = cluster.sessions.length ? `${cluster.sessions.length}: ${cluster.sessions.join(', ')}` : '0';
   const channels = Object.entries(cluster.channels ?? {}).map(([name, node]) => `${name} on ${node ?? 'no kernel yet'}`);
+  const nodes = (cluster.nodes ?? []).map(n => `${n.node} (${n.sessions} session${n.sessions === 1 ? '' : 's'})`);
   const values = [cluster.node, cluster.nats, cluster.connection, cluster.scheduler ?? 'nobody yet', sessions,
-    channels.join(', ') || 'none'];
+    channels.join(', ') || 'none', nodes.join(', ') || 'none seen yet'];
   return el('div', { class: 'scroll' }, el('table', { id: 'cluster', class: 'stack' },
     el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))),
     el('tbody', {}, el('tr', { class: 'state-' + cluster.connection }, values.map((value, n) => cell(heads[n], value))))));

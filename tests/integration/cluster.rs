@@ -794,6 +794,37 @@ async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_ov
     assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
 }
 
+/// The nodes line of `oxibot status` run with gateway `node`'s config.
+fn status_nodes(cluster: &SharedDataDir, node: &str) -> String {
+    let status = cluster.status(node);
+    status.lines().find_map(|line| line.trim().strip_prefix("nodes:")).unwrap_or_default().trim().to_owned()
+}
+
+#[tokio::test]
+async fn every_gateway_lists_the_clusters_nodes_with_their_sessions_and_a_killed_one_drops_out_after_the_ttl() {
+    let cluster = SharedDataDir::new();
+    let mut a = cluster.start("a");
+    let b = cluster.start("b");
+    let mut at_a = LineClient::connect(a.channel_port).await;
+    cluster.llm.push(Reply::Text("first answer".into()));
+    at_a.send("alice:chat1:hello").await;
+    line_starting(&mut at_a, "OUT chat1", Duration::from_secs(10)).await.expect("kernel a answered");
+
+    let both = "kernel-a (1 session), kernel-b (0 sessions)";
+    assert!(wait_until(Duration::from_secs(5), || status_nodes(&cluster, "b") == both), "{}", cluster.status("b"));
+    assert_eq!(status_nodes(&cluster, "a"), both);
+    let page = cluster.ui_status(b.http_port);
+    assert_eq!(page["cluster"]["nodes"][0], json!({"node": "kernel-a", "sessions": 1}), "{page}");
+
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    let alone = "kernel-b (0 sessions)";
+    assert!(wait_until(Duration::from_secs(10), || status_nodes(&cluster, "b") == alone), "{}", cluster.status("b"));
+    let dropped = killed.elapsed();
+    eprintln!("the killed node left the list {dropped:?} after the kill (TTL {TTL_SECONDS} s)");
+    assert!(dropped <= Duration::from_secs(TTL_SECONDS + 1), "the dead node stayed listed for {dropped:?}");
+}
+
 #[tokio::test]
 async fn the_web_uis_health_page_shows_the_node_its_nats_connection_the_scheduler_and_the_channels() {
     let cluster = SharedDataDir::new();
@@ -814,6 +845,8 @@ async fn the_web_uis_health_page_shows_the_node_its_nats_connection_the_schedule
     browser.wait_for("kernel a as the scheduler", led);
     let channels = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[5].innerText === 'loopback on kernel-a' ? true : null;";
     browser.wait_for("the kernel running the loopback channel", channels);
+    let nodes = "const r = document.querySelector('#cluster tbody tr'); return r && r.children[6].innerText === 'kernel-a (0 sessions)' ? true : null;";
+    browser.wait_for("the cluster's nodes with their sessions", nodes);
 }
 
 #[tokio::test]

@@ -15,6 +15,10 @@ pub const LEADERS_BUCKET: &str = "oxibot_leaders";
 /// so a job never fires twice for one due time, across a change of scheduler too.
 pub const FIRED_BUCKET: &str = "oxibot_fired";
 
+/// The bucket of the kernels in the cluster: one key per node, renewed by the node within the
+/// TTL with what it runs (how many sessions), so a node that died drops out.
+pub const NODES_BUCKET: &str = "oxibot_nodes";
+
 /// The key of job `job`'s firing due at `due_ms`.
 pub fn firing_key(job: &str, due_ms: i64) -> String {
     format!("{}.{due_ms}", session_key(job))

@@ -34,6 +34,9 @@ pub struct Member {
     leader: Mutex<Option<String>>,
     /// This kernel's lead of the scheduler, while it has one, to give it up when leaving.
     lead: Mutex<Weak<ClaimState>>,
+    /// The nodes of the cluster as last seen (each one's record: its name and how many
+    /// sessions it owns), by name.
+    nodes: Mutex<Vec<Value>>,
 }
 
 /// This kernel's lead of the scheduler: held until dropped or lost.
@@ -61,7 +64,27 @@ impl Member {
         let node = Node::connect(config).await?;
         let claims = Arc::new(SessionClaims::new(Arc::clone(&node)));
         let channels = Arc::new(ChannelClaims::new(Arc::clone(&node)));
-        Ok(Arc::new(Member { node, claims, channels, leader: Mutex::default(), lead: Mutex::new(Weak::new()) }))
+        let member = Arc::new(Member {
+            node,
+            claims,
+            channels,
+            leader: Mutex::default(),
+            lead: Mutex::new(Weak::new()),
+            nodes: Mutex::default(),
+        });
+        member.node.spawn(announce_while_alive(Arc::downgrade(&member)))?;
+        Ok(member)
+    }
+
+    /// Tells the cluster this kernel is alive and how many sessions it owns, and reads what
+    /// the other nodes told it.
+    async fn announce(&self) -> Result<(), ClusterError> {
+        let record = json!({"node": self.node.name(), "sessions": self.claims.owned().len()});
+        self.node.announce(record.to_string().into_bytes()).await?;
+        let records = self.node.members().await?;
+        let seen = records.iter().filter_map(|(_, record)| serde_json::from_slice(record).ok()).collect();
+        *self.nodes.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+        Ok(())
     }
 
     /// The connection.
@@ -121,13 +144,18 @@ impl Member {
                 tracing::warn!(%error, "cannot give up the scheduler's lead; another kernel takes it after the TTL");
             }
         }
+        if let Err(error) = self.node.withdraw().await {
+            tracing::warn!(%error, "cannot take this node off the cluster's list; it drops out after the TTL");
+        }
         tracing::info!(node = %self.node.name(), "left the cluster");
     }
 
     /// The cluster part of `/health`: this node, the NATS servers and the connection's state,
-    /// the sessions this node owns (and when it took each), the scheduler's leader and each channel's node as last seen.
+    /// the sessions this node owns (and when it took each), the scheduler's leader, each
+    /// channel's node and the cluster's nodes with how many sessions each owns, as last seen.
     pub fn report(&self) -> Value {
         let leader = self.leader.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner).clone();
         json!({
             "node": self.node.name(),
             "nats": self.node.servers(),
@@ -137,6 +165,20 @@ impl Member {
             "sessions_taken_ms": self.claims.owned_since(),
             "scheduler": leader,
             "channels": self.channels.report(),
+            "nodes": nodes,
         })
+    }
+}
+
+/// Runs while the member lives: announces it every third of the TTL (see [`Member::announce`]).
+async fn announce_while_alive(member: Weak<Member>) {
+    loop {
+        let Some(alive) = member.upgrade() else { return };
+        if let Err(error) = alive.announce().await {
+            tracing::debug!(%error, "cannot announce this node to the cluster; trying again");
+        }
+        let every = alive.node.ttl() / 3;
+        drop(alive);
+        tokio::time::sleep(every).await;
     }
 }

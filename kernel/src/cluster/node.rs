@@ -13,7 +13,8 @@ use tokio::sync::mpsc;
 use super::claim::{Claim, ClaimState};
 use super::error::ClusterError;
 use super::keys::{
-    CHANNELS_BUCKET, FIRED_BUCKET, LEADERS_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, decode_key, firing_key, session_key,
+    CHANNELS_BUCKET, FIRED_BUCKET, LEADERS_BUCKET, NODES_BUCKET, SCHEDULER_KEY, SESSIONS_BUCKET, decode_key,
+    firing_key, session_key,
 };
 use super::streams::{self, INBOUND_STREAM, OUTBOUND_STREAM, Reading, Taken};
 use crate::config::cluster::ClusterConfig;
@@ -53,6 +54,8 @@ pub struct Node {
     channels: kv::Store,
     /// Cron firings (job and due time), kept for [`FIRED_WINDOW`].
     fired: kv::Store,
+    /// The live nodes: one key per node, what it runs as its value.
+    nodes: kv::Store,
     /// Publishes to the streams.
     jetstream: jetstream::Context,
     /// Channel messages on their way to their session's owner.
@@ -91,7 +94,7 @@ impl Node {
             Ok(opened) => opened,
             Err(error) => Err(ClusterError::Runtime(format!("failed while connecting: {error}"))),
         };
-        let Buckets { client, sessions, leaders, channels, fired, jetstream, inbound, outbound } = match opened {
+        let Buckets { client, sessions, leaders, channels, fired, nodes, jetstream, inbound, outbound } = match opened {
             Ok(buckets) => buckets,
             Err(error) => {
                 // Dropping a runtime inside another one would panic.
@@ -111,6 +114,7 @@ impl Node {
             leaders,
             channels,
             fired,
+            nodes,
             jetstream,
             inbound,
             outbound,
@@ -265,6 +269,34 @@ impl Node {
         self.owner(self.leaders.clone(), SCHEDULER_KEY.to_owned()).await
     }
 
+    /// Says the cluster this kernel is alive and what it runs (`record`, JSON); it drops out
+    /// of [`Node::members`] a TTL after it last said so.
+    pub async fn announce(&self, record: Vec<u8>) -> Result<(), ClusterError> {
+        let (nodes, key) = (self.nodes.clone(), session_key(&self.name));
+        let put = self.spawn(async move { nodes.put(key, record.into()).await })?;
+        put.await
+            .map_err(|error| ClusterError::Runtime(format!("failed while announcing: {error}")))?
+            .map_err(|error| ClusterError::request("announcing this node", error))?;
+        Ok(())
+    }
+
+    /// Takes this kernel off the list of nodes at once (it is leaving).
+    pub async fn withdraw(&self) -> Result<(), ClusterError> {
+        let (nodes, key) = (self.nodes.clone(), session_key(&self.name));
+        let deleted = self.spawn(async move { nodes.delete(key).await })?;
+        deleted
+            .await
+            .map_err(|error| ClusterError::Runtime(format!("failed while leaving: {error}")))?
+            .map_err(|error| ClusterError::request("taking this node off the list", error))
+    }
+
+    /// The records of the nodes that announced themselves within the TTL, by node.
+    pub async fn members(&self) -> Result<Vec<(String, Vec<u8>)>, ClusterError> {
+        let nodes = self.nodes.clone();
+        let read = self.spawn(async move { live_records(&nodes).await })?;
+        read.await.map_err(|error| ClusterError::Runtime(format!("failed while listing nodes: {error}")))?
+    }
+
     /// The fencing token of this kernel's ownership of session `key`: its claim's revision
     /// while the claim is held and within its TTL; `None` otherwise.
     pub fn fencing_token(&self, key: &str) -> Option<u64> {
@@ -327,6 +359,7 @@ struct Buckets {
     leaders: kv::Store,
     channels: kv::Store,
     fired: kv::Store,
+    nodes: kv::Store,
     jetstream: jetstream::Context,
     inbound: jetstream::stream::Stream,
     outbound: jetstream::stream::Stream,
@@ -350,9 +383,26 @@ async fn open_buckets(servers: Vec<String>, name: String, ttl: Duration) -> Resu
     let leaders = open_bucket(&jetstream, LEADERS_BUCKET, ttl, replicas).await?;
     let channels = open_bucket(&jetstream, CHANNELS_BUCKET, ttl, replicas).await?;
     let fired = open_bucket(&jetstream, FIRED_BUCKET, FIRED_WINDOW, replicas).await?;
+    let nodes = open_bucket(&jetstream, NODES_BUCKET, ttl, replicas).await?;
     let inbound = streams::open_stream(&jetstream, INBOUND_STREAM, "oxibot.in.>", replicas).await?;
     let outbound = streams::open_stream(&jetstream, OUTBOUND_STREAM, "oxibot.out.>", replicas).await?;
-    Ok(Buckets { client, sessions, leaders, channels, fired, jetstream, inbound, outbound })
+    Ok(Buckets { client, sessions, leaders, channels, fired, nodes, jetstream, inbound, outbound })
+}
+
+/// Every key of `bucket` with its value, by decoded key (the bucket holds few keys).
+async fn live_records(bucket: &kv::Store) -> Result<Vec<(String, Vec<u8>)>, ClusterError> {
+    use futures_util::StreamExt as _;
+    let mut keys = bucket.keys().await.map_err(|error| ClusterError::request("listing nodes", error))?;
+    let mut records = Vec::new();
+    while let Some(key) = keys.next().await {
+        let key = key.map_err(|error| ClusterError::request("listing nodes", error))?;
+        let value = bucket.get(&key).await.map_err(|error| ClusterError::request("reading a node", error))?;
+        if let Some(value) = value.filter(|value| !value.is_empty()) {
+            records.push((decode_key(&key).unwrap_or(key), value.to_vec()));
+        }
+    }
+    records.sort();
+    Ok(records)
 }
 
 /// Logs what happens to the connection (the client reconnects by itself after a loss).

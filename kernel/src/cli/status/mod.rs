@@ -229,7 +229,8 @@ fn print_gateway(common: &CommonArgs, setup: &Setup) {
 }
 
 /// The gateway's cluster (cluster mode): this node, the NATS connection, the sessions it owns,
-/// the scheduler's leader, the kernel running each channel. Nothing on a single host.
+/// the scheduler's leader, the kernel running each channel, and every node with how many
+/// sessions it owns. Nothing on a single host.
 fn print_cluster(cluster: &serde_json::Value) {
     let Some(node) = cluster["node"].as_str() else { return };
     let sessions: Vec<&str> = cluster["sessions"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
@@ -253,6 +254,22 @@ fn print_cluster(cluster: &serde_json::Value) {
     if !channels.is_empty() {
         println!("  channels: {}", channels.join(", "));
     }
+    let nodes = node_summaries(&cluster["nodes"]);
+    if !nodes.is_empty() {
+        println!("  nodes:    {}", nodes.join(", "));
+    }
+}
+
+/// Each node of the cluster with how many sessions it owns: `kernel-a (12 sessions)`.
+fn node_summaries(nodes: &serde_json::Value) -> Vec<String> {
+    let nodes = nodes.as_array().into_iter().flatten();
+    nodes
+        .map(|node| {
+            let sessions = node["sessions"].as_u64().unwrap_or(0);
+            let noun = if sessions == 1 { "session" } else { "sessions" };
+            format!("{} ({sessions} {noun})", node["node"].as_str().unwrap_or("?"))
+        })
+        .collect()
 }
 
 /// `GET /health` with a short timeout; `None` when nothing answers.
