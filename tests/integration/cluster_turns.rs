@@ -2,11 +2,13 @@
 //! data dir, the workspace and one loopback channel; the gateway that owns a session is
 //! SIGKILLed in the middle of a tool call, and the gateway that takes the session over does not
 //! run a call that may have acted again (it tells the model so), asks the model with a call's
-//! recorded result instead of running it again, and the chat gets one reply.
+//! recorded result instead of running it again, and the chat gets one reply. A cron job's turn
+//! killed the same way on its scheduler fires once and runs its call once.
 
 use std::time::{Duration, Instant};
 
 use oxibot_tests::channels::{LineClient, free_port};
+use oxibot_tests::http::gateway_health;
 use oxibot_tests::llm::Reply;
 use oxibot_tests::procs::wait_until;
 use serde_json::{Value, json};
@@ -124,4 +126,56 @@ async fn a_call_that_finished_before_its_gateway_was_killed_is_not_run_again_and
     assert_eq!(cluster.llm.requests().len(), 3);
     let last: &Value = &cluster.llm.requests()[2];
     assert!(last.to_string().contains("append a line and tell me"), "{last}");
+}
+
+/// The wall clock in milliseconds since the Unix epoch.
+fn unix_ms_now() -> i64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    i64::try_from(since_epoch.as_millis()).unwrap()
+}
+
+/// The model's requests whose last message holds `marker` (turns started by it, not resumed).
+fn turns_started_by(cluster: &SharedDataDir, marker: &str) -> usize {
+    let requests = cluster.llm.requests();
+    let last_holds =
+        |r: &Value| r["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m.to_string().contains(marker));
+    requests.iter().filter(|r| last_holds(r)).count()
+}
+
+#[tokio::test]
+async fn a_job_whose_scheduler_is_killed_in_the_middle_of_its_call_fires_once_and_runs_the_call_once() {
+    let cluster = SharedDataDir { approve_every_call: true, ..SharedDataDir::new() };
+    let now_ms = unix_ms_now();
+    let jobs = json!({"version": 1, "jobs": [{
+        "id": "d1d2d3d4", "name": "daily", "enabled": true,
+        "schedule": {"kind": "every", "everyMs": 3_600_000},
+        "payload": {"kind": "agent_turn", "message": "append the daily line", "sessionKey": "loopback:daily"},
+        "state": {"nextRunAtMs": now_ms + 5_000}, "createdAtMs": now_ms, "updatedAtMs": now_ms
+    }]});
+    std::fs::create_dir_all(cluster.workspace().join("cron")).unwrap();
+    std::fs::write(cluster.workspace().join("cron/jobs.json"), jobs.to_string()).unwrap();
+    cluster.llm.push(exec_call("echo x >> daily.txt; sleep 60"));
+    let mut gateways = vec![cluster.start("a"), cluster.start("b")];
+    let ran = wait_until(Duration::from_secs(30), || lines_in(&cluster, "daily.txt") == 1);
+    assert!(ran, "the job never ran its call: {}\n{}", cluster.log("a"), cluster.log("b"));
+
+    cluster.llm.push(Reply::Text("the line may be there already".into()));
+    let scheduler = gateway_health(gateways[0].http_port).unwrap_or_default()["cluster"]["scheduler"].clone();
+    let killed = kill_the_owner(&cluster, &mut gateways, "loopback:daily");
+    assert_eq!(scheduler, json!(format!("kernel-{killed}")), "the job's turn ran on a kernel that does not schedule");
+    let survivor = if killed == "a" { "b" } else { "a" };
+    let answered = || cluster.conversation("loopback:daily").iter().any(|t| t == "the line may be there already");
+    assert!(
+        wait_until(Duration::from_secs(30), answered),
+        "the job's turn was never taken up: {}",
+        cluster.log(survivor)
+    );
+    std::thread::sleep(Duration::from_secs(3)); // a second firing or a second answer shows here
+    assert_eq!(lines_in(&cluster, "daily.txt"), 1, "the call ran again on the next scheduler");
+    assert_eq!(turns_started_by(&cluster, "append the daily line"), 1, "the job fired again for its due time");
+    assert_eq!(cluster.llm.requests().len(), 2, "{:?}", cluster.llm.requests());
+    let told = tool_results_of_last_request(&cluster).last().cloned().unwrap_or_default();
+    assert!(told.contains("interrupted") && told.contains("outcome is unknown"), "{told}");
+    let texts = cluster.conversation("loopback:daily");
+    assert_eq!(texts.iter().filter(|t| t.as_str() == "the line may be there already").count(), 1, "{texts:?}");
 }
