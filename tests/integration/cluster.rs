@@ -28,10 +28,10 @@ use oxibot_tests::{TempDir, kernel_command, oxibot, stderr};
 use serde_json::{Value, json};
 
 /// The ownership TTL of these tests: short, so a takeover is quick to wait for.
-const TTL_SECONDS: u64 = 2;
+pub(super) const TTL_SECONDS: u64 = 2;
 
 /// A kernel's view of the cluster on `server`, as node `name`.
-async fn node(server: &NatsServer, name: &str) -> Arc<Node> {
+pub(super) async fn node(server: &NatsServer, name: &str) -> Arc<Node> {
     let config = ClusterConfig {
         nats: server.url(),
         node: name.to_owned(),
@@ -181,21 +181,23 @@ fn a_bad_cluster_section_is_refused_naming_the_file_and_the_key() {
 /// Two (or more) gateways of one cluster as processes: one data dir and workspace, one
 /// scripted model, one NATS server; each node its own config file (its loopback channel port,
 /// its HTTP port, its node name).
-struct SharedDataDir {
-    home: TempDir,
-    llm: ScriptedLlm,
-    servers: Vec<NatsServer>,
-    ttl_seconds: u64,
+pub(super) struct SharedDataDir {
+    pub(super) home: TempDir,
+    pub(super) llm: ScriptedLlm,
+    pub(super) servers: Vec<NatsServer>,
+    pub(super) ttl_seconds: u64,
     /// The loopback channel's one port for every node, run by one kernel at a time; `None`:
     /// each node its own port, the channel run by every kernel (`cluster.localChannels`).
-    shared_channel_port: Option<u16>,
+    pub(super) shared_channel_port: Option<u16>,
+    /// Tools that ask for approval (`exec`, …) run without asking.
+    pub(super) approve_every_call: bool,
 }
 
 /// One gateway of the cluster: its process and its ports.
-struct ClusterGateway {
-    child: Child,
-    channel_port: u16,
-    http_port: u16,
+pub(super) struct ClusterGateway {
+    pub(super) child: Child,
+    pub(super) channel_port: u16,
+    pub(super) http_port: u16,
 }
 
 impl Drop for ClusterGateway {
@@ -206,13 +208,14 @@ impl Drop for ClusterGateway {
 }
 
 impl SharedDataDir {
-    fn new() -> SharedDataDir {
+    pub(super) fn new() -> SharedDataDir {
         SharedDataDir {
             home: TempDir::new("cluster-gateways"),
             llm: ScriptedLlm::start(),
             servers: vec![NatsServer::start()],
             ttl_seconds: TTL_SECONDS,
             shared_channel_port: None,
+            approve_every_call: false,
         }
     }
 
@@ -231,7 +234,7 @@ impl SharedDataDir {
         }
         eprintln!("the three-server JetStream answered after {:?}", started.elapsed());
         let (home, llm) = (TempDir::new("cluster-gateways"), ScriptedLlm::start());
-        SharedDataDir { home, llm, servers, ttl_seconds, shared_channel_port: None }
+        SharedDataDir { home, llm, servers, ttl_seconds, shared_channel_port: None, approve_every_call: false }
     }
 
     /// `cluster.nats`: every server.
@@ -239,16 +242,16 @@ impl SharedDataDir {
         self.servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",")
     }
 
-    fn workspace(&self) -> std::path::PathBuf {
+    pub(super) fn workspace(&self) -> std::path::PathBuf {
         self.home.path().join("workspace")
     }
 
     /// Starts gateway `node` (`a`, `b`, …) and waits until it joined and its channel runs (a
     /// shared channel: until it knows which kernel runs it).
-    fn start(&self, node: &str) -> ClusterGateway {
+    pub(super) fn start(&self, node: &str) -> ClusterGateway {
         let (channel_port, http_port) = (self.shared_channel_port.unwrap_or_else(free_port), free_port());
         let local_channels = if self.shared_channel_port.is_some() { json!([]) } else { json!(["loopback"]) };
-        let config = json!({
+        let mut config = json!({
             "agents": {"defaults": {"workspace": self.workspace(), "model": "test-model", "provider": "custom"}},
             "providers": {"custom": {"apiKey": "cluster-test-key", "apiBase": self.llm.base_url()}},
             "channels": {"loopback": {"enabled": true, "port": channel_port, "allowFrom": "*"}},
@@ -256,6 +259,9 @@ impl SharedDataDir {
             "cluster": {"nats": self.nats(), "node": format!("kernel-{node}"), "ttlSeconds": self.ttl_seconds,
                 "localChannels": local_channels}
         });
+        if self.approve_every_call {
+            config["tools"] = json!({"approval": {"exec": "allow", "cron": "allow", "message": "allow"}});
+        }
         let path = self.home.path().join(format!("config-{node}.json"));
         std::fs::write(&path, config.to_string()).unwrap();
         let log = std::fs::File::create(self.home.path().join(format!("gateway-{node}.log"))).unwrap();
@@ -304,12 +310,12 @@ impl SharedDataDir {
             .unwrap_or_else(|_| panic!("{response}"))
     }
 
-    fn log(&self, node: &str) -> String {
+    pub(super) fn log(&self, node: &str) -> String {
         std::fs::read_to_string(self.home.path().join(format!("gateway-{node}.log"))).unwrap_or_default()
     }
 
     /// The texts of the user's and the assistant's messages in session `key`, in order.
-    fn conversation(&self, key: &str) -> Vec<String> {
+    pub(super) fn conversation(&self, key: &str) -> Vec<String> {
         let path = oxibot_tests::session_path(self.home.path(), &self.workspace(), key);
         let text = std::fs::read_to_string(path).unwrap_or_default();
         text.lines()
@@ -321,7 +327,7 @@ impl SharedDataDir {
 }
 
 /// The sessions the gateway on `port` says it owns.
-fn owned_sessions(port: u16) -> Vec<String> {
+pub(super) fn owned_sessions(port: u16) -> Vec<String> {
     let health = gateway_health(port).unwrap_or_default();
     health["cluster"]["sessions"]
         .as_array()
@@ -346,7 +352,7 @@ fn unix_ms_now() -> u64 {
 }
 
 /// The next line of `client` that starts with `prefix`, or `None` after `limit`.
-async fn line_starting(client: &mut LineClient, prefix: &str, limit: Duration) -> Option<String> {
+pub(super) async fn line_starting(client: &mut LineClient, prefix: &str, limit: Duration) -> Option<String> {
     let search = async {
         loop {
             let line = client.line().await;
@@ -412,7 +418,7 @@ fn channel_owner(port: u16) -> Value {
 }
 
 /// Whether the gateway on `port` runs the loopback channel's plugin.
-fn runs_the_channel(port: u16) -> bool {
+pub(super) fn runs_the_channel(port: u16) -> bool {
     let health = gateway_health(port).unwrap_or_default();
     health["plugins"].as_array().into_iter().flatten().any(|p| p["name"] == "loopback" && p["state"] == "running")
 }
@@ -876,7 +882,7 @@ async fn a_job_another_scheduler_already_fired_for_its_due_time_is_not_run_again
 }
 
 /// Reads `client`'s lines into `seen` until it closes (its kernel died) or `limit` passes.
-async fn collect_lines(client: &mut LineClient, seen: &mut Vec<String>, limit: Duration) {
+pub(super) async fn collect_lines(client: &mut LineClient, seen: &mut Vec<String>, limit: Duration) {
     let _ = tokio::time::timeout(limit, async {
         while let Some(line) = client.next_line().await {
             seen.push(line);

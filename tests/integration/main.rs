@@ -48,6 +48,9 @@
 //!   takeover after the TTL, a stale owner's writes refused, one scheduler, the config checked;
 //!   gateways as processes sharing a data dir: one runs a session, another takes it when it
 //!   dies or hangs, cron fires once across them, a three-server NATS that loses a server;
+//! - `cluster_consumers`: a session's stream consumer removed once no kernel reads it, nothing lost;
+//! - `cluster_turns`: durable turns across a cluster failover: a tool call that may have acted
+//!   is not run again by the next owner, a finished one's result is reused, one reply;
 //! - `cli_service`: `oxibot service` (a unit systemd verifies), completions, man page, version;
 //! - `cli_tools`: `oxibot tools list` and `oxibot tools call` as a user runs them;
 //! - `one_executable`: `oxibot` copied alone has every bundled tool and channel; links by name;
@@ -130,6 +133,8 @@ mod channels;
 mod cli_service;
 mod cli_tools;
 mod cluster;
+mod cluster_consumers;
+mod cluster_turns;
 mod config_checks;
 mod container;
 mod cron;

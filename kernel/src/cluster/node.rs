@@ -34,6 +34,11 @@ const SESSION_ACK_WAIT: Duration = Duration::from_secs(5);
 /// delivered again: the owner died.
 const CHANNEL_ACK_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a session's consumer stays once no kernel reads it, at least: longer than a
+/// takeover, and than any pause of an owner's pulls (the TTL counts too, see
+/// [`session_reader_idle`]).
+const SESSION_READER_IDLE: Duration = Duration::from_secs(5);
+
 /// How long connecting to the first server may take before the kernel gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -200,13 +205,27 @@ impl Node {
         to: mpsc::UnboundedSender<Taken>,
     ) -> Result<tokio::task::JoinHandle<()>, ClusterError> {
         let reading = Reading {
-            name: format!("in-{}", session_key(key)),
+            name: session_reader_name(key),
             filter: streams::inbound_subject(key),
             ack_wait: self.ttl.max(SESSION_ACK_WAIT),
+            inactive_after: Some(session_reader_idle(self.ttl)),
         };
         let (node, key, stream) = (Arc::downgrade(self), key.to_owned(), self.inbound.clone());
         let owns = move || node.upgrade().is_some_and(|node| node.fencing_token(&key).is_some());
         self.spawn(streams::consume(stream, reading, to, owns))
+    }
+
+    /// Whether the inbound stream keeps a consumer for session `key` (one is removed by the
+    /// server once no kernel read it for [`session_reader_idle`]).
+    pub async fn has_session_reader(&self, key: &str) -> Result<bool, ClusterError> {
+        let (stream, name) = (self.inbound.clone(), session_reader_name(key));
+        let asked = self.spawn(async move { streams::has_consumer(&stream, &name).await })?;
+        asked.await.map_err(|error| ClusterError::Runtime(format!("failed while asking: {error}")))?
+    }
+
+    /// How long a session's consumer stays after its last read with this cluster's TTL.
+    pub fn session_reader_idle(&self) -> Duration {
+        session_reader_idle(self.ttl)
     }
 
     /// Hands channel `channel`'s replies, one at a time, to `to` while `keep()` holds.
@@ -220,6 +239,7 @@ impl Node {
             name: format!("out-{}", session_key(channel)),
             filter: streams::outbound_subject(channel),
             ack_wait: CHANNEL_ACK_WAIT,
+            inactive_after: None,
         };
         self.spawn(streams::consume(self.outbound.clone(), reading, to, keep))
     }
@@ -448,4 +468,15 @@ async fn open_bucket(
         Err(created) => ClusterError::Bucket { bucket, source: created.into() },
         Ok(_) => ClusterError::Bucket { bucket, source: error.into() },
     })
+}
+
+/// The durable consumer of session `key`'s messages.
+fn session_reader_name(key: &str) -> String {
+    format!("in-{}", session_key(key))
+}
+
+/// How long a session's consumer stays once no kernel pulls from it with ownership TTL `ttl`:
+/// three TTLs (a takeover takes one), and [`SESSION_READER_IDLE`] at least.
+fn session_reader_idle(ttl: Duration) -> Duration {
+    (ttl * 3).max(SESSION_READER_IDLE)
 }

@@ -16,6 +16,15 @@
 //! A shared consumer with claim-or-nak was the other way: a refused (nak'd) message goes back
 //! behind later ones of its session, so order would need a second mechanism; and every kernel
 //! would see every message. Replies: one consumer per channel, run by the channel's owner.
+//!
+//! A session's consumer goes away by itself: JetStream deletes it once no kernel has pulled
+//! from it for its inactivity threshold (`Node`'s `session_reader_idle`, a few TTLs), so a
+//! cluster keeps one per session read lately, not one per session ever seen. The server does
+//! it rather than the kernel deleting on release because a kernel that dies never releases,
+//! and a threshold longer than a takeover (the TTL) never removes a consumer an owner reads.
+//! Nothing is lost with it: in a work-queue stream a message stays until it is acknowledged,
+//! whatever becomes of the consumer that was handed it, and the next owner's new consumer of
+//! the same name starts at the session's first unacknowledged message.
 
 use std::time::Duration;
 
@@ -109,6 +118,8 @@ pub(crate) struct Reading {
     pub filter: String,
     /// How long a message handed out stays unacknowledged before it is delivered again.
     pub ack_wait: Duration,
+    /// How long the consumer stays once nobody pulls from it; `None`: for ever.
+    pub inactive_after: Option<Duration>,
 }
 
 /// Reads `reading` from `stream` one message at a time, handing each to `to` and acknowledging
@@ -126,6 +137,7 @@ pub(crate) async fn consume(
         ack_policy: consumer::AckPolicy::Explicit,
         ack_wait: reading.ack_wait,
         max_ack_pending: 1,
+        inactive_threshold: reading.inactive_after.unwrap_or_default(),
         // As many replicas as the stream (the default): with one, nats-server 2.9 acknowledged
         // the messages to the reader but kept them in the work queue.
         ..consumer::pull::Config::default()
@@ -205,6 +217,15 @@ async fn pull_one_at_a_time(
     consumer: &consumer::Consumer<consumer::pull::Config>,
 ) -> Result<consumer::pull::Stream, consumer::StreamError> {
     consumer.stream().max_messages_per_batch(1).expires(PULL_EXPIRES).heartbeat(PULL_EXPIRES / 2).messages().await
+}
+
+/// Whether `stream` has a consumer named `name` (the server may have removed an idle one).
+pub(crate) async fn has_consumer(stream: &stream::Stream, name: &str) -> Result<bool, ClusterError> {
+    match stream.consumer_info(name).await {
+        Ok(_) => Ok(true),
+        Err(error) if error.kind() == jetstream::context::ConsumerInfoErrorKind::NotFound => Ok(false),
+        Err(error) => Err(ClusterError::request("looking a consumer up", error)),
+    }
 }
 
 /// The sessions with messages waiting in `stream` (no consumer took them yet), by subject.
