@@ -103,8 +103,9 @@ async fn a_paused_owner_cannot_write_the_session_after_another_kernel_took_it() 
     let server = NatsServer::start();
     let shared = TempDir::new("cluster-sessions");
     let (a, b) = (node(&server, "kernel-a").await, node(&server, "kernel-b").await);
-    let store_a = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&a));
-    let store_b = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&b));
+    let fences = shared.path().join(".fences");
+    let store_a = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&a), fences.clone());
+    let store_b = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&b), fences);
     let key = "telegram:42";
 
     let held = a.claim_session(key).await.unwrap().unwrap();
@@ -123,6 +124,38 @@ async fn a_paused_owner_cannot_write_the_session_after_another_kernel_took_it() 
     let late = store_a.append(&mut at_a, vec![ChatMessage::text(Role::Assistant, "a after the takeover")]);
     let error = late.expect_err("a stale owner wrote");
     assert!(error.to_string().contains("not owned by this kernel (node kernel-a)"), "{error}");
+    let texts: Vec<String> =
+        store_b.load(key).unwrap().session.messages.iter().map(ChatMessage::text_content).collect();
+    assert_eq!(texts, ["written by a", "written by b"]);
+}
+
+#[tokio::test]
+async fn a_kernel_that_still_trusts_a_lapsed_claim_cannot_write_over_the_new_owners_session() {
+    let server = NatsServer::start();
+    let shared = TempDir::new("cluster-sessions");
+    // Kernel b makes the buckets with its 2 s TTL as their age limit; kernel a was set up with
+    // 30 s and trusts its claims 24 s: the server lets a's key go while a still trusts it.
+    let b = node(&server, "kernel-b").await;
+    let config =
+        ClusterConfig { nats: server.url(), node: "kernel-a".to_owned(), ttl_seconds: 30, local_channels: Vec::new() };
+    let a = Node::connect(&config).await.unwrap();
+    let fences = shared.path().join(".fences");
+    let store_a = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&a), fences.clone());
+    let store_b = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&b), fences);
+    let key = "telegram:43";
+
+    let _held = a.claim_session(key).await.unwrap().unwrap();
+    let mut at_a = store_a.load(key).unwrap().session;
+    store_a.append(&mut at_a, vec![ChatMessage::text(Role::User, "written by a")]).unwrap();
+    let (_taken, waited) = claim_when_free(&b, key).await;
+    eprintln!("kernel b took the session {waited:?} after kernel a claimed it");
+    assert!(a.fencing_token(key).is_some(), "kernel a stopped trusting its claim: the test shows nothing");
+    let mut at_b = store_b.load(key).unwrap().session;
+    store_b.append(&mut at_b, vec![ChatMessage::text(Role::Assistant, "written by b")]).unwrap();
+
+    let late = store_a.append(&mut at_a, vec![ChatMessage::text(Role::Assistant, "a over b's work")]);
+    let error = late.expect_err("a kernel with a lapsed claim wrote over the new owner's session");
+    assert!(matches!(error, SessionError::NotOwner { .. }), "{error}");
     let texts: Vec<String> =
         store_b.load(key).unwrap().session.messages.iter().map(ChatMessage::text_content).collect();
     assert_eq!(texts, ["written by a", "written by b"]);

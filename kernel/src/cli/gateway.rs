@@ -143,7 +143,8 @@ fn in_cluster(services: Services, cluster: Option<&ClusterMember>) -> Services {
     #[cfg(feature = "cluster")]
     if let Some(member) = cluster {
         let files = oxibot_kernel::session::SessionStore::clone(services.session_files());
-        let fenced = oxibot_kernel::cluster::FencedSessions::new(files, member.node().clone());
+        let fences = files.dir().join(".fences");
+        let fenced = oxibot_kernel::cluster::FencedSessions::new(files, member.node().clone(), fences);
         return services.in_cluster(Arc::new(fenced), member.claims());
     }
     #[cfg(not(feature = "cluster"))]

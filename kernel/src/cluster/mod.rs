@@ -20,6 +20,7 @@ mod channels;
 mod claim;
 mod error;
 mod fence;
+mod fence_file;
 mod jobs;
 mod keys;
 mod member;

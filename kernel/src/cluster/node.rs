@@ -71,6 +71,9 @@ pub struct Node {
     client: async_nats::Client,
     /// The configured servers, for the status.
     servers: String,
+    /// When the sessions' ownership bucket was made (ns since the Unix epoch): the first half
+    /// of a fencing token, so the claims of a bucket made anew outrank the old bucket's.
+    epoch: u64,
     /// The sessions this kernel claimed, for the fence of the session store; a claim that was
     /// dropped is gone from here too.
     owned: Mutex<HashMap<String, Weak<ClaimState>>>,
@@ -110,6 +113,8 @@ impl Node {
         tracing::info!(node = %name, servers = %config.nats, ttl_s = config.ttl_seconds, "joined the cluster");
         let servers = config.nats.clone();
         let owned = Mutex::new(HashMap::new());
+        let created = sessions.stream.cached_info().created.unix_timestamp_nanos();
+        let epoch = u64::try_from(created).unwrap_or(0);
         let runtime = Some(runtime);
         Ok(Arc::new(Node {
             name,
@@ -125,6 +130,7 @@ impl Node {
             outbound,
             client,
             servers,
+            epoch,
             owned,
         }))
     }
@@ -315,6 +321,11 @@ impl Node {
         let nodes = self.nodes.clone();
         let read = self.spawn(async move { live_records(&nodes).await })?;
         read.await.map_err(|error| ClusterError::Runtime(format!("failed while listing nodes: {error}")))?
+    }
+
+    /// The first half of every fencing token: when the ownership bucket was made.
+    pub fn fencing_epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The fencing token of this kernel's ownership of session `key`: its claim's revision
