@@ -299,7 +299,7 @@ impl SharedDataDir {
         std::fs::write(&path, config.to_string()).unwrap();
         let log = std::fs::File::create(self.home.path().join(format!("gateway-{node}.log"))).unwrap();
         let child = kernel_command(self.home.path(), &["gateway", "--config", path.to_str().unwrap()])
-            .env("RUST_LOG", "oxibot=info")
+            .env("RUST_LOG", "oxibot=info,oxibot_kernel::gateway::cluster=debug")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -831,6 +831,28 @@ async fn a_gateway_stopped_with_sigterm_hands_its_sessions_and_its_scheduling_ov
         "kernel b never took the lead"
     );
     assert!(a.child.wait().unwrap().success(), "kernel a did not stop cleanly: {}", cluster.log("a"));
+}
+
+#[tokio::test]
+async fn a_gateway_reads_the_session_files_for_orphans_only_at_start_and_when_a_node_goes() {
+    let cluster = SharedDataDir::new();
+    let mut a = cluster.start("a");
+    let _b = cluster.start("b");
+    let looks = |node: &str| cluster.log(node).matches("looking for sessions a kernel left unanswered").count();
+    tokio::time::sleep(Duration::from_secs(TTL_SECONDS * 2 + 1)).await; // past the start's window
+    let quiet = looks("b");
+    assert!(quiet > 0, "kernel b never looked at start: {}", cluster.log("b"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(looks("b"), quiet, "kernel b read the session files with every node alive");
+
+    let killed = Instant::now();
+    a.child.kill().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(TTL_SECONDS + 3), || looks("b") > quiet),
+        "kernel b never looked after kernel a died: {}",
+        cluster.log("b")
+    );
+    eprintln!("kernel b looked for kernel a's sessions {:?} after the kill (TTL {TTL_SECONDS} s)", killed.elapsed());
 }
 
 /// The nodes line of `oxibot status` run with gateway `node`'s config.

@@ -37,6 +37,8 @@ pub struct Member {
     /// The nodes of the cluster as last seen (each one's record: its name and how many
     /// sessions it owns), by name.
     nodes: Mutex<Vec<Value>>,
+    /// How many other nodes left or died since this one joined (see `departures.rs`).
+    departures: tokio::sync::watch::Receiver<u64>,
 }
 
 /// This kernel's lead of the scheduler: held until dropped or lost.
@@ -64,6 +66,8 @@ impl Member {
         let node = Node::connect(config).await?;
         let claims = Arc::new(SessionClaims::new(Arc::clone(&node)));
         let channels = Arc::new(ChannelClaims::new(Arc::clone(&node)));
+        let (departed, departures) = tokio::sync::watch::channel(0);
+        node.spawn(super::departures::watch(Arc::downgrade(&node), departed))?;
         let member = Arc::new(Member {
             node,
             claims,
@@ -71,6 +75,7 @@ impl Member {
             leader: Mutex::default(),
             lead: Mutex::new(Weak::new()),
             nodes: Mutex::default(),
+            departures,
         });
         member.node.spawn(announce_while_alive(Arc::downgrade(&member)))?;
         Ok(member)
@@ -85,6 +90,11 @@ impl Member {
         let seen = records.iter().filter_map(|(_, record)| serde_json::from_slice(record).ok()).collect();
         *self.nodes.lock().unwrap_or_else(PoisonError::into_inner) = seen;
         Ok(())
+    }
+
+    /// Changes each time another node leaves the cluster or stops announcing itself.
+    pub fn departures(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.departures.clone()
     }
 
     /// The connection.

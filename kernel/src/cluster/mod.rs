@@ -18,6 +18,7 @@
 
 mod channels;
 mod claim;
+mod departures;
 mod error;
 mod fence;
 mod fence_file;

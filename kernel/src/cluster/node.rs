@@ -306,6 +306,11 @@ impl Node {
         Ok(())
     }
 
+    /// The changes to the list of nodes from now on (on the cluster's runtime).
+    pub(crate) async fn watch_nodes(&self) -> Result<kv::Watch, ClusterError> {
+        self.nodes.watch_all().await.map_err(|error| ClusterError::request("watching the nodes", error))
+    }
+
     /// Takes this kernel off the list of nodes at once (it is leaving).
     pub async fn withdraw(&self) -> Result<(), ClusterError> {
         let (nodes, key) = (self.nodes.clone(), session_key(&self.name));

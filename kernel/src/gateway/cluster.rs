@@ -23,6 +23,7 @@ use crate::automation::scheduling::{FirstFiring, Scheduler};
 use oxibot_proto::{Inbound, Outbound};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::router::{Relay, Relaying};
 use crate::cluster::{Member, Taken};
@@ -36,11 +37,14 @@ use crate::session::SessionKey;
 /// TTL, so the lead moves within the TTL and this).
 const TRY_LEAD_EVERY: Duration = Duration::from_millis(500);
 
-/// How often a kernel looks for sessions a dead kernel left with unanswered messages (a scan of
-/// the session directory reading each file's first and last line, and a question to the
-/// cluster for each such session no kernel here owns): a takeover comes this long after the
-/// dead kernel's claims expire.
+/// How often a kernel looks for sessions a dead kernel left with unanswered messages while one
+/// may have died (a scan of the session directory reading each file's first and last line, and
+/// a question to the cluster for each such session no kernel here owns): a takeover comes this
+/// long after the dead kernel's claims expire.
 const ORPHANS_EVERY: Duration = Duration::from_millis(250);
+
+/// How often a kernel looks for such sessions when no node was seen leaving.
+const ORPHANS_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// How often a kernel looks for sessions with messages waiting in the inbound stream and no owner.
 const WAITING_EVERY: Duration = Duration::from_secs(1);
@@ -256,38 +260,66 @@ pub async fn take_waiting_sessions(member: Arc<Member>) {
     }
 }
 
-/// Runs for the gateway's life: every [`ORPHANS_EVERY`] (the TTL if shorter), answers the sessions of `channels` that hold
-/// messages accepted and never answered and that no kernel owns — those of a kernel that died
-/// mid-turn, whose claim expired. (At start, too: in a cluster the start's own resumption is
-/// this.) Two kernels may both try; the session's claim, taken first, lets one of them answer.
+/// Runs for the gateway's life: answers the sessions of `channels` that hold messages accepted
+/// and never answered and that no kernel owns — those of a kernel that died mid-turn, whose
+/// claim expired. It looks for them (every [`ORPHANS_EVERY`], the TTL if shorter) only while a
+/// dead kernel's claims may be running out: for two TTLs from the start (the start's own
+/// resumption, in a cluster), and for a TTL and a second after another node leaves or stops
+/// announcing itself; besides, once every [`ORPHANS_CHECK_EVERY`] whatever happened. Two
+/// kernels may both try; the session's claim, taken first, lets one of them answer.
 pub async fn take_over_orphans(
     member: Arc<Member>,
     services: Arc<Services>,
     router: Rc<Router>,
     channels: Vec<String>,
 ) {
-    let every = member.node().ttl().min(ORPHANS_EVERY);
+    let ttl = member.node().ttl();
+    let every = ttl.min(ORPHANS_EVERY);
+    let mut departures = member.departures();
+    let mut look_until = Instant::now() + ttl * 2;
+    let mut next_check = Instant::now() + ORPHANS_CHECK_EVERY;
     loop {
-        let names: Vec<&str> = channels.iter().map(String::as_str).collect();
-        let owned = services.ownership().map(|ownership| ownership.owned()).unwrap_or_default();
-        let orphans: Vec<SessionKey> = resume::unanswered(services.sessions().as_ref(), &names)
-            .into_iter()
-            .filter(|key| !owned.iter().any(|mine| mine == key.as_str()))
-            .collect();
-        // All at once: a dead kernel's sessions expire together.
-        let claims = member.claims();
-        let taken = futures_util::future::join_all(orphans.iter().map(|key| claims.try_own(key.as_str()))).await;
-        for (key, taken) in orphans.into_iter().zip(taken) {
-            match taken {
-                Ok(true) => {
-                    tracing::info!(session = %key, "taking over a session a kernel left with unanswered messages");
-                    router.resume_session(key);
-                }
-                Ok(false) => {}
-                Err(error) => tracing::warn!(session = %key, %error, "cannot claim a session left unanswered"),
-            }
+        let now = Instant::now();
+        if now < look_until || now >= next_check {
+            next_check = now + ORPHANS_CHECK_EVERY;
+            take_orphans_once(&member, &services, &router, &channels).await;
         }
-        tokio::time::sleep(every).await;
+        tokio::select! {
+            changed = departures.changed() => {
+                if changed.is_ok() {
+                    look_until = Instant::now() + ttl + Duration::from_secs(1);
+                } else {
+                    // The cluster's watch ended (shutting down): look on the slow schedule.
+                    tokio::time::sleep(every).await;
+                }
+            }
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Claims every session of `channels` left unanswered that no kernel owns, and resumes each
+/// one claimed here.
+async fn take_orphans_once(member: &Arc<Member>, services: &Arc<Services>, router: &Rc<Router>, channels: &[String]) {
+    tracing::debug!("looking for sessions a kernel left unanswered");
+    let names: Vec<&str> = channels.iter().map(String::as_str).collect();
+    let owned = services.ownership().map(|ownership| ownership.owned()).unwrap_or_default();
+    let orphans: Vec<SessionKey> = resume::unanswered(services.sessions().as_ref(), &names)
+        .into_iter()
+        .filter(|key| !owned.iter().any(|mine| mine == key.as_str()))
+        .collect();
+    // All at once: a dead kernel's sessions expire together.
+    let claims = member.claims();
+    let taken = futures_util::future::join_all(orphans.iter().map(|key| claims.try_own(key.as_str()))).await;
+    for (key, taken) in orphans.into_iter().zip(taken) {
+        match taken {
+            Ok(true) => {
+                tracing::info!(session = %key, "taking over a session a kernel left with unanswered messages");
+                router.resume_session(key);
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(session = %key, %error, "cannot claim a session left unanswered"),
+        }
     }
 }
 
