@@ -98,14 +98,17 @@ async fn a_released_session_is_free_at_once() {
     assert!(b.claim_session("cli:direct").await.unwrap().is_some(), "a released session stayed taken");
 }
 
+/// The session store kernel `node` writes in the shared directory, fenced by its claims.
+fn fenced_store(shared: &TempDir, node: &Arc<Node>) -> FencedSessions<SessionStore> {
+    FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(node), shared.path().join(".fences"))
+}
+
 #[tokio::test]
 async fn a_paused_owner_cannot_write_the_session_after_another_kernel_took_it() {
     let server = NatsServer::start();
     let shared = TempDir::new("cluster-sessions");
     let (a, b) = (node(&server, "kernel-a").await, node(&server, "kernel-b").await);
-    let fences = shared.path().join(".fences");
-    let store_a = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&a), fences.clone());
-    let store_b = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&b), fences);
+    let (store_a, store_b) = (fenced_store(&shared, &a), fenced_store(&shared, &b));
     let key = "telegram:42";
 
     let held = a.claim_session(key).await.unwrap().unwrap();
@@ -139,9 +142,7 @@ async fn a_kernel_that_still_trusts_a_lapsed_claim_cannot_write_over_the_new_own
     let config =
         ClusterConfig { nats: server.url(), node: "kernel-a".to_owned(), ttl_seconds: 30, local_channels: Vec::new() };
     let a = Node::connect(&config).await.unwrap();
-    let fences = shared.path().join(".fences");
-    let store_a = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&a), fences.clone());
-    let store_b = FencedSessions::new(SessionStore::in_dir(shared.path()), Arc::clone(&b), fences);
+    let (store_a, store_b) = (fenced_store(&shared, &a), fenced_store(&shared, &b));
     let key = "telegram:43";
 
     let _held = a.claim_session(key).await.unwrap().unwrap();
