@@ -25,14 +25,19 @@ fn two_gateways_sharing_a_channel() -> (SharedDataDir, Vec<ClusterGateway>, u16)
     (cluster, vec![a, b], port)
 }
 
-/// SIGKILLs the gateway that owns session `key`; answers its node letter.
-fn kill_the_owner(cluster: &SharedDataDir, gateways: &mut Vec<ClusterGateway>, key: &str) -> &'static str {
+/// SIGKILLs the gateway that owns session `key`; answers the node letters of the killed
+/// gateway and of the one left.
+fn kill_the_owner(
+    cluster: &SharedDataDir,
+    gateways: &mut Vec<ClusterGateway>,
+    key: &str,
+) -> (&'static str, &'static str) {
     let owner = gateways.iter().position(|g| owned_sessions(g.http_port).iter().any(|s| s == key));
     let owner = owner.unwrap_or_else(|| panic!("no gateway owns {key}: {}\n{}", cluster.log("a"), cluster.log("b")));
     let mut killed = gateways.remove(owner);
     killed.child.kill().unwrap();
     let _ = killed.child.wait();
-    ["a", "b"][owner]
+    [("a", "b"), ("b", "a")][owner]
 }
 
 /// The `OUT <chat> …` lines the chat gets within `limit` (reconnecting when the gateway that ran
@@ -89,9 +94,8 @@ async fn a_call_that_may_have_acted_when_its_gateway_was_killed_is_reported_to_t
     assert!(ran, "the command never ran: {}", cluster.log("a"));
 
     cluster.llm.push(Reply::Text("I will check first".into()));
-    let killed = kill_the_owner(&cluster, &mut gateways, "loopback:chat1");
+    let (_, survivor) = kill_the_owner(&cluster, &mut gateways, "loopback:chat1");
     let replies = replies_to(port, client, "chat1", Duration::from_secs(30), Duration::from_secs(3)).await;
-    let survivor = if killed == "a" { "b" } else { "a" };
     assert_eq!(replies, ["OUT chat1 I will check first"], "{}", cluster.log(survivor));
     assert_eq!(lines_in(&cluster, "runs.txt"), 1, "the command ran again on the next owner");
     let told = tool_results_of_last_request(&cluster).last().cloned().unwrap_or_default();
@@ -115,9 +119,8 @@ async fn a_call_that_finished_before_its_gateway_was_killed_is_not_run_again_and
     assert_eq!(lines_in(&cluster, "done.txt"), 1);
 
     cluster.llm.push(Reply::Text("it is done".into()));
-    let killed = kill_the_owner(&cluster, &mut gateways, "loopback:chat2");
+    let (_, survivor) = kill_the_owner(&cluster, &mut gateways, "loopback:chat2");
     let replies = replies_to(port, client, "chat2", Duration::from_secs(30), Duration::from_secs(3)).await;
-    let survivor = if killed == "a" { "b" } else { "a" };
     assert_eq!(replies, ["OUT chat2 it is done"], "{}", cluster.log(survivor));
     assert_eq!(lines_in(&cluster, "done.txt"), 1, "the command ran again on the next owner");
     let results = tool_results_of_last_request(&cluster);
@@ -161,9 +164,8 @@ async fn a_job_whose_scheduler_is_killed_in_the_middle_of_its_call_fires_once_an
 
     cluster.llm.push(Reply::Text("the line may be there already".into()));
     let scheduler = gateway_health(gateways[0].http_port).unwrap_or_default()["cluster"]["scheduler"].clone();
-    let killed = kill_the_owner(&cluster, &mut gateways, "loopback:daily");
+    let (killed, survivor) = kill_the_owner(&cluster, &mut gateways, "loopback:daily");
     assert_eq!(scheduler, json!(format!("kernel-{killed}")), "the job's turn ran on a kernel that does not schedule");
-    let survivor = if killed == "a" { "b" } else { "a" };
     let answered = || cluster.conversation("loopback:daily").iter().any(|t| t == "the line may be there already");
     assert!(
         wait_until(Duration::from_secs(30), answered),

@@ -80,7 +80,8 @@ impl Claim {
         let state = Arc::new(ClaimState { key, token });
         let renewal = tokio::spawn(renew(Arc::clone(&state), bucket.clone(), node.clone(), ttl));
         tracing::debug!(key = %state.key, revision, "took ownership");
-        Ok(Some(Claim { state, bucket, renewal, node, taken_at_ms: unix_ms_now() }))
+        let taken_at_ms = u64::try_from(crate::cron::now_ms()).unwrap_or(0);
+        Ok(Some(Claim { state, bucket, renewal, node, taken_at_ms }))
     }
 
     /// The fencing token while the claim is held and within its TTL.
@@ -139,12 +140,6 @@ impl Drop for Claim {
     fn drop(&mut self) {
         self.renewal.abort();
     }
-}
-
-/// The wall clock in milliseconds since the Unix epoch (0 before it).
-fn unix_ms_now() -> u64 {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Until when a token from an update sent at `sent` is trusted: a fifth of the TTL before the
