@@ -2,6 +2,8 @@
 //! of nanobot's session files (`role`, `content`, `tool_calls`, `tool_call_id`, `name`,
 //! `reasoning_content`, plus a `timestamp`).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -101,6 +103,11 @@ pub const KERNEL_OPENINGS: [&str; 5] = [
     "Not run: this",
     "I'm sorry, I couldn't come up with a reply",
 ];
+
+/// `messages` as a [`crate::ChatRequest`] holds them, each shared.
+pub fn shared(messages: impl IntoIterator<Item = ChatMessage>) -> Vec<Arc<ChatMessage>> {
+    messages.into_iter().map(Arc::new).collect()
+}
 
 /// Whether `line` carries one of the kernel's own texts ([`KERNEL_OPENINGS`]).
 pub fn is_kernel_line(line: &str) -> bool {

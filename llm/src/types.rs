@@ -13,8 +13,11 @@ pub struct ChatRequest {
     /// The model as configured, e.g. `anthropic/claude-opus-4-5`; the provider decides what
     /// it sends on the wire (see `Provider::wire_model`).
     pub model: String,
-    /// The conversation in OpenAI chat format; the first message is the system prompt.
-    pub messages: Vec<ChatMessage>,
+    /// The conversation in OpenAI chat format; the first message is the system prompt. Shared:
+    /// a session's replayed history goes into each request without a copy, and the encoder's
+    /// conversation cache knows a message it has encoded by its address; whoever changes a
+    /// message copies it first (`Arc::make_mut`).
+    pub messages: Vec<Arc<ChatMessage>>,
     /// Tools the model may call; shared, since every call of every turn offers the same list.
     pub tools: Arc<[ToolSpec]>,
     /// Most tokens the model may write.

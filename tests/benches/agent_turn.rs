@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use oxibot_kernel::agent::SessionManager;
 use oxibot_kernel::config::Config;
-use oxibot_kernel::message::{ChatMessage, Role};
+use oxibot_kernel::message::{ChatMessage, Role, shared};
 use oxibot_kernel::provider::{ChatRequest, Provider};
 use oxibot_kernel::services::Services;
 use oxibot_kernel::session::SessionStore;
@@ -86,7 +86,7 @@ async fn llm_round_trip(llm: &ScriptedLlm, config: &Config) -> Vec<Duration> {
     let provider = Provider::from_config(&config.llm()).unwrap();
     let request = ChatRequest {
         model: "bench-model".into(),
-        messages: vec![ChatMessage::text(Role::System, "s".repeat(6000)), ChatMessage::text(Role::User, "hi")],
+        messages: shared([ChatMessage::text(Role::System, "s".repeat(6000)), ChatMessage::text(Role::User, "hi")]),
         tools: Default::default(),
         max_tokens: 100,
         temperature: None,

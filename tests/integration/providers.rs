@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use oxibot_kernel::config::Config;
-use oxibot_kernel::message::{ChatMessage, Role, ToolCall};
+use oxibot_kernel::message::{ChatMessage, Role, ToolCall, shared};
 use oxibot_kernel::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, Usage, Wire};
 use oxibot_tests::llm::{CACHED_TOKENS, COMPLETION_TOKENS, PROMPT_TOKENS, REASONING_TOKENS, Reply, ScriptedLlm};
 use oxibot_tests::wait::within_deadline;
@@ -40,7 +40,7 @@ impl Setup {
     fn request(&self, messages: Vec<ChatMessage>) -> ChatRequest {
         ChatRequest {
             model: self.model.clone(),
-            messages,
+            messages: shared(messages),
             tools: Default::default(),
             max_tokens: 256,
             temperature: Some(0.1),
@@ -402,7 +402,7 @@ async fn the_registry_picks_custom_when_only_an_api_base_is_configured() {
     llm.push(Reply::Text("local hello".into()));
     let request = ChatRequest {
         model: "some-local-model".into(),
-        messages: vec![ChatMessage::text(Role::User, "hi")],
+        messages: shared([ChatMessage::text(Role::User, "hi")]),
         tools: Default::default(),
         max_tokens: 64,
         temperature: None,
@@ -422,7 +422,7 @@ async fn an_unreachable_endpoint_is_a_network_error_after_the_retries() {
     let provider = Provider::from_config(&config.llm()).unwrap().with_retry_delays(FAST_RETRIES.to_vec());
     let request = ChatRequest {
         model: "m".into(),
-        messages: vec![ChatMessage::text(Role::User, "hi")],
+        messages: shared([ChatMessage::text(Role::User, "hi")]),
         tools: Default::default(),
         max_tokens: 64,
         temperature: None,

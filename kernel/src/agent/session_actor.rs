@@ -456,7 +456,7 @@ impl TurnJob {
     /// did so far). A second overflow is returned; the caller ends the turn with a clear note.
     async fn run_guarded(
         &self,
-        messages: Vec<ChatMessage>,
+        messages: Vec<Arc<ChatMessage>>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         fixed: &Arc<str>,
@@ -481,7 +481,7 @@ impl TurnJob {
 
     async fn run_once(
         &self,
-        messages: Vec<ChatMessage>,
+        messages: Vec<Arc<ChatMessage>>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_first: bool,
@@ -526,7 +526,7 @@ impl TurnJob {
 
     fn turn_input(
         &self,
-        messages: Vec<ChatMessage>,
+        messages: Vec<Arc<ChatMessage>>,
         events: UnboundedSender<TurnEvent>,
         source: TurnSource,
         compact_on_overflow: bool,
@@ -745,14 +745,16 @@ impl TurnJob {
     }
 
     /// System prompt, replayed history, and the user's message with the runtime context (and
-    /// the recent history and the memory auto-recall found, inside it).
-    fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<ChatMessage> {
-        let guard = lock(&self.session);
-        let Some(session) = guard.as_ref() else { return Vec::new() };
-        let history = replayable(session);
+    /// the recent history and the memory auto-recall found, inside it). The history is the
+    /// session's own request copies, shared (see [`Session::replay_from`]); only the message
+    /// that gets the runtime context is copied again.
+    fn request_messages(&self, system: String, recalled: Option<&str>) -> Vec<Arc<ChatMessage>> {
+        let mut guard = lock(&self.session);
+        let Some(session) = guard.as_mut() else { return Vec::new() };
+        let history = session.replay_from(replay_start(session));
         let mut messages = Vec::with_capacity(history.len() + 1);
-        messages.push(ChatMessage::text(Role::System, system));
-        messages.extend(history.iter().map(ChatMessage::for_request));
+        messages.push(Arc::new(ChatMessage::text(Role::System, system)));
+        messages.extend(history.iter().cloned());
         // The turn's user message: the last message, or, for a turn going on after its older
         // history was archived, the last user message before its tool calls (the archive's
         // summary reaches the model through its runtime block).
@@ -770,7 +772,8 @@ impl TurnJob {
                 .into_iter()
                 .flatten()
                 .fold(runtime, |runtime, lines| ContextBuilder::with_recalled(&runtime, lines));
-            last.content = serde_json::Value::String(ContextBuilder::merge_runtime(&last.text_content(), &runtime));
+            let merged = ContextBuilder::merge_runtime(&last.text_content(), &runtime);
+            Arc::make_mut(last).content = serde_json::Value::String(merged);
         }
         messages
     }
@@ -1082,12 +1085,18 @@ impl Inbox {
 /// The messages replayed to the model: those not yet consolidated, at most
 /// [`MAX_REPLAYED_MESSAGES`], starting at a user message so no tool result is orphaned.
 fn replayable(session: &Session) -> &[ChatMessage] {
+    &session.messages[replay_start(session)..]
+}
+
+/// Where [`replayable`] starts in `session.messages`.
+fn replay_start(session: &Session) -> usize {
+    let consolidated = session.consolidated_in_memory();
     let pending = session.unconsolidated();
     let mut from = pending.len().saturating_sub(MAX_REPLAYED_MESSAGES);
     while from < pending.len() && pending[from].role != Role::User {
         from += 1;
     }
-    &pending[from..]
+    consolidated + from
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

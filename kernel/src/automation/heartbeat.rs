@@ -285,10 +285,10 @@ impl Beat {
     async fn decide(&self, tasks: &str, report: &str) -> Result<Option<String>, String> {
         let request = ChatRequest {
             model: self.model.clone().unwrap_or_else(|| self.engine.spec().model.clone()),
-            messages: vec![
+            messages: crate::message::shared([
                 ChatMessage::text(Role::System, NOTIFY_PROMPT),
                 ChatMessage::text(Role::User, format!("Tasks checked:\n{tasks}\nResult:\n{report}")),
-            ],
+            ]),
             tools: vec![notify_tool()].into(),
             max_tokens: DECISION_TOKENS,
             temperature: self.engine.spec().temperature,

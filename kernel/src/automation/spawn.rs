@@ -177,10 +177,10 @@ impl Helpers {
         let chat_id = call.chat_id.clone().unwrap_or_else(|| "direct".to_owned());
         let runtime =
             ContextBuilder::runtime_context(&channel, &chat_id, self.settings.timezone.as_deref(), chrono::Utc::now());
-        let messages = vec![
+        let messages = crate::message::shared([
             ChatMessage::text(Role::System, HELPER_PROMPT.replace("{workspace}", &workspace)),
             ChatMessage::text(Role::User, ContextBuilder::merge_runtime(&task.text, &runtime)),
-        ];
+        ]);
         Box::pin(async move {
             let _place = places.acquire_owned().await.map_err(|_| "the kernel is shutting down".to_owned())?;
             let spec = crate::turn::runner::RunSpec { model, stream: false, ..(*engine.spec()).clone() };

@@ -161,10 +161,10 @@ impl Summarizer for LlmSummarizer<'_> {
     async fn summarize(&self, messages: &[ChatMessage]) -> Result<String, ProviderError> {
         let request = ChatRequest {
             model: consolidation_model(self.services),
-            messages: vec![
+            messages: crate::message::shared([
                 ChatMessage::text(Role::System, CONSOLIDATE),
                 ChatMessage::text(Role::User, consolidation_input(messages)),
-            ],
+            ]),
             tools: std::sync::Arc::default(),
             max_tokens: SUMMARY_MAX_TOKENS.min(self.services.spec().max_tokens.max(256)),
             temperature: self.services.spec().temperature,

@@ -166,10 +166,10 @@ async fn analyse(
 ) -> Result<String, ProviderError> {
     let request = ChatRequest {
         model: model.to_owned(),
-        messages: vec![
+        messages: crate::message::shared([
             ChatMessage::text(Role::System, DREAM_PHASE1),
             ChatMessage::text(Role::User, dream_phase1_input(batch, files, today)),
-        ],
+        ]),
         tools: std::sync::Arc::default(),
         max_tokens: services.spec().max_tokens,
         temperature: services.spec().temperature,
@@ -237,7 +237,8 @@ async fn apply(
         compact_on_overflow: false,
         session: None,
     };
-    let messages = vec![ChatMessage::text(Role::System, DREAM_PHASE2), ChatMessage::text(Role::User, input)];
+    let messages =
+        crate::message::shared([ChatMessage::text(Role::System, DREAM_PHASE2), ChatMessage::text(Role::User, input)]);
     attribution.run(turn.run(messages)).await?;
     if let Some(breach) = capped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
         services.tell_capped(&breach);

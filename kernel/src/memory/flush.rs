@@ -161,7 +161,8 @@ pub async fn flush_before_archive(
         if memory.trim().is_empty() { "(empty)" } else { memory.trim() },
         transcript(slice)
     );
-    let messages = vec![ChatMessage::text(Role::System, MEMORY_FLUSH), ChatMessage::text(Role::User, input)];
+    let messages =
+        crate::message::shared([ChatMessage::text(Role::System, MEMORY_FLUSH), ChatMessage::text(Role::User, input)]);
     attribution.run(turn.run(messages)).await?;
     if let Some(breach) = capped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
         services.tell_capped(&breach);

@@ -43,10 +43,12 @@ mod marks;
 pub mod ownership;
 mod recover;
 mod repair;
+mod replay;
 mod storage;
 mod store;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -78,7 +80,9 @@ pub struct Session {
     /// message `offset` of the session. Only archived messages are ever left out
     /// (`offset <= last_consolidated`); 0 for a session as loaded.
     pub offset: usize,
-    /// The history from message `offset` on, oldest first.
+    /// The history from message `offset` on, oldest first. It grows at the end (the store's
+    /// appends) and loses archived messages from the front; only [`Session::clear`] and an
+    /// append the disk refused take messages back, and they tell `replay`.
     pub messages: Vec<ChatMessage>,
     /// The inbox and journal records still open (see [`journal`]), in file order.
     pub records: Vec<Record>,
@@ -89,6 +93,8 @@ pub struct Session {
     header_extra: Map<String, Value>,
     /// What the file on disk looks like, so the store knows what it may overwrite in place.
     disk: DiskState,
+    /// The request copies of the replayed messages ([`Session::replay_from`]).
+    replay: replay::ReplayCopies,
 }
 
 /// The store's knowledge of a session's file, as of the last load or write.
@@ -137,12 +143,19 @@ impl Session {
             marks: marks::Marks::default(),
             header_extra: Map::new(),
             disk: DiskState::default(),
+            replay: replay::ReplayCopies::default(),
         }
     }
 
     /// The messages not yet consolidated: what is replayed to the model.
     pub fn unconsolidated(&self) -> &[ChatMessage] {
         &self.messages[self.consolidated_in_memory()..]
+    }
+
+    /// `messages[from..]` as a request sends them, shared with the session's earlier and later
+    /// requests: each message is copied into its request form once.
+    pub fn replay_from(&mut self, from: usize) -> &[Arc<ChatMessage>] {
+        self.replay.share(&self.messages, self.offset, from)
     }
 
     /// How many of `messages` (in memory) are consolidated: where the unconsolidated ones
@@ -194,6 +207,7 @@ impl Session {
     /// Forgets the history (`/new`); persist with [`SessionStore::rewrite`].
     pub fn clear(&mut self) {
         self.marks = marks::Marks::default();
+        self.replay = replay::ReplayCopies::default();
         self.messages.clear();
         self.compact_records();
         self.last_consolidated = 0;

@@ -207,6 +207,7 @@ impl SessionStore {
         let result = self.write_appended(session, &path, previous);
         if result.is_err() {
             session.messages.truncate(previous.0);
+            session.replay.forget_from(session.offset + previous.0);
             session.records.truncate(previous.1);
             session.updated_at = previous_updated_at;
         }

@@ -11,6 +11,7 @@
 //! The parent of a model or tool span is the current OpenTelemetry context, which
 //! [`TurnSpan::run`] attaches to the turn's future each time it is polled.
 
+use std::borrow::Borrow;
 use std::future::Future;
 use std::time::Instant;
 
@@ -100,7 +101,7 @@ pub struct ModelCall {
 
 /// Starts a model call's span (`chat <model>`), attributed as the current context says;
 /// `None` when export is off.
-pub fn model_call(model: &str, provider: &str, messages: &[ChatMessage]) -> Option<ModelCall> {
+pub fn model_call(model: &str, provider: &str, messages: &[impl Borrow<ChatMessage>]) -> Option<ModelCall> {
     instruments()?;
     model_call_for(Attribution::current().as_ref(), model, provider, messages)
 }
@@ -110,7 +111,7 @@ pub fn model_call_for(
     attribution: Option<&Attribution>,
     model: &str,
     provider: &str,
-    messages: &[ChatMessage],
+    messages: &[impl Borrow<ChatMessage>],
 ) -> Option<ModelCall> {
     let instruments = instruments()?;
     let mut metric_attributes = vec![
@@ -147,7 +148,7 @@ pub async fn traced_chat<F>(
     attribution: &Attribution,
     model: &str,
     provider: &str,
-    messages: &[ChatMessage],
+    messages: &[impl Borrow<ChatMessage>],
     call: F,
 ) -> Result<ChatResponse, ProviderError>
 where
@@ -250,10 +251,11 @@ fn record_tokens(instruments: &Instruments, attributes: &[KeyValue], usage: &Usa
 }
 
 /// The request's messages in the conventions' shape (role and text parts), as JSON.
-fn input_messages(messages: &[ChatMessage]) -> String {
+fn input_messages(messages: &[impl Borrow<ChatMessage>]) -> String {
     let shaped: Vec<serde_json::Value> = messages
         .iter()
-        .map(|message| json!({"role": message.role, "parts": [{"type": "text", "content": message.text_content()}]}))
+        .map(Borrow::borrow)
+        .map(|message: &ChatMessage| json!({"role": message.role, "parts": [{"type": "text", "content": message.text_content()}]}))
         .collect();
     serde_json::Value::Array(shaped).to_string()
 }

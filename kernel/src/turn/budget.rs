@@ -1,6 +1,9 @@
 //! Keeping a request inside the context window: shrink old tool results, then drop the
 //! oldest turns from the request (the session file keeps everything).
 
+use std::borrow::Borrow;
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::message::{ChatMessage, Role};
@@ -12,8 +15,8 @@ pub const SAFETY_TOKENS: u32 = 1024;
 const SHRUNK_TOOL_RESULT_CHARS: usize = 2000;
 
 /// A cheap upper-bound token estimate: about 3 bytes per token plus framing per message.
-pub fn estimate_tokens(messages: &[ChatMessage]) -> u64 {
-    messages.iter().map(message_tokens).sum()
+pub fn estimate_tokens(messages: &[impl Borrow<ChatMessage>]) -> u64 {
+    messages.iter().map(|message| message_tokens(message.borrow())).sum()
 }
 
 /// [`estimate_tokens`] of one message.
@@ -34,19 +37,23 @@ pub const OVERFLOW_TOOL_RESULT_CHARS: usize = 2000;
 /// After the provider reported a context overflow: cuts every tool result of the request
 /// (the current turn's included) to [`OVERFLOW_TOOL_RESULT_CHARS`], saying where the whole
 /// result is. Returns whether anything was cut (the session file keeps the full results).
-pub fn shorten_tool_results(messages: &mut [ChatMessage]) -> bool {
+pub fn shorten_tool_results(messages: &mut [Arc<ChatMessage>]) -> bool {
     const NOTE: &str = "\n[… cut to fit the context window; the whole result is kept in the session]";
     let mut cut = false;
     for message in messages.iter_mut().filter(|m| m.role == Role::Tool) {
-        if let Value::String(text) = &mut message.content {
-            if text.chars().count() > OVERFLOW_TOOL_RESULT_CHARS && !text.ends_with(NOTE) {
-                let kept: String = text.chars().take(OVERFLOW_TOOL_RESULT_CHARS).collect();
-                *text = format!("{kept}{NOTE}");
-                cut = true;
-            }
+        if let Some(kept) = cut_text(message, OVERFLOW_TOOL_RESULT_CHARS, NOTE) {
+            Arc::make_mut(message).content = Value::String(format!("{kept}{NOTE}"));
+            cut = true;
         }
     }
     cut
+}
+
+/// The first `chars` characters of `message`'s text when it is longer than that and not cut
+/// already (it does not end with `note`).
+fn cut_text(message: &ChatMessage, chars: usize, note: &str) -> Option<String> {
+    let Value::String(text) = &message.content else { return None };
+    (text.chars().nth(chars).is_some() && !text.ends_with(note)).then(|| text.chars().take(chars).collect())
 }
 
 /// The most tokens [`estimate_tokens`] may give for a request that [`fit`] leaves alone.
@@ -58,7 +65,7 @@ pub fn limit(context_window: u32, max_tokens: u32) -> u64 {
 ///
 /// First, tool results before the last user message are shrunk; if that is not enough, the
 /// oldest whole turns after the system prompt are dropped, never the current one.
-pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32) {
+pub fn fit(messages: &mut Vec<Arc<ChatMessage>>, context_window: u32, max_tokens: u32) {
     if !shrink_to_fit(messages, context_window, max_tokens) {
         drop_oldest_turns(messages, limit(context_window, max_tokens));
     }
@@ -67,18 +74,16 @@ pub fn fit(messages: &mut Vec<ChatMessage>, context_window: u32, max_tokens: u32
 /// The first stage of [`fit`]: shrinks tool results before the last user message when the
 /// request is over its budget. Returns whether the request fits afterwards, or else has no
 /// older turn that dropping (or archiving) could take away.
-pub fn shrink_to_fit(messages: &mut [ChatMessage], context_window: u32, max_tokens: u32) -> bool {
+pub fn shrink_to_fit(messages: &mut [Arc<ChatMessage>], context_window: u32, max_tokens: u32) -> bool {
+    const NOTE: &str = "\n[… shortened to fit the context window]";
     let budget = limit(context_window, max_tokens);
     if estimate_tokens(messages) <= budget {
         return true;
     }
     let current_turn = messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
     for message in messages[..current_turn].iter_mut().filter(|m| m.role == Role::Tool) {
-        if let Value::String(text) = &mut message.content {
-            if text.chars().count() > SHRUNK_TOOL_RESULT_CHARS {
-                let kept: String = text.chars().take(SHRUNK_TOOL_RESULT_CHARS).collect();
-                *text = format!("{kept}\n[… shortened to fit the context window]");
-            }
+        if let Some(kept) = cut_text(message, SHRUNK_TOOL_RESULT_CHARS, NOTE) {
+            Arc::make_mut(message).content = Value::String(format!("{kept}{NOTE}"));
         }
     }
     let oldest = messages.iter().skip(1).position(|m| m.role == Role::User).map(|i| i + 1);
@@ -86,7 +91,7 @@ pub fn shrink_to_fit(messages: &mut [ChatMessage], context_window: u32, max_toke
 }
 
 /// The second stage of [`fit`]: drops the oldest whole turns until the request fits.
-fn drop_oldest_turns(messages: &mut Vec<ChatMessage>, budget: u64) {
+fn drop_oldest_turns(messages: &mut Vec<Arc<ChatMessage>>, budget: u64) {
     while estimate_tokens(messages) > budget {
         let current_turn = messages.iter().rposition(|m| m.role == Role::User).unwrap_or(0);
         // The first user message after the system prompt starts the oldest turn; the next
@@ -105,21 +110,32 @@ fn drop_oldest_turns(messages: &mut Vec<ChatMessage>, budget: u64) {
 mod tests {
     use super::*;
 
-    fn turn(user: &str, tool_output: &str) -> Vec<ChatMessage> {
+    fn system() -> Vec<Arc<ChatMessage>> {
+        vec![Arc::new(ChatMessage::text(Role::System, "sys"))]
+    }
+
+    fn user(text: &str) -> Arc<ChatMessage> {
+        Arc::new(ChatMessage::text(Role::User, text))
+    }
+
+    fn turn(user: &str, tool_output: &str) -> Vec<Arc<ChatMessage>> {
         let call = crate::message::ToolCall::new("c", "read_file", "{}");
         let mut assistant = ChatMessage::text(Role::Assistant, "");
         assistant.tool_calls = vec![call.clone()];
-        vec![
+        [
             ChatMessage::text(Role::User, user),
             assistant,
             ChatMessage::tool_result(&call, tool_output),
             ChatMessage::text(Role::Assistant, "done"),
         ]
+        .into_iter()
+        .map(Arc::new)
+        .collect()
     }
 
     #[test]
     fn a_small_request_is_left_alone() {
-        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        let mut messages = system();
         messages.extend(turn("hi", "out"));
         let before = messages.clone();
         fit(&mut messages, 65_536, 8192);
@@ -128,17 +144,29 @@ mod tests {
 
     #[test]
     fn old_tool_results_shrink_before_any_turn_is_dropped() {
-        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        let mut messages = system();
         messages.extend(turn("first", &"x".repeat(30_000)));
-        messages.push(ChatMessage::text(Role::User, "now"));
+        messages.push(user("now"));
         fit(&mut messages, 12_000, 2_000);
         assert_eq!(messages.len(), 6, "no turn dropped");
         assert!(messages[3].text_content().len() < 3000);
     }
 
     #[test]
+    fn shortening_a_shared_tool_result_leaves_the_sessions_copy_whole() {
+        let mut messages = system();
+        messages.extend(turn("first", &"x".repeat(30_000)));
+        messages.push(user("now"));
+        let session: Vec<Arc<ChatMessage>> = messages.clone();
+        fit(&mut messages, 12_000, 2_000);
+        assert!(messages[3].text_content().len() < 3000, "the request's copy is shortened");
+        assert_eq!(session[3].text_content().len(), 30_000, "the session's message is as it was");
+        assert!(Arc::ptr_eq(&messages[1], &session[1]), "messages left alone are not copied");
+    }
+
+    #[test]
     fn after_an_overflow_every_long_tool_result_is_cut_the_current_turns_too() {
-        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        let mut messages = system();
         messages.extend(turn("first", &"x".repeat(5_000)));
         messages.extend(turn("now", &"z".repeat(5_000)));
         assert!(shorten_tool_results(&mut messages));
@@ -150,11 +178,11 @@ mod tests {
 
     #[test]
     fn oldest_turns_are_dropped_but_never_the_current_one() {
-        let mut messages = vec![ChatMessage::text(Role::System, "sys")];
+        let mut messages = system();
         for i in 0..20 {
             messages.extend(turn(&format!("turn {i} {}", "y".repeat(3000)), "ok"));
         }
-        messages.push(ChatMessage::text(Role::User, "the question"));
+        messages.push(user("the question"));
         fit(&mut messages, 8_000, 2_000);
         assert_eq!(messages[0].role, Role::System);
         assert_eq!(messages.last().unwrap().text_content(), "the question");

@@ -140,8 +140,9 @@ impl Engine {
 
 /// What a session's turn starts from (see [`Engine::run`]).
 pub struct TurnInput {
-    /// System prompt, history and the user's message.
-    pub messages: Vec<ChatMessage>,
+    /// System prompt, history and the user's message (the history shared with the session's
+    /// replay, see [`crate::provider::ChatRequest::messages`]).
+    pub messages: Vec<Arc<ChatMessage>>,
     /// The session's key (see [`Turn::session`]).
     pub session: String,
     /// Passed to every tool call, with why the turn runs.

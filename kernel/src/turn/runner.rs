@@ -5,6 +5,8 @@
 //! cap is hit. Every model step and every tool batch is checkpointed to the session file
 //! before the loop moves on, so a killed kernel loses at most the step in flight.
 
+use std::sync::Arc;
+
 use oxibot_proto::ToolSpec;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -147,7 +149,7 @@ pub struct Turn<'a> {
     /// Settings.
     pub spec: &'a RunSpec,
     /// Tools offered to the model.
-    pub tools: std::sync::Arc<[ToolSpec]>,
+    pub tools: Arc<[ToolSpec]>,
     /// Passed with every tool call, with why the turn runs.
     pub context: BuiltinContext,
     /// Tools that run inside the kernel (asked before the plugins).
@@ -159,10 +161,10 @@ pub struct Turn<'a> {
     /// Persists new messages.
     pub checkpoint: Checkpoint,
     /// Refuses calls before they run, when set.
-    pub gate: Option<std::sync::Arc<dyn tool_batch::ToolGate>>,
+    pub gate: Option<Arc<dyn tool_batch::ToolGate>>,
     /// The approvals calls go through (a person's yes for `ask` calls); none lets every call
     /// through (the kernel's own memory turns, whose gate allows only memory files).
-    pub approvals: Option<std::sync::Arc<super::approval::Approvals>>,
+    pub approvals: Option<Arc<super::approval::Approvals>>,
     /// When the request would only fit by dropping older turns, end the turn with a context
     /// overflow instead, so the caller can have those turns archived (a session's turn);
     /// otherwise they are left out of the request.
@@ -176,7 +178,7 @@ pub struct Turn<'a> {
 
 impl Turn<'_> {
     /// Runs the loop over `messages` (system prompt first, the user's message last).
-    pub async fn run(mut self, messages: Vec<ChatMessage>) -> Result<TurnOutcome, RunError> {
+    pub async fn run(mut self, messages: Vec<Arc<ChatMessage>>) -> Result<TurnOutcome, RunError> {
         let mut request = ChatRequest {
             model: self.spec.model.clone(),
             messages,
@@ -290,14 +292,14 @@ impl Turn<'_> {
     /// returns whether the turn is stuck on repeats and should end.
     async fn run_tools(
         &mut self,
-        messages: &mut Vec<ChatMessage>,
+        messages: &mut Vec<Arc<ChatMessage>>,
         response: ChatResponse,
         repeats: &mut RepeatGuard,
         turn_id: &str,
     ) -> Result<bool, RunError> {
         let calls = response.tool_calls.clone();
         let assistant = assistant_message(response.content.as_deref().unwrap_or(""), &response);
-        messages.push(assistant.clone());
+        messages.push(Arc::new(assistant.clone()));
         self.store(vec![assistant])?;
         self.hooks.before_execute_tools(&calls);
         for call in &calls {
@@ -357,10 +359,10 @@ impl Turn<'_> {
             // The calls' results are stored already; only the refusals are left.
             let refused: Vec<ChatMessage> =
                 results.into_iter().filter(|m| !m.extra.contains_key(CALL_KEY_KEY)).collect();
-            messages.extend(refused.iter().cloned());
+            messages.extend(refused.iter().cloned().map(Arc::new));
             self.store(refused)?;
         } else {
-            messages.extend(results.iter().cloned());
+            messages.extend(results.iter().cloned().map(Arc::new));
             self.store(results)?;
         }
         Ok(stuck)
@@ -371,7 +373,7 @@ impl Turn<'_> {
     /// as it returns. Returns the outputs in call order.
     async fn run_journaled(
         &mut self,
-        messages: &mut Vec<ChatMessage>,
+        messages: &mut Vec<Arc<ChatMessage>>,
         calls: Vec<(ToolCall, String)>,
         turn_id: &str,
     ) -> Result<Vec<ToolOutput>, RunError> {
@@ -402,7 +404,7 @@ impl Turn<'_> {
                 })
                 .collect();
             let stored: Vec<ChatMessage> = ran.iter().map(|o| o.message.clone()).collect();
-            messages.extend(stored.iter().cloned());
+            messages.extend(stored.iter().cloned().map(Arc::new));
             self.store(stored)?;
             outputs.extend(ran);
         }
@@ -414,7 +416,7 @@ impl Turn<'_> {
     /// never sent) run now. Their results are stored before the model is asked.
     async fn settle_open_calls(
         &mut self,
-        messages: &mut Vec<ChatMessage>,
+        messages: &mut Vec<Arc<ChatMessage>>,
         open: Vec<OpenCall>,
         turn_id: &str,
     ) -> Result<(), RunError> {
@@ -427,7 +429,7 @@ impl Turn<'_> {
                 let mut result = ChatMessage::tool_result(&open.call, interrupted_call_result(&open.call));
                 result.extra.insert(CALL_KEY_KEY.to_owned(), Value::String(open.key.clone()));
                 result.extra.insert(INTERRUPTED_KEY.to_owned(), Value::Bool(true));
-                messages.push(result.clone());
+                messages.push(Arc::new(result.clone()));
                 self.store(vec![result])?;
             } else {
                 to_run.push((open.call, open.key));

@@ -2,6 +2,8 @@
 //! top level, tool calls become `tool_use` blocks, tool results become `tool_result` blocks
 //! in user turns, thinking blocks are replayed, and turns are merged so roles alternate.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::message::{ChatMessage, Role};
@@ -19,7 +21,7 @@ pub(crate) struct Converted {
 }
 
 /// Converts `history`.
-pub(crate) fn convert(history: &[ChatMessage]) -> Converted {
+pub(crate) fn convert(history: &[Arc<ChatMessage>]) -> Converted {
     let mut out = Converted::default();
     for message in history {
         match message.role {

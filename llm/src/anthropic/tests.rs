@@ -10,7 +10,7 @@ use crate::types::Usage;
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools: std::sync::Arc::default(),
         max_tokens: 1000,
         temperature: Some(0.1),

@@ -8,6 +8,8 @@
 //! a `Value` serialises to, so provider prompt caches see the same prefix whichever way it was
 //! built.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -32,9 +34,9 @@ pub(crate) struct Settings<'a> {
 }
 
 /// The system prompt (when the first message is one) and the other messages.
-pub(crate) fn split_system(messages: &[ChatMessage]) -> (Option<&ChatMessage>, &[ChatMessage]) {
+pub(crate) fn split_system(messages: &[Arc<ChatMessage>]) -> (Option<&ChatMessage>, &[Arc<ChatMessage>]) {
     match messages.split_first() {
-        Some((head, rest)) if head.role == Role::System => (Some(head), rest),
+        Some((head, rest)) if head.role == Role::System => (Some(&**head), rest),
         _ => (None, messages),
     }
 }
@@ -128,7 +130,7 @@ fn write_tools(out: &mut Vec<u8>, tools: &[ToolSpec]) -> serde_json::Result<()> 
 }
 
 /// The wire form of `messages`, comma-separated, after what `out` holds.
-fn write_list(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
+fn write_list(out: &mut Vec<u8>, messages: &[Arc<ChatMessage>]) -> serde_json::Result<()> {
     for (index, message) in messages.iter().enumerate() {
         if index > 0 {
             out.push(b',');
@@ -140,7 +142,7 @@ fn write_list(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result
 
 /// Appends the wire form of `messages` to `out`, separated by commas (a comma first when `out`
 /// is not empty; no brackets): what a conversation cache holds.
-pub(crate) fn write_messages(out: &mut Vec<u8>, messages: &[ChatMessage]) -> serde_json::Result<()> {
+pub(crate) fn write_messages(out: &mut Vec<u8>, messages: &[Arc<ChatMessage>]) -> serde_json::Result<()> {
     for message in messages {
         if !out.is_empty() {
             out.push(b',');

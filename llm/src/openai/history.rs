@@ -4,13 +4,15 @@
 //! A conversation's requests repeat almost all of the previous one: the history only grows at
 //! its end, and its start only moves forward (consolidation, the replay cap). An entry keeps
 //! the messages it encoded, their Chat Completions encoding in one buffer, and where each one
-//! ends. A request is matched against the entry message by message, on the fields the wire
-//! form is made of (a comparison, far cheaper than encoding): the bytes of the messages it shares with the entry are reused, the
-//! rest are encoded and kept for the next request. Nothing is trusted that was not compared,
-//! so a body is the same whether or not an entry was used.
+//! ends. A request is matched against the entry message by message: a message the request
+//! shares with the entry (the same `Arc`, as a session's replayed history is) is the same
+//! without a look; any other is compared on the fields the wire form is made of (far cheaper
+//! than encoding). The bytes of the messages that match are reused, the rest are encoded and
+//! kept for the next request. Nothing is trusted that was not compared or shared, so a body is
+//! the same whether or not an entry was used.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::body;
 use crate::message::ChatMessage;
@@ -66,11 +68,18 @@ impl HistoryCache {
     }
 }
 
+/// Whether `kept` and `new` have the same wire form: at once when they are one message, else
+/// by comparing their fields.
+fn same_message(kept: &Arc<ChatMessage>, new: &Arc<ChatMessage>) -> bool {
+    Arc::ptr_eq(kept, new) || body::same_wire_form(kept, new)
+}
+
 /// One conversation's last encoded messages.
 #[derive(Debug, Default)]
 pub(crate) struct Conversation {
-    /// Copies of the encoded messages, to compare a request's messages with.
-    messages: Vec<ChatMessage>,
+    /// The encoded messages (shared with the requests that sent them), to compare a request's
+    /// messages with.
+    messages: Vec<Arc<ChatMessage>>,
     /// Where each message's bytes end in `bytes` (its comma excluded).
     ends: Vec<usize>,
     /// The messages' wire form, comma-separated.
@@ -82,20 +91,17 @@ pub(crate) struct Conversation {
 impl Conversation {
     /// The wire form of `messages`, comma-separated, reusing what the entry holds of them;
     /// afterwards the entry holds exactly `messages`.
-    pub(crate) fn encode(&mut self, messages: &[ChatMessage]) -> serde_json::Result<&[u8]> {
+    pub(crate) fn encode(&mut self, messages: &[Arc<ChatMessage>]) -> serde_json::Result<&[u8]> {
         // Where the request starts in the entry: where it started last time, or later.
         let at = messages
             .first()
-            .and_then(|head| self.messages.iter().skip(self.first).position(|kept| body::same_wire_form(kept, head)));
+            .and_then(|head| self.messages.iter().skip(self.first).position(|kept| same_message(kept, head)));
         match at {
             Some(offset) => self.first += offset,
             None => self.first = self.messages.len(),
         }
-        let shared = self.messages[self.first..]
-            .iter()
-            .zip(messages)
-            .take_while(|(kept, new)| body::same_wire_form(kept, new))
-            .count();
+        let shared =
+            self.messages[self.first..].iter().zip(messages).take_while(|(kept, new)| same_message(kept, new)).count();
         self.keep(self.first + shared);
         self.compact();
         for message in &messages[shared..] {
@@ -105,7 +111,7 @@ impl Conversation {
                 return Err(error);
             }
             self.ends.push(self.bytes.len());
-            self.messages.push(message.for_request());
+            self.messages.push(Arc::clone(message));
         }
         let start = self.start_byte();
         Ok(&self.bytes[start..])
@@ -157,13 +163,18 @@ mod tests {
     use super::*;
     use crate::message::Role;
 
-    fn conversation(from: usize, n: usize) -> Vec<ChatMessage> {
+    fn conversation(from: usize, n: usize) -> Vec<Arc<ChatMessage>> {
         (from..from + n)
-            .map(|i| ChatMessage::text(if i % 2 == 0 { Role::User } else { Role::Assistant }, format!("message {i}")))
+            .map(|i| {
+                Arc::new(ChatMessage::text(
+                    if i % 2 == 0 { Role::User } else { Role::Assistant },
+                    format!("message {i}"),
+                ))
+            })
             .collect()
     }
 
-    fn fresh(messages: &[ChatMessage]) -> Vec<u8> {
+    fn fresh(messages: &[Arc<ChatMessage>]) -> Vec<u8> {
         let mut out = Vec::new();
         body::write_messages(&mut out, messages).unwrap();
         out
@@ -184,7 +195,7 @@ mod tests {
         let mut messages = conversation(0, 6);
         let mut entry = Conversation::default();
         entry.encode(&messages).unwrap();
-        messages[3] = ChatMessage::text(Role::Assistant, "changed");
+        messages[3] = Arc::new(ChatMessage::text(Role::Assistant, "changed"));
         assert_eq!(entry.encode(&messages).unwrap(), fresh(&messages));
         messages.truncate(2);
         assert_eq!(entry.encode(&messages).unwrap(), fresh(&messages), "a shorter list");
@@ -194,11 +205,24 @@ mod tests {
     }
 
     #[test]
+    fn an_equal_copy_of_a_message_is_reused_and_a_changed_copy_is_not() {
+        let messages = conversation(0, 4);
+        let mut entry = Conversation::default();
+        entry.encode(&messages).unwrap();
+        let copies: Vec<Arc<ChatMessage>> = messages.iter().map(|m| Arc::new(ChatMessage::clone(m))).collect();
+        assert_eq!(entry.encode(&copies).unwrap(), fresh(&messages), "equal copies encode as the originals");
+        let mut changed = copies.clone();
+        Arc::make_mut(&mut changed[1]).content = serde_json::Value::String("edited".into());
+        assert_eq!(entry.encode(&changed).unwrap(), fresh(&changed));
+        assert_ne!(fresh(&changed), fresh(&messages));
+    }
+
+    #[test]
     fn a_conversation_moving_forward_past_much_text_leaves_the_buffer() {
         let mut messages = Vec::new();
         let mut entry = Conversation::default();
         for round in 0..400 {
-            messages.push(ChatMessage::text(Role::User, format!("{round} {}", "x".repeat(500))));
+            messages.push(Arc::new(ChatMessage::text(Role::User, format!("{round} {}", "x".repeat(500)))));
             let start = messages.len().saturating_sub(20);
             assert_eq!(entry.encode(&messages[start..]).unwrap(), fresh(&messages[start..]), "round {round}");
         }

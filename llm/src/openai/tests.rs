@@ -10,7 +10,7 @@ use crate::types::Usage;
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "gpt-4.1".into(),
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools: std::sync::Arc::default(),
         max_tokens: 100,
         temperature: Some(0.2),
@@ -27,7 +27,7 @@ fn request_body(request: &ChatRequest, model: &str, stream: bool, provider: &str
 /// which orders every map's keys. The bytes sent must stay exactly these.
 fn value_body(request: &ChatRequest, model: &str, stream: bool, provider: &str) -> Vec<u8> {
     let effort = request.reasoning_effort.as_deref().map(str::to_lowercase).filter(|e| !e.is_empty());
-    let messages: Vec<Value> = request.messages.iter().map(value_message).collect();
+    let messages: Vec<Value> = request.messages.iter().map(|m| value_message(m)).collect();
     let mut body = json!({"model": model, "messages": messages, "stream": stream});
     let tokens_key = if wants_max_completion_tokens(provider, model) { "max_completion_tokens" } else { "max_tokens" };
     body[tokens_key] = json!(request.max_tokens.max(1));
@@ -168,14 +168,14 @@ fn a_conversation_kept_encoded_gives_the_bytes_encoding_it_afresh_gives() {
     // The conversation grows, is answered again, moves its start forward, changes a message
     // (a tool result cut to fit), shrinks, and loses its system prompt.
     for message in &messages {
-        req.messages.push(message.clone());
+        req.messages.push(std::sync::Arc::new(message.clone()));
         body(&req);
         body(&req);
     }
     req.messages.remove(1);
     body(&req);
     let last = req.messages.len() - 1;
-    req.messages[last] = ChatMessage::text(Role::User, "changed");
+    req.messages[last] = std::sync::Arc::new(ChatMessage::text(Role::User, "changed"));
     body(&req);
     req.messages.truncate(2);
     body(&req);
@@ -188,7 +188,7 @@ fn kept_system_prompts_and_tool_lists_give_the_bytes_encoding_them_gives() {
     let prefixes = PrefixCache::default();
     let messages = every_kind_of_message();
     let mut req = request(vec![ChatMessage::text(Role::System, "You are \"careful\".\n")]);
-    req.messages.extend(messages);
+    req.messages.extend(messages.into_iter().map(std::sync::Arc::new));
     req.tools = vec![tool("read_file"), tool("only_at_first")].into();
     let body = |req: &ChatRequest, prefixes: Option<&PrefixCache>| {
         String::from_utf8(encode_request(req, None, "gpt-4.1", true, "custom", prefixes).unwrap()).unwrap()
@@ -196,7 +196,7 @@ fn kept_system_prompts_and_tool_lists_give_the_bytes_encoding_them_gives() {
     for _ in 0..3 {
         assert_eq!(body(&req, Some(&prefixes)), body(&req, None));
     }
-    req.messages[0] = ChatMessage::text(Role::System, "A new prompt.");
+    req.messages[0] = std::sync::Arc::new(ChatMessage::text(Role::System, "A new prompt."));
     req.tools = vec![tool("read_file")].into();
     let changed = body(&req, Some(&prefixes));
     assert_eq!(changed, body(&req, None), "a changed prompt or tool list was served from the old entry");
