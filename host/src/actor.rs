@@ -393,7 +393,11 @@ impl Instance {
 
     /// Listens, spawns, and completes the handshake.
     async fn start(&self) -> Result<(PluginProcess, handshake::Handshaken), StartError> {
-        let socket = self.shared.run_dir.socket_path(&self.spec.name);
+        let socket = self
+            .shared
+            .run_dir
+            .socket_path(&self.spec.name)
+            .map_err(|source| StartError::Listen { path: std::env::temp_dir().display().to_string(), source })?;
         let token = random_hex(16).map_err(|source| StartError::Listen { path: "/dev/urandom".into(), source })?;
         let listener = handshake::listen(&socket)?;
         let launch = Launch { launcher: self.shared.config.launcher.as_deref(), socket: &socket, token: &token };

@@ -98,7 +98,7 @@ impl PluginHost {
     pub fn start(specs: Vec<PluginSpec>, config: HostConfig) -> std::io::Result<PluginHost> {
         let events = Arc::new(EventBus::default());
         let registry = ToolRegistry::new(config.reserved.clone());
-        let shared = Arc::new(HostShared { run_dir: RunDir::create()?, config, registry, events });
+        let shared = Arc::new(HostShared { run_dir: RunDir::new(), config, registry, events });
         let count = specs.len();
         let slots = specs.into_iter().enumerate().map(|(index, spec)| start_slot(spec, index, &shared)).collect();
         Ok(PluginHost { shared, slots: RwLock::new(slots), next_index: AtomicUsize::new(count) })

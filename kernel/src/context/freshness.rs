@@ -34,10 +34,11 @@ const FLAGS: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::ONLYDIR);
 
 /// The watches over one workspace's prompt sources.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Freshness {
-    /// The inotify descriptor (non-blocking); `None` when inotify is unavailable, in which
-    /// case nothing is ever known to be unchanged.
+    /// The inotify descriptor (non-blocking), made by the first [`Freshness::arm`]; `None`
+    /// before, or when inotify is unavailable, in which case nothing is ever known to be
+    /// unchanged.
     fd: Option<OwnedFd>,
     /// Whether every source is watched since the last [`Freshness::arm`] and none is out of
     /// inotify's sight.
@@ -45,15 +46,6 @@ pub(crate) struct Freshness {
     /// Watch descriptors added so far: a new one after the build means a directory appeared
     /// that the build may have read before it was watched.
     watched: HashSet<i32>,
-}
-
-impl Default for Freshness {
-    fn default() -> Freshness {
-        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)
-            .inspect_err(|error| tracing::debug!(%error, "no inotify: the system prompt is built every turn"))
-            .ok();
-        Freshness { fd, trusted: false, watched: HashSet::new() }
-    }
 }
 
 impl Freshness {
@@ -69,6 +61,11 @@ impl Freshness {
     /// prompt is built; afterwards, a prompt built now can be reused while
     /// [`Freshness::unchanged`] says so. Returns whether it can.
     pub(crate) fn arm(&mut self, workspace: &Path) -> bool {
+        if self.fd.is_none() {
+            self.fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)
+                .inspect_err(|error| tracing::debug!(%error, "no inotify: the system prompt is built every turn"))
+                .ok();
+        }
         let Some(fd) = &self.fd else { return false };
         drained_quietly(fd);
         let mut complete = true;
@@ -77,6 +74,12 @@ impl Freshness {
         }
         self.trusted = complete && !any_file_out_of_sight(workspace);
         self.trusted
+    }
+
+    /// Whether watches are set (an inotify descriptor is open).
+    #[cfg(test)]
+    pub(crate) fn is_watching(&self) -> bool {
+        self.fd.is_some()
     }
 
     /// Watches the directory of each program given by path (`/opt/x/bin/tool`), after the

@@ -72,6 +72,9 @@ pub struct ContextBuilder {
     builtins: Vec<String>,
     /// Whether anything the prompt is built from may have changed since it was built.
     freshness: Freshness,
+    /// Whether a prompt has been built: the first is not watched (see
+    /// [`ContextBuilder::system_prompt`]).
+    built_once: bool,
     /// The prompt built last for each channel, good while `freshness` says nothing changed.
     prompts: HashMap<String, String>,
 }
@@ -89,6 +92,7 @@ impl ContextBuilder {
             copy_failure_reported: false,
             builtins: Vec::new(),
             freshness: Freshness::default(),
+            built_once: false,
             prompts: HashMap::new(),
         }
     }
@@ -114,7 +118,11 @@ impl ContextBuilder {
         } else if let Some(prompt) = self.prompts.get(channel) {
             return prompt.clone();
         }
-        let reusable = self.freshness.arm(&self.workspace);
+        // The watches start with the second build: a one-shot run builds its prompt once, and
+        // watching would cost it a system call per directory and, at exit, a close of the
+        // inotify descriptor that waits on the kernel for tens of milliseconds.
+        let reusable = self.built_once && self.freshness.arm(&self.workspace);
+        self.built_once = true;
         let skills = self.load_skills();
         let prompt = prompt::build(&self.workspace, channel, &mut self.files, &skills);
         self.freshness.watch_programs(skills.iter().flat_map(Skill::programs));

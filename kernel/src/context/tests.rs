@@ -224,3 +224,15 @@ fn every_change_the_prompt_reads_shows_in_the_next_prompt_though_unchanged_promp
     builder.system_prompt("cli");
     assert!(builtin_path(ws.path(), "weather").exists(), "a removed built-in copy is written again");
 }
+
+#[test]
+fn a_prompt_built_once_sets_no_watch_and_the_second_build_starts_watching() {
+    let ws = full_workspace("prompt-watch-late");
+    let mut builder = ContextBuilder::new(ws.path().to_path_buf());
+    let first = builder.system_prompt("cli");
+    assert!(!builder.freshness.is_watching(), "a one-shot run's only build set watches");
+    assert_eq!(builder.system_prompt("cli"), first);
+    assert!(builder.freshness.is_watching(), "a second build watches for the third");
+    ws.write("memory/MEMORY.md", "- Prefers tea.\n");
+    assert!(builder.system_prompt("cli").contains("Prefers tea."), "an edit after the watch started");
+}
