@@ -174,10 +174,14 @@ def chat(port, text):
     return reply["choices"][0]["message"]["content"]
 
 
-def windows(turns):
-    """Turn windows (1-based, inclusive) reported: the first 50, then 50 before each hundred mark."""
+def windows(turns, every=0):
+    """Turn windows (1-based, inclusive) reported: the first 50, then 50 before each hundred
+    mark; with `every`, then consecutive blocks of that many turns too (a block spans the rise
+    and fall of the replayed history between consolidations)."""
     marks = [50, 200, 500, 1000, 2000, 3000, 5000, 10000, 20000]
-    return [(1, min(50, turns))] + [(m - 49, m) for m in marks[1:] if m <= turns]
+    fixed = [(1, min(50, turns))] + [(m - 49, m) for m in marks[1:] if m <= turns]
+    blocks = [(first, min(first + every - 1, turns)) for first in range(1, turns + 1, every)] if every else []
+    return fixed + blocks
 
 
 def checkpoints(turns, every=1000):
@@ -217,6 +221,8 @@ def main():
     parser.add_argument("--keep-alive", action="store_true", help="the LLM keeps connections open")
     parser.add_argument("--memory", default="{}", metavar="JSON",
                         help='the config\'s memory section, e.g. \'{"autoRecall": false}\' (default: its defaults)')
+    parser.add_argument("--window-every", type=int, default=0, metavar="N",
+                        help="report blocks of N turns too, besides the 50-turn windows at the marks")
     parser.add_argument("--keep", action="store_true", help="leave the data dir in place (its path is printed)")
     parser.add_argument("--rss-every", type=int, default=1000, help="read the kernel's RSS every this many turns")
     parser.add_argument("--perf", metavar="FILE", help="record `perf record` of the kernel into FILE (FILE.<turn> "
@@ -298,7 +304,7 @@ def report(args, per_turn_ns, ticks_at, seen, wall):
           f"({'keep-alive' if args.keep_alive else 'connection closed after each answer'}), "
           f"contextWindowTokens {args.context_window}; {wall:.1f} s, {wall / turns * 1000:.2f} ms per turn")
     rows = []
-    for first, last in windows(turns):
+    for first, last in windows(turns, args.window_every):
         window = sorted(per_turn_ns[first - 1:last])
         total_ms = (ticks_at[last] - ticks_at[first - 1]) / TICK * 1000 / (last - first + 1)
         row = {"turns": f"{first}-{last}", "p50_ms": round(statistics.median(window) / 1e6, 3),
