@@ -174,10 +174,14 @@ def chat(port, text):
     return reply["choices"][0]["message"]["content"]
 
 
-def windows(turns):
-    """Turn windows (1-based, inclusive) reported: the first 50, then 50 before each hundred mark."""
-    marks = [50, 200, 500, 1000, 2000, 5000, 10000, 20000]
-    return [(1, min(50, turns))] + [(m - 49, m) for m in marks[1:] if m <= turns]
+def windows(turns, every=0):
+    """Turn windows (1-based, inclusive) reported: the first 50, then 50 before each hundred
+    mark; with `every`, then consecutive blocks of that many turns too (a block spans the rise
+    and fall of the replayed history between consolidations)."""
+    marks = [50, 200, 500, 1000, 2000, 3000, 5000, 10000, 20000]
+    fixed = [(1, min(50, turns))] + [(m - 49, m) for m in marks[1:] if m <= turns]
+    blocks = [(first, min(first + every - 1, turns)) for first in range(1, turns + 1, every)] if every else []
+    return fixed + blocks
 
 
 def checkpoints(turns, every=1000):
@@ -187,8 +191,19 @@ def checkpoints(turns, every=1000):
     return marks + ([turns] if turns not in marks else [])
 
 
-def config_for(home, llm_port, api_port, health_port, context_window):
+def largest_files(home, count=8):
+    """The largest files under the data dir (path relative to it, bytes, lines): what grew."""
+    found = []
+    for path in Path(home).rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found.append((str(path.relative_to(home)), len(data), data.count(b"\n")))
+    return sorted(found, key=lambda f: -f[1])[:count]
+
+
+def config_for(home, llm_port, api_port, health_port, context_window, memory):
     return {
+        "memory": memory,
         "agents": {"defaults": {"workspace": os.path.join(home, "workspace"), "model": "mock-model",
                                 "provider": "custom", "contextWindowTokens": context_window, "maxTokens": 8192}},
         "providers": {"custom": {"apiKey": "mock", "apiBase": f"http://127.0.0.1:{llm_port}/v1"}},
@@ -204,10 +219,19 @@ def main():
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--context-window", type=int, default=200_000)
     parser.add_argument("--keep-alive", action="store_true", help="the LLM keeps connections open")
+    parser.add_argument("--memory", default="{}", metavar="JSON",
+                        help='the config\'s memory section, e.g. \'{"autoRecall": false}\' (default: its defaults)')
+    parser.add_argument("--window-every", type=int, default=0, metavar="N",
+                        help="report blocks of N turns too, besides the 50-turn windows at the marks")
+    parser.add_argument("--keep", action="store_true", help="leave the data dir in place (its path is printed)")
     parser.add_argument("--rss-every", type=int, default=1000, help="read the kernel's RSS every this many turns")
-    parser.add_argument("--perf", metavar="FILE", help="record `perf record --call-graph dwarf` of the kernel into FILE")
-    parser.add_argument("--perf-from", type=int, default=300, help="turn at which perf starts recording")
-    parser.add_argument("--perf-turns", type=int, default=0, help="turns perf records (default: to the end)")
+    parser.add_argument("--perf", metavar="FILE", help="record `perf record` of the kernel into FILE (FILE.<turn> "
+                        "for each of several --perf-from turns)")
+    parser.add_argument("--perf-from", type=int, nargs="+", default=[300],
+                        help="turns at which perf starts recording (one recording each)")
+    parser.add_argument("--perf-turns", type=int, default=0, help="turns each recording lasts (default: to the end)")
+    parser.add_argument("--perf-call-graph", default="dwarf,16384",
+                        help="perf's --call-graph mode: dwarf,SIZE (default) or fp (cheap, self time is exact)")
     args = parser.parse_args()
     oxibot = args.bin_dir / "oxibot"
     if not oxibot.exists():
@@ -215,7 +239,7 @@ def main():
     home = tempfile.mkdtemp(prefix="oxibot-long-session-")
     llm_port, api_port, health_port = free_port(), free_port(), free_port()
     with open(os.path.join(home, "config.json"), "w") as out:
-        json.dump(config_for(home, llm_port, api_port, health_port, args.context_window), out)
+        json.dump(config_for(home, llm_port, api_port, health_port, args.context_window, json.loads(args.memory)), out)
     mock = subprocess.Popen([sys.executable, "-c", MOCK, str(llm_port), "keep" if args.keep_alive else "close"])
     gateway = None
     perf = None
@@ -228,18 +252,21 @@ def main():
         wait_for(lambda: urllib.request.urlopen(models, timeout=1), 30,
                  "the api channel")
         pid = gateway.pid
+        perf_started = 0
         per_turn_ns, ticks_at, seen = [], {0: cpu_ticks(pid)}, {}
         marks = set(checkpoints(args.turns, args.rss_every))
         started = time.perf_counter()
         for turn in range(1, args.turns + 1):
-            if args.perf and turn == args.perf_from:
-                perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf,16384", "-F", "2000", "-o", args.perf, "-p", str(pid)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(0.5)
-            if perf and args.perf_turns and turn == args.perf_from + args.perf_turns:
+            if perf and args.perf_turns and turn == perf_started + args.perf_turns:
                 perf.send_signal(2)
                 perf.wait()
                 perf = None
+            if args.perf and turn in args.perf_from and perf is None:
+                output = args.perf if len(args.perf_from) == 1 else f"{args.perf}.{turn}"
+                perf = subprocess.Popen(["perf", "record", "--call-graph", args.perf_call_graph, "-F", "2000", "-o", output,
+                                         "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                perf_started = turn
+                time.sleep(0.5)
             before = cpu_ns(pid)
             answer = chat(api_port, f"BENCH-TURN {turn}: hello there")
             if answer != f"echo: BENCH-TURN {turn}: hello there":
@@ -255,6 +282,8 @@ def main():
             perf.send_signal(2)
             perf.wait()
         report(args, per_turn_ns, ticks_at, seen, wall)
+        for name, size, lines in largest_files(home):
+            print(f"    on disk: {name}: {size:,} bytes, {lines:,} lines")
     finally:
         for process in (gateway, mock):
             if process and process.poll() is None:
@@ -263,7 +292,10 @@ def main():
                     process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     process.kill()
-        shutil.rmtree(home, ignore_errors=True)
+        if args.keep:
+            print(f"    data dir kept: {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def report(args, per_turn_ns, ticks_at, seen, wall):
@@ -272,7 +304,7 @@ def report(args, per_turn_ns, ticks_at, seen, wall):
           f"({'keep-alive' if args.keep_alive else 'connection closed after each answer'}), "
           f"contextWindowTokens {args.context_window}; {wall:.1f} s, {wall / turns * 1000:.2f} ms per turn")
     rows = []
-    for first, last in windows(turns):
+    for first, last in windows(turns, args.window_every):
         window = sorted(per_turn_ns[first - 1:last])
         total_ms = (ticks_at[last] - ticks_at[first - 1]) / TICK * 1000 / (last - first + 1)
         row = {"turns": f"{first}-{last}", "p50_ms": round(statistics.median(window) / 1e6, 3),

@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -23,6 +24,9 @@ use super::sources::{self, Category, Chunk, Format, SourceFile};
 const TAIL_BYTES: u64 = 4096;
 /// Candidates taken from each of the keyword and vector searches before ranking.
 const CANDIDATES: usize = 60;
+/// Most chunks kept read between searches (see [`ChunkCache`]): a few searches' candidates, a
+/// few hundred KiB at most.
+const CACHED_CHUNKS: usize = 512;
 
 /// The index could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -160,11 +164,35 @@ struct VectorCache {
     by_row: HashMap<i64, usize>,
 }
 
+/// Chunks a search read and stemmed, kept until the index changes: auto-recall searches every
+/// user message, and the same chunks (the newest, or those matching a common word) come back
+/// as candidates search after search, so reading and stemming them each time cost a turn more
+/// the more the archive held. Emptied when the index's generation moves, or before it would
+/// hold more than [`CACHED_CHUNKS`].
+#[derive(Default)]
+struct ChunkCache {
+    /// The index's generation the chunks were read at.
+    generation: Option<i64>,
+    /// By row id.
+    chunks: HashMap<i64, CachedChunk>,
+}
+
+/// One chunk as ranking needs it.
+struct CachedChunk {
+    /// The chunk (score and matched terms not set).
+    hit: Hit,
+    /// The stems of its heading and text ([`rank::stems`]).
+    stems: Arc<[u64]>,
+}
+
 /// One connection to one workspace's index.
 pub struct MemoryIndex {
     conn: Connection,
     path: PathBuf,
     vectors: VectorCache,
+    chunks: ChunkCache,
+    /// Chunks read from the database for ranking so far (tests check the cache with it).
+    chunks_read: u64,
 }
 
 const SCHEMA: &str = "
@@ -214,12 +242,24 @@ impl MemoryIndex {
         // differs from the last, compiles its cached statement again before running it.
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
-        Ok(MemoryIndex { conn, path: path.to_path_buf(), vectors: VectorCache::default() })
+        Ok(MemoryIndex {
+            conn,
+            path: path.to_path_buf(),
+            vectors: VectorCache::default(),
+            chunks: ChunkCache::default(),
+            chunks_read: 0,
+        })
     }
 
     /// The index file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How many chunks searches on this connection have read from the database for ranking:
+    /// a chunk read once is not read again until the index changes.
+    pub fn chunks_read(&self) -> u64 {
+        self.chunks_read
     }
 
     fn sqlite(&self, source: rusqlite::Error) -> IndexError {
@@ -337,18 +377,7 @@ impl MemoryIndex {
         let mut found: HashMap<i64, (Option<f64>, Option<f64>)> = HashMap::new();
         let wanted = if query.category.is_some() { CANDIDATES * 4 } else { CANDIDATES };
         if let Some(fts) = rank::fts_query(&terms) {
-            let mut statement = self
-                .conn
-                .prepare_cached(
-                    "SELECT rowid, -bm25(chunks_fts, 1.0, 0.3) FROM chunks_fts WHERE chunks_fts MATCH ?1 \
-                     ORDER BY bm25(chunks_fts, 1.0, 0.3) LIMIT ?2",
-                )
-                .map_err(|e| IndexError::Sqlite { path: self.path.clone(), source: e })?;
-            let rows = statement
-                .query_map(params![fts, wanted as i64], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?)))
-                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                .map_err(|e| IndexError::Sqlite { path: self.path.clone(), source: e })?;
-            for (row, bm25) in rows {
+            for (row, bm25) in self.keyword_candidates(&fts, wanted)? {
                 found.entry(row).or_default().0 = Some(bm25.max(0.0));
             }
         }
@@ -369,19 +398,25 @@ impl MemoryIndex {
         if found.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<i64> = found.keys().copied().collect();
-        let mut hits = self.rows(&rows)?;
-        hits.retain(|(_, hit)| query.category.is_none_or(|c| c == hit.category));
-        let candidates: Vec<Candidate> = hits
+        // In row order, the order the database gives them in: candidates tied on score keep it.
+        let mut rows: Vec<i64> = found.keys().copied().collect();
+        rows.sort_unstable();
+        self.read_chunks(&rows)?;
+        let chunks: Vec<(i64, &CachedChunk)> = rows
             .iter()
-            .map(|(row, hit)| {
+            .filter_map(|row| Some((*row, self.chunks.chunks.get(row)?)))
+            .filter(|(_, chunk)| query.category.is_none_or(|c| c == chunk.hit.category))
+            .collect();
+        let candidates: Vec<Candidate> = chunks
+            .iter()
+            .map(|(row, chunk)| {
                 let (bm25, cosine) = found.get(row).copied().unwrap_or_default();
                 let vector = self.vectors.by_row.get(row).map(|&at| self.vectors.rows[at].1.clone());
                 Candidate {
                     bm25,
                     cosine: cosine.filter(|_| query.vector.is_some()),
-                    stems: rank::stems(&format!("{} {}", hit.context, hit.text)),
-                    time: hit.time,
+                    stems: Arc::clone(&chunk.stems),
+                    time: chunk.hit.time,
                     vector: vector.filter(|_| query.vector.is_some()),
                 }
             })
@@ -392,12 +427,54 @@ impl MemoryIndex {
         Ok(picked
             .into_iter()
             .map(|s| {
-                let mut hit = hits[s.index].1.clone();
+                let mut hit = chunks[s.index].1.hit.clone();
                 hit.score = s.score;
                 hit.matched = s.matched;
                 hit
             })
             .collect())
+    }
+
+    /// The best `wanted` rows for the FTS5 query `fts`, with their BM25 relevance (larger is
+    /// better). Every match is scored to find them, once each: the score is named so that
+    /// ordering by it does not call `bm25` a second time per match.
+    fn keyword_candidates(&self, fts: &str, wanted: usize) -> Result<Vec<(i64, f64)>, IndexError> {
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT rowid, bm25(chunks_fts, 1.0, 0.3) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 \
+                 ORDER BY score LIMIT ?2",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let rows = statement
+            .query_map(params![fts, wanted as i64], |row| Ok((row.get::<_, i64>(0)?, -row.get::<_, f64>(1)?)))
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>);
+        rows.map_err(|e| self.sqlite(e))
+    }
+
+    /// Brings the chunks at `rows` into the cache, reading only those it lacks; the cache is
+    /// emptied first when the index changed since it was filled, or when it would outgrow
+    /// [`CACHED_CHUNKS`].
+    fn read_chunks(&mut self, rows: &[i64]) -> Result<(), IndexError> {
+        let generation = generation(&self.conn).map_err(|e| self.sqlite(e))?;
+        if self.chunks.generation != Some(generation) {
+            self.chunks = ChunkCache { generation: Some(generation), chunks: HashMap::new() };
+        }
+        let mut missing: Vec<i64> = rows.iter().copied().filter(|row| !self.chunks.chunks.contains_key(row)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if self.chunks.chunks.len() + missing.len() > CACHED_CHUNKS {
+            self.chunks.chunks.clear();
+            missing = rows.to_vec();
+        }
+        let read = self.rows(&missing)?;
+        self.chunks_read += read.len() as u64;
+        for (row, hit) in read {
+            let stems = rank::stems(&format!("{} {}", hit.context, hit.text)).into();
+            self.chunks.chunks.insert(row, CachedChunk { hit, stems });
+        }
+        Ok(())
     }
 
     /// Reloads the vectors when the index changed since they were loaded.
@@ -515,8 +592,11 @@ fn embedding_input(context: &str, text: &str) -> String {
 }
 
 fn generation(conn: &Connection) -> rusqlite::Result<i64> {
-    let value: Option<String> =
-        conn.query_row("SELECT value FROM meta WHERE key = 'generation'", [], |row| row.get(0)).optional()?;
+    // Cached: every search asks it.
+    let value: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE key = 'generation'")?
+        .query_row([], |row| row.get(0))
+        .optional()?;
     Ok(value.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 

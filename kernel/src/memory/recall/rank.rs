@@ -3,6 +3,7 @@
 //! [`Candidate`]s, so the arithmetic is tested without a database.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Words too common to say what a message is about.
 const STOPWORDS: &[&str] = &[
@@ -88,8 +89,8 @@ pub struct Candidate {
     pub bm25: Option<f64>,
     /// Cosine similarity to the query vector, when both have one.
     pub cosine: Option<f64>,
-    /// Stems of the chunk's text ([`stems`]).
-    pub stems: Vec<u64>,
+    /// Stems of the chunk's text ([`stems`]), shared with the index's cache of read chunks.
+    pub stems: Arc<[u64]>,
     /// When it was written (seconds since the epoch); `None` never ages.
     pub time: Option<i64>,
     /// Its vector, for diversity.
@@ -221,7 +222,7 @@ mod tests {
     use super::*;
 
     fn candidate(bm25: Option<f64>, text: &str, time: Option<i64>) -> Candidate {
-        Candidate { bm25, cosine: None, stems: stems(text), time, vector: None }
+        Candidate { bm25, cosine: None, stems: stems(text).into(), time, vector: None }
     }
 
     const WEIGHTS: Weights = Weights { vector: 0.7, text: 0.3, half_life_days: 30.0, lambda: 0.7 };

@@ -101,6 +101,54 @@ fn a_rebuilt_index_gives_the_same_results() {
     assert_eq!(results(&mut rebuilt), before);
 }
 
+/// An archive of `entries` history entries that all share the words of `query("turn
+/// hello")`, as a long session's consolidations leave it (issue 30: a search every user
+/// message read and stemmed its candidates again, so a turn cost more the more was archived).
+fn long_archive(entries: usize) -> TempDir {
+    let ws = TempDir::new("recall-long");
+    let history = HistoryStore::new(ws.path());
+    for n in 1..=entries {
+        history.append("2026-04-03 10:00", &format!("- echo: turn {n}: hello there"), None).unwrap();
+    }
+    ws
+}
+
+#[test]
+fn a_search_repeated_on_an_unchanged_index_reads_no_chunk_again() {
+    let ws = long_archive(200);
+    let store = TempDir::new("recall-cache");
+    let mut index = MemoryIndex::open(&store.path().join("i.sqlite")).unwrap();
+    index.sync(ws.path()).unwrap();
+    let first = index.search(&query("turn hello")).unwrap();
+    let read = index.chunks_read();
+    assert!(read > 0 && read <= 60, "the first search reads its candidates only: {read}");
+    for n in 0..5 {
+        assert_eq!(index.search(&query(&format!("turn {n} hello"))).unwrap().len(), 3);
+    }
+    assert_eq!(index.search(&query("turn hello")).unwrap(), first, "the same answer from the kept chunks");
+    assert_eq!(index.chunks_read(), read, "searches of the same words read nothing more");
+}
+
+#[test]
+fn a_change_written_by_another_connection_empties_the_readers_kept_chunks() {
+    let ws = long_archive(3);
+    let store = TempDir::new("recall-cache-change");
+    let path = store.path().join("i.sqlite");
+    let mut writer = MemoryIndex::open(&path).unwrap();
+    let mut reader = MemoryIndex::open(&path).unwrap();
+    writer.sync(ws.path()).unwrap();
+    assert_eq!(reader.search(&query("turn hello")).unwrap().len(), 3);
+    ws.write(
+        "memory/history.jsonl",
+        "{\"cursor\": 1, \"timestamp\": \"2026-04-03 10:00\", \"content\": \"- turn hello, edited\"}\n",
+    );
+    writer.sync(ws.path()).unwrap();
+    let after: Vec<String> = reader.search(&query("turn hello")).unwrap().into_iter().map(|h| h.text).collect();
+    assert_eq!(after, ["- turn hello, edited"], "nothing of the old chunks is served");
+    let fresh = MemoryIndex::open(&path).unwrap().search(&query("turn hello")).unwrap();
+    assert_eq!(reader.search(&query("turn hello")).unwrap(), fresh, "the same answer as a new connection's");
+}
+
 #[test]
 fn vectors_are_kept_for_unchanged_chunks_and_dropped_when_the_model_changes() {
     let ws = workspace();
