@@ -22,7 +22,23 @@ pub const IN_PLACE_LIMIT: usize = 4096;
 /// The current local time as nanobot writes it (`datetime.now().isoformat()`):
 /// `2026-01-02T03:04:05.123456`.
 pub fn now_timestamp() -> String {
-    chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    timestamp(&chrono::Local::now())
+}
+
+/// `at` as `YYYY-MM-DDTHH:MM:SS.ffffff`, written field by field: a format string would be
+/// parsed again at every call, and a turn writes several timestamps.
+fn timestamp<Tz: chrono::TimeZone>(at: &chrono::DateTime<Tz>) -> String {
+    use chrono::{Datelike as _, Timelike as _};
+    let micros = at.nanosecond() % 1_000_000_000 / 1_000;
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
 }
 
 /// The file name stem for a session key: every `:` and every character that is unsafe in a
@@ -291,6 +307,19 @@ pub(super) fn apply_header(session: &mut Session, header: HeaderIn) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_timestamp_reads_as_the_iso_format_nanobot_writes() {
+        use chrono::TimeZone as _;
+        let offset = chrono::FixedOffset::east_opt(5 * 3600 + 1800).unwrap();
+        for (nanos, written) in [(0, "2026-03-04T05:06:07.000000"), (123_456_789, "2026-03-04T05:06:07.123456")] {
+            let at = offset.with_ymd_and_hms(2026, 3, 4, 5, 6, 7).unwrap() + chrono::Duration::nanoseconds(nanos);
+            assert_eq!(super::timestamp(&at), written);
+            assert_eq!(super::timestamp(&at), at.format("%Y-%m-%dT%H:%M:%S%.6f").to_string());
+        }
+        let year_one = chrono::Utc.with_ymd_and_hms(1, 1, 1, 0, 0, 0).unwrap();
+        assert_eq!(super::timestamp(&year_one), year_one.format("%Y-%m-%dT%H:%M:%S%.6f").to_string());
+    }
+
     use super::*;
     use crate::message::Role;
     use serde_json::json;
