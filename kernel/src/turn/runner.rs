@@ -198,12 +198,15 @@ impl Turn<'_> {
         while iteration < self.spec.max_iterations {
             iteration += 1;
             let messages = &mut request.messages;
-            if self.compact_on_overflow
-                && !budget::shrink_to_fit(messages, self.spec.context_window, self.spec.max_tokens)
-            {
-                return Err(RunError::EstimatedOverflow);
+            // With compaction on, a request that fits after shrinking needs nothing more (`fit`
+            // would only estimate it again); one that does not goes back to be compacted.
+            if self.compact_on_overflow {
+                if !budget::shrink_to_fit(messages, self.spec.context_window, self.spec.max_tokens) {
+                    return Err(RunError::EstimatedOverflow);
+                }
+            } else {
+                budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
             }
-            budget::fit(messages, self.spec.context_window, self.spec.max_tokens);
             self.hooks.before_iteration(&IterationInfo { iteration, messages: messages.len() });
             if let Some(refusal) = self.hooks.refuse_call() {
                 self.store(vec![ChatMessage::text(Role::Assistant, refusal.clone()).from_kernel()])?;
