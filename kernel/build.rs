@@ -7,7 +7,7 @@
 //! - `OXIBOT_VERSION` is the crate version with the git revision it was built from, for
 //!   `oxibot --version` (`0.1.0 (3f2a9c1)`, or the version alone outside a git checkout).
 //! - The `cl100k_base` vocabulary of the token counter (`memory::bpe`) is written to
-//!   `OUT_DIR` in compact form (every token's bytes in rank order, and where each one starts),
+//!   `OUT_DIR` in compact form (every token's bytes in rank order, and each one's length),
 //!   taken from tiktoken-rs here so the binary neither carries nor builds tiktoken's maps.
 
 use std::process::Command;
@@ -34,24 +34,23 @@ fn main() {
 }
 
 /// Writes `cl100k_tokens.bin` (the tokens' bytes one after another, in rank order) and
-/// `cl100k_starts.bin` (where each starts, little-endian `u32`s, plus the end) to `OUT_DIR`,
-/// once per build directory.
+/// `cl100k_lengths.bin` (each one's length, a byte each: the longest is 128 bytes) to
+/// `OUT_DIR`, once per build directory.
 fn write_vocabulary() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let (tokens_file, starts_file) = (out.join("cl100k_tokens.bin"), out.join("cl100k_starts.bin"));
-    if tokens_file.exists() && starts_file.exists() {
+    let (tokens_file, lengths_file) = (out.join("cl100k_tokens.bin"), out.join("cl100k_lengths.bin"));
+    if tokens_file.exists() && lengths_file.exists() {
         return;
     }
     let reference = tiktoken_rs::cl100k_base().expect("tiktoken-rs carries cl100k_base");
-    let (mut tokens, mut starts) = (Vec::new(), Vec::new());
+    let (mut tokens, mut lengths) = (Vec::new(), Vec::new());
     for rank in 0.. {
         let Ok(token) = reference.decode_bytes(&[rank]) else { break };
-        starts.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
+        lengths.push(u8::try_from(token.len()).expect("no cl100k_base token is longer than 255 bytes"));
         tokens.extend_from_slice(&token);
     }
-    starts.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
     std::fs::write(&tokens_file, tokens).expect("write the vocabulary's tokens");
-    std::fs::write(&starts_file, starts).expect("write the vocabulary's starts");
+    std::fs::write(&lengths_file, lengths).expect("write the vocabulary's lengths");
 }
 
 /// The short hash of the checked-out commit.
