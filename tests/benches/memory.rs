@@ -107,7 +107,7 @@ fn consolidation<'a>(
 
 fn message(i: usize) -> ChatMessage {
     ChatMessage::text(
-        if i % 2 == 0 { Role::User } else { Role::Assistant },
+        if i.is_multiple_of(2) { Role::User } else { Role::Assistant },
         format!("message number {i}: the tomatoes go by the south wall, the basil beside them"),
     )
 }

@@ -333,10 +333,10 @@ async fn gateway_connection(socket: TcpStream, addr: SocketAddr, state: Arc<Mute
                 Some(Err(_)) | None => return,
             },
         };
-        if let Some(frame) = reply {
-            if write.send(frame).await.is_err() {
-                return;
-            }
+        if let Some(frame) = reply
+            && write.send(frame).await.is_err()
+        {
+            return;
         }
     }
 }

@@ -218,10 +218,10 @@ impl Inner {
             else {
                 return;
             };
-            if let Some(id) = self.order.remove(index) {
-                if let Some(task) = self.tasks.remove(&id) {
-                    self.by_request.remove(&task.request_id);
-                }
+            if let Some(id) = self.order.remove(index)
+                && let Some(task) = self.tasks.remove(&id)
+            {
+                self.by_request.remove(&task.request_id);
             }
         }
     }

@@ -24,10 +24,10 @@ impl Fragments {
             return None;
         }
         if !self.parts.contains_key(message_id) {
-            if self.order.len() >= WAITING {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.parts.remove(&oldest);
-                }
+            if self.order.len() >= WAITING
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.parts.remove(&oldest);
             }
             self.parts.insert(message_id.to_owned(), vec![None; sum]);
             self.order.push_back(message_id.to_owned());

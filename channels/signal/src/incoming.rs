@@ -129,10 +129,10 @@ pub fn judge(params: &Value, config: &Config, groups: &mut GroupContext) -> Verd
 fn sender_ids(envelope: &Value) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for key in SENDER_KEYS {
-        if let Some(id) = envelope[*key].as_str().map(str::trim).filter(|id| !id.is_empty()) {
-            if !ids.iter().any(|known| known == id) {
-                ids.push(id.to_owned());
-            }
+        if let Some(id) = envelope[*key].as_str().map(str::trim).filter(|id| !id.is_empty())
+            && !ids.iter().any(|known| known == id)
+        {
+            ids.push(id.to_owned());
         }
     }
     ids

@@ -161,10 +161,11 @@ impl Writer {
             TagEnd::Strong => self.close("BOLD"),
             TagEnd::Strikethrough => self.close("STRIKETHROUGH"),
             TagEnd::Link | TagEnd::Image => {
-                if let Some(url) = self.links.pop() {
-                    if !url.is_empty() && !self.text.ends_with(url.as_str()) {
-                        self.push(&format!(" ({url})"));
-                    }
+                if let Some(url) = self.links.pop()
+                    && !url.is_empty()
+                    && !self.text.ends_with(url.as_str())
+                {
+                    self.push(&format!(" ({url})"));
                 }
             }
             _ => {}

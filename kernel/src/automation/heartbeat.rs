@@ -327,10 +327,10 @@ impl Beat {
     /// Tells the last active chat, once per cap and period, that the heartbeat is capped.
     async fn tell_capped(&self, breach: &Breach) {
         tracing::warn!(scope = %breach.scope, setting = breach.setting, "heartbeat: over budget; the model is not called");
-        if breach.first_notice(self.services.data_dir()) {
-            if let Err(error) = self.dispatcher.send(Target::LastActive, breach.message(), Vec::new(), None).await {
-                tracing::warn!(%error, "heartbeat: the budget notice was not delivered");
-            }
+        if breach.first_notice(self.services.data_dir())
+            && let Err(error) = self.dispatcher.send(Target::LastActive, breach.message(), Vec::new(), None).await
+        {
+            tracing::warn!(%error, "heartbeat: the budget notice was not delivered");
         }
     }
 

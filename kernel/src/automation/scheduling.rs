@@ -109,12 +109,12 @@ pub type FirstFiring = Arc<dyn Fn(&str, i64) -> Pin<Box<dyn Future<Output = bool
 async fn run_due_jobs(mut due: mpsc::UnboundedReceiver<CronFire>, dispatcher: Dispatcher, first: Option<FirstFiring>) {
     while let Some(fire) = due.recv().await {
         let CronFire { job, done, due_ms } = fire;
-        if let (Some(first), Some(due_ms)) = (&first, due_ms) {
-            if !first(&job.id, due_ms).await {
-                tracing::info!(job = %job.id, due_ms, "the job already fired for this due time (before a failover)");
-                let _ = done.send(Ok(()));
-                continue;
-            }
+        if let (Some(first), Some(due_ms)) = (&first, due_ms)
+            && !first(&job.id, due_ms).await
+        {
+            tracing::info!(job = %job.id, due_ms, "the job already fired for this due time (before a failover)");
+            let _ = done.send(Ok(()));
+            continue;
         }
         let Some(request) = turn_for(&job) else {
             let _ = done.send(Err("the job names no session to run in".to_owned()));

@@ -149,10 +149,10 @@ impl Member {
     pub async fn leave(&self) {
         self.claims.release_all().await;
         let lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner).upgrade();
-        if let Some(token) = lead.and_then(|state| state.valid_token()) {
-            if let Err(error) = self.node.resign_scheduler(token.revision).await {
-                tracing::warn!(%error, "cannot give up the scheduler's lead; another kernel takes it after the TTL");
-            }
+        if let Some(token) = lead.and_then(|state| state.valid_token())
+            && let Err(error) = self.node.resign_scheduler(token.revision).await
+        {
+            tracing::warn!(%error, "cannot give up the scheduler's lead; another kernel takes it after the TTL");
         }
         if let Err(error) = self.node.withdraw().await {
             tracing::warn!(%error, "cannot take this node off the cluster's list; it drops out after the TTL");

@@ -73,11 +73,11 @@ fn check(value: &Value, path: &str, section: &str, found: &mut Vec<UnknownKey>) 
             let known = SECTIONS.iter().find(|(name, _)| *name == section).map(|(_, keys)| *keys);
             for (key, child) in map {
                 let camel = camel_case(key);
-                if let Some(known) = known {
-                    if !known.contains(&camel.as_str()) {
-                        found.push(UnknownKey { path: join(path, key), suggestion: closest(&camel, known) });
-                        continue;
-                    }
+                if let Some(known) = known
+                    && !known.contains(&camel.as_str())
+                {
+                    found.push(UnknownKey { path: join(path, key), suggestion: closest(&camel, known) });
+                    continue;
                 }
                 let child_section = join(section, &camel);
                 let wildcard = join(section, "*");

@@ -96,11 +96,12 @@ fn mapping(lines: &[Line<'_>]) -> BTreeMap<String, Value> {
     while i < lines.len() {
         let line = lines[i];
         let end = i + 1 + lines[i + 1..].iter().take_while(|l| l.indent > line.indent).count();
-        if !line.is_blank() && !line.text.starts_with('#') {
-            if let Some((key, first)) = line.text.split_once(':') {
-                let key = unquote_key(key.trim());
-                fields.insert(key, value(first.trim(), &lines[i + 1..end]));
-            }
+        if !line.is_blank()
+            && !line.text.starts_with('#')
+            && let Some((key, first)) = line.text.split_once(':')
+        {
+            let key = unquote_key(key.trim());
+            fields.insert(key, value(first.trim(), &lines[i + 1..end]));
         }
         i = end;
     }
@@ -248,11 +249,11 @@ fn json_or_text(text: &str) -> Value {
     if let Ok(value) = serde_json::from_str(&without_trailing_commas(text)) {
         return value;
     }
-    if let Some(items) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-        if !items.contains(['{', '[', '"', '\'']) {
-            let items = items.split(',').map(str::trim).filter(|i| !i.is_empty()).map(scalar).collect();
-            return Value::Array(items);
-        }
+    if let Some(items) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
+        && !items.contains(['{', '[', '"', '\''])
+    {
+        let items = items.split(',').map(str::trim).filter(|i| !i.is_empty()).map(scalar).collect();
+        return Value::Array(items);
     }
     Value::String(text.to_string())
 }

@@ -104,10 +104,10 @@ impl LocalSecrets {
     /// made now (so the caller can show it once).
     pub fn get_or_create(&self, surface: Surface) -> Result<(String, bool), SecretsError> {
         let mut values = self.read()?;
-        if let Some(Value::String(secret)) = values.get(surface.key()) {
-            if !secret.is_empty() {
-                return Ok((secret.clone(), false));
-            }
+        if let Some(Value::String(secret)) = values.get(surface.key())
+            && !secret.is_empty()
+        {
+            return Ok((secret.clone(), false));
         }
         let secret = format!("{}{}", surface.prefix(), random_hex(24)?);
         values.insert(surface.key().to_owned(), Value::String(secret.clone()));

@@ -30,11 +30,11 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
             report.push(Area::Pairing, Action::Skip, format!("{channel} senders {}: already approved", ids.join(", ")));
             continue;
         }
-        if !options.dry_run {
-            if let Err(error) = access.approve_senders(&channel, &new) {
-                report.push(Area::Pairing, Action::Fail, error.to_string());
-                continue;
-            }
+        if !options.dry_run
+            && let Err(error) = access.approve_senders(&channel, &new)
+        {
+            report.push(Area::Pairing, Action::Fail, error.to_string());
+            continue;
         }
         report.push(Area::Pairing, Action::Add, format!("{channel} senders {} to the approved ones", new.join(", ")));
     }

@@ -72,10 +72,8 @@ pub fn import(source: &Source, options: &ImportOptions, report: &mut Report) {
     };
     let backup = replaced_copy(dest);
     if !options.dry_run {
-        if replaced {
-            if let Err(error) = fs::copy(dest, &backup) {
-                return report.push(Area::Config, Action::Fail, format!("cannot keep {}: {error}", backup.display()));
-            }
+        if replaced && let Err(error) = fs::copy(dest, &backup) {
+            return report.push(Area::Config, Action::Fail, format!("cannot keep {}: {error}", backup.display()));
         }
         if let Err(error) = write_private(dest, &bytes) {
             return report.push(Area::Config, Action::Fail, format!("cannot write {}: {error}", dest.display()));

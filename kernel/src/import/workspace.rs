@@ -66,10 +66,8 @@ fn adopt_repository(store: &GitStore, dry_run: bool, report: &mut Report) {
             );
         }
         RepoOwner::Nanobot { commits } => {
-            if !dry_run {
-                if let Err(error) = git_owner::adopt_nanobot(store) {
-                    return report.push(Area::Workspace, Action::Fail, error.to_string());
-                }
+            if !dry_run && let Err(error) = git_owner::adopt_nanobot(store) {
+                return report.push(Area::Workspace, Action::Fail, error.to_string());
             }
             report.push(
                 Area::Workspace,

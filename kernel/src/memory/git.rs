@@ -221,10 +221,10 @@ impl GitStore {
     /// Brings the mirror up to `repo`'s HEAD; a failure is logged, never fatal (the commit
     /// is made, only its copy is missing).
     fn update_mirror(&self, repo: &Repository) {
-        if let Some(mirror) = &self.mirror {
-            if let Err(error) = mirror.update_from(repo) {
-                tracing::warn!(%error, mirror = %mirror.path().display(), "could not copy the memory history out of the workspace");
-            }
+        if let Some(mirror) = &self.mirror
+            && let Err(error) = mirror.update_from(repo)
+        {
+            tracing::warn!(%error, mirror = %mirror.path().display(), "could not copy the memory history out of the workspace");
         }
     }
 

@@ -223,10 +223,11 @@ impl Search<'_> {
         let Ok(dir) = files.open_dir(base) else { return tally };
         let report = walk.run(files, dir, |entry| {
             let relative = entry.path.strip_prefix(base.path()).unwrap_or(&entry.path);
-            if entry.is_file && self.filters.accepts(relative) {
-                if let Ok(file) = entry.open_file(files) {
-                    self.search_file(file, &entry.path, MAX_FILE_BYTES, &mut tally);
-                }
+            if entry.is_file
+                && self.filters.accepts(relative)
+                && let Ok(file) = entry.open_file(files)
+            {
+                self.search_file(file, &entry.path, MAX_FILE_BYTES, &mut tally);
             }
             tally.stopped.is_none()
         });

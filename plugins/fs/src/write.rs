@@ -88,10 +88,10 @@ fn write_then_rename(dir: &DirHandle, temp: &OsStr, name: &OsStr, content: &[u8]
     // Never write through something already sitting at the temp name, not even a symlink.
     let mut file = dir.create_new(temp)?;
     file.write_all(content)?;
-    if let Ok(meta) = dir.symlink_metadata(name) {
-        if meta.is_file() {
-            file.set_permissions(meta.permissions())?;
-        }
+    if let Ok(meta) = dir.symlink_metadata(name)
+        && meta.is_file()
+    {
+        file.set_permissions(meta.permissions())?;
     }
     file.sync_all()?;
     drop(file);

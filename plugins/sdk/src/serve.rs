@@ -143,11 +143,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Encodes and queues a message; a message too large for a frame becomes an error result.
 fn send(outgoing: &Sender, message: &Message) {
-    if let Err(error) = link::queue_message(outgoing, message) {
-        if let Message::Result(result) = message {
-            let content =
-                format!("Error: the tool's output could not be sent ({error}); ask for less, e.g. with offset/limit");
-            send(outgoing, &Message::Result(ToolResult { id: result.id, content, is_error: true }));
-        }
+    if let Err(error) = link::queue_message(outgoing, message)
+        && let Message::Result(result) = message
+    {
+        let content =
+            format!("Error: the tool's output could not be sent ({error}); ask for less, e.g. with offset/limit");
+        send(outgoing, &Message::Result(ToolResult { id: result.id, content, is_error: true }));
     }
 }

@@ -326,12 +326,12 @@ fn inline(text: &str, base: &str) -> String {
             continue;
         }
         let Some(c) = rest.chars().next() else { break };
-        if c == '\\' {
-            if let Some(escaped) = rest[1..].chars().next().filter(char::is_ascii_punctuation) {
-                out.push(escaped);
-                i += 2;
-                continue;
-            }
+        if c == '\\'
+            && let Some(escaped) = rest[1..].chars().next().filter(char::is_ascii_punctuation)
+        {
+            out.push(escaped);
+            i += 2;
+            continue;
         }
         // A run of the same delimiter that opened nothing stays literal as a whole, so
         // that `***` or `__init__` is not re-read from its middle.
@@ -391,10 +391,10 @@ fn emphasis(rest: &str, marker: char, previous: Option<char>, base: &str) -> Opt
         return None;
     }
     let double: String = [marker, marker].iter().collect();
-    if rest.starts_with(&double) {
-        if let Some(found) = delimited(rest, &double, BOLD, base) {
-            return Some(found);
-        }
+    if rest.starts_with(&double)
+        && let Some(found) = delimited(rest, &double, BOLD, base)
+    {
+        return Some(found);
     }
     let single = marker.to_string();
     delimited(rest, &single, ITALIC, base)

@@ -67,14 +67,14 @@ async fn respond(server: &Server, request: Request) -> Response {
         let message = format!("method not allowed: send each JSON-RPC message as a POST to {ENDPOINT}");
         return Response::error(405, message).with_header("allow", "POST".to_owned());
     }
-    if let Some(revision) = request.header("mcp-protocol-version") {
-        if !SUPPORTED_REVISIONS.contains(&revision) {
-            let supported = SUPPORTED_REVISIONS.join(", ");
-            return Response::error(
-                400,
-                format!("unsupported MCP-Protocol-Version {revision} (this server speaks {supported})"),
-            );
-        }
+    if let Some(revision) = request.header("mcp-protocol-version")
+        && !SUPPORTED_REVISIONS.contains(&revision)
+    {
+        let supported = SUPPORTED_REVISIONS.join(", ");
+        return Response::error(
+            400,
+            format!("unsupported MCP-Protocol-Version {revision} (this server speaks {supported})"),
+        );
     }
     let Ok(text) = std::str::from_utf8(&request.body) else {
         let error = RpcError::new(PARSE_ERROR, "parse error: the body is not UTF-8");

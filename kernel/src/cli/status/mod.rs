@@ -106,10 +106,10 @@ fn memory_line(setup: &Setup) -> String {
         Err(error) => return format!("not usable: {error}"),
     };
     let mut line = settings.describe();
-    if let Some(model) = &settings.embedding {
-        if let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.settings.config.llm(), model) {
-            line = format!("keyword search (BM25) only — embeddings from '{model}' unavailable: {error}");
-        }
+    if let Some(model) = &settings.embedding
+        && let Err(error) = oxibot_kernel::provider::Embedder::from_config(&setup.settings.config.llm(), model)
+    {
+        line = format!("keyword search (BM25) only — embeddings from '{model}' unavailable: {error}");
     }
     let path = MemoryIndex::location(&paths::data_dir(), &setup.workspace);
     if path.exists() {

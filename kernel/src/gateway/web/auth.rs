@@ -49,10 +49,10 @@ impl Guard {
         if !host_allowed(request.header("host"), &self.host) {
             return Err(Response::error(403, "this gateway answers only to its own address or a loopback name"));
         }
-        if let Some(origin) = request.header("origin") {
-            if !is_own_origin(origin, request) {
-                return Err(Response::error(403, "cross-origin request refused"));
-            }
+        if let Some(origin) = request.header("origin")
+            && !is_own_origin(origin, request)
+        {
+            return Err(Response::error(403, "cross-origin request refused"));
         }
         if let Some(code) = request.query_param("code") {
             if !self.codes.redeem(&code) {
@@ -105,10 +105,11 @@ fn same_site(request: &Request) -> Result<(), Response> {
     if changes_state && request.header(REQUEST_HEADER).is_none() {
         return Err(Response::error(403, format!("missing the {REQUEST_HEADER} header")));
     }
-    if let Some(site) = request.header("sec-fetch-site") {
-        if site != "same-origin" && site != "none" {
-            return Err(Response::error(403, "cross-site request refused"));
-        }
+    if let Some(site) = request.header("sec-fetch-site")
+        && site != "same-origin"
+        && site != "none"
+    {
+        return Err(Response::error(403, "cross-site request refused"));
     }
     if !request.body.is_empty() && !is_json(request.header("content-type")) {
         return Err(Response::error(415, "the request body must be JSON: send content-type: application/json"));
@@ -166,7 +167,7 @@ fn hex_encode(bytes: &[u8]) -> String {
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()

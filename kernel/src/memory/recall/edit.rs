@@ -111,10 +111,10 @@ pub enum Forget<'a> {
 pub fn forget(workspace: &Path, history: &HistoryStore, what: &Forget<'_>) -> Result<Vec<Removed>, EditError> {
     let mut removed = Vec::new();
     for source in sources::list_sources(workspace) {
-        if let Forget::Chunk(hit) = what {
-            if hit.path != source.path {
-                continue;
-            }
+        if let Forget::Chunk(hit) = what
+            && hit.path != source.path
+        {
+            continue;
         }
         match source.format {
             Format::History => removed.extend(forget_in_history(history, what)?),

@@ -653,12 +653,11 @@ fn sync_file(
     if known.is_some_and(|k| k.mtime == mtime && k.size == metadata.len()) {
         return Ok(());
     }
-    if source.format == Format::History {
-        if let Some(known) = known.filter(|k| k.size < metadata.len()) {
-            if tail_hash(&source.absolute, known.size)? == known.tail {
-                return append_history(tx, source, known, mtime, report);
-            }
-        }
+    if source.format == Format::History
+        && let Some(known) = known.filter(|k| k.size < metadata.len())
+        && tail_hash(&source.absolute, known.size)? == known.tail
+    {
+        return append_history(tx, source, known, mtime, report);
     }
     let bytes = fs::read(&source.absolute)?;
     let hash = format!("{:016x}", sources::fnv1a64(&bytes));

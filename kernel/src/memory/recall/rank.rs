@@ -37,10 +37,10 @@ pub fn terms(text: &str) -> Vec<String> {
 /// A crude stem (plural and verb endings) so `moved`, `moves` and `move` meet.
 pub fn stem(word: &str) -> &str {
     for suffix in ["ing", "ed", "es", "s"] {
-        if let Some(base) = word.strip_suffix(suffix) {
-            if base.chars().count() >= 3 {
-                return base;
-            }
+        if let Some(base) = word.strip_suffix(suffix)
+            && base.chars().count() >= 3
+        {
+            return base;
         }
     }
     word

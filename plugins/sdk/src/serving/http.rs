@@ -42,10 +42,10 @@ pub async fn serve_connection<B, R, F>(
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(stream), service);
-    if let Err(error) = connection.await {
-        if !error.is_incomplete_message() {
-            crate::warn!("{channel}: a connection failed: {error}");
-        }
+    if let Err(error) = connection.await
+        && !error.is_incomplete_message()
+    {
+        crate::warn!("{channel}: a connection failed: {error}");
     }
 }
 
